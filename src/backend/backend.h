@@ -1,0 +1,91 @@
+/*
+ * backend.h: the seam between flare's device-independent code and a device.
+ *
+ * Every backend (the simulated device in sim/, CUDA in cuda/) fills one const
+ * table of functions. Core, replay and the CLI talk to devices only through
+ * it. A backend owns its devices, streams and memory; it reports finished
+ * work through one completion handler, called on a backend thread, which must
+ * not block for long (the sim backend's slow-handler fault tests exactly that).
+ * Backend functions return 0 or a negative flare_status and never abort.
+ */
+#ifndef FLARE_BACKEND_BACKEND_H
+#define FLARE_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct backend_stream backend_stream;
+
+typedef enum backend_work_kind {
+    BACKEND_WORK_KERNEL = 1,
+    BACKEND_WORK_COPY = 2,
+    BACKEND_WORK_MEMSET = 3,
+} backend_work_kind;
+
+typedef enum backend_copy_kind {
+    BACKEND_COPY_UNKNOWN = 0,
+    BACKEND_COPY_HOST_TO_DEVICE = 1,
+    BACKEND_COPY_DEVICE_TO_HOST = 2,
+    BACKEND_COPY_DEVICE_TO_DEVICE = 3,
+    BACKEND_COPY_HOST_TO_HOST = 4,
+} backend_copy_kind;
+
+/* One finished piece of device work, as the completion handler sees it. The
+ * pointers are valid only during the handler call. */
+typedef struct backend_completion {
+    backend_work_kind kind;
+    int device;
+    uint64_t stream_id;
+    uint64_t correlation_id; /* unique per process, assigned at submission */
+    const char *name;        /* kernel name; NULL for copies and memsets */
+    uint64_t start_ns;       /* flare clock */
+    uint64_t end_ns;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_memory_bytes;
+    uint32_t registers_per_thread;
+    uint64_t bytes;            /* copies and memsets */
+    backend_copy_kind copy_kind;
+    int status;                /* 0, or the negative flare_status the work failed with */
+} backend_completion;
+
+typedef void (*backend_completion_handler)(const backend_completion *completion, void *user);
+
+/* A kernel launch request. args points to args_size bytes, copied at submission. */
+typedef struct backend_launch {
+    int kernel_id;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_memory_bytes;
+    const void *args;
+    size_t args_size;
+} backend_launch;
+
+typedef struct backend_ops {
+    const char *name;
+    int (*device_count)(void);
+    int (*device_name)(int device, char *buffer, size_t size);
+    int (*stream_create)(int device, backend_stream **out);
+    /* Waits for the stream's work (bounded by the backend's own limit), then frees it. */
+    int (*stream_destroy)(backend_stream *stream);
+    uint64_t (*stream_id)(const backend_stream *stream);
+    int (*stream_device)(const backend_stream *stream);
+    /* Work submitted to the stream and not yet completed (handler included). */
+    uint64_t (*stream_in_flight)(const backend_stream *stream);
+    uint64_t (*device_in_flight)(int device);
+    /* Wait until the stream / every stream of the device is idle, at most
+     * timeout_ns. FLARE_ERR_TIMEOUT when it is not. */
+    int (*stream_drain)(backend_stream *stream, uint64_t timeout_ns);
+    int (*device_drain)(int device, uint64_t timeout_ns);
+    int (*memory_alloc)(int device, size_t bytes, void **out);
+    int (*memory_free)(void *pointer);
+    int (*copy_async)(backend_stream *stream, void *destination, const void *source, size_t bytes,
+                      backend_copy_kind kind);
+    int (*memset_async)(backend_stream *stream, void *destination, int value, size_t bytes);
+    int (*launch)(backend_stream *stream, const backend_launch *launch);
+    /* Installs the process's one completion handler (NULL removes it). A
+     * handler call in progress finishes before this returns. */
+    void (*set_completion_handler)(backend_completion_handler handler, void *user);
+} backend_ops;
+
+#endif /* FLARE_BACKEND_BACKEND_H */

@@ -1,0 +1,53 @@
+/*
+ * sim.h: the simulated device's internal interface.
+ *
+ * Owns: the process-wide simulated devices, their streams (one worker thread
+ * each), host-backed device memory, the kernel registry and fault injection.
+ * It implements backend_ops (backend.h) and backs the public flare_sim_ API
+ * (include/flare/sim.h). It must never block an application thread beyond the
+ * bounded waits it is asked for, and never lose a completion: every submitted
+ * item reaches the completion handler exactly once (status says if it failed).
+ */
+#ifndef FLARE_BACKEND_SIM_SIM_H
+#define FLARE_BACKEND_SIM_SIM_H
+
+#include "backend/backend.h"
+
+#include <stdint.h>
+
+/* The simulated backend's function table. */
+const backend_ops *sim_backend(void);
+
+/* Faults, injected for tests. Each applies to work submitted after the call. */
+typedef struct sim_fault {
+    /* Kernels with this name never finish until sim_fault_release_hung() or
+     * process exit (NULL: none). */
+    const char *hang_kernel_name;
+    /* Each completion-handler call sleeps this long first (0: none). */
+    uint32_t slow_completion_ms;
+    /* The next N copies fail: no bytes move, the completion carries
+     * FLARE_ERR_BACKEND, and copy_async itself still returns 0 (as an
+     * asynchronous GPU error would). */
+    uint32_t fail_next_copies;
+} sim_fault;
+
+/* Replaces the fault configuration (NULL clears every fault). */
+void sim_fault_set(const sim_fault *fault);
+/* Lets every hung kernel finish. */
+void sim_fault_release_hung(void);
+
+/* Look-up of a registered kernel's name by id; NULL if unknown. */
+const char *sim_kernel_name(int kernel_id);
+
+/* Added for the tests, which need to see what the backend table hides. */
+
+/* How many streams of the device exist now; FLARE_ERR_INVALID_ARGUMENT for a
+ * bad device. Lets tests check that destroy really unregisters a stream. */
+int sim_device_stream_count(int device);
+
+/* Work items one stream holds before submission waits for room, and how long
+ * it waits before answering FLARE_ERR_FULL. */
+#define SIM_STREAM_QUEUE_CAPACITY 4096
+#define SIM_SUBMIT_WAIT_MS        1000
+
+#endif /* FLARE_BACKEND_SIM_SIM_H */

@@ -1,0 +1,79 @@
+/*
+ * main.c: the flare command: dispatches to a subcommand, prints help.
+ *
+ * Help text here must tell the truth about what each subcommand does; each
+ * subcommand prints its own detailed help for `flare CMD --help`.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "flare/flare.h"
+
+static const char usage_text[] =
+    "usage: flare [--version] [--help] COMMAND [ARGS...]\n"
+    "\n"
+    "flare is a GPU profiler for CUDA applications.\n"
+    "\n"
+    "Commands:\n"
+    "  trace    run a command under the profiler and save a session\n"
+    "  report   summarise a saved session (the newest one by default)\n"
+    "\n"
+    "Run 'flare COMMAND --help' for a command's options.\n"
+    "Sessions are saved under ./flare-out/ (or $FLARE_OUTPUT_DIR) unless -o is given.\n"
+    "Documentation: README.md and docs/ in the flare source tree.\n";
+
+int cli_is_help(const char *argument)
+{
+    return strcmp(argument, "-h") == 0 || strcmp(argument, "--help") == 0;
+}
+
+int cli_usage_error(const char *command, const char *format, ...)
+{
+    va_list arguments;
+    va_start(arguments, format);
+    fprintf(stderr, "flare%s%s: ", command ? " " : "", command ? command : "");
+    vfprintf(stderr, format, arguments);
+    va_end(arguments);
+    if (command != NULL)
+        fprintf(stderr, "\nRun 'flare %s --help' for usage.\n", command);
+    else
+        fprintf(stderr, "\nRun 'flare --help' for usage.\n");
+    return CLI_EXIT_USAGE;
+}
+
+int cli_failure(const char *command, const char *format, ...)
+{
+    va_list arguments;
+    va_start(arguments, format);
+    fprintf(stderr, "flare %s: ", command);
+    vfprintf(stderr, format, arguments);
+    va_end(arguments);
+    fputc('\n', stderr);
+    return CLI_EXIT_FAILURE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *command = argv[1];
+    if (cli_is_help(command)) {
+        fputs(usage_text, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(command, "--version") == 0) {
+        printf("flare %s\n", flare_version());
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(command, "trace") == 0)
+        return cli_trace(argc - 1, argv + 1);
+    if (strcmp(command, "report") == 0)
+        return cli_report(argc - 1, argv + 1);
+    if (command[0] == '-')
+        return cli_usage_error(NULL, "unknown option '%s'", command);
+    return cli_usage_error(NULL, "unknown command '%s' (commands: trace, report)", command);
+}

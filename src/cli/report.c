@@ -1,0 +1,282 @@
+/*
+ * report.c: `flare report [DIR]`, the summary a person wants first.
+ *
+ * Reads a session database and prints: what ran, top kernels by total time
+ * (count, mean, p50, p99), copies and memsets, scopes, and every drop counter
+ * that is not zero. It only reads: a missing, empty or corrupt database is a
+ * clear error (exit 1), never a crash.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "cli/cli.h"
+#include "core/config.h"
+#include "store/store.h"
+
+static const char report_help[] =
+    "usage: flare report [--top N] [DIR]\n"
+    "\n"
+    "Summarises a saved session: the command, top kernels by total GPU time\n"
+    "(count, total, mean, p50, p99), copies and memsets, scopes, and every\n"
+    "non-zero drop counter (events the profiler had to discard).\n"
+    "\n"
+    "DIR is a session directory, or a directory of sessions, in which case the\n"
+    "newest is reported. Default: ./flare-out ($FLARE_OUTPUT_DIR if set).\n"
+    "\n"
+    "Options:\n"
+    "  --top N      kernels and scopes to list, 1..100000 (default 10)\n"
+    "  -h, --help   this help\n";
+
+static int has_database(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", dir, STORE_DATABASE_NAME);
+    return access(path, F_OK) == 0;
+}
+
+int cli_find_session(const char *argument, char *session_dir, unsigned long size, char *error,
+                     unsigned long error_size)
+{
+    const char *dir = argument;
+    if (dir == NULL) {
+        dir = getenv("FLARE_OUTPUT_DIR");
+        if (dir == NULL || dir[0] == '\0')
+            dir = CORE_DEFAULT_OUTPUT_BASE;
+    }
+    struct stat status;
+    if (stat(dir, &status) != 0) {
+        snprintf(error, error_size, "%s: %s%s", dir, strerror(errno),
+                 argument == NULL ? " (no sessions yet? run 'flare trace -- CMD' first)" : "");
+        return 1;
+    }
+    if (!S_ISDIR(status.st_mode)) {
+        snprintf(error, error_size, "%s is not a directory", dir);
+        return 1;
+    }
+    if (has_database(dir)) {
+        snprintf(session_dir, size, "%s", dir);
+        return 0;
+    }
+    /* Session directory names start with a UTC time stamp, so the greatest
+     * name is the newest session. */
+    DIR *listing = opendir(dir);
+    if (listing == NULL) {
+        snprintf(error, error_size, "cannot read %s: %s", dir, strerror(errno));
+        return 1;
+    }
+    char newest[NAME_MAX + 1] = "";
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char candidate[PATH_MAX];
+        if (snprintf(candidate, sizeof(candidate), "%s/%s", dir, entry->d_name) >=
+            (int)sizeof(candidate))
+            continue;
+        if (has_database(candidate) && strcmp(entry->d_name, newest) > 0)
+            snprintf(newest, sizeof(newest), "%s", entry->d_name);
+    }
+    closedir(listing);
+    if (newest[0] == '\0') {
+        snprintf(error, error_size, "no flare session in %s (no %s in it or its subdirectories)",
+                 dir, STORE_DATABASE_NAME);
+        return 1;
+    }
+    snprintf(session_dir, size, "%s/%s", dir, newest);
+    return 0;
+}
+
+static void format_duration(uint64_t ns, char *buffer, size_t size)
+{
+    if (ns < 10000ull)
+        snprintf(buffer, size, "%llu ns", (unsigned long long)ns);
+    else if (ns < 10000000ull)
+        snprintf(buffer, size, "%.1f us", ns / 1e3);
+    else if (ns < 10000000000ull)
+        snprintf(buffer, size, "%.1f ms", ns / 1e6);
+    else
+        snprintf(buffer, size, "%.2f s", ns / 1e9);
+}
+
+static void format_bytes(uint64_t bytes, char *buffer, size_t size)
+{
+    if (bytes < 10240ull)
+        snprintf(buffer, size, "%llu B", (unsigned long long)bytes);
+    else if (bytes < 10485760ull)
+        snprintf(buffer, size, "%.1f KiB", bytes / 1024.0);
+    else if (bytes < 10737418240ull)
+        snprintf(buffer, size, "%.1f MiB", bytes / 1048576.0);
+    else
+        snprintf(buffer, size, "%.2f GiB", bytes / 1073741824.0);
+}
+
+typedef struct table_context {
+    int rows;
+} table_context;
+
+static int print_duration_row(const store_duration_stats *stats, void *user)
+{
+    table_context *context = user;
+    char total[32], mean[32], p50[32], p99[32];
+    format_duration(stats->total_ns, total, sizeof(total));
+    format_duration(stats->mean_ns, mean, sizeof(mean));
+    format_duration(stats->p50_ns, p50, sizeof(p50));
+    format_duration(stats->p99_ns, p99, sizeof(p99));
+    printf("  %-40.40s %10lld %12s %12s %12s %12s\n", stats->name, (long long)stats->count, total,
+           mean, p50, p99);
+    context->rows++;
+    return 0;
+}
+
+static const char *copy_kind_name(int kind)
+{
+    switch (kind) {
+    case BACKEND_COPY_HOST_TO_DEVICE:
+        return "host to device";
+    case BACKEND_COPY_DEVICE_TO_HOST:
+        return "device to host";
+    case BACKEND_COPY_DEVICE_TO_DEVICE:
+        return "device to device";
+    case BACKEND_COPY_HOST_TO_HOST:
+        return "host to host";
+    default:
+        return "copy (unknown kind)";
+    }
+}
+
+static int print_copy_row(const store_copy_stats *stats, void *user)
+{
+    table_context *context = user;
+    char bytes[32], total[32];
+    format_bytes(stats->bytes, bytes, sizeof(bytes));
+    format_duration(stats->total_ns, total, sizeof(total));
+    printf("  %-20s %10lld %12s %12s", stats->is_memset ? "memset" : copy_kind_name(stats->copy_kind),
+           (long long)stats->count, bytes, total);
+    if (stats->failed > 0)
+        printf("   %lld FAILED", (long long)stats->failed);
+    printf("\n");
+    context->rows++;
+    return 0;
+}
+
+static int print_drop_row(const store_drop_row *row, void *user)
+{
+    table_context *context = user;
+    printf("  %-14s %-32s %12llu   (pid %lld)\n", row->source, row->detail,
+           (unsigned long long)row->count, (long long)row->pid);
+    context->rows++;
+    return 0;
+}
+
+int cli_report(int argc, char **argv)
+{
+    const char *directory = NULL;
+    uint32_t top = 10;
+    for (int index = 1; index < argc; index++) {
+        const char *argument = argv[index];
+        if (cli_is_help(argument)) {
+            fputs(report_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (strcmp(argument, "--top") == 0) {
+            if (index + 1 >= argc)
+                return cli_usage_error("report", "option '--top' needs a number");
+            const char *value = argv[++index];
+            if (core_parse_u32(value, 1, 100000, &top) != 0)
+                return cli_usage_error("report", "'--top %s': expected a whole number in 1..100000",
+                                       value);
+        } else if (argument[0] == '-' && argument[1] != '\0') {
+            return cli_usage_error("report", "unknown option '%s'", argument);
+        } else if (directory != NULL) {
+            return cli_usage_error("report", "unexpected argument '%s' (one DIR at most)",
+                                   argument);
+        } else {
+            directory = argument;
+        }
+    }
+
+    char session_dir[PATH_MAX];
+    char error[1024];
+    if (cli_find_session(directory, session_dir, sizeof(session_dir), error, sizeof(error)) != 0)
+        return cli_failure("report", "%s", error);
+    store *database;
+    if (store_open(session_dir, STORE_OPEN_READ, &database, error, sizeof(error)) != 0)
+        return cli_failure("report", "%s", error);
+
+    store_session_summary summary;
+    memset(&summary, 0, sizeof(summary));
+    if (store_read_session(database, &summary) != 0) {
+        cli_failure("report", "cannot read the session in %s: %s", session_dir,
+                    store_last_error(database));
+        store_close(database);
+        return CLI_EXIT_FAILURE;
+    }
+    printf("flare session %s\n", session_dir);
+    printf("  command    %s\n", summary.command[0] ? summary.command : "(unknown)");
+    if (summary.start_unix_ns > 0) {
+        time_t seconds = (time_t)(summary.start_unix_ns / 1000000000ll);
+        struct tm utc;
+        gmtime_r(&seconds, &utc);
+        char when[64];
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+        printf("  started    %s", when);
+        if (summary.end_ns > summary.start_ns) {
+            char length[32];
+            format_duration(summary.end_ns - summary.start_ns, length, sizeof(length));
+            printf(", ran %s", length);
+        } else {
+            printf(", did not end cleanly (killed or still running)");
+        }
+        printf("\n");
+    }
+    if (summary.has_exit_status)
+        printf("  exit       %d\n", summary.exit_status);
+    printf("  recorded   %lld process(es), %lld kernels, %lld copies/memsets, %lld scopes\n",
+           (long long)summary.process_count, (long long)summary.kernel_count,
+           (long long)summary.copy_count, (long long)summary.scope_count);
+    int status = CLI_EXIT_OK;
+    if (summary.process_count == 0)
+        printf("\n  No process started a flare session: nothing was recorded. See %s/flare.log.\n",
+               session_dir);
+
+    table_context context = {0};
+    printf("\nTop kernels by total time\n");
+    printf("  %-40s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
+    if (store_read_kernel_stats(database, (int)top, print_duration_row, &context) != 0)
+        status = cli_failure("report", "reading kernels: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (no kernels recorded)\n");
+
+    context.rows = 0;
+    printf("\nCopies and memsets\n");
+    printf("  %-20s %10s %12s %12s\n", "kind", "count", "bytes", "total");
+    if (store_read_copy_stats(database, print_copy_row, &context) != 0)
+        status = cli_failure("report", "reading copies: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (none recorded)\n");
+
+    context.rows = 0;
+    printf("\nScopes by total time\n");
+    printf("  %-40s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
+    if (store_read_scope_stats(database, (int)top, print_duration_row, &context) != 0)
+        status = cli_failure("report", "reading scopes: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (no scopes recorded)\n");
+
+    context.rows = 0;
+    printf("\nDropped data\n");
+    if (store_read_drops(database, print_drop_row, &context) != 0)
+        status = cli_failure("report", "reading drop counters: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  none: every event was recorded\n");
+    store_close(database);
+    return status;
+}

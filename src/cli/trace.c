@@ -1,0 +1,282 @@
+/*
+ * trace.c: `flare trace [-o DIR] -- CMD [ARGS...]`.
+ *
+ * Prepares the session directory and database before the command starts (so
+ * a bad -o fails early and nothing runs), runs the command with the session
+ * in its environment, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, records the
+ * exit status, and checks that at least one process actually started a flare
+ * session: a profiler that silently recorded nothing is the worst outcome.
+ * Exits with the command's own status (128+N if a signal N ended it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "flare/flare.h"
+#include "store/store.h"
+
+static const char trace_help[] =
+    "usage: flare trace [-o DIR] [--flush-ms N] [--quiet] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD under the profiler and saves a session: kernels, copies, memsets\n"
+    "and scopes of every process of CMD that uses libflare, in DIR/session.db.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output DIR   session directory (must not already hold a session);\n"
+    "                     default ./flare-out/<UTC time>-<pid>/ ($FLARE_OUTPUT_DIR\n"
+    "                     replaces ./flare-out)\n"
+    "  --flush-ms N       how often collected events are written, 1..250 ms\n"
+    "                     (default 100); a killed program keeps all but the last N ms\n"
+    "  -q, --quiet        print nothing but errors and warnings\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "The '--' is required: everything after it is the command.\n"
+    "Exit status: the command's own (128+N if signal N ended it); 2 for a usage\n"
+    "error; 1 if the session could not be prepared (nothing is run then).\n"
+    "Then: flare report DIR\n";
+
+static volatile sig_atomic_t child_pid;
+
+static void forward_signal(int signal_number)
+{
+    if (child_pid > 0)
+        kill((pid_t)child_pid, signal_number);
+}
+
+static int join_command_line(int argc, char **argv, char *buffer, size_t size)
+{
+    size_t used = 0;
+    buffer[0] = '\0';
+    for (int i = 0; i < argc; i++) {
+        int written = snprintf(buffer + used, size - used, "%s%s", i ? " " : "", argv[i]);
+        if (written < 0 || (size_t)written >= size - used)
+            return -1;
+        used += (size_t)written;
+    }
+    return 0;
+}
+
+static int prepare_session(const char *output, char *session_dir, size_t size,
+                           const char *command_line)
+{
+    char error[1024];
+    if (output != NULL) {
+        if (strlen(output) >= size)
+            return cli_failure("trace", "output directory path is too long");
+        if (core_make_directories(output, error, sizeof(error)) != FLARE_OK)
+            return cli_failure("trace", "%s", error);
+        char database[PATH_MAX + 32];
+        snprintf(database, sizeof(database), "%s/%s", output, STORE_DATABASE_NAME);
+        if (access(database, F_OK) == 0)
+            return cli_failure("trace",
+                               "%s already holds a session (%s); choose another directory or "
+                               "remove it",
+                               output, STORE_DATABASE_NAME);
+        snprintf(session_dir, size, "%s", output);
+    } else {
+        const char *base = getenv("FLARE_OUTPUT_DIR");
+        if (base == NULL || base[0] == '\0')
+            base = CORE_DEFAULT_OUTPUT_BASE;
+        if (core_make_session_directory(base, session_dir, size, error, sizeof(error)) !=
+            FLARE_OK)
+            return cli_failure("trace", "%s", error);
+    }
+    if (core_check_writable_directory(session_dir, error, sizeof(error)) != FLARE_OK)
+        return cli_failure("trace", "%s", error);
+    /* The child may run in another directory: give it an absolute path. */
+    char absolute[PATH_MAX];
+    if (realpath(session_dir, absolute) == NULL)
+        return cli_failure("trace", "cannot resolve %s: %s", session_dir, strerror(errno));
+    snprintf(session_dir, size, "%s", absolute);
+
+    store *database;
+    if (store_open(session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) != FLARE_OK)
+        return cli_failure("trace", "%s", error);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    store_session_info info = {.command = command_line,
+                               .start_ns = core_now_ns(),
+                               .start_unix_ns = core_unix_now_ns(),
+                               .host = host,
+                               .flare_version = FLARE_VERSION_STRING};
+    int status = store_begin(database);
+    if (status == FLARE_OK)
+        status = store_session_begin(database, &info);
+    if (status == FLARE_OK)
+        status = store_commit(database);
+    if (status != FLARE_OK) {
+        cli_failure("trace", "cannot write the session row: %s", store_last_error(database));
+        store_close(database);
+        return CLI_EXIT_FAILURE;
+    }
+    store_close(database);
+    return CLI_EXIT_OK;
+}
+
+/* Runs the command; returns its exit status as a shell would, or 127/126
+ * when it could not be started (the message says why). */
+static int run_command(char **command, const char *session_dir)
+{
+    int report_pipe[2];
+    if (pipe2(report_pipe, O_CLOEXEC) != 0)
+        return cli_failure("trace", "pipe: %s", strerror(errno)), 126;
+
+    struct sigaction forward = {.sa_handler = forward_signal};
+    sigemptyset(&forward.sa_mask);
+    forward.sa_flags = SA_RESTART;
+    int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    struct sigaction previous[4];
+    for (int i = 0; i < 4; i++)
+        sigaction(forwarded[i], &forward, &previous[i]);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(report_pipe[0]);
+        close(report_pipe[1]);
+        return cli_failure("trace", "fork: %s", strerror(errno)), 126;
+    }
+    if (pid == 0) {
+        for (int i = 0; i < 4; i++)
+            sigaction(forwarded[i], &previous[i], NULL);
+        close(report_pipe[0]);
+        setenv("FLARE_SESSION_DIR", session_dir, 1);
+        setenv("FLARE_LAUNCHED_BY_TRACE", "1", 1);
+        execvp(command[0], command);
+        int error = errno;
+        if (write(report_pipe[1], &error, sizeof(error)) < 0) {
+        }
+        _exit(error == ENOENT ? 127 : 126);
+    }
+    child_pid = pid;
+    close(report_pipe[1]);
+    int exec_error = 0;
+    ssize_t got;
+    do {
+        got = read(report_pipe[0], &exec_error, sizeof(exec_error));
+    } while (got < 0 && errno == EINTR);
+    close(report_pipe[0]);
+
+    int wait_status = 0;
+    while (waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+    }
+    child_pid = 0;
+    for (int i = 0; i < 4; i++)
+        sigaction(forwarded[i], &previous[i], NULL);
+    if (got == (ssize_t)sizeof(exec_error)) {
+        cli_failure("trace", "cannot run '%s': %s", command[0], strerror(exec_error));
+        return exec_error == ENOENT ? 127 : 126;
+    }
+    if (WIFEXITED(wait_status))
+        return WEXITSTATUS(wait_status);
+    if (WIFSIGNALED(wait_status))
+        return 128 + WTERMSIG(wait_status);
+    return 1;
+}
+
+int cli_trace(int argc, char **argv)
+{
+    const char *output = NULL;
+    uint32_t flush_ms = 0;
+    int quiet = 0;
+    int index = 1;
+    for (; index < argc; index++) {
+        const char *argument = argv[index];
+        if (strcmp(argument, "--") == 0)
+            break;
+        if (cli_is_help(argument)) {
+            fputs(trace_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (strcmp(argument, "-o") == 0 || strcmp(argument, "--output") == 0) {
+            if (index + 1 >= argc || strcmp(argv[index + 1], "--") == 0)
+                return cli_usage_error("trace", "option '%s' needs a directory", argument);
+            output = argv[++index];
+            if (output[0] == '\0')
+                return cli_usage_error("trace", "option '%s' needs a non-empty directory",
+                                       argument);
+        } else if (strcmp(argument, "--flush-ms") == 0) {
+            if (index + 1 >= argc)
+                return cli_usage_error("trace", "option '--flush-ms' needs a value");
+            const char *value = argv[++index];
+            if (core_parse_u32(value, 1, CORE_FLUSH_INTERVAL_MAX_MS, &flush_ms) != 0)
+                return cli_usage_error("trace",
+                                       "'--flush-ms %s': expected whole milliseconds in 1..%u",
+                                       value, CORE_FLUSH_INTERVAL_MAX_MS);
+        } else if (strcmp(argument, "-q") == 0 || strcmp(argument, "--quiet") == 0) {
+            quiet = 1;
+        } else if (argument[0] == '-') {
+            return cli_usage_error("trace", "unknown option '%s'", argument);
+        } else {
+            return cli_usage_error("trace",
+                                   "expected '--' before the command, found '%s' "
+                                   "(flare trace [OPTIONS] -- CMD [ARGS...])",
+                                   argument);
+        }
+    }
+    if (index >= argc)
+        return cli_usage_error("trace", "missing '--' and the command to run "
+                                        "(flare trace [OPTIONS] -- CMD [ARGS...])");
+    char **command = argv + index + 1;
+    int command_count = argc - index - 1;
+    if (command_count == 0)
+        return cli_usage_error("trace", "missing the command after '--'");
+
+    char command_line[1024];
+    if (join_command_line(command_count, command, command_line, sizeof(command_line)) != 0)
+        snprintf(command_line + sizeof(command_line) - 5, 5, "...");
+    char session_dir[PATH_MAX];
+    if (prepare_session(output, session_dir, sizeof(session_dir), command_line) != CLI_EXIT_OK)
+        return CLI_EXIT_FAILURE;
+    if (flush_ms != 0) {
+        char value[16];
+        snprintf(value, sizeof(value), "%u", flush_ms);
+        setenv("FLARE_FLUSH_MS", value, 1);
+    }
+    if (!quiet)
+        fprintf(stderr, "flare: tracing '%s'; session in %s\n", command_line, session_dir);
+
+    int exit_status = run_command(command, session_dir);
+
+    char error[1024];
+    store *database;
+    if (store_open(session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) != FLARE_OK) {
+        cli_failure("trace", "cannot reopen the session database: %s", error);
+        return exit_status;
+    }
+    if (store_begin(database) != FLARE_OK ||
+        store_session_end(database, core_now_ns(), 1, exit_status) != FLARE_OK ||
+        store_commit(database) != FLARE_OK)
+        cli_failure("trace", "cannot record the end of the session: %s",
+                    store_last_error(database));
+    store_session_summary summary;
+    memset(&summary, 0, sizeof(summary));
+    store_read_session(database, &summary);
+    store_close(database);
+
+    if (summary.process_count == 0) {
+        fprintf(stderr,
+                "flare: WARNING: no process of '%s' started a flare session, so nothing was "
+                "recorded.\n"
+                "flare: the program must use libflare (link it, as flare-demo does); if it "
+                "does, see %s/flare.log for why flare did not start.\n",
+                command[0], session_dir);
+    } else if (!quiet) {
+        fprintf(stderr,
+                "flare: session saved in %s: %lld process(es), %lld kernels, %lld copies and "
+                "memsets, %lld scopes\n"
+                "flare: see 'flare report %s'\n",
+                session_dir, (long long)summary.process_count, (long long)summary.kernel_count,
+                (long long)summary.copy_count, (long long)summary.scope_count, session_dir);
+    }
+    return exit_status;
+}

@@ -1,0 +1,384 @@
+/*
+ * collector.c: drains the rings into the store (collector.h).
+ *
+ * The only reader of every ring and the only writer of the store while a
+ * session runs. A failed write never stops collection: the batch is rolled
+ * back, its events are counted as lost (stored as drops), and the next batch
+ * tries again.
+ */
+#include "core/collector.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/runtime.h"
+#include "backend/sim/sim.h"
+
+struct core_collector {
+    store *store;
+    int64_t pid;
+    uint32_t generation;
+    uint64_t interval_ns;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t flushed;
+    int stopping;
+    uint64_t flush_requested;
+    uint64_t flush_completed;
+    core_collector_stats stats;
+};
+
+typedef struct drain_context {
+    core_collector_stats *stats;
+    store *store;
+    int64_t pid;
+    uint32_t generation;
+    int64_t thread_id;
+    uint64_t written;
+    uint64_t stale;
+    uint64_t failed;
+    int saturated; /* a ring still held events when its share of the pass ran out */
+} drain_context;
+
+/* Devices are recorded when they first appear in an event rather than at
+ * session start, so that starting a session never fixes the simulated
+ * device count before the program has configured it. */
+static void note_device(drain_context *context, int device)
+{
+    if (device < 0 || device >= CORE_COLLECTOR_MAX_DEVICES)
+        return;
+    uint64_t bit = 1ull << device;
+    if (context->stats->devices_recorded & bit)
+        return;
+    const backend_ops *backend = sim_backend();
+    char name[128];
+    if (backend->device_name(device, name, sizeof(name)) != FLARE_OK)
+        snprintf(name, sizeof(name), "device %d", device);
+    if (store_put_device(context->store, context->pid, device, name, backend->name) == FLARE_OK)
+        context->stats->devices_recorded |= bit;
+}
+
+static void write_event(const core_event *event, void *user)
+{
+    drain_context *context = user;
+    if (event->generation != context->generation) {
+        context->stale++;
+        return;
+    }
+    note_device(context, event->device);
+    int status = FLARE_OK;
+    switch (event->kind) {
+    case CORE_EVENT_KERNEL: {
+        store_kernel_row row = {
+            .pid = context->pid,
+            .device = event->device,
+            .stream_id = event->stream_id,
+            .correlation_id = event->id,
+            .name = event->name,
+            .start_ns = event->start_ns,
+            .end_ns = event->end_ns,
+            .shared_memory_bytes = event->detail.kernel.shared_memory_bytes,
+            .registers_per_thread = event->detail.kernel.registers_per_thread,
+        };
+        memcpy(row.grid, event->detail.kernel.grid, sizeof(row.grid));
+        memcpy(row.block, event->detail.kernel.block, sizeof(row.block));
+        status = store_put_kernel(context->store, &row);
+        break;
+    }
+    case CORE_EVENT_COPY:
+    case CORE_EVENT_MEMSET: {
+        store_copy_row row = {
+            .pid = context->pid,
+            .device = event->device,
+            .stream_id = event->stream_id,
+            .correlation_id = event->id,
+            .is_memset = event->kind == CORE_EVENT_MEMSET,
+            .copy_kind = event->detail.copy.copy_kind,
+            .bytes = event->detail.copy.bytes,
+            .start_ns = event->start_ns,
+            .end_ns = event->end_ns,
+            .status = event->detail.copy.status,
+        };
+        status = store_put_copy(context->store, &row);
+        break;
+    }
+    case CORE_EVENT_SCOPE: {
+        store_scope_row row = {
+            .pid = context->pid,
+            .thread_id = context->thread_id,
+            .instance_id = event->id,
+            .name = event->name,
+            .depth = event->depth,
+            .start_ns = event->start_ns,
+            .end_ns = event->end_ns,
+            .still_open = (event->flags & CORE_EVENT_FLAG_STILL_OPEN) != 0,
+        };
+        status = store_put_scope(context->store, &row);
+        break;
+    }
+    default:
+        CORE_LOG_ONCE("collector.unknown_event_kind", CORE_LOG_ERROR,
+                      "collector: event of unknown kind %u skipped", event->kind);
+        context->failed++;
+        return;
+    }
+    if (status == FLARE_OK)
+        context->written++;
+    else
+        context->failed++;
+}
+
+static void drain_thread(core_thread *thread, void *user)
+{
+    drain_context *context = user;
+    context->thread_id = thread->thread_id;
+    /* A bounded share per pass, so one busy producer cannot starve the rest;
+     * a ring left non-empty makes the collector go again without waiting. */
+    size_t share = (size_t)thread->ring.capacity * 4;
+    if (core_ring_drain(&thread->ring, share, write_event, context) == share)
+        context->saturated = 1;
+
+    char detail[64];
+    uint64_t ring_drops = core_ring_dropped(&thread->ring) - thread->ring_drops_baseline;
+    if (ring_drops != thread->ring_drops_stored) {
+        snprintf(detail, sizeof(detail), "thread %lld", (long long)thread->thread_id);
+        if (store_set_drops(context->store, context->pid, "event_ring", detail, ring_drops) ==
+            FLARE_OK)
+            thread->ring_drops_stored = ring_drops;
+    }
+    uint64_t scope_drops =
+        atomic_load_explicit(&thread->scope_depth_drops, memory_order_relaxed) -
+        thread->scope_drops_baseline;
+    if (scope_drops != thread->scope_drops_stored) {
+        snprintf(detail, sizeof(detail), "thread %lld", (long long)thread->thread_id);
+        if (store_set_drops(context->store, context->pid, "scope_depth", detail, scope_drops) ==
+            FLARE_OK)
+            thread->scope_drops_stored = scope_drops;
+    }
+    core_thread_release_if_retired(thread);
+}
+
+static void write_log_lines(drain_context *context)
+{
+    core_log_line lines[32];
+    int count;
+    while ((count = core_log_take(lines, 32)) > 0) {
+        for (int i = 0; i < count; i++)
+            store_put_log(context->store, context->pid, lines[i].time_ns,
+                          core_log_level_name(lines[i].level), lines[i].text);
+    }
+}
+
+/* Drains every ring into the open transaction; counts go to context. */
+static void drain_rings(drain_context *context)
+{
+    core_threads_for_each(drain_thread, context);
+}
+
+/* Writes the batch's drop counters and log lines, then commits. On failure
+ * the batch's events are counted as lost (and stored as such next time). */
+static int commit_batch(drain_context *context)
+{
+    store *database = context->store;
+    core_collector_stats *stats = context->stats;
+    uint64_t lost_threads = core_thread_claim_failures();
+    if (lost_threads != 0)
+        store_set_drops(database, context->pid, "thread_slots", "no free thread slot",
+                        lost_threads);
+    uint64_t log_drops = core_log_queue_drops();
+    if (log_drops != 0)
+        store_set_drops(database, context->pid, "log_queue", "log lines", log_drops);
+    if (context->failed != 0 || stats->events_lost != 0)
+        store_set_drops(database, context->pid, "store_write", "events not written",
+                        stats->events_lost + context->failed);
+    write_log_lines(context);
+    int status = store_commit(database);
+    if (status != FLARE_OK) {
+        CORE_LOG_ONCE("collector.commit", CORE_LOG_ERROR,
+                      "collector: a batch of %llu events could not be committed: %s",
+                      (unsigned long long)context->written, store_last_error(database));
+        store_rollback(database);
+        stats->events_lost += context->written + context->failed;
+    } else {
+        stats->events_written += context->written;
+        stats->events_lost += context->failed;
+        stats->flushes++;
+    }
+    stats->events_stale += context->stale;
+    context->written = context->failed = context->stale = 0;
+    return status;
+}
+
+static int begin_batch(drain_context *context)
+{
+    int status = store_begin(context->store);
+    if (status != FLARE_OK)
+        CORE_LOG_ONCE("collector.begin", CORE_LOG_ERROR, "collector: cannot begin a batch: %s",
+                      store_last_error(context->store));
+    return status;
+}
+
+int core_collector_drain_once(store *database, int64_t pid, uint32_t generation,
+                              core_collector_stats *stats)
+{
+    drain_context context = {.stats = stats, .store = database, .pid = pid, .generation = generation};
+    int status = begin_batch(&context);
+    if (status != FLARE_OK)
+        return status;
+    drain_rings(&context);
+    int saturated = context.saturated;
+    status = commit_batch(&context);
+    if (status != FLARE_OK)
+        return status;
+    return saturated ? CORE_COLLECTOR_MORE_PENDING : FLARE_OK;
+}
+
+/*
+ * The collector polls the rings every few milliseconds, so a ring only has
+ * to hold a few milliseconds of a thread's events, but commits once per
+ * flush interval, so SQLite pays for a transaction only that often. The
+ * write transaction stays open between polls of one batch; other processes
+ * of the session wait for it through the store's busy timeout.
+ */
+#define COLLECTOR_POLL_NS 5000000ull
+
+static void *collector_main(void *argument)
+{
+    core_collector *collector = argument;
+    drain_context context = {.stats = &collector->stats,
+                             .store = collector->store,
+                             .pid = collector->pid,
+                             .generation = collector->generation};
+    int in_batch = 0;
+    uint64_t batch_started = 0;
+    uint64_t poll_ns =
+        collector->interval_ns < COLLECTOR_POLL_NS ? collector->interval_ns : COLLECTOR_POLL_NS;
+    pthread_mutex_lock(&collector->lock);
+    for (;;) {
+        struct timespec deadline = core_deadline_after_ns(poll_ns);
+        while (!context.saturated && !collector->stopping &&
+               collector->flush_requested == collector->flush_completed) {
+            if (pthread_cond_timedwait(&collector->wake, &collector->lock, &deadline) == ETIMEDOUT)
+                break;
+        }
+        int stopping = collector->stopping;
+        uint64_t requested = collector->flush_requested;
+        int flush_wanted = requested != collector->flush_completed;
+        pthread_mutex_unlock(&collector->lock);
+
+        if (!in_batch && begin_batch(&context) == FLARE_OK) {
+            in_batch = 1;
+            batch_started = core_now_ns();
+        }
+        context.saturated = 0;
+        if (in_batch) {
+            drain_rings(&context);
+            if (stopping || flush_wanted ||
+                core_now_ns() - batch_started >= collector->interval_ns) {
+                commit_batch(&context);
+                in_batch = 0;
+            }
+        }
+
+        pthread_mutex_lock(&collector->lock);
+        if (!in_batch) {
+            collector->flush_completed = requested;
+            pthread_cond_broadcast(&collector->flushed);
+        }
+        if (stopping && !in_batch)
+            break;
+        if (stopping && in_batch) {
+            /* Could not begin or commit: give up the batch rather than spin. */
+            store_rollback(collector->store);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&collector->lock);
+    return NULL;
+}
+
+int core_collector_start(store *database, int64_t pid, uint32_t generation, uint32_t flush_interval_ms,
+                         core_collector **out)
+{
+    core_collector *collector = calloc(1, sizeof(*collector));
+    if (collector == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    collector->store = database;
+    collector->pid = pid;
+    collector->generation = generation;
+    collector->interval_ns = (uint64_t)flush_interval_ms * 1000000ull;
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_mutex_init(&collector->lock, NULL);
+    pthread_cond_init(&collector->wake, &attributes);
+    pthread_cond_init(&collector->flushed, &attributes);
+    pthread_condattr_destroy(&attributes);
+
+    /* The collector must not take the application's signals. */
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    int error = pthread_create(&collector->thread, NULL, collector_main, collector);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (error != 0) {
+        pthread_cond_destroy(&collector->flushed);
+        pthread_cond_destroy(&collector->wake);
+        pthread_mutex_destroy(&collector->lock);
+        free(collector);
+        return FLARE_ERR_NO_MEMORY;
+    }
+    *out = collector;
+    return FLARE_OK;
+}
+
+int core_collector_flush(core_collector *collector, uint64_t timeout_ns)
+{
+    struct timespec deadline = core_deadline_after_ns(timeout_ns);
+    pthread_mutex_lock(&collector->lock);
+    uint64_t ticket = ++collector->flush_requested;
+    pthread_cond_signal(&collector->wake);
+    int status = FLARE_OK;
+    while (collector->flush_completed < ticket) {
+        if (pthread_cond_timedwait(&collector->flushed, &collector->lock, &deadline) ==
+            ETIMEDOUT) {
+            status = collector->flush_completed >= ticket ? FLARE_OK : FLARE_ERR_TIMEOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&collector->lock);
+    return status;
+}
+
+void core_collector_stop(core_collector *collector, core_collector_stats *stats)
+{
+    pthread_mutex_lock(&collector->lock);
+    collector->stopping = 1;
+    pthread_cond_signal(&collector->wake);
+    pthread_mutex_unlock(&collector->lock);
+    pthread_join(collector->thread, NULL);
+    /* The thread's last pass drained one ring's worth per thread; finish the rest. */
+    for (int pass = 0; pass < 1024; pass++) {
+        uint64_t before = collector->stats.events_written + collector->stats.events_stale +
+                          collector->stats.events_lost;
+        core_collector_drain_once(collector->store, collector->pid, collector->generation,
+                                  &collector->stats);
+        uint64_t after = collector->stats.events_written + collector->stats.events_stale +
+                         collector->stats.events_lost;
+        if (after == before)
+            break;
+    }
+    if (stats != NULL)
+        *stats = collector->stats;
+    pthread_cond_destroy(&collector->flushed);
+    pthread_cond_destroy(&collector->wake);
+    pthread_mutex_destroy(&collector->lock);
+    free(collector);
+}

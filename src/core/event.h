@@ -1,0 +1,71 @@
+/*
+ * event.h: the fixed-size record that travels through the per-thread rings.
+ *
+ * Producers (application threads, backend completion threads) fill one of
+ * these in place in their ring; the collector turns it into a database row.
+ * It is a plain value: no pointers into memory that may die before the
+ * collector reads it, which is why names are copied inline (truncated).
+ */
+#ifndef FLARE_CORE_EVENT_H
+#define FLARE_CORE_EVENT_H
+
+#include <stdint.h>
+
+#include "flare/flare.h"
+
+/* X-macro of event kinds: enum value, name. Add at the end only. */
+#define CORE_EVENT_KIND_MAP(X)                                                                     \
+    X(KERNEL, 1, "kernel")                                                                         \
+    X(COPY, 2, "copy")                                                                             \
+    X(MEMSET, 3, "memset")                                                                         \
+    X(SCOPE, 4, "scope")
+
+typedef enum core_event_kind {
+#define CORE_EVENT_KIND_ENUM_(name, value, text) CORE_EVENT_##name = value,
+    CORE_EVENT_KIND_MAP(CORE_EVENT_KIND_ENUM_)
+#undef CORE_EVENT_KIND_ENUM_
+} core_event_kind;
+
+const char *core_event_kind_name(int kind);
+
+/* Flag bits. */
+#define CORE_EVENT_FLAG_STILL_OPEN 0x1u /* scope: session ended while it was open */
+
+typedef struct core_event {
+    uint16_t kind;
+    uint16_t flags;
+    uint32_t generation; /* the session that was active at push; stale ones are skipped */
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint64_t id; /* kernel/copy: correlation id; scope: instance id */
+    uint64_t stream_id;
+    int32_t device;
+    uint32_t depth; /* scope nesting depth, 0 = outermost */
+    union {
+        struct {
+            uint32_t grid[3];
+            uint32_t block[3];
+            uint32_t shared_memory_bytes;
+            uint32_t registers_per_thread;
+        } kernel;
+        struct {
+            uint64_t bytes;
+            int32_t copy_kind;
+            int32_t status;
+        } copy;
+    } detail;
+    char name[FLARE_NAME_MAX];
+} core_event;
+
+/* Copies at most FLARE_NAME_MAX - 1 bytes of source and terminates; NULL gives "". */
+static inline void core_copy_name(char destination[FLARE_NAME_MAX], const char *source)
+{
+    int i = 0;
+    if (source != NULL) {
+        for (; i < FLARE_NAME_MAX - 1 && source[i] != '\0'; i++)
+            destination[i] = source[i];
+    }
+    destination[i] = '\0';
+}
+
+#endif /* FLARE_CORE_EVENT_H */

@@ -1,0 +1,359 @@
+/*
+ * session.c: flare_init / flare_shutdown and friends (session.h).
+ *
+ * Start is all-or-nothing: settings are resolved and the directory, log file
+ * and database opened before the session word is published, and every step
+ * unwinds on failure. Stop unpublishes first (producers go quiet), lets the
+ * collector write everything left, records still-open scopes and the process
+ * end, and closes. Neither may crash or abort the host program.
+ */
+#include "core/session.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/sim/sim.h"
+#include "core/clock.h"
+#include "core/collector.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/runtime.h"
+#include "store/store.h"
+
+typedef struct session {
+    core_config config;
+    store *store;
+    core_collector *collector;
+    int log_fd;
+    uint32_t generation;
+    int64_t pid;
+} session;
+
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static session *active_session; /* guarded by session_lock */
+static uint32_t last_generation;  /* guarded by session_lock */
+static char last_error[512];
+static _Atomic int64_t session_pid;
+
+const char *core_session_last_error(void)
+{
+    return last_error;
+}
+
+int64_t core_session_pid(void)
+{
+    return atomic_load(&session_pid);
+}
+
+FLARE_API void flare_options_init(flare_options *options)
+{
+    if (options == NULL)
+        return;
+    memset(options, 0, sizeof(*options));
+    options->struct_size = sizeof(*options);
+}
+
+FLARE_API uint64_t flare_now_ns(void)
+{
+    return core_now_ns();
+}
+
+/* Backend completions arrive on backend threads; each becomes an event in
+ * that thread's ring. Must not block. */
+static void on_backend_completion(const backend_completion *completion, void *user)
+{
+    (void)user;
+    core_thread *thread;
+    core_event *event = core_emit_reserve(&thread);
+    if (event == NULL)
+        return;
+    event->start_ns = completion->start_ns;
+    event->end_ns = completion->end_ns;
+    event->id = completion->correlation_id;
+    event->stream_id = completion->stream_id;
+    event->device = completion->device;
+    event->depth = 0;
+    if (completion->kind == BACKEND_WORK_KERNEL) {
+        event->kind = CORE_EVENT_KERNEL;
+        memcpy(event->detail.kernel.grid, completion->grid, sizeof(completion->grid));
+        memcpy(event->detail.kernel.block, completion->block, sizeof(completion->block));
+        event->detail.kernel.shared_memory_bytes = completion->shared_memory_bytes;
+        event->detail.kernel.registers_per_thread = completion->registers_per_thread;
+        core_copy_name(event->name, completion->name);
+    } else {
+        event->kind = completion->kind == BACKEND_WORK_MEMSET ? CORE_EVENT_MEMSET : CORE_EVENT_COPY;
+        event->detail.copy.bytes = completion->bytes;
+        event->detail.copy.copy_kind = (int32_t)completion->copy_kind;
+        event->detail.copy.status = completion->status;
+        event->name[0] = '\0';
+    }
+    core_emit_commit(thread);
+}
+
+static void read_executable(char *buffer, size_t size)
+{
+    ssize_t length = readlink("/proc/self/exe", buffer, size - 1);
+    if (length < 0)
+        length = 0;
+    buffer[length] = '\0';
+}
+
+static void read_command_line(char *buffer, size_t size)
+{
+    buffer[0] = '\0';
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t length = read(fd, buffer, size - 1);
+    close(fd);
+    if (length <= 0) {
+        buffer[0] = '\0';
+        return;
+    }
+    buffer[length] = '\0';
+    for (ssize_t i = 0; i < length - 1; i++)
+        if (buffer[i] == '\0')
+            buffer[i] = ' ';
+}
+
+static int start_session(const flare_options *options)
+{
+    char error[sizeof(last_error)] = "";
+    session *current = calloc(1, sizeof(*current));
+    if (current == NULL) {
+        snprintf(last_error, sizeof(last_error), "out of memory");
+        return FLARE_ERR_NO_MEMORY;
+    }
+    current->log_fd = -1;
+    current->pid = (int64_t)getpid();
+    int status = core_config_resolve(options, &current->config, error, sizeof(error));
+    if (status != FLARE_OK)
+        goto fail_free;
+
+    if (current->config.session_dir_given) {
+        status = core_make_directories(current->config.session_dir, error, sizeof(error));
+    } else {
+        status = core_make_session_directory(current->config.output_base,
+                                             current->config.session_dir,
+                                             sizeof(current->config.session_dir), error,
+                                             sizeof(error));
+    }
+    if (status != FLARE_OK)
+        goto fail_free;
+
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/flare.log", current->config.session_dir);
+    current->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (current->log_fd < 0) {
+        snprintf(error, sizeof(error), "cannot write %.400s", path);
+        status = FLARE_ERR_IO;
+        goto fail_free;
+    }
+
+    status = store_open(current->config.session_dir, STORE_OPEN_WRITE, &current->store, error,
+                        sizeof(error));
+    if (status != FLARE_OK)
+        goto fail_log;
+
+    char command[1024];
+    char host[256] = "";
+    read_command_line(command, sizeof(command));
+    gethostname(host, sizeof(host) - 1);
+    store_session_info info = {.command = command,
+                               .start_ns = core_now_ns(),
+                               .start_unix_ns = core_unix_now_ns(),
+                               .host = host,
+                               .flare_version = FLARE_VERSION_STRING};
+    char executable[PATH_MAX];
+    read_executable(executable, sizeof(executable));
+    if (store_begin(current->store) != FLARE_OK ||
+        store_session_begin(current->store, &info) != FLARE_OK ||
+        store_process_begin(current->store, current->pid, (int64_t)getppid(), info.start_ns,
+                            sim_backend()->name, executable) != FLARE_OK) {
+        snprintf(error, sizeof(error), "cannot write the session rows: %s",
+                 store_last_error(current->store));
+        store_rollback(current->store);
+        status = FLARE_ERR_STORE;
+        goto fail_store;
+    }
+    if (store_commit(current->store) != FLARE_OK) {
+        snprintf(error, sizeof(error), "cannot commit the session rows: %s",
+                 store_last_error(current->store));
+        status = FLARE_ERR_STORE;
+        goto fail_store;
+    }
+
+    current->generation = ++last_generation;
+    if (current->generation == 0 || current->generation > (UINT32_MAX >> 1))
+        current->generation = last_generation = 1;
+    core_threads_set_ring_capacity(current->config.ring_capacity);
+    status = core_collector_start(current->store, current->pid, current->generation,
+                                  current->config.flush_interval_ms, &current->collector);
+    if (status != FLARE_OK) {
+        snprintf(error, sizeof(error), "cannot start the collector thread");
+        goto fail_store;
+    }
+    core_log_set_file(current->log_fd);
+    active_session = current;
+    atomic_store(&session_pid, current->pid);
+    atomic_store_explicit(&core_session_word, ((uint64_t)current->generation << 1) | 1u,
+                          memory_order_release);
+    sim_backend()->set_completion_handler(on_backend_completion, NULL);
+    core_log(CORE_LOG_INFO, "session started in %s (flush every %u ms, %u events per ring)",
+             current->config.session_dir, current->config.flush_interval_ms,
+             current->config.ring_capacity);
+    last_error[0] = '\0';
+    return FLARE_OK;
+
+fail_store:
+    store_close(current->store);
+fail_log:
+    close(current->log_fd);
+fail_free:
+    snprintf(last_error, sizeof(last_error), "%s", error);
+    if (getenv("FLARE_DEBUG") != NULL)
+        fprintf(stderr, "flare: cannot start a session: %s\n", error);
+    free(current);
+    return status;
+}
+
+/* Sets each existing slot's drop baselines, so a session counts only its own drops. */
+static void take_drop_baseline(core_thread *thread, void *user)
+{
+    (void)user;
+    thread->ring_drops_baseline = core_ring_dropped(&thread->ring);
+    thread->scope_drops_baseline =
+        atomic_load_explicit(&thread->scope_depth_drops, memory_order_relaxed);
+    thread->ring_drops_stored = 0;
+    thread->scope_drops_stored = 0;
+}
+
+FLARE_API int flare_init(const flare_options *options)
+{
+    pthread_mutex_lock(&session_lock);
+    if (active_session != NULL) {
+        pthread_mutex_unlock(&session_lock);
+        return FLARE_ERR_ALREADY_ACTIVE;
+    }
+    core_log_configure_from_environment();
+    core_threads_for_each(take_drop_baseline, NULL);
+    int status = start_session(options);
+    pthread_mutex_unlock(&session_lock);
+    return status;
+}
+
+typedef struct open_scope_context {
+    session *session;
+    uint64_t end_ns;
+} open_scope_context;
+
+/* Scopes still open when the session ends are stored with the end time and a
+ * still_open flag, so long-running outer scopes are not lost. */
+static void record_open_scopes(core_thread *thread, void *user)
+{
+    open_scope_context *context = user;
+    uint32_t depth = atomic_load_explicit(&thread->scope_depth, memory_order_acquire);
+    if (depth > FLARE_SCOPE_DEPTH_MAX)
+        depth = FLARE_SCOPE_DEPTH_MAX;
+    for (uint32_t level = 0; level < depth; level++) {
+        const core_scope_frame *frame = &thread->scopes[level];
+        if (frame->generation != context->session->generation)
+            continue;
+        store_scope_row row = {.pid = context->session->pid,
+                               .thread_id = thread->thread_id,
+                               .instance_id = frame->instance_id,
+                               .name = frame->name,
+                               .depth = level,
+                               .start_ns = frame->start_ns,
+                               .end_ns = context->end_ns,
+                               .still_open = 1};
+        store_put_scope(context->session->store, &row);
+    }
+}
+
+static void write_log_once_counts(const char *key, uint64_t hits, void *user)
+{
+    (void)user;
+    if (hits > 1)
+        core_log(CORE_LOG_INFO, "'%s' happened %llu times (logged once)", key,
+                 (unsigned long long)hits);
+}
+
+FLARE_API int flare_shutdown(void)
+{
+    pthread_mutex_lock(&session_lock);
+    session *current = active_session;
+    if (current == NULL) {
+        pthread_mutex_unlock(&session_lock);
+        return FLARE_ERR_NOT_ACTIVE;
+    }
+    atomic_store_explicit(&core_session_word, 0, memory_order_release);
+    sim_backend()->set_completion_handler(NULL, NULL);
+    core_log_once_for_each(write_log_once_counts, NULL);
+    core_collector_stats stats;
+    core_collector_stop(current->collector, &stats);
+
+    uint64_t end_ns = core_now_ns();
+    int status = FLARE_OK;
+    if (store_begin(current->store) == FLARE_OK) {
+        open_scope_context context = {.session = current, .end_ns = end_ns};
+        core_threads_for_each(record_open_scopes, &context);
+        store_process_end(current->store, current->pid, end_ns);
+        if (!current->config.launched_by_trace)
+            store_session_end(current->store, end_ns, 0, 0);
+        if (store_commit(current->store) != FLARE_OK) {
+            store_rollback(current->store);
+            status = FLARE_ERR_STORE;
+        }
+    } else {
+        status = FLARE_ERR_STORE;
+    }
+    core_log(CORE_LOG_INFO, "session ended: %llu events written, %llu lost",
+             (unsigned long long)stats.events_written, (unsigned long long)stats.events_lost);
+    core_log_set_file(-1);
+    store_close(current->store);
+    close(current->log_fd);
+    active_session = NULL;
+    free(current);
+    pthread_mutex_unlock(&session_lock);
+    return status;
+}
+
+FLARE_API int flare_is_active(void)
+{
+    return core_active_generation() != 0;
+}
+
+FLARE_API int flare_session_dir(char *buffer, size_t size)
+{
+    if (buffer == NULL || size == 0)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&session_lock);
+    int status = FLARE_ERR_NOT_ACTIVE;
+    if (active_session != NULL) {
+        size_t length = strlen(active_session->config.session_dir);
+        if (length < size) {
+            memcpy(buffer, active_session->config.session_dir, length + 1);
+            status = FLARE_OK;
+        } else {
+            status = FLARE_ERR_INVALID_ARGUMENT;
+        }
+    }
+    pthread_mutex_unlock(&session_lock);
+    return status;
+}
+
+FLARE_API int flare_flush(uint32_t timeout_ms)
+{
+    pthread_mutex_lock(&session_lock);
+    int status = FLARE_ERR_NOT_ACTIVE;
+    if (active_session != NULL)
+        status = core_collector_flush(active_session->collector, (uint64_t)timeout_ms * 1000000ull);
+    pthread_mutex_unlock(&session_lock);
+    return status;
+}

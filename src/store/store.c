@@ -1,0 +1,582 @@
+/*
+ * store.c: opening, validating and closing session.db; its schema; batches.
+ *
+ * The schema lives only in store_schema_ddl below (docs/schema.md describes
+ * it). A READ open must never create or modify anything in the session
+ * directory beyond what SQLite itself needs to read a WAL database (-shm),
+ * and must never accept a file it cannot vouch for (not SQLite, not flare's,
+ * another schema version).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "flare/flare.h"
+#include "store/store_internal.h"
+
+/*
+ * Version 1. Every uint64 is stored as INTEGER through a cast to int64 (a
+ * value above INT64_MAX reads back negative in SQL and exact in C). Only
+ * the tables the collector appends to at high rate (kernels, copies, scopes,
+ * log) have no secondary index: each index would cost the writer a B-tree
+ * insert per row, and `flare report` scans them whole anyway.
+ */
+static const char *const store_schema_ddl[] = {
+    "CREATE TABLE IF NOT EXISTS meta ("
+    " key TEXT PRIMARY KEY NOT NULL,"
+    " value NOT NULL)",
+
+    "CREATE TABLE IF NOT EXISTS session ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " command TEXT,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER,"
+    " start_unix_ns INTEGER NOT NULL,"
+    " has_exit_status INTEGER NOT NULL DEFAULT 0,"
+    " exit_status INTEGER,"
+    " host TEXT,"
+    " flare_version TEXT)",
+
+    "CREATE TABLE IF NOT EXISTS processes ("
+    " pid INTEGER PRIMARY KEY,"
+    " parent_pid INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER,"
+    " backend TEXT,"
+    " executable TEXT)",
+
+    "CREATE TABLE IF NOT EXISTS devices ("
+    " pid INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " name TEXT,"
+    " backend TEXT,"
+    " PRIMARY KEY (pid, device))",
+
+    "CREATE TABLE IF NOT EXISTS names ("
+    " id INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL UNIQUE)",
+
+    "CREATE TABLE IF NOT EXISTS kernels ("
+    " pid INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " stream_id INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " grid_x INTEGER NOT NULL,"
+    " grid_y INTEGER NOT NULL,"
+    " grid_z INTEGER NOT NULL,"
+    " block_x INTEGER NOT NULL,"
+    " block_y INTEGER NOT NULL,"
+    " block_z INTEGER NOT NULL,"
+    " shared_memory_bytes INTEGER NOT NULL,"
+    " registers_per_thread INTEGER NOT NULL)",
+
+    "CREATE TABLE IF NOT EXISTS copies ("
+    " pid INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " stream_id INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL,"
+    " is_memset INTEGER NOT NULL,"
+    " copy_kind INTEGER NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " status INTEGER NOT NULL)",
+
+    "CREATE TABLE IF NOT EXISTS scopes ("
+    " pid INTEGER NOT NULL,"
+    " thread_id INTEGER NOT NULL,"
+    " instance_id INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " depth INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " still_open INTEGER NOT NULL)",
+
+    "CREATE TABLE IF NOT EXISTS drops ("
+    " pid INTEGER NOT NULL,"
+    " source TEXT NOT NULL,"
+    " detail TEXT NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, source, detail))",
+
+    "CREATE TABLE IF NOT EXISTS log ("
+    " pid INTEGER NOT NULL,"
+    " time_ns INTEGER NOT NULL,"
+    " level TEXT NOT NULL,"
+    " message TEXT NOT NULL)",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 1), ('created_by', 'flare')",
+};
+
+/* The INSERT above hard-codes the version so the DDL stays one literal
+ * table; this keeps the two from drifting apart. */
+_Static_assert(STORE_SCHEMA_VERSION == 1, "update the meta row in store_schema_ddl");
+
+/* ---- errors ---- */
+
+static void store_format(char *buffer, size_t size, const char *format, va_list args)
+    __attribute__((format(printf, 3, 0)));
+
+static void store_format(char *buffer, size_t size, const char *format, va_list args)
+{
+    if (buffer == NULL || size == 0)
+        return;
+    vsnprintf(buffer, size, format, args);
+}
+
+void store_set_error(store *handle, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    store_format(handle->error, sizeof handle->error, format, args);
+    va_end(args);
+}
+
+int store_set_sqlite_error(store *handle, const char *what)
+{
+    if (handle->db != NULL)
+        store_set_error(handle, "%s: %s: %s", handle->path, what, sqlite3_errmsg(handle->db));
+    else
+        store_set_error(handle, "%s: %s", handle->path, what);
+    return FLARE_ERR_STORE;
+}
+
+const char *store_last_error(const store *handle)
+{
+    if (handle == NULL)
+        return "no store handle";
+    return handle->error;
+}
+
+/* ---- small statement helpers for open-time queries ---- */
+
+/* Runs sql, which returns at most one row of one integer, into *value
+ * (untouched when there is no row). */
+static int store_query_int(store *handle, const char *sql, int64_t *value, int *found)
+{
+    sqlite3_stmt *statement = NULL;
+    if (found != NULL)
+        *found = 0;
+    int rc = sqlite3_prepare_v2(handle->db, sql, -1, &statement, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(statement);
+    if (rc == SQLITE_ROW) {
+        *value = sqlite3_column_int64(statement, 0);
+        if (found != NULL)
+            *found = 1;
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(statement);
+    return rc;
+}
+
+static int store_exec(store *handle, const char *sql, const char *what)
+{
+    int rc = sqlite3_exec(handle->db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return store_set_sqlite_error(handle, what);
+    return 0;
+}
+
+/* ---- validation ---- */
+
+typedef enum store_schema_state {
+    STORE_SCHEMA_OURS = 0,  /* flare's, at STORE_SCHEMA_VERSION */
+    STORE_SCHEMA_EMPTY = 1, /* no schema objects at all */
+} store_schema_state;
+
+/*
+ * Decides whether the database is flare's at our version. Returns a
+ * store_schema_state, or a negative status with the error recorded. The
+ * first statement is also where SQLite first reads the file, so a file that
+ * is not a database surfaces here; *sqlite_rc reports that code so READ can
+ * tell a missing -shm apart.
+ */
+static int store_check_schema(store *handle, int *sqlite_rc)
+{
+    int64_t objects = 0;
+    int rc = store_query_int(handle, "SELECT count(*) FROM sqlite_schema", &objects, NULL);
+    *sqlite_rc = rc;
+    if (rc != SQLITE_OK)
+        return store_set_sqlite_error(handle, "cannot read database");
+    if (objects == 0)
+        return STORE_SCHEMA_EMPTY;
+
+    int64_t has_meta = 0;
+    rc = store_query_int(
+        handle, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'",
+        &has_meta, NULL);
+    if (rc != SQLITE_OK)
+        return store_set_sqlite_error(handle, "cannot read database");
+
+    int64_t is_flare = 0;
+    int found_version = 0;
+    int64_t version = 0;
+    if (has_meta) {
+        /* A foreign meta table without these columns fails to prepare;
+         * that is "not ours", not a database error. */
+        if (store_query_int(
+                handle, "SELECT count(*) FROM meta WHERE key = 'created_by' AND value = 'flare'",
+                &is_flare, NULL) != SQLITE_OK ||
+            store_query_int(handle, "SELECT value FROM meta WHERE key = 'schema_version'", &version,
+                            &found_version) != SQLITE_OK) {
+            is_flare = 0;
+        }
+    }
+    if (!is_flare || !found_version) {
+        store_set_error(handle, "%s is not a flare session database", handle->path);
+        return FLARE_ERR_STORE;
+    }
+    if (version != STORE_SCHEMA_VERSION) {
+        store_set_error(handle, "%s has schema version %lld; this flare reads version %d",
+                        handle->path, (long long)version, STORE_SCHEMA_VERSION);
+        return FLARE_ERR_UNSUPPORTED;
+    }
+    return STORE_SCHEMA_OURS;
+}
+
+/* ---- open ---- */
+
+static int store_open_connection(store *handle, int flags)
+{
+    /* NOMUTEX: a handle is used by one thread at a time (store.h), so
+     * SQLite's per-call mutex would be pure overhead on the hot path. */
+    int rc = sqlite3_open_v2(handle->path, &handle->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        store_set_sqlite_error(handle, "cannot open");
+        return FLARE_ERR_STORE;
+    }
+    sqlite3_extended_result_codes(handle->db, 1);
+    sqlite3_busy_timeout(handle->db, STORE_BUSY_TIMEOUT_MS);
+    return 0;
+}
+
+static void store_close_connection(store *handle)
+{
+    store_writer_finalize(handle);
+    if (handle->db != NULL) {
+        sqlite3_close(handle->db);
+        handle->db = NULL;
+    }
+}
+
+static int store_open_read(store *handle)
+{
+    struct stat info;
+    if (stat(handle->path, &info) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            store_set_error(handle, "no session database at %s", handle->path);
+            return FLARE_ERR_NOT_FOUND;
+        }
+        store_set_error(handle, "%s: %s", handle->path, strerror(errno));
+        return FLARE_ERR_IO;
+    }
+    if (!S_ISREG(info.st_mode)) {
+        store_set_error(handle, "%s is not a regular file", handle->path);
+        return FLARE_ERR_STORE;
+    }
+
+    /* READONLY never creates the database file, unlike the default flags. */
+    int status = store_open_connection(handle, SQLITE_OPEN_READONLY);
+    if (status != 0)
+        return status;
+    int sqlite_rc = SQLITE_OK;
+    status = store_check_schema(handle, &sqlite_rc);
+    if (status < 0 &&
+        ((sqlite_rc & 0xff) == SQLITE_CANTOPEN || (sqlite_rc & 0xff) == SQLITE_READONLY)) {
+        /* A WAL database whose writer is gone may lack a usable -shm that a
+         * read-only connection cannot build. Read-write without CREATE can,
+         * and still cannot create session.db itself; query_only keeps this
+         * handle from writing anything else. */
+        store_close_connection(handle);
+        status = store_open_connection(handle, SQLITE_OPEN_READWRITE);
+        if (status != 0)
+            return status;
+        status = store_exec(handle, "PRAGMA query_only = 1", "cannot make the database read-only");
+        if (status != 0)
+            return status;
+        status = store_check_schema(handle, &sqlite_rc);
+    }
+    if (status == STORE_SCHEMA_EMPTY) {
+        store_set_error(handle, "%s is not a flare session database", handle->path);
+        return FLARE_ERR_STORE;
+    }
+    return status;
+}
+
+static int store_create_schema(store *handle)
+{
+    int status = store_exec(handle, "BEGIN IMMEDIATE", "cannot lock the database");
+    if (status != 0)
+        return status;
+    /* Checked inside the write lock so that two processes creating the same
+     * new database see each other: the loser finds the winner's schema. */
+    int sqlite_rc = SQLITE_OK;
+    status = store_check_schema(handle, &sqlite_rc);
+    if (status >= 0) {
+        for (size_t i = 0; i < sizeof store_schema_ddl / sizeof store_schema_ddl[0]; i++) {
+            status = store_exec(handle, store_schema_ddl[i], "cannot create the schema");
+            if (status != 0)
+                break;
+        }
+    }
+    if (status == 0)
+        status = store_exec(handle, "COMMIT", "cannot commit the schema");
+    if (status < 0)
+        sqlite3_exec(handle->db, "ROLLBACK", NULL, NULL, NULL);
+    return status;
+}
+
+/*
+ * Switching a new database to WAL needs an exclusive lock, and SQLite does
+ * not run the busy handler for it: when several processes of a session
+ * open the new database at once, all but one get SQLITE_BUSY at once. So
+ * this retries for as long as the busy timeout would have waited.
+ */
+static int store_enable_wal(store *handle)
+{
+    const long step_ms = 2;
+    for (long waited_ms = 0;; waited_ms += step_ms) {
+        sqlite3_stmt *statement = NULL;
+        int rc = sqlite3_prepare_v2(handle->db, "PRAGMA journal_mode = WAL", -1, &statement, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(statement);
+        if (rc == SQLITE_ROW) {
+            /* The pragma answers with the mode it ended in rather than
+             * failing when it cannot switch. */
+            const char *journal = (const char *)sqlite3_column_text(statement, 0);
+            int is_wal = journal != NULL && strcmp(journal, "wal") == 0;
+            if (!is_wal)
+                store_set_error(handle, "%s: cannot switch to WAL mode (journal mode is %s)",
+                                handle->path, journal != NULL ? journal : "unknown");
+            sqlite3_finalize(statement);
+            return is_wal ? 0 : FLARE_ERR_STORE;
+        }
+        int status = store_set_sqlite_error(handle, "cannot switch to WAL mode");
+        sqlite3_finalize(statement);
+        if ((rc & 0xff) != SQLITE_BUSY || waited_ms >= STORE_BUSY_TIMEOUT_MS)
+            return status;
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = step_ms * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static int store_open_write(store *handle, const char *session_dir)
+{
+    struct stat info;
+    if (stat(session_dir, &info) != 0) {
+        store_set_error(handle, "cannot create %s: session directory %s: %s", handle->path,
+                        session_dir, strerror(errno));
+        return FLARE_ERR_IO;
+    }
+    if (!S_ISDIR(info.st_mode)) {
+        store_set_error(handle, "cannot create %s: %s is not a directory", handle->path,
+                        session_dir);
+        return FLARE_ERR_IO;
+    }
+
+    int status = store_open_connection(handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (status != 0)
+        return status;
+
+    status = store_enable_wal(handle);
+    if (status != 0)
+        return status;
+
+    /*
+     * synchronous=NORMAL: in WAL mode a commit reaches the OS before COMMIT
+     * returns, so a SIGKILL'd process loses nothing committed; only power
+     * loss can drop the last transactions (never corrupting the file).
+     * FULL would fsync every batch for a guarantee we do not promise.
+     *
+     * wal_autocheckpoint: each checkpoint copies the WAL into the database
+     * and fsyncs it, in whichever writer's COMMIT crosses the threshold.
+     * 10000 pages (about 40 MB of WAL) instead of SQLite's 1000 makes those
+     * stalls ten times rarer; it measured about 10% more kernel rows a
+     * second (bench_store), at the price of a WAL file of that size while
+     * the session runs.
+     */
+    status = store_exec(handle,
+                        "PRAGMA synchronous = NORMAL;"
+                        "PRAGMA wal_autocheckpoint = 10000;",
+                        "cannot configure the database");
+    if (status != 0)
+        return status;
+
+    status = store_create_schema(handle);
+    if (status != 0)
+        return status;
+    return store_writer_prepare(handle);
+}
+
+int store_open(const char *session_dir, store_open_mode mode, store **out, char *error,
+               size_t error_size)
+{
+    if (error != NULL && error_size > 0)
+        error[0] = '\0';
+    if (out != NULL)
+        *out = NULL;
+    if (session_dir == NULL || out == NULL ||
+        (mode != STORE_OPEN_READ && mode != STORE_OPEN_WRITE)) {
+        if (error != NULL && error_size > 0)
+            snprintf(error, error_size, "store_open: invalid argument");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+
+    store *handle = calloc(1, sizeof *handle);
+    if (handle == NULL) {
+        if (error != NULL && error_size > 0)
+            snprintf(error, error_size, "%s/%s: out of memory", session_dir, STORE_DATABASE_NAME);
+        return FLARE_ERR_NO_MEMORY;
+    }
+    handle->mode = mode;
+
+    /* Trailing slashes only make the path in messages ugly. */
+    size_t dir_length = strlen(session_dir);
+    while (dir_length > 1 && session_dir[dir_length - 1] == '/')
+        dir_length--;
+    int written = snprintf(handle->path, sizeof handle->path, "%.*s/%s", (int)dir_length,
+                           session_dir, STORE_DATABASE_NAME);
+    int status;
+    if (written < 0 || (size_t)written >= sizeof handle->path) {
+        store_set_error(handle, "%s/%s: path too long", session_dir, STORE_DATABASE_NAME);
+        status = FLARE_ERR_INVALID_ARGUMENT;
+    } else if (mode == STORE_OPEN_READ) {
+        status = store_open_read(handle);
+    } else {
+        status = store_open_write(handle, session_dir);
+    }
+
+    if (status < 0) {
+        if (error != NULL && error_size > 0)
+            snprintf(error, error_size, "%s", handle->error);
+        store_close(handle);
+        return status;
+    }
+    *out = handle;
+    return 0;
+}
+
+void store_close(store *handle)
+{
+    if (handle == NULL)
+        return;
+    /* An unfinished batch is dropped whole rather than half-committed. */
+    if (handle->db != NULL && !sqlite3_get_autocommit(handle->db))
+        sqlite3_exec(handle->db, "ROLLBACK", NULL, NULL, NULL);
+    store_close_connection(handle);
+    store_name_cache_free(&handle->names);
+    free(handle);
+}
+
+/* ---- batches ---- */
+
+int store_require_writer(store *handle)
+{
+    if (handle->mode != STORE_OPEN_WRITE) {
+        store_set_error(handle, "%s: opened for reading; cannot write", handle->path);
+        return FLARE_ERR_STATE;
+    }
+    if (handle->in_batch && handle->batch_failed) {
+        store_set_error(handle, "%s: an earlier write of this batch failed; roll it back",
+                        handle->path);
+        return FLARE_ERR_STORE;
+    }
+    return 0;
+}
+
+void store_batch_failed(store *handle)
+{
+    if (!handle->in_batch)
+        return;
+    handle->batch_failed = 1;
+    /* Buffered rows belong to the lost batch; a reader's flush must not
+     * write them on their own. The name cache is cleared by the rollback
+     * or commit that ends the batch, and nothing can use it before. */
+    store_discard(handle);
+}
+
+static int store_run(store *handle, store_statement_id id, const char *what)
+{
+    sqlite3_stmt *statement = handle->statements[id];
+    int rc = sqlite3_step(statement);
+    int status = 0;
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        status = store_set_sqlite_error(handle, what);
+    sqlite3_reset(statement);
+    return status;
+}
+
+int store_begin(store *handle)
+{
+    if (handle == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    if (handle->in_batch) {
+        store_set_error(handle, "%s: a batch is already open", handle->path);
+        return FLARE_ERR_STATE;
+    }
+    status = store_run(handle, STORE_STATEMENT_BEGIN, "cannot begin a batch");
+    if (status == 0) {
+        handle->in_batch = 1;
+        handle->batch_failed = 0;
+    }
+    return status;
+}
+
+int store_commit(store *handle)
+{
+    if (handle == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    if (handle->mode != STORE_OPEN_WRITE || !handle->in_batch) {
+        store_set_error(handle, "%s: no batch is open", handle->path);
+        return FLARE_ERR_STATE;
+    }
+    int status;
+    if (handle->batch_failed) {
+        store_set_error(handle, "%s: cannot commit a batch: an earlier write of it failed",
+                        handle->path);
+        status = FLARE_ERR_STORE;
+    } else {
+        status = store_flush(handle);
+        if (status == 0)
+            status = store_run(handle, STORE_STATEMENT_COMMIT, "cannot commit a batch");
+    }
+    if (status == 0) {
+        handle->in_batch = 0;
+    } else if (sqlite3_get_autocommit(handle->db)) {
+        /* SQLite has rolled the batch back itself: it is over, and names it
+         * inserted are gone. Otherwise the caller must roll it back. */
+        handle->in_batch = 0;
+        handle->batch_failed = 0;
+        store_discard(handle);
+        store_name_cache_clear(&handle->names);
+    }
+    return status;
+}
+
+void store_rollback(store *handle)
+{
+    if (handle == NULL || handle->db == NULL || handle->mode != STORE_OPEN_WRITE)
+        return;
+    store_discard(handle);
+    if (!sqlite3_get_autocommit(handle->db))
+        store_run(handle, STORE_STATEMENT_ROLLBACK, "cannot roll back a batch");
+    handle->in_batch = 0;
+    handle->batch_failed = 0;
+    /* Ids of names first inserted in the rolled-back batch now belong to
+     * nobody and will be reused; telling them apart is not worth it. */
+    store_name_cache_clear(&handle->names);
+}

@@ -1,0 +1,195 @@
+/*
+ * store.h: the session database.
+ *
+ * Owns: one SQLite database per session (session.db in the session
+ * directory), its versioned schema (docs/schema.md), the batched writer used
+ * by the collector and the readers used by `flare report`. WAL mode; several
+ * processes of one session may write the same database (busy timeout). The
+ * store never aborts: every function returns 0 or a negative flare_status and,
+ * where it takes an error buffer, fills it with a message naming the file and
+ * the SQLite error. A store handle is used by one thread at a time.
+ */
+#ifndef FLARE_STORE_STORE_H
+#define FLARE_STORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_SCHEMA_VERSION 1
+#define STORE_DATABASE_NAME  "session.db"
+
+typedef struct store store;
+
+typedef enum store_open_mode {
+    STORE_OPEN_READ = 0,  /* existing database only; validated */
+    STORE_OPEN_WRITE = 1, /* creates the file and schema if missing */
+} store_open_mode;
+
+/*
+ * Opens session.db in session_dir. READ refuses a missing file, a file that
+ * is not a SQLite database, and a schema_version other than
+ * STORE_SCHEMA_VERSION, with a message in error (which may be NULL).
+ * Statuses: FLARE_ERR_NOT_FOUND (READ: no database), FLARE_ERR_IO (WRITE:
+ * session_dir missing; it is never created here), FLARE_ERR_UNSUPPORTED
+ * (another schema version), FLARE_ERR_STORE (anything else SQLite refuses,
+ * or not flare's database). READ never creates session.db; SQLite may add
+ * its -wal/-shm files beside an existing one.
+ */
+int store_open(const char *session_dir, store_open_mode mode, store **out, char *error,
+               size_t error_size);
+/* Rolls back a batch left open. */
+void store_close(store *store);
+
+/*
+ * Batches: every put between begin and commit lands in one transaction.
+ * Inside a batch, kernel, copy and scope rows are buffered in the handle
+ * and written in blocks, so a put may report the failure of earlier rows
+ * of its batch; from then on the batch's writes and store_commit fail with
+ * FLARE_ERR_STORE until store_rollback. A failed commit leaves the batch
+ * open unless SQLite already rolled it back: call store_rollback either
+ * way. Outside a batch each write is its own transaction.
+ */
+int store_begin(store *store);
+int store_commit(store *store);
+/* Rolls back the open transaction, if any. */
+void store_rollback(store *store);
+
+/* Session and process rows. */
+typedef struct store_session_info {
+    const char *command; /* the traced command line, or the program name */
+    uint64_t start_ns;   /* flare clock */
+    int64_t start_unix_ns;
+    const char *host;
+    const char *flare_version;
+} store_session_info;
+/* Writes the single session row if it does not exist yet. */
+int store_session_begin(store *store, const store_session_info *info);
+/* FLARE_ERR_STATE when there is no session row to end. */
+int store_session_end(store *store, uint64_t end_ns, int has_exit_status, int exit_status);
+
+/* A second begin for the same pid (a process that starts a new session)
+ * keeps the first start time and clears end_ns. */
+int store_process_begin(store *store, int64_t pid, int64_t parent_pid, uint64_t start_ns,
+                        const char *backend_name, const char *executable);
+/* FLARE_ERR_STATE when the process has no row. */
+int store_process_end(store *store, int64_t pid, uint64_t end_ns);
+
+int store_put_device(store *store, int64_t pid, int device, const char *name,
+                     const char *backend_name);
+
+/* Rows written by the collector. Names are interned into the names table;
+ * a NULL name is stored as the empty string. */
+typedef struct store_kernel_row {
+    int64_t pid;
+    int device;
+    uint64_t stream_id;
+    uint64_t correlation_id;
+    const char *name;
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_memory_bytes;
+    uint32_t registers_per_thread;
+} store_kernel_row;
+
+typedef struct store_copy_row {
+    int64_t pid;
+    int device;
+    uint64_t stream_id;
+    uint64_t correlation_id;
+    int is_memset; /* 0 copy, 1 memset */
+    int copy_kind; /* backend_copy_kind */
+    uint64_t bytes;
+    uint64_t start_ns;
+    uint64_t end_ns;
+    int status;
+} store_copy_row;
+
+typedef struct store_scope_row {
+    int64_t pid;
+    int64_t thread_id;
+    uint64_t instance_id;
+    const char *name;
+    uint32_t depth;
+    uint64_t start_ns;
+    uint64_t end_ns;
+    int still_open; /* 1: the session ended while the scope was open; end_ns is that time */
+} store_scope_row;
+
+int store_put_kernel(store *store, const store_kernel_row *row);
+int store_put_copy(store *store, const store_copy_row *row);
+int store_put_scope(store *store, const store_scope_row *row);
+
+/* Sets (not adds) the drop count of one source in one process, e.g.
+ * source "ring", detail "thread 1234". A NULL detail is stored as "". */
+int store_set_drops(store *store, int64_t pid, const char *source, const char *detail,
+                    uint64_t count);
+
+/* A line of the tool's own log, stored as well as written to flare.log. */
+int store_put_log(store *store, int64_t pid, uint64_t time_ns, const char *level,
+                  const char *message);
+
+/* ---- Readers, for `flare report`. Each returns rows through a callback;
+ * a callback returning non-zero stops the walk early (not an error). ---- */
+
+typedef struct store_session_summary {
+    char command[1024];
+    uint64_t start_ns;
+    uint64_t end_ns; /* 0 if the session never ended (killed) */
+    int64_t start_unix_ns;
+    int has_exit_status;
+    int exit_status;
+    char host[256];
+    char flare_version[32];
+    int schema_version;
+    int64_t process_count;
+    int64_t kernel_count;
+    int64_t copy_count;
+    int64_t scope_count;
+} store_session_summary;
+
+int store_read_session(store *store, store_session_summary *out);
+
+typedef struct store_duration_stats {
+    const char *name;
+    int64_t count;
+    uint64_t total_ns;
+    uint64_t mean_ns;
+    uint64_t p50_ns; /* nearest-rank percentiles */
+    uint64_t p99_ns;
+    uint64_t max_ns;
+} store_duration_stats;
+
+typedef int (*store_duration_callback)(const store_duration_stats *stats, void *user);
+
+/* Kernels grouped by name, by total time descending, at most limit (0: all). */
+int store_read_kernel_stats(store *store, int limit, store_duration_callback callback, void *user);
+/* Scopes grouped by name, by total time descending, at most limit (0: all). */
+int store_read_scope_stats(store *store, int limit, store_duration_callback callback, void *user);
+
+typedef struct store_copy_stats {
+    int is_memset;
+    int copy_kind;
+    int64_t count;
+    uint64_t bytes;
+    uint64_t total_ns;
+    int64_t failed;
+} store_copy_stats;
+typedef int (*store_copy_callback)(const store_copy_stats *stats, void *user);
+int store_read_copy_stats(store *store, store_copy_callback callback, void *user);
+
+typedef struct store_drop_row {
+    int64_t pid;
+    const char *source;
+    const char *detail;
+    uint64_t count;
+} store_drop_row;
+typedef int (*store_drop_callback)(const store_drop_row *row, void *user);
+/* Only rows whose count is not zero. */
+int store_read_drops(store *store, store_drop_callback callback, void *user);
+
+/* Last SQLite error message of this handle (never NULL). */
+const char *store_last_error(const store *store);
+
+#endif /* FLARE_STORE_STORE_H */

@@ -1,0 +1,151 @@
+/*
+ * store_internal.h: what the store's .c files share and nobody else sees.
+ *
+ * Holds the handle layout, the writer's prepared-statement table and the
+ * name-cache types. Nothing outside src/store may include it: the database
+ * layout is a contract only through store.h and docs/schema.md.
+ */
+#ifndef FLARE_STORE_STORE_INTERNAL_H
+#define FLARE_STORE_STORE_INTERNAL_H
+
+#include <limits.h>
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+/* Long enough for a writer of another process to finish a batch of
+ * thousands of rows and a checkpoint, short enough that a wedged writer
+ * surfaces as an error instead of a hang. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+#define STORE_ERROR_MAX       (PATH_MAX + 512)
+
+/*
+ * Every statement the writer runs, prepared once when a WRITE handle opens.
+ * BEGIN is IMMEDIATE so that a batch takes the write lock (waiting through
+ * the busy timeout) before its first row; a deferred transaction that reads
+ * first (the names lookup) could otherwise fail with SQLITE_BUSY_SNAPSHOT
+ * when another process committed in between, which no timeout cures.
+ */
+#define STORE_WRITER_STATEMENTS(X)                                                                 \
+    X(BEGIN, "BEGIN IMMEDIATE")                                                                    \
+    X(COMMIT, "COMMIT")                                                                            \
+    X(ROLLBACK, "ROLLBACK")                                                                        \
+    X(NAME_INSERT, "INSERT OR IGNORE INTO names(name) VALUES (?1)")                                \
+    X(NAME_SELECT, "SELECT id FROM names WHERE name = ?1")                                         \
+    X(SESSION_BEGIN,                                                                               \
+      "INSERT OR IGNORE INTO session(id, command, start_ns, start_unix_ns, has_exit_status, "      \
+      "host, flare_version) VALUES (1, ?1, ?2, ?3, 0, ?4, ?5)")                                    \
+    X(SESSION_END,                                                                                 \
+      "UPDATE session SET end_ns = ?1, has_exit_status = ?2, exit_status = ?3 WHERE id = 1")       \
+    X(PROCESS_BEGIN,                                                                               \
+      "INSERT INTO processes(pid, parent_pid, start_ns, end_ns, backend, executable) "             \
+      "VALUES (?1, ?2, ?3, NULL, ?4, ?5) ON CONFLICT(pid) DO UPDATE SET end_ns = NULL, "           \
+      "backend = excluded.backend, executable = excluded.executable")                              \
+    X(PROCESS_END, "UPDATE processes SET end_ns = ?2 WHERE pid = ?1")                              \
+    X(DEVICE,                                                                                      \
+      "INSERT INTO devices(pid, device, name, backend) VALUES (?1, ?2, ?3, ?4) "                   \
+      "ON CONFLICT(pid, device) DO UPDATE SET name = excluded.name, backend = excluded.backend")   \
+    X(DROPS, "INSERT INTO drops(pid, source, detail, count) VALUES (?1, ?2, ?3, ?4) "              \
+             "ON CONFLICT(pid, source, detail) DO UPDATE SET count = excluded.count")              \
+    X(LOG, "INSERT INTO log(pid, time_ns, level, message) VALUES (?1, ?2, ?3, ?4)")
+
+typedef enum store_statement_id {
+#define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
+    STORE_WRITER_STATEMENTS(STORE_STATEMENT_ENUM_)
+#undef STORE_STATEMENT_ENUM_
+        STORE_STATEMENT_COUNT
+} store_statement_id;
+
+/*
+ * The high-rate tables. Inside a batch their rows are buffered in the handle
+ * and written STORE_BLOCK_ROWS at a time by one multi-row INSERT: that
+ * halves the CPU per row, because SQLite's per-statement work (opening the
+ * table cursor, the statement journal, halting) is paid once per block.
+ * Every column is an integer once names are interned, so a block is a flat
+ * int64 array. X(id, table, column count, column list).
+ */
+#define STORE_BLOCK_TABLES(X)                                                                      \
+    X(KERNELS, "kernels", 15,                                                                      \
+      "pid, device, stream_id, correlation_id, name_id, start_ns, end_ns, grid_x, grid_y, "        \
+      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread")              \
+    X(COPIES, "copies", 10,                                                                        \
+      "pid, device, stream_id, correlation_id, is_memset, copy_kind, bytes, start_ns, end_ns, "    \
+      "status")                                                                                    \
+    X(SCOPES, "scopes", 8,                                                                         \
+      "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open")
+
+#define STORE_BLOCK_ROWS        64
+#define STORE_BLOCK_MAX_COLUMNS 15
+
+typedef enum store_block_id {
+#define STORE_BLOCK_ENUM_(id, table, columns, list) STORE_BLOCK_##id,
+    STORE_BLOCK_TABLES(STORE_BLOCK_ENUM_)
+#undef STORE_BLOCK_ENUM_
+        STORE_BLOCK_COUNT
+} store_block_id;
+
+typedef struct store_block {
+    sqlite3_stmt *single; /* one row: outside a batch and for a partial block */
+    sqlite3_stmt *multi;  /* STORE_BLOCK_ROWS rows */
+    int columns;
+    int rows; /* buffered, not yet written */
+    int64_t values[STORE_BLOCK_ROWS * STORE_BLOCK_MAX_COLUMNS];
+} store_block;
+
+/* One interned name. hash 0 marks an empty slot (real hashes are never 0). */
+typedef struct store_name_slot {
+    uint64_t hash;
+    int64_t id;
+    size_t length;
+    char *name;
+} store_name_slot;
+
+/* Open addressing, linear probing; capacity is a power of two. */
+typedef struct store_name_cache {
+    store_name_slot *slots;
+    size_t capacity;
+    size_t count;
+} store_name_cache;
+
+struct store {
+    sqlite3 *db;
+    store_open_mode mode;
+    /* A batch opened by store_begin is in progress. */
+    int in_batch;
+    /* Rows of the open batch were lost (a block failed to write, or SQLite
+     * rolled the transaction back): its writes and its commit now fail
+     * until store_rollback, so that a batch never commits with a hole. */
+    int batch_failed;
+    sqlite3_stmt *statements[STORE_STATEMENT_COUNT];
+    store_block blocks[STORE_BLOCK_COUNT];
+    store_name_cache names;
+    char path[PATH_MAX];
+    char error[STORE_ERROR_MAX];
+};
+
+/* Records "<path>: <what>" followed by ": <SQLite message>" when the handle
+ * has a connection. Returns FLARE_ERR_STORE so callers can return it. */
+int store_set_sqlite_error(store *store, const char *what);
+/* Records a formatted message verbatim (the caller names the path). */
+void store_set_error(store *store, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+/* 0 when a write may go ahead: FLARE_ERR_STATE unless opened for WRITE,
+ * FLARE_ERR_STORE while the open batch has failed; the error is recorded. */
+int store_require_writer(store *store);
+/* Marks the open batch failed after a write error that lost rows. */
+void store_batch_failed(store *store);
+
+/* Writer side (store_writer.c). */
+int store_writer_prepare(store *store);
+void store_writer_finalize(store *store);
+/* Writes every buffered row (commit, and readers on a WRITE handle, call it
+ * so they see the whole batch). No-op on a READ handle. */
+int store_flush(store *store);
+/* Forgets buffered rows: their batch is being rolled back. */
+void store_discard(store *store);
+void store_name_cache_clear(store_name_cache *cache);
+void store_name_cache_free(store_name_cache *cache);
+
+#endif /* FLARE_STORE_STORE_INTERNAL_H */

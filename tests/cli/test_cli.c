@@ -1,0 +1,272 @@
+/*
+ * test_cli.c: the flare command as a user meets it: usage errors and their
+ * exit codes, trace's exit-status pass-through and signal forwarding, the
+ * launcher's "nothing recorded" warning, and report on good and bad input.
+ * Runs the built binaries (FLARE_TEST_BIN_DIR) in child processes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+static char bin_dir[1024];
+static char scratch[256];
+static char out_text[65536];
+static char err_text[65536];
+
+static void read_file(const char *path, char *buffer, size_t size)
+{
+    buffer[0] = '\0';
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return;
+    ssize_t got = read(fd, buffer, size - 1);
+    close(fd);
+    buffer[got > 0 ? got : 0] = '\0';
+}
+
+/* Runs bin_dir/program with arguments (NULL-terminated); captures output;
+ * returns the exit code as a shell reports it. */
+static int run(const char *program, const char *const *arguments)
+{
+    char path[1200], out_path[300], err_path[300];
+    snprintf(path, sizeof(path), "%s/%s", bin_dir, program);
+    snprintf(out_path, sizeof(out_path), "%s/stdout.txt", scratch);
+    snprintf(err_path, sizeof(err_path), "%s/stderr.txt", scratch);
+    const char *argv[32] = {path};
+    int count = 1;
+    for (; arguments != NULL && arguments[count - 1] != NULL; count++)
+        argv[count] = arguments[count - 1];
+    argv[count] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(out, 1);
+        dup2(err, 2);
+        if (chdir(scratch) != 0)
+            _exit(99);
+        execv(path, (char *const *)argv);
+        _exit(98);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    read_file(out_path, out_text, sizeof(out_text));
+    read_file(err_path, err_text, sizeof(err_text));
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+#define RUN(program, ...) run(program, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN0(program) run(program, NULL)
+
+static void expect_usage_error(int code, const char *word)
+{
+    assert_int_equal(code, 2);
+    if (strstr(err_text, word) == NULL)
+        fail_msg("stderr does not name '%s': %s", word, err_text);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(RUN0("flare"), 2);
+    expect_usage_error(RUN("flare", "bogus"), "bogus");
+    expect_usage_error(RUN("flare", "--bogus"), "--bogus");
+    expect_usage_error(RUN("flare", "trace"), "--");
+    expect_usage_error(RUN("flare", "trace", "true"), "'true'");
+    expect_usage_error(RUN("flare", "trace", "--bogus", "--", "true"), "--bogus");
+    expect_usage_error(RUN("flare", "trace", "-o"), "-o");
+    expect_usage_error(RUN("flare", "trace", "--"), "command");
+    expect_usage_error(RUN("flare", "trace", "--flush-ms", "0", "--", "true"), "--flush-ms 0");
+    expect_usage_error(RUN("flare", "trace", "--flush-ms", "300", "--", "true"), "300");
+    expect_usage_error(RUN("flare", "report", "--top", "0"), "--top 0");
+    expect_usage_error(RUN("flare", "report", "--wrong"), "--wrong");
+    expect_usage_error(RUN("flare", "report", "a", "b"), "'b'");
+}
+
+static void test_help_tells_the_truth(void **state)
+{
+    (void)state;
+    assert_int_equal(RUN("flare", "--help"), 0);
+    assert_non_null(strstr(out_text, "trace"));
+    assert_non_null(strstr(out_text, "report"));
+    assert_int_equal(RUN("flare", "trace", "--help"), 0);
+    assert_non_null(strstr(out_text, "-o, --output DIR"));
+    assert_non_null(strstr(out_text, "--flush-ms"));
+    assert_int_equal(RUN("flare", "report", "--help"), 0);
+    assert_non_null(strstr(out_text, "--top"));
+    assert_int_equal(RUN("flare", "--version"), 0);
+    assert_non_null(strstr(out_text, "flare 0."));
+}
+
+static void test_trace_passes_exit_status_and_warns(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/exit7", scratch);
+    assert_int_equal(RUN("flare", "trace", "-o", dir, "--", "sh", "-c", "exit 7"), 7);
+    /* sh does not use libflare: the launcher must say nothing was recorded. */
+    assert_non_null(strstr(err_text, "WARNING: no process"));
+    /* The same directory again is refused before anything runs. */
+    char marker[512];
+    snprintf(marker, sizeof(marker), "%s/marker", scratch);
+    assert_int_equal(RUN("flare", "trace", "-o", dir, "--", "touch", marker), 1);
+    assert_non_null(strstr(err_text, "already holds a session"));
+    assert_int_equal(access(marker, F_OK), -1);
+    /* The report of a session where nothing was recorded still works. */
+    assert_int_equal(RUN("flare", "report", dir), 0);
+    assert_non_null(strstr(out_text, "exit       7"));
+    assert_non_null(strstr(out_text, "No process started a flare session"));
+
+    assert_int_equal(RUN("flare", "trace", "--", "flare-no-such-command-here"), 127);
+    assert_non_null(strstr(err_text, "flare-no-such-command-here"));
+    assert_int_equal(RUN("flare", "trace", "--", "sh", "-c", "kill -TERM $$"), 128 + SIGTERM);
+}
+
+static void test_unwritable_output_fails_before_running(void **state)
+{
+    (void)state;
+    char marker[512];
+    snprintf(marker, sizeof(marker), "%s/marker2", scratch);
+    assert_int_equal(RUN("flare", "trace", "-o", "/proc/flare-nope/x", "--", "touch", marker), 1);
+    assert_non_null(strstr(err_text, "/proc/flare-nope"));
+    assert_int_equal(access(marker, F_OK), -1);
+    if (geteuid() != 0) {
+        char locked[512];
+        snprintf(locked, sizeof(locked), "%s/locked", scratch);
+        mkdir(locked, 0500);
+        assert_int_equal(RUN("flare", "trace", "-o", locked, "--", "touch", marker), 1);
+        assert_int_equal(access(marker, F_OK), -1);
+    }
+}
+
+static void test_trace_demo_and_report(void **state)
+{
+    (void)state;
+    char dir[512], demo[1200];
+    snprintf(dir, sizeof(dir), "%s/demo", scratch);
+    snprintf(demo, sizeof(demo), "%s/flare-demo", bin_dir);
+    assert_int_equal(RUN("flare", "trace", "-o", dir, "--", demo, "5"), 0);
+    assert_non_null(strstr(err_text, "session saved in"));
+    assert_int_equal(RUN("flare", "report", dir), 0);
+    assert_non_null(strstr(out_text, "saxpy"));
+    assert_non_null(strstr(out_text, "stencil_3pt"));
+    assert_non_null(strstr(out_text, "reduce_sum"));
+    assert_non_null(strstr(out_text, "step"));
+    assert_non_null(strstr(out_text, "host to device"));
+    assert_non_null(strstr(out_text, "none: every event was recorded"));
+    assert_non_null(strstr(out_text, "exit       0"));
+    /* 5 steps x 2 devices x 3 kernels */
+    assert_non_null(strstr(out_text, "30 kernels"));
+    /* The default directory: the newest session under ./flare-out. */
+    assert_int_equal(RUN("flare", "trace", "-q", "--", demo, "2"), 0);
+    assert_int_equal(RUN("flare", "report"), 0);
+    assert_non_null(strstr(out_text, "12 kernels"));
+}
+
+static void test_sigterm_is_forwarded(void **state)
+{
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/flare", bin_dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        if (chdir(scratch) != 0)
+            _exit(99);
+        execl(path, path, "trace", "-q", "--", "sleep", "30", (char *)NULL);
+        _exit(98);
+    }
+    usleep(300000);
+    kill(pid, SIGTERM);
+    int status;
+    time_t started = time(NULL);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(time(NULL) - started < 10);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGTERM);
+}
+
+static void test_report_on_bad_input(void **state)
+{
+    (void)state;
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s/missing", scratch);
+    assert_int_equal(RUN("flare", "report", dir), 1);
+    assert_non_null(strstr(err_text, dir));
+
+    snprintf(dir, sizeof(dir), "%s/empty", scratch);
+    mkdir(dir, 0755);
+    assert_int_equal(RUN("flare", "report", dir), 1);
+    assert_non_null(strstr(err_text, "no flare session"));
+
+    snprintf(dir, sizeof(dir), "%s/zero", scratch);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    close(open(path, O_WRONLY | O_CREAT, 0644));
+    assert_int_equal(RUN("flare", "report", dir), 1);
+    assert_non_null(strstr(err_text, "session.db"));
+
+    snprintf(dir, sizeof(dir), "%s/garbage", scratch);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    char junk[8192];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (char)(i * 131 + 7);
+    assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    close(fd);
+    assert_int_equal(RUN("flare", "report", dir), 1);
+    assert_non_null(strstr(err_text, "session.db"));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("FLARE_TEST_BIN_DIR");
+    if (dir == NULL) {
+        fprintf(stderr, "FLARE_TEST_BIN_DIR is not set (run through ctest)\n");
+        return -1;
+    }
+    snprintf(bin_dir, sizeof(bin_dir), "%s", dir);
+    test_make_temp_dir(scratch, sizeof(scratch), "cli");
+    unsetenv("FLARE_OUTPUT_DIR");
+    unsetenv("FLARE_SESSION_DIR");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_remove_dir(scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_help_tells_the_truth),
+        cmocka_unit_test(test_trace_passes_exit_status_and_warns),
+        cmocka_unit_test(test_unwritable_output_fails_before_running),
+        cmocka_unit_test(test_trace_demo_and_report),
+        cmocka_unit_test(test_sigterm_is_forwarded),
+        cmocka_unit_test(test_report_on_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
