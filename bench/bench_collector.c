@@ -16,7 +16,7 @@
 #include "store/store.h"
 
 #define EVENTS (1u << 20)
-#define RUNS 5
+#define RUNS   5
 
 int main(void)
 {

@@ -14,7 +14,7 @@
 #include "core/runtime.h"
 #include "flare/flare.h"
 
-#define BATCH 1000
+#define BATCH   1000
 #define BATCHES 4000
 
 static void push_kernel(uint64_t i)

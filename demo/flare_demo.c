@@ -16,7 +16,7 @@
 #include "flare/flare.h"
 #include "flare/sim.h"
 
-#define ELEMENTS 65536
+#define ELEMENTS      65536
 #define DEFAULT_STEPS 40
 
 typedef struct vector_args {
@@ -80,7 +80,7 @@ static int count_cuda_devices(void)
     do {                                                                                           \
         int status_ = (call);                                                                      \
         if (status_ != FLARE_OK) {                                                                 \
-            fprintf(stderr, "flare-demo: %s failed: %s\n", #call, flare_strerror(status_));      \
+            fprintf(stderr, "flare-demo: %s failed: %s\n", #call, flare_strerror(status_));        \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
@@ -159,12 +159,12 @@ int main(int argc, char **argv)
         flare_scope_end();
         flare_scope_begin("forward");
         for (int d = 0; d < devices; d++) {
-            vector_args args = {.x = x[d], .y = y[d], .out = smooth[d], .alpha = 2.0f,
-                                .count = ELEMENTS};
+            vector_args args = {
+                .x = x[d], .y = y[d], .out = smooth[d], .alpha = 2.0f, .count = ELEMENTS};
             CHECK(flare_sim_launch_kernel(compute[d], saxpy_id, grid, block, &args, sizeof(args)));
             args.x = y[d];
-            CHECK(flare_sim_launch_kernel(compute[d], stencil_id, grid, block, &args,
-                                          sizeof(args)));
+            CHECK(
+                flare_sim_launch_kernel(compute[d], stencil_id, grid, block, &args, sizeof(args)));
             args.x = smooth[d];
             args.out = sum[d];
             CHECK(flare_sim_launch_kernel(compute[d], reduce_id, (const uint32_t[3]){1, 1, 1},
@@ -204,7 +204,8 @@ int main(int argc, char **argv)
     free(host_batch);
     free(host_result);
 
-    double error = fabs(measured_total - expected_total) / (expected_total > 0 ? expected_total : 1);
+    double error =
+        fabs(measured_total - expected_total) / (expected_total > 0 ? expected_total : 1);
     int ok = error < 1e-4;
     printf("flare-demo: %d steps on %d simulated device(s): result %.1f, expected %.1f: %s\n",
            steps, devices, measured_total, expected_total, ok ? "correct" : "WRONG");

@@ -22,9 +22,9 @@ extern "C" {
 #define FLARE_API
 #endif
 
-#define FLARE_VERSION_MAJOR 0
-#define FLARE_VERSION_MINOR 1
-#define FLARE_VERSION_PATCH 0
+#define FLARE_VERSION_MAJOR  0
+#define FLARE_VERSION_MINOR  1
+#define FLARE_VERSION_PATCH  0
 #define FLARE_VERSION_STRING "0.1.0"
 
 /*
@@ -121,7 +121,7 @@ FLARE_API uint64_t flare_now_ns(void);
  * FLARE_ERR_NOT_ACTIVE. flare_scope_end without a matching begin returns
  * FLARE_ERR_STATE.
  */
-#define FLARE_NAME_MAX 64
+#define FLARE_NAME_MAX        64
 #define FLARE_SCOPE_DEPTH_MAX 64
 FLARE_API int flare_scope_begin(const char *name);
 FLARE_API int flare_scope_end(void);

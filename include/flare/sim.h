@@ -52,8 +52,9 @@ FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out);
 FLARE_API int flare_sim_free(void *pointer);
 
 /* Asynchronous work; args are copied (at most 4096 bytes). */
-FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id, const uint32_t grid[3],
-                                      const uint32_t block[3], const void *args, size_t args_size);
+FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
+                                      const uint32_t grid[3], const uint32_t block[3],
+                                      const void *args, size_t args_size);
 FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination,
                                      const void *source, size_t bytes);
 FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination, int value,

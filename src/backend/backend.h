@@ -44,9 +44,9 @@ typedef struct backend_completion {
     uint32_t block[3];
     uint32_t shared_memory_bytes;
     uint32_t registers_per_thread;
-    uint64_t bytes;            /* copies and memsets */
+    uint64_t bytes; /* copies and memsets */
     backend_copy_kind copy_kind;
-    int status;                /* 0, or the negative flare_status the work failed with */
+    int status; /* 0, or the negative flare_status the work failed with */
 } backend_completion;
 
 typedef void (*backend_completion_handler)(const backend_completion *completion, void *user);

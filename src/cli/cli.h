@@ -8,9 +8,9 @@
 #ifndef FLARE_CLI_CLI_H
 #define FLARE_CLI_CLI_H
 
-#define CLI_EXIT_OK 0
+#define CLI_EXIT_OK      0
 #define CLI_EXIT_FAILURE 1
-#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_USAGE   2
 
 int cli_trace(int argc, char **argv);
 int cli_report(int argc, char **argv);

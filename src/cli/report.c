@@ -158,8 +158,9 @@ static int print_copy_row(const store_copy_stats *stats, void *user)
     char bytes[32], total[32];
     format_bytes(stats->bytes, bytes, sizeof(bytes));
     format_duration(stats->total_ns, total, sizeof(total));
-    printf("  %-20s %10lld %12s %12s", stats->is_memset ? "memset" : copy_kind_name(stats->copy_kind),
-           (long long)stats->count, bytes, total);
+    printf("  %-20s %10lld %12s %12s",
+           stats->is_memset ? "memset" : copy_kind_name(stats->copy_kind), (long long)stats->count,
+           bytes, total);
     if (stats->failed > 0)
         printf("   %lld FAILED", (long long)stats->failed);
     printf("\n");

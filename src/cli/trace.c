@@ -87,8 +87,7 @@ static int prepare_session(const char *output, char *session_dir, size_t size,
         const char *base = getenv("FLARE_OUTPUT_DIR");
         if (base == NULL || base[0] == '\0')
             base = CORE_DEFAULT_OUTPUT_BASE;
-        if (core_make_session_directory(base, session_dir, size, error, sizeof(error)) !=
-            FLARE_OK)
+        if (core_make_session_directory(base, session_dir, size, error, sizeof(error)) != FLARE_OK)
             return cli_failure("trace", "%s", error);
     }
     if (core_check_writable_directory(session_dir, error, sizeof(error)) != FLARE_OK)

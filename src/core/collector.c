@@ -153,9 +153,8 @@ static void drain_thread(core_thread *thread, void *user)
             FLARE_OK)
             thread->ring_drops_stored = ring_drops;
     }
-    uint64_t scope_drops =
-        atomic_load_explicit(&thread->scope_depth_drops, memory_order_relaxed) -
-        thread->scope_drops_baseline;
+    uint64_t scope_drops = atomic_load_explicit(&thread->scope_depth_drops, memory_order_relaxed) -
+                           thread->scope_drops_baseline;
     if (scope_drops != thread->scope_drops_stored) {
         snprintf(detail, sizeof(detail), "thread %lld", (long long)thread->thread_id);
         if (store_set_drops(context->store, context->pid, "scope_depth", detail, scope_drops) ==
@@ -228,7 +227,8 @@ static int begin_batch(drain_context *context)
 int core_collector_drain_once(store *database, int64_t pid, uint32_t generation,
                               core_collector_stats *stats)
 {
-    drain_context context = {.stats = stats, .store = database, .pid = pid, .generation = generation};
+    drain_context context = {
+        .stats = stats, .store = database, .pid = pid, .generation = generation};
     int status = begin_batch(&context);
     if (status != FLARE_OK)
         return status;
@@ -304,8 +304,8 @@ static void *collector_main(void *argument)
     return NULL;
 }
 
-int core_collector_start(store *database, int64_t pid, uint32_t generation, uint32_t flush_interval_ms,
-                         core_collector **out)
+int core_collector_start(store *database, int64_t pid, uint32_t generation,
+                         uint32_t flush_interval_ms, core_collector **out)
 {
     core_collector *collector = calloc(1, sizeof(*collector));
     if (collector == NULL)
@@ -347,8 +347,7 @@ int core_collector_flush(core_collector *collector, uint64_t timeout_ns)
     pthread_cond_signal(&collector->wake);
     int status = FLARE_OK;
     while (collector->flush_completed < ticket) {
-        if (pthread_cond_timedwait(&collector->flushed, &collector->lock, &deadline) ==
-            ETIMEDOUT) {
+        if (pthread_cond_timedwait(&collector->flushed, &collector->lock, &deadline) == ETIMEDOUT) {
             status = collector->flush_completed >= ticket ? FLARE_OK : FLARE_ERR_TIMEOUT;
             break;
         }

@@ -29,8 +29,8 @@ typedef struct core_collector_stats {
 
 /* Starts the thread. The store stays owned by the caller but must not be used
  * by anyone else until core_collector_stop returns. */
-int core_collector_start(store *database, int64_t pid, uint32_t generation, uint32_t flush_interval_ms,
-                         core_collector **out);
+int core_collector_start(store *database, int64_t pid, uint32_t generation,
+                         uint32_t flush_interval_ms, core_collector **out);
 /* Requests a flush and waits for it to commit, at most timeout_ns. */
 int core_collector_flush(core_collector *collector, uint64_t timeout_ns);
 /* Final drain of every ring, then stops and joins the thread and frees it. */

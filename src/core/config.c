@@ -97,9 +97,8 @@ int core_config_resolve(const flare_options *options, core_config *config, char 
             return FLARE_ERR_INVALID_ARGUMENT;
         }
         result.flush_interval_ms = known.flush_interval_ms;
-    } else if (flush != NULL &&
-               core_parse_u32(flush, 1, CORE_FLUSH_INTERVAL_MAX_MS, &result.flush_interval_ms) !=
-                   0) {
+    } else if (flush != NULL && core_parse_u32(flush, 1, CORE_FLUSH_INTERVAL_MAX_MS,
+                                               &result.flush_interval_ms) != 0) {
         snprintf(error, error_size,
                  "FLARE_FLUSH_MS='%.40s' is not a whole number of milliseconds in 1..%u", flush,
                  CORE_FLUSH_INTERVAL_MAX_MS);
@@ -174,8 +173,8 @@ int core_make_session_directory(const char *base, char *path, size_t path_size, 
         if (attempt == 0)
             length = snprintf(path, path_size, "%s/%s-%ld", base, stamp, (long)getpid());
         else
-            length = snprintf(path, path_size, "%s/%s-%ld-%d", base, stamp, (long)getpid(),
-                              attempt + 1);
+            length =
+                snprintf(path, path_size, "%s/%s-%ld-%d", base, stamp, (long)getpid(), attempt + 1);
         if (length < 0 || (size_t)length >= path_size) {
             snprintf(error, error_size, "session directory path under %s is too long", base);
             return FLARE_ERR_IO;

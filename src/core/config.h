@@ -15,8 +15,8 @@
 #include "flare/flare.h"
 
 #define CORE_FLUSH_INTERVAL_DEFAULT_MS 100u
-#define CORE_FLUSH_INTERVAL_MAX_MS 250u
-#define CORE_DEFAULT_OUTPUT_BASE "flare-out"
+#define CORE_FLUSH_INTERVAL_MAX_MS     250u
+#define CORE_DEFAULT_OUTPUT_BASE       "flare-out"
 
 typedef struct core_config {
     char session_dir[PATH_MAX];

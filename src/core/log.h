@@ -53,7 +53,7 @@ void core_log_once_for_each(core_log_once_visit visit, void *user);
 
 /* The bounded queue of lines waiting for the database. */
 #define CORE_LOG_QUEUE_CAPACITY 256
-#define CORE_LOG_LINE_MAX 512
+#define CORE_LOG_LINE_MAX       512
 typedef struct core_log_line {
     uint64_t time_ns;
     core_log_level level;

@@ -15,8 +15,8 @@
 
 #include "core/event.h"
 
-#define CORE_RING_MIN_CAPACITY 64u
-#define CORE_RING_MAX_CAPACITY 1048576u
+#define CORE_RING_MIN_CAPACITY     64u
+#define CORE_RING_MAX_CAPACITY     1048576u
 #define CORE_RING_DEFAULT_CAPACITY 16384u
 
 typedef struct core_ring {

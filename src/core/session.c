@@ -35,8 +35,8 @@ typedef struct session {
 } session;
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
-static session *active_session; /* guarded by session_lock */
-static uint32_t last_generation;  /* guarded by session_lock */
+static session *active_session;  /* guarded by session_lock */
+static uint32_t last_generation; /* guarded by session_lock */
 static char last_error[512];
 static _Atomic int64_t session_pid;
 
@@ -138,10 +138,9 @@ static int start_session(const flare_options *options)
     if (current->config.session_dir_given) {
         status = core_make_directories(current->config.session_dir, error, sizeof(error));
     } else {
-        status = core_make_session_directory(current->config.output_base,
-                                             current->config.session_dir,
-                                             sizeof(current->config.session_dir), error,
-                                             sizeof(error));
+        status =
+            core_make_session_directory(current->config.output_base, current->config.session_dir,
+                                        sizeof(current->config.session_dir), error, sizeof(error));
     }
     if (status != FLARE_OK)
         goto fail_free;

@@ -71,8 +71,7 @@ core_thread *core_thread_claim(void)
             continue;
         int expected = CORE_THREAD_FREE;
         if (atomic_compare_exchange_strong_explicit(&thread->state, &expected, CORE_THREAD_OWNED,
-                                                    memory_order_acq_rel,
-                                                    memory_order_relaxed)) {
+                                                    memory_order_acq_rel, memory_order_relaxed)) {
             adopt(thread);
             return thread;
         }

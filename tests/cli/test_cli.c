@@ -70,7 +70,7 @@ static int run(const char *program, const char *const *arguments)
 }
 
 #define RUN(program, ...) run(program, (const char *const[]){__VA_ARGS__, NULL})
-#define RUN0(program) run(program, NULL)
+#define RUN0(program)     run(program, NULL)
 
 static void expect_usage_error(int code, const char *word)
 {

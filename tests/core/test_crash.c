@@ -69,8 +69,8 @@ static void test_sigkill_keeps_everything_before_last_flush(void **state)
     (void)state;
     char dir[256];
     test_make_temp_dir(dir, sizeof(dir), "crash");
-    shared_progress *progress = mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE,
-                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    shared_progress *progress =
+        mmap(NULL, sizeof(*progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(progress != MAP_FAILED);
     pid_t child = fork();
     assert_true(child >= 0);

@@ -70,8 +70,8 @@ static void *consume(void *argument)
         int done = atomic_load(&args->done);
         size_t drained = 0;
         for (int i = 0; i < PRODUCERS; i++)
-            drained += core_ring_drain(&args->producers[i].ring, 4096, check_order,
-                                       &args->producers[i]);
+            drained +=
+                core_ring_drain(&args->producers[i].ring, 4096, check_order, &args->producers[i]);
         if (done && drained == 0)
             break;
         if (drained == 0)

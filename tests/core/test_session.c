@@ -168,7 +168,7 @@ static void test_bad_settings_start_nothing(void **state)
     test_remove_dir(base);
 }
 
-#define SCOPE_THREADS 2
+#define SCOPE_THREADS     2
 #define SCOPES_PER_THREAD 5000
 
 typedef struct scope_worker {
@@ -307,9 +307,9 @@ static void test_sim_completions_recorded(void **state)
     const uint32_t grid[3] = {4, 2, 1}, block[3] = {128, 1, 1};
     for (int i = 0; i < 100; i++) {
         int *target = &counters[i % 2];
-        assert_int_equal(flare_sim_launch_kernel(streams[i % 2], kernel, grid, block, &target,
-                                                 sizeof(target)),
-                         FLARE_OK);
+        assert_int_equal(
+            flare_sim_launch_kernel(streams[i % 2], kernel, grid, block, &target, sizeof(target)),
+            FLARE_OK);
     }
     void *device_buffer;
     char host[1024] = {0};

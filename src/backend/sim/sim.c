@@ -7,8 +7,9 @@
  * the bounded waits it documents, and never hold a stream or device lock
  * while running a kernel or the completion handler.
  *
- * Lock order, to rule out deadlocks: stream lock, then device lock, then
- * fault lock. The handler lock is only ever taken with no other lock held.
+ * Lock order, to rule out deadlocks: handler lock (read side, held around
+ * the handler call, which may submit work), then stream lock, then device
+ * lock, then fault lock. A handler must therefore never replace the handler.
  */
 #include "backend/sim/sim_internal.h"
 
@@ -47,7 +48,9 @@ typedef struct sim_device {
      * streams being destroyed while it waits. */
     pthread_cond_t idle;
     atomic_uint_fast64_t in_flight;
-    backend_stream *streams; /* registry, under lock */
+    /* Every live stream of the device, under lock: destroy unlinks it, and
+     * sim_device_stream_count lets tests see that it did. */
+    backend_stream *streams;
     int stream_count;
 } sim_device;
 
@@ -171,13 +174,13 @@ bool sim_device_valid(int device)
     return device >= 0 && device < device_count;
 }
 
-static int sim_device_count(void)
+static int get_device_count(void)
 {
     sim_state_ensure();
     return device_count;
 }
 
-static int sim_device_name(int device, char *buffer, size_t size)
+static int get_device_name(int device, char *buffer, size_t size)
 {
     if (!sim_device_valid(device) || buffer == NULL || size == 0) {
         return FLARE_ERR_INVALID_ARGUMENT;
@@ -608,8 +611,8 @@ static int memory_free(void *pointer)
 
 static const backend_ops sim_ops = {
     .name = "sim",
-    .device_count = sim_device_count,
-    .device_name = sim_device_name,
+    .device_count = get_device_count,
+    .device_name = get_device_name,
     .stream_create = stream_create,
     .stream_destroy = stream_destroy,
     .stream_id = stream_id,
