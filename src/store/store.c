@@ -75,7 +75,23 @@ static const char *const store_schema_ddl[] = {
     " block_y INTEGER NOT NULL,"
     " block_z INTEGER NOT NULL,"
     " shared_memory_bytes INTEGER NOT NULL,"
-    " registers_per_thread INTEGER NOT NULL)",
+    " registers_per_thread INTEGER NOT NULL,"
+    " context_id INTEGER NOT NULL DEFAULT 0)",
+
+    "CREATE TABLE IF NOT EXISTS metrics ("
+    " pid INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " time_ns INTEGER NOT NULL,"
+    " value INTEGER NOT NULL)",
+
+    "CREATE TABLE IF NOT EXISTS capabilities ("
+    " pid INTEGER NOT NULL,"
+    " feature TEXT NOT NULL,"
+    " requested INTEGER NOT NULL,"
+    " status TEXT NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " PRIMARY KEY(pid, feature))",
 
     "CREATE TABLE IF NOT EXISTS copies ("
     " pid INTEGER NOT NULL,"

@@ -91,7 +91,19 @@ typedef struct store_kernel_row {
     uint32_t block[3];
     uint32_t shared_memory_bytes;
     uint32_t registers_per_thread;
+    uint64_t context_id; /* CUDA context id (CUPTI); 0 on the simulated device */
 } store_kernel_row;
+
+/* One sample of a numeric metric (GPU gauges from NVML, host launch counts).
+ * device -1 means the process rather than a device. Values are integers in
+ * the unit the metric's name says (..._pct, ..._mw, ..._mhz, ..._bytes, ..._c). */
+typedef struct store_metric_row {
+    int64_t pid;
+    int device;
+    const char *name;
+    uint64_t time_ns;
+    int64_t value;
+} store_metric_row;
 
 typedef struct store_copy_row {
     int64_t pid;
@@ -120,6 +132,35 @@ typedef struct store_scope_row {
 int store_put_kernel(store *store, const store_kernel_row *row);
 int store_put_copy(store *store, const store_copy_row *row);
 int store_put_scope(store *store, const store_scope_row *row);
+int store_put_metric(store *store, const store_metric_row *row);
+
+/* One row of the capability matrix: a feature (kernels, copies, nvtx, nvml,
+ * pm_sampling, range_profiler, replay...), whether it was asked for, its
+ * status ("active", "unavailable", "degraded", "off") and why. Set, not added. */
+int store_set_capability(store *store, int64_t pid, const char *feature, int requested,
+                         const char *status, const char *reason);
+
+typedef struct store_capability_row {
+    int64_t pid;
+    const char *feature;
+    int requested;
+    const char *status;
+    const char *reason;
+} store_capability_row;
+typedef int (*store_capability_callback)(const store_capability_row *row, void *user);
+int store_read_capabilities(store *store, store_capability_callback callback, void *user);
+
+typedef struct store_metric_stats {
+    int device;
+    const char *name;
+    int64_t count;
+    int64_t minimum;
+    int64_t maximum;
+    double mean;
+} store_metric_stats;
+typedef int (*store_metric_callback)(const store_metric_stats *stats, void *user);
+/* Metrics grouped by (device, name). */
+int store_read_metric_stats(store *store, store_metric_callback callback, void *user);
 
 /* Sets (not adds) the drop count of one source in one process, e.g.
  * source "ring", detail "thread 1234". A NULL detail is stored as "". */

@@ -49,7 +49,11 @@
       "ON CONFLICT(pid, device) DO UPDATE SET name = excluded.name, backend = excluded.backend")   \
     X(DROPS, "INSERT INTO drops(pid, source, detail, count) VALUES (?1, ?2, ?3, ?4) "              \
              "ON CONFLICT(pid, source, detail) DO UPDATE SET count = excluded.count")              \
-    X(LOG, "INSERT INTO log(pid, time_ns, level, message) VALUES (?1, ?2, ?3, ?4)")
+    X(LOG, "INSERT INTO log(pid, time_ns, level, message) VALUES (?1, ?2, ?3, ?4)")                \
+    X(CAPABILITY,                                                                                  \
+      "INSERT INTO capabilities(pid, feature, requested, status, reason) "                         \
+      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(pid, feature) DO UPDATE SET "                       \
+      "requested = excluded.requested, status = excluded.status, reason = excluded.reason")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
@@ -67,9 +71,10 @@ typedef enum store_statement_id {
  * int64 array. X(id, table, column count, column list).
  */
 #define STORE_BLOCK_TABLES(X)                                                                      \
-    X(KERNELS, "kernels", 15,                                                                      \
+    X(KERNELS, "kernels", 16,                                                                      \
       "pid, device, stream_id, correlation_id, name_id, start_ns, end_ns, grid_x, grid_y, "        \
-      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread")              \
+      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id")  \
+    X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value")                               \
     X(COPIES, "copies", 10,                                                                        \
       "pid, device, stream_id, correlation_id, is_memset, copy_kind, bytes, start_ns, end_ns, "    \
       "status")                                                                                    \
@@ -77,7 +82,7 @@ typedef enum store_statement_id {
       "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open")
 
 #define STORE_BLOCK_ROWS        64
-#define STORE_BLOCK_MAX_COLUMNS 15
+#define STORE_BLOCK_MAX_COLUMNS 16
 
 typedef enum store_block_id {
 #define STORE_BLOCK_ENUM_(id, table, columns, list) STORE_BLOCK_##id,

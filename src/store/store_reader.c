@@ -342,3 +342,77 @@ int store_read_drops(store *handle, store_drop_callback callback, void *user)
     sqlite3_finalize(statement);
     return status;
 }
+
+int store_read_capabilities(store *handle, store_capability_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    status = store_prepare(handle,
+                           "SELECT pid, feature, requested, status, reason FROM capabilities"
+                           " ORDER BY pid, rowid",
+                           &statement, "cannot read capabilities");
+    if (status != 0)
+        return status;
+    int rc;
+    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
+        const unsigned char *feature = sqlite3_column_text(statement, 1);
+        const unsigned char *state = sqlite3_column_text(statement, 3);
+        const unsigned char *reason = sqlite3_column_text(statement, 4);
+        store_capability_row row = {
+            .pid = sqlite3_column_int64(statement, 0),
+            .feature = feature != NULL ? (const char *)feature : "",
+            .requested = sqlite3_column_int(statement, 2),
+            .status = state != NULL ? (const char *)state : "",
+            .reason = reason != NULL ? (const char *)reason : "",
+        };
+        if (callback(&row, user)) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read capabilities");
+    sqlite3_finalize(statement);
+    return status;
+}
+
+int store_read_metric_stats(store *handle, store_metric_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    status = store_prepare(handle,
+                           "SELECT m.device, n.name, COUNT(*), MIN(m.value), MAX(m.value),"
+                           " AVG(m.value) FROM metrics m JOIN names n ON n.id = m.name_id"
+                           " GROUP BY m.device, n.name ORDER BY m.device, n.name",
+                           &statement, "cannot read metrics");
+    if (status != 0)
+        return status;
+    int rc;
+    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
+        const unsigned char *name = sqlite3_column_text(statement, 1);
+        store_metric_stats row = {
+            .device = sqlite3_column_int(statement, 0),
+            .name = name != NULL ? (const char *)name : "",
+            .count = sqlite3_column_int64(statement, 2),
+            .minimum = sqlite3_column_int64(statement, 3),
+            .maximum = sqlite3_column_int64(statement, 4),
+            .mean = sqlite3_column_double(statement, 5),
+        };
+        if (callback(&row, user)) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read metrics");
+    sqlite3_finalize(statement);
+    return status;
+}

@@ -467,7 +467,45 @@ int store_put_kernel(store *handle, const store_kernel_row *row)
     values[12] = row->block[2];
     values[13] = row->shared_memory_bytes;
     values[14] = row->registers_per_thread;
+    values[15] = (int64_t)row->context_id;
     return store_block_push(handle, STORE_BLOCK_KERNELS);
+}
+
+int store_put_metric(store *handle, const store_metric_row *row)
+{
+    if (handle == NULL || row == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    int64_t name_id;
+    status = store_intern(handle, row->name, &name_id);
+    if (status != 0)
+        return status;
+    int64_t *values = store_block_next(handle, STORE_BLOCK_METRICS);
+    values[0] = row->pid;
+    values[1] = row->device;
+    values[2] = name_id;
+    values[3] = (int64_t)row->time_ns;
+    values[4] = row->value;
+    return store_block_push(handle, STORE_BLOCK_METRICS);
+}
+
+int store_set_capability(store *handle, int64_t pid, const char *feature, int requested,
+                         const char *status_text, const char *reason)
+{
+    if (handle == NULL || feature == NULL || status_text == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_CAPABILITY];
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_text(statement, 2, feature, -1, SQLITE_STATIC);
+    sqlite3_bind_int(statement, 3, requested != 0);
+    sqlite3_bind_text(statement, 4, status_text, -1, SQLITE_STATIC);
+    sqlite3_bind_text(statement, 5, reason != NULL ? reason : "", -1, SQLITE_STATIC);
+    return store_step(handle, statement, "cannot write a capability row");
 }
 
 int store_put_copy(store *handle, const store_copy_row *row)
