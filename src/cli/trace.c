@@ -45,14 +45,6 @@ static const char trace_help[] =
     "error; 1 if the session could not be prepared (nothing is run then).\n"
     "Then: flare report DIR\n";
 
-static volatile sig_atomic_t child_pid;
-
-static void forward_signal(int signal_number)
-{
-    if (child_pid > 0)
-        kill((pid_t)child_pid, signal_number);
-}
-
 static int join_command_line(int argc, char **argv, char *buffer, size_t size)
 {
     size_t used = 0;
@@ -123,30 +115,36 @@ static int prepare_session(const char *output, char *session_dir, size_t size,
 }
 
 /* Runs the command; returns its exit status as a shell would, or 127/126
- * when it could not be started (the message says why). */
+ * when it could not be started (the message says why).
+ *
+ * The signals to forward are blocked and taken synchronously with
+ * sigwaitinfo, together with SIGCHLD, rather than in an asynchronous
+ * handler: no signal can slip in between a check and a wait, and nothing
+ * runs in signal context. */
 static int run_command(char **command, const char *session_dir)
 {
     int report_pipe[2];
     if (pipe2(report_pipe, O_CLOEXEC) != 0)
         return cli_failure("trace", "pipe: %s", strerror(errno)), 126;
 
-    struct sigaction forward = {.sa_handler = forward_signal};
-    sigemptyset(&forward.sa_mask);
-    forward.sa_flags = SA_RESTART;
-    int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    struct sigaction previous[4];
-    for (int i = 0; i < 4; i++)
-        sigaction(forwarded[i], &forward, &previous[i]);
+    sigset_t watched, previous;
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGINT);
+    sigaddset(&watched, SIGTERM);
+    sigaddset(&watched, SIGHUP);
+    sigaddset(&watched, SIGQUIT);
+    sigaddset(&watched, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &watched, &previous);
 
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &previous, NULL);
         close(report_pipe[0]);
         close(report_pipe[1]);
         return cli_failure("trace", "fork: %s", strerror(errno)), 126;
     }
     if (pid == 0) {
-        for (int i = 0; i < 4; i++)
-            sigaction(forwarded[i], &previous[i], NULL);
+        sigprocmask(SIG_SETMASK, &previous, NULL);
         close(report_pipe[0]);
         setenv("FLARE_SESSION_DIR", session_dir, 1);
         setenv("FLARE_LAUNCHED_BY_TRACE", "1", 1);
@@ -156,7 +154,6 @@ static int run_command(char **command, const char *session_dir)
         }
         _exit(error == ENOENT ? 127 : 126);
     }
-    child_pid = pid;
     close(report_pipe[1]);
     int exec_error = 0;
     ssize_t got;
@@ -166,11 +163,16 @@ static int run_command(char **command, const char *session_dir)
     close(report_pipe[0]);
 
     int wait_status = 0;
-    while (waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+        pid_t done = waitpid(pid, &wait_status, WNOHANG);
+        if (done == pid || (done < 0 && errno != EINTR))
+            break;
+        siginfo_t info;
+        int signal_number = sigwaitinfo(&watched, &info);
+        if (signal_number > 0 && signal_number != SIGCHLD)
+            kill(pid, signal_number);
     }
-    child_pid = 0;
-    for (int i = 0; i < 4; i++)
-        sigaction(forwarded[i], &previous[i], NULL);
+    sigprocmask(SIG_SETMASK, &previous, NULL);
     if (got == (ssize_t)sizeof(exec_error)) {
         cli_failure("trace", "cannot run '%s': %s", command[0], strerror(exec_error));
         return exec_error == ENOENT ? 127 : 126;
