@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/capability.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "backend/sim/sim.h"
@@ -72,7 +73,8 @@ static void write_event(const core_event *event, void *user)
         context->stale++;
         return;
     }
-    note_device(context, event->device);
+    if (event->kind != CORE_EVENT_SCOPE)
+        note_device(context, event->device);
     int status = FLARE_OK;
     switch (event->kind) {
     case CORE_EVENT_KERNEL: {
@@ -81,7 +83,8 @@ static void write_event(const core_event *event, void *user)
             .device = event->device,
             .stream_id = event->stream_id,
             .correlation_id = event->id,
-            .name = event->name,
+            .context_id = event->context_id,
+            .name = event->long_name != NULL ? event->long_name : event->name,
             .start_ns = event->start_ns,
             .end_ns = event->end_ns,
             .shared_memory_bytes = event->detail.kernel.shared_memory_bytes,
@@ -114,13 +117,24 @@ static void write_event(const core_event *event, void *user)
             .pid = context->pid,
             .thread_id = context->thread_id,
             .instance_id = event->id,
-            .name = event->name,
+            .name = event->long_name != NULL ? event->long_name : event->name,
             .depth = event->depth,
             .start_ns = event->start_ns,
             .end_ns = event->end_ns,
             .still_open = (event->flags & CORE_EVENT_FLAG_STILL_OPEN) != 0,
         };
         status = store_put_scope(context->store, &row);
+        break;
+    }
+    case CORE_EVENT_METRIC: {
+        store_metric_row row = {
+            .pid = context->pid,
+            .device = event->device,
+            .name = event->name,
+            .time_ns = event->start_ns,
+            .value = event->detail.metric.value,
+        };
+        status = store_put_metric(context->store, &row);
         break;
     }
     default:
@@ -197,6 +211,11 @@ static int commit_batch(drain_context *context)
     if (context->failed != 0 || stats->events_lost != 0)
         store_set_drops(database, context->pid, "store_write", "events not written",
                         stats->events_lost + context->failed);
+    uint64_t intern_failures = core_intern_failures();
+    if (intern_failures != 0)
+        store_set_drops(database, context->pid, "name_intern", "names stored truncated",
+                        intern_failures);
+    core_capabilities_write(database, context->pid, 0);
     write_log_lines(context);
     int status = store_commit(database);
     if (status != FLARE_OK) {

@@ -18,7 +18,8 @@
     X(KERNEL, 1, "kernel")                                                                         \
     X(COPY, 2, "copy")                                                                             \
     X(MEMSET, 3, "memset")                                                                         \
-    X(SCOPE, 4, "scope")
+    X(SCOPE, 4, "scope")                                                                           \
+    X(METRIC, 5, "metric")
 
 typedef enum core_event_kind {
 #define CORE_EVENT_KIND_ENUM_(name, value, text) CORE_EVENT_##name = value,
@@ -53,7 +54,14 @@ typedef struct core_event {
             int32_t copy_kind;
             int32_t status;
         } copy;
+        struct {
+            int64_t value; /* at start_ns */
+        } metric;
     } detail;
+    uint64_t context_id; /* kernels: the CUDA context; 0 elsewhere */
+    /* A name longer than the inline copy, interned for the process's life
+     * (core_intern); NULL means the inline name is the whole name. */
+    const char *long_name;
     char name[FLARE_NAME_MAX];
 } core_event;
 

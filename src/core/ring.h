@@ -36,20 +36,33 @@ typedef struct core_ring {
 int core_ring_init(core_ring *ring, uint32_t capacity);
 void core_ring_destroy(core_ring *ring);
 
-/* Producer: a slot to fill, or NULL when full (the drop is already counted). */
-static inline core_event *core_ring_reserve(core_ring *ring)
+/* Producer: a slot to fill, or NULL when full, without counting a drop. */
+static inline core_event *core_ring_try_reserve(core_ring *ring)
 {
     uint64_t head = atomic_load_explicit(&ring->head, memory_order_relaxed);
     if (head - ring->cached_tail >= ring->capacity) {
         ring->cached_tail = atomic_load_explicit(&ring->tail, memory_order_acquire);
-        if (head - ring->cached_tail >= ring->capacity) {
-            atomic_store_explicit(&ring->dropped,
-                                  atomic_load_explicit(&ring->dropped, memory_order_relaxed) + 1,
-                                  memory_order_relaxed);
+        if (head - ring->cached_tail >= ring->capacity)
             return NULL;
-        }
     }
     return &ring->events[head & ring->mask];
+}
+
+/* Producer: counts one event that could not be written. */
+static inline void core_ring_count_drop(core_ring *ring)
+{
+    atomic_store_explicit(&ring->dropped,
+                          atomic_load_explicit(&ring->dropped, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Producer: a slot to fill, or NULL when full (the drop is already counted). */
+static inline core_event *core_ring_reserve(core_ring *ring)
+{
+    core_event *event = core_ring_try_reserve(ring);
+    if (event == NULL)
+        core_ring_count_drop(ring);
+    return event;
 }
 
 /* Producer: publishes the slot returned by the last reserve. */

@@ -84,9 +84,31 @@ static inline core_event *core_emit_reserve(core_thread **thread_out)
         return NULL;
     event->generation = generation;
     event->flags = 0;
+    event->long_name = NULL;
+    event->context_id = 0;
     *thread_out = thread;
     return event;
 }
+
+/* For backend threads that deliver events in bursts (CUPTI buffers): waits
+ * up to timeout_ns for room instead of dropping at once (the collector
+ * polls every 5 ms). Never for application threads. NULL when no session is active
+ * or the ring stayed full (then one drop is counted). */
+core_event *core_emit_reserve_patient(core_thread **thread_out, uint64_t timeout_ns);
+
+/* Records a finished interval as a scope of the calling thread (used for
+ * NVTX start/end ranges, which may end on another thread). */
+void core_record_interval(const char *name, uint64_t start_ns, uint64_t end_ns, uint32_t depth,
+                          uint64_t instance_id);
+
+/* A new unique scope instance id for intervals not on a scope stack. */
+uint64_t core_new_instance_id(void);
+
+/* Interns a string for the life of the process; NULL when the table is full
+ * (bounded; counted as a "name_intern" drop). Takes a lock: not for
+ * application hot paths. */
+const char *core_intern(const char *text);
+uint64_t core_intern_failures(void);
 
 static inline void core_emit_commit(core_thread *thread)
 {

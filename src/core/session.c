@@ -19,6 +19,7 @@
 
 #include "backend/sim/sim.h"
 #include "core/clock.h"
+#include "core/capability.h"
 #include "core/collector.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -241,6 +242,7 @@ FLARE_API int flare_init(const flare_options *options)
     }
     core_log_configure_from_environment();
     core_threads_for_each(take_drop_baseline, NULL);
+    core_capabilities_mark_all_changed();
     int status = start_session(options);
     pthread_mutex_unlock(&session_lock);
     return status;
