@@ -168,6 +168,32 @@ static int print_copy_row(const store_copy_stats *stats, void *user)
     return 0;
 }
 
+static int print_capability_row(const store_capability_row *row, void *user)
+{
+    table_context *context = user;
+    printf("  %-22s %-12s %-4s %s   (pid %lld)\n", row->feature, row->status,
+           row->requested ? "yes" : "no", row->reason, (long long)row->pid);
+    context->rows++;
+    return 0;
+}
+
+static int print_metric_row(const store_metric_stats *stats, void *user)
+{
+    table_context *context = user;
+    if (strncmp(stats->name, "external_correlation.", 21) == 0)
+        return 0;
+    char where[32];
+    if (stats->device < 0)
+        snprintf(where, sizeof(where), "process");
+    else
+        snprintf(where, sizeof(where), "device %d", stats->device);
+    printf("  %-10s %-24s %8lld %16lld %16.1f %16lld\n", where, stats->name,
+           (long long)stats->count, (long long)stats->minimum, stats->mean,
+           (long long)stats->maximum);
+    context->rows++;
+    return 0;
+}
+
 static int print_drop_row(const store_drop_row *row, void *user)
 {
     table_context *context = user;
@@ -271,6 +297,23 @@ int cli_report(int argc, char **argv)
         status = cli_failure("report", "reading scopes: %s", store_last_error(database));
     if (context.rows == 0)
         printf("  (no scopes recorded)\n");
+
+    context.rows = 0;
+    printf("\nGPU and host metrics (samples)\n");
+    printf("  %-10s %-24s %8s %16s %16s %16s\n", "where", "metric", "samples", "min", "mean",
+           "max");
+    if (store_read_metric_stats(database, print_metric_row, &context) != 0)
+        status = cli_failure("report", "reading metrics: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (none recorded)\n");
+
+    context.rows = 0;
+    printf("\nCapabilities\n");
+    printf("  %-22s %-12s %-4s %s\n", "feature", "status", "req", "reason");
+    if (store_read_capabilities(database, print_capability_row, &context) != 0)
+        status = cli_failure("report", "reading capabilities: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (no GPU backend started: kernels come from the simulated device, if any)\n");
 
     context.rows = 0;
     printf("\nDropped data\n");

@@ -45,6 +45,39 @@ static const char trace_help[] =
     "error; 1 if the session could not be prepared (nothing is run then).\n"
     "Then: flare report DIR\n";
 
+/* libflare.so, injected into CUDA programs: $FLARE_LIBRARY, else
+ * ../lib/libflare.so beside this executable (the build and install layout).
+ * Empty when not found. */
+static char injection_library[PATH_MAX];
+
+static void find_injection_library(void)
+{
+    injection_library[0] = '\0';
+    const char *explicit_path = getenv("FLARE_LIBRARY");
+    if (explicit_path != NULL && explicit_path[0] != '\0') {
+        if (realpath(explicit_path, injection_library) == NULL) {
+            fprintf(stderr,
+                    "flare: WARNING: FLARE_LIBRARY=%s: %s; CUDA programs will not be traced\n",
+                    explicit_path, strerror(errno));
+            injection_library[0] = '\0';
+        }
+        return;
+    }
+    char executable[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", executable, sizeof(executable) - 1);
+    if (length <= 0)
+        return;
+    executable[length] = '\0';
+    char *slash = strrchr(executable, '/');
+    if (slash == NULL)
+        return;
+    *slash = '\0';
+    char candidate[PATH_MAX + 32];
+    snprintf(candidate, sizeof(candidate), "%s/../lib/libflare.so", executable);
+    if (realpath(candidate, injection_library) == NULL)
+        injection_library[0] = '\0';
+}
+
 static int join_command_line(int argc, char **argv, char *buffer, size_t size)
 {
     size_t used = 0;
@@ -148,6 +181,10 @@ static int run_command(char **command, const char *session_dir)
         close(report_pipe[0]);
         setenv("FLARE_SESSION_DIR", session_dir, 1);
         setenv("FLARE_LAUNCHED_BY_TRACE", "1", 1);
+        if (injection_library[0] != '\0') {
+            setenv("CUDA_INJECTION64_PATH", injection_library, 1);
+            setenv("NVTX_INJECTION64_PATH", injection_library, 1);
+        }
         execvp(command[0], command);
         int error = errno;
         if (write(report_pipe[1], &error, sizeof(error)) < 0) {
@@ -243,8 +280,13 @@ int cli_trace(int argc, char **argv)
         snprintf(value, sizeof(value), "%u", flush_ms);
         setenv("FLARE_FLUSH_MS", value, 1);
     }
-    if (!quiet)
+    find_injection_library();
+    if (!quiet) {
         fprintf(stderr, "flare: tracing '%s'; session in %s\n", command_line, session_dir);
+        if (injection_library[0] == '\0')
+            fprintf(stderr, "flare: note: libflare.so not found beside this flare (set "
+                            "FLARE_LIBRARY): CUDA programs will not be injected\n");
+    }
 
     int exit_status = run_command(command, session_dir);
 

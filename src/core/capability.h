@@ -30,4 +30,16 @@ void core_capabilities_write(store *database, int64_t pid, int everything);
 /* Marks every row changed, so the next write stores them all. */
 void core_capabilities_mark_all_changed(void);
 
+/* Drop counters kept by modules other than the core (CUPTI's dropped
+ * records, NVTX ranges beyond the table...): set, not added; stored by the
+ * collector at each commit like the capability rows. */
+void core_drops_set(const char *source, const char *detail, uint64_t count);
+
+/* Names a device for the devices table (the CUDA backend names real GPUs;
+ * without a name the simulated device's is used). */
+void core_device_describe(int device, const char *name, const char *backend);
+/* Copies a described device's name and backend; 0 if found, -1 if not. */
+int core_device_lookup(int device, char *name, size_t name_size, char *backend,
+                       size_t backend_size);
+
 #endif /* FLARE_CORE_CAPABILITY_H */

@@ -58,11 +58,15 @@ static void note_device(drain_context *context, int device)
     uint64_t bit = 1ull << device;
     if (context->stats->devices_recorded & bit)
         return;
-    const backend_ops *backend = sim_backend();
     char name[128];
-    if (backend->device_name(device, name, sizeof(name)) != FLARE_OK)
-        snprintf(name, sizeof(name), "device %d", device);
-    if (store_put_device(context->store, context->pid, device, name, backend->name) == FLARE_OK)
+    char backend_name[16];
+    if (core_device_lookup(device, name, sizeof(name), backend_name, sizeof(backend_name)) != 0) {
+        const backend_ops *backend = sim_backend();
+        if (backend->device_name(device, name, sizeof(name)) != FLARE_OK)
+            snprintf(name, sizeof(name), "device %d", device);
+        snprintf(backend_name, sizeof(backend_name), "%s", backend->name);
+    }
+    if (store_put_device(context->store, context->pid, device, name, backend_name) == FLARE_OK)
         context->stats->devices_recorded |= bit;
 }
 

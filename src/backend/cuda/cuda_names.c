@@ -1,0 +1,46 @@
+/*
+ * cuda_names.c: demangling kernel names and publishing the tracer's loss
+ * counters (cuda_trace.h).
+ *
+ * The demangler is the C++ runtime's __cxa_demangle, found at run time in
+ * the process (CUDA programs carry libstdc++); flare itself stays C and
+ * links no C++ runtime. Runs on CUPTI's buffer thread only.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_trace.h"
+#include "core/capability.h"
+
+typedef char *(*demangle_function)(const char *mangled, char *buffer, size_t *length, int *status);
+
+static _Thread_local char *demangle_buffer;
+static _Thread_local size_t demangle_length;
+
+const char *cuda_demangle(const char *mangled)
+{
+    static demangle_function demangle;
+    static int looked_up;
+    if (mangled == NULL)
+        return NULL;
+    if (!looked_up) {
+        *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        looked_up = 1;
+    }
+    if (demangle == NULL || strncmp(mangled, "_Z", 2) != 0)
+        return mangled;
+    int status = 0;
+    char *result = demangle(mangled, demangle_buffer, &demangle_length, &status);
+    if (status != 0 || result == NULL)
+        return mangled;
+    demangle_buffer = result; /* the demangler may have grown it */
+    return result;
+}
+
+void cuda_trace_record_drops(uint64_t cupti_records, uint64_t lost_buffers, uint64_t lost_ranges)
+{
+    core_drops_set("cupti_activity", "records dropped by CUPTI", cupti_records);
+    core_drops_set("cupti_activity", "buffers not allocated", lost_buffers);
+    core_drops_set("nvtx_ranges", "start/end ranges beyond the open-range table", lost_ranges);
+}

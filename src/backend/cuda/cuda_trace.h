@@ -1,0 +1,34 @@
+/*
+ * cuda_trace.h: the CUDA tracing engine behind the injection entry points
+ * (InitializeInjection, InitializeInjectionNvtx2).
+ *
+ * Owns the CUPTI subscription and activity buffers, the NVTX range table and
+ * the NVML sampler thread of the process. Must never stop or crash the
+ * program: every failure becomes a capability row with the vendor's reason.
+ */
+#ifndef FLARE_BACKEND_CUDA_TRACE_H
+#define FLARE_BACKEND_CUDA_TRACE_H
+
+#include <stdint.h>
+
+/* Starts CUPTI tracing and the NVML sampler (once). 0, or -1 when CUPTI is
+ * missing (the sampler still starts). */
+int cuda_trace_start(void);
+
+/* Hands NVTX's initialisation to CUPTI so its NVTX callbacks fire. */
+int cuda_trace_forward_nvtx(void *get_export_table);
+
+/* A readable kernel name: the demangled form when the C++ runtime's
+ * demangler is present, else the name itself. The result is valid until
+ * the next call on the same thread. */
+const char *cuda_demangle(const char *mangled);
+
+/* Publishes the tracing engine's loss counters to the drops table. */
+void cuda_trace_record_drops(uint64_t cupti_records, uint64_t lost_buffers, uint64_t lost_ranges);
+
+/* The entry points the CUDA driver (CUDA_INJECTION64_PATH) and NVTX
+ * (NVTX_INJECTION64_PATH) look up by name in libflare.so. */
+int InitializeInjection(void);
+int InitializeInjectionNvtx2(void *get_export_table);
+
+#endif /* FLARE_BACKEND_CUDA_TRACE_H */
