@@ -1,0 +1,115 @@
+"""gpu_overhead.py: flare's tracing overhead on a real GPU, as paired runs.
+
+Runs each workload alternately untraced and under `flare trace` (and, for
+the PyTorch launch storm, under torch.profiler as the peer), ROUNDS times,
+and prints medians and the median of the per-round ratios. Also reports the
+peak resident memory of each configuration. Called by scripts/gpu-check.sh;
+results are copied into docs/PERFORMANCE.md by hand with date and machine.
+
+usage: gpu_overhead.py FLARE_BIN BUILD_DIR OUT_DIR [ROUNDS]
+"""
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+flare, build, out = sys.argv[1], sys.argv[2], sys.argv[3]
+rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+here = os.path.dirname(os.path.abspath(__file__))
+gpu_tests = os.path.join(here, "..", "tests", "gpu")
+
+
+def run(command, tag):
+    """Runs command; returns (the 'key value' line's value, peak RSS in MiB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - started
+    # ru_maxrss of children is the largest any child reached so far: run each
+    # measured command in its own python to read a clean value.
+    if result.returncode != 0:
+        raise SystemExit(f"{tag} failed ({result.returncode}): {result.stderr[-2000:]}")
+    value = None
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("launches_per_second", "step_ms_median"):
+            value = float(parts[1])
+    return value, wall
+
+
+def peak_rss_mib(command):
+    probe = (
+        "import resource, subprocess, sys;"
+        "r = subprocess.run(sys.argv[1:], capture_output=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if r.returncode == 0 else -1)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe] + command, capture_output=True,
+                            text=True, timeout=600)
+    return int(result.stdout.strip() or -1) / 1024.0
+
+
+def traced(command, session):
+    shutil.rmtree(session, ignore_errors=True)
+    return [flare, "trace", "-q", "-o", session, "--"] + command
+
+
+def paired(name, plain_command, configurations, higher_is_better):
+    values = {"untraced": []}
+    for label, _ in configurations:
+        values[label] = []
+    for round_index in range(rounds):
+        values["untraced"].append(run(plain_command, name)[0])
+        for label, make in configurations:
+            values[label].append(run(make(round_index), f"{name} {label}")[0])
+    lines = [f"{name}: {rounds} paired rounds"]
+    base = values["untraced"]
+    lines.append(f"  untraced            median {statistics.median(base):.2f}   runs {[round(v, 2) for v in base]}")
+    for label, _ in configurations:
+        series = values[label]
+        ratios = [(s / b) if higher_is_better else (b / s) for s, b in zip(series, base)]
+        lines.append(f"  {label:<19} median {statistics.median(series):.2f}   "
+                     f"paired ratio (throughput vs untraced) median {statistics.median(ratios):.4f}"
+                     f"  min {min(ratios):.4f}  runs {[round(v, 2) for v in series]}")
+    return "\n".join(lines)
+
+
+storm = os.path.join(build, "gpu", "launch_storm")
+sessions = os.path.join(out, "bench-sessions")
+os.makedirs(sessions, exist_ok=True)
+report = []
+report.append(paired(
+    "launch storm, 200000 tiny kernels (CUDA C), launches/s",
+    [storm, "200000"],
+    [("flare trace", lambda r: traced([storm, "200000"], f"{sessions}/storm-{r}"))],
+    higher_is_better=True))
+python = sys.executable
+torch_storm = os.path.join(gpu_tests, "torch_storm.py")
+report.append(paired(
+    "launch storm, 200000 tiny kernels (PyTorch), launches/s",
+    [python, torch_storm, "200000"],
+    [("flare trace", lambda r: traced([python, torch_storm, "200000"], f"{sessions}/tstorm-{r}")),
+     ("torch.profiler", lambda r: [python, torch_storm, "200000", "torch-profiler"])],
+    higher_is_better=True))
+train = os.path.join(gpu_tests, "train.py")
+report.append(paired(
+    "PyTorch training step (MLP 1024-4096-4096-1024, batch 256), median step ms",
+    [python, train, "300"],
+    [("flare trace", lambda r: traced([python, train, "300"], f"{sessions}/train-{r}"))],
+    higher_is_better=False))
+rss = []
+for label, command in (
+    ("launch storm untraced", [storm, "200000"]),
+    ("launch storm traced", traced([storm, "200000"], f"{sessions}/rss-storm")),
+    ("training untraced", [python, train, "300"]),
+    ("training traced", traced([python, train, "300"], f"{sessions}/rss-train")),
+):
+    rss.append((label, peak_rss_mib(command)))
+report.append("peak resident memory (MiB, largest process):\n" +
+              "\n".join(f"  {label:<24} {value:.1f}" for label, value in rss))
+text = "\n\n".join(report)
+print(text)
+with open(os.path.join(out, "gpu_overhead.txt"), "w") as handle:
+    handle.write(text + "\n")

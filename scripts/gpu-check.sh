@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# GPU checks, run on a machine with an NVIDIA GPU (the H200 test machine):
+# builds flare there, shows `flare info`, runs the CUDA C programs of
+# tests/gpu/ under `flare trace` and checks their databases exactly, traces a
+# PyTorch training loop, and runs the overhead benchmarks. Logs and results
+# go to $OUT (default ./gpu-check-out).
+#
+# usage: scripts/gpu-check.sh [checks|bench|all]   (default all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-check-out}
+# Sessions are made in a scratch folder and packed into one archive at the
+# end: the device tool brings back at most 8 files from $OUT.
+work=${FLARE_GPU_WORK:-/tmp/flare-gpu-check}
+rm -rf "$work"
+mkdir -p "$OUT" "$work"
+what=${1:-all}
+log="$OUT/gpu-check.log"
+exec > >(tee -a "$log") 2>&1
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+echo "== environment ($(date -u))"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || fail "nvidia-smi"
+nvcc --version | tail -1
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' || true
+
+# CUPTI is not on the default library path there.
+for dir in /usr/local/cuda-13.0/targets/x86_64-linux/lib /usr/local/cuda/extras/CUPTI/lib64; do
+  [ -e "$dir/libcupti.so" ] && export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}" && break
+done
+
+echo "== build"
+deps=/tmp/flare-deps
+cmake_extra=()
+if ! echo '#include <sqlite3.h>' | cc -E - >/dev/null 2>&1; then
+  # No SQLite headers on that image: use the Debian packages carried in
+  # .device-deps/ (scripts/fetch-device-deps.sh), unpacked aside.
+  mkdir -p "$deps"
+  for deb in .device-deps/*.deb; do dpkg -x "$deb" "$deps"; done
+  export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR="$deps"
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  cmake_extra+=(-DCMAKE_C_FLAGS="-I$deps/usr/include")
+fi
+build=build/gpu
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLARE_BUILD_TESTS=OFF "${cmake_extra[@]}" \
+  >"$OUT/cmake.log" 2>&1 || { cat "$OUT/cmake.log"; fail "cmake"; exit 1; }
+cmake --build "$build" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; fail "build"; exit 1; }
+flare="$PWD/$build/bin/flare"
+mkdir -p "$build/gpu"
+for program in known_work launch_storm; do
+  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/$program" "tests/gpu/$program.cu" -ldl \
+    || fail "nvcc $program"
+done
+
+echo "== flare info"
+"$flare" info
+"$flare" info --json > "$OUT/info.json" && python3 -c "import json,sys; d=json.load(open('$OUT/info.json')); assert d['devices'], 'no devices'; print('info.json ok:', d['devices'][0]['name'], d['devices'][0]['chip'])" || fail "flare info --json"
+
+if [ "$what" = all ] || [ "$what" = checks ]; then
+  echo "== known_work under flare trace"
+  rm -rf "$work/known_work"
+  "$flare" trace -o "$work/known_work" -- "$build/gpu/known_work" || fail "known_work exit status"
+  python3 tests/gpu/check_session.py known_work "$work/known_work" || fail "known_work database"
+  "$flare" report "$work/known_work" | tee "$OUT/known_work-report.txt"
+
+  echo "== exit status passes through, injection confirmed"
+  "$flare" trace -q -o "$work/exit3" -- sh -c "$build/gpu/known_work >/dev/null && exit 3"
+  [ $? -eq 3 ] || fail "exit status not passed through"
+
+  echo "== PyTorch training loop under flare trace"
+  rm -rf "$work/train"
+  "$flare" trace -o "$work/train" -- python3 tests/gpu/train.py 50 || fail "train.py exit status"
+  python3 tests/gpu/check_session.py train "$work/train" 50 || fail "train database"
+  "$flare" report --top 8 "$work/train" > "$OUT/train-report.txt"
+  head -40 "$OUT/train-report.txt"
+fi
+
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  echo "== overhead benchmarks (paired)"
+  python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" 5 || fail "overhead benchmark"
+  cp "$work/gpu_overhead.txt" "$OUT/" 2>/dev/null
+  rm -rf "$work/bench-sessions"
+fi
+
+rm -rf "$work/exit3"
+echo "== done: status $status"
+exit $status

@@ -1,0 +1,96 @@
+"""check_session.py: exact checks of a flare session database recorded on a
+real GPU (scripts/gpu-check.sh). Exits non-zero with a message per failure.
+
+usage: check_session.py known_work SESSION_DIR
+       check_session.py train SESSION_DIR STEPS
+"""
+import sqlite3
+import sys
+
+
+def rows(db, sql, *args):
+    return db.execute(sql, args).fetchall()
+
+
+def check_known_work(db):
+    failures = []
+    kernels = dict(rows(db, "SELECT n.name, COUNT(*) FROM kernels k JOIN names n ON n.id = k.name_id GROUP BY n.name"))
+    def count_like(fragment):
+        return sum(c for name, c in kernels.items() if fragment in name)
+    if count_like("scale_kernel") != 100:
+        failures.append(f"scale_kernel launches: {count_like('scale_kernel')} != 100 ({kernels})")
+    if count_like("add_one_kernel") != 50:
+        failures.append(f"add_one_kernel launches: {count_like('add_one_kernel')} != 50")
+    names = list(kernels)
+    if not any(n.startswith("scale_kernel(") for n in names):
+        failures.append(f"kernel names are not demangled: {names}")
+    h2d = rows(db, "SELECT COUNT(*), SUM(bytes) FROM copies WHERE is_memset = 0 AND copy_kind = 1")[0]
+    d2h = rows(db, "SELECT COUNT(*), SUM(bytes) FROM copies WHERE is_memset = 0 AND copy_kind = 2")[0]
+    memset = rows(db, "SELECT COUNT(*), SUM(bytes) FROM copies WHERE is_memset = 1")[0]
+    if tuple(h2d) != (3, 3 << 20):
+        failures.append(f"host-to-device copies {tuple(h2d)} != (3, {3 << 20})")
+    if tuple(d2h) != (2, 8192):
+        failures.append(f"device-to-host copies {tuple(d2h)} != (2, 8192)")
+    if tuple(memset) != (1, 65536):
+        failures.append(f"memsets {tuple(memset)} != (1, 65536)")
+    scopes = dict(rows(db, "SELECT n.name, COUNT(*) FROM scopes s JOIN names n ON n.id = s.name_id GROUP BY n.name"))
+    for name in ("outer", "inner", "phase"):
+        if scopes.get(name) != 1:
+            failures.append(f"NVTX range '{name}' recorded {scopes.get(name, 0)} times, expected 1 ({scopes})")
+    depth = dict(rows(db, "SELECT n.name, s.depth FROM scopes s JOIN names n ON n.id = s.name_id"))
+    if depth.get("inner") != 1 or depth.get("outer") != 0:
+        failures.append(f"NVTX nesting depths wrong: {depth}")
+    # Kernels inside the "inner" range in time.
+    inner = rows(db, "SELECT s.start_ns, s.end_ns FROM scopes s JOIN names n ON n.id = s.name_id WHERE n.name = 'inner'")
+    bad = rows(db, "SELECT COUNT(*) FROM kernels WHERE end_ns < start_ns")[0][0]
+    if bad:
+        failures.append(f"{bad} kernels end before they start")
+    pids = rows(db, "SELECT COUNT(*) FROM processes")[0][0]
+    if pids != 1:
+        failures.append(f"{pids} process rows, expected 1")
+    devices = rows(db, "SELECT device, name, backend FROM devices")
+    if not devices or devices[0][2] != "cuda":
+        failures.append(f"devices table: {devices}")
+    caps = dict(rows(db, "SELECT feature, status FROM capabilities"))
+    for feature in ("kernels", "copies", "memsets", "nvtx", "launch_callbacks", "nvml", "cuda_injection"):
+        if caps.get(feature) != "active":
+            failures.append(f"capability {feature}: {caps.get(feature)} (all: {caps})")
+    launches = rows(db, "SELECT MAX(value) FROM metrics m JOIN names n ON n.id = m.name_id WHERE n.name = 'host_kernel_launches'")[0][0]
+    if launches is None or launches < 150:
+        failures.append(f"host_kernel_launches {launches} < 150")
+    util = rows(db, "SELECT COUNT(*) FROM metrics m JOIN names n ON n.id = m.name_id WHERE n.name = 'sm_clock_mhz' AND device = 0")[0][0]
+    if util < 1:
+        failures.append("no NVML samples (sm_clock_mhz) for device 0")
+    drops = rows(db, "SELECT source, detail, count FROM drops WHERE count > 0")
+    if drops:
+        failures.append(f"drops: {drops}")
+    return failures
+
+
+def check_train(db, steps):
+    failures = []
+    step_count = rows(db, "SELECT COUNT(*) FROM scopes s JOIN names n ON n.id = s.name_id WHERE n.name = 'train_step'")[0][0]
+    if step_count != steps + 20:
+        failures.append(f"train_step ranges: {step_count} != {steps + 20}")
+    kernel_count = rows(db, "SELECT COUNT(*) FROM kernels")[0][0]
+    if kernel_count < (steps + 20) * 10:
+        failures.append(f"only {kernel_count} kernels for {steps + 20} steps")
+    gemm = rows(db, "SELECT COUNT(*) FROM kernels k JOIN names n ON n.id = k.name_id WHERE n.name LIKE '%gemm%' OR n.name LIKE '%Kernel%'")[0][0]
+    if gemm == 0:
+        failures.append("no GEMM-like kernels recorded")
+    print(f"train: {kernel_count} kernels, {step_count} train_step ranges")
+    return failures
+
+
+def main():
+    mode, session = sys.argv[1], sys.argv[2]
+    db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
+    failures = check_known_work(db) if mode == "known_work" else check_train(db, int(sys.argv[3]))
+    for failure in failures:
+        print(f"FAIL {mode}: {failure}")
+    if not failures:
+        print(f"PASS {mode}")
+    sys.exit(1 if failures else 0)
+
+
+main()
