@@ -126,6 +126,132 @@ FLARE_API uint64_t flare_now_ns(void);
 FLARE_API int flare_scope_begin(const char *name);
 FLARE_API int flare_scope_end(void);
 
+/* ---- Counters ---- */
+
+/*
+ * Application counters: numbers only the application knows (tokens produced,
+ * requests served, steps), shared by every module of the process that loads
+ * flare, recorded by the session and watched by rules. Register once with
+ * flare_counter_get and keep the handle; flare_counter_add is the hot path
+ * (no lock, no allocation, no look-up: a few nanoseconds, and it scales with
+ * threads). A handle stays valid for the life of the process, across
+ * flare_shutdown and flare_init: counters are never unregistered. Each
+ * session records values relative to the moment it started.
+ *
+ * Names are 1..FLARE_COUNTER_NAME_MAX characters of A-Z a-z 0-9 . _ -
+ * (exactly that set, whatever the locale). An add outside
+ * 1..FLARE_COUNTER_ADD_MAX is dropped: it is counted per counter (a
+ * "counter_value" drop in the session) and logged once, not on every call.
+ * The bound is not overflow protection (values are 64-bit and wrap); it
+ * catches arguments that are not counts, such as a negative length.
+ */
+typedef struct flare_counter flare_counter;
+
+#define FLARE_COUNTER_NAME_MAX 96
+#define FLARE_COUNTER_ADD_MAX  1099511627776ll /* 2^40 per call */
+#define FLARE_COUNTER_CAPACITY 4096            /* counters per process */
+
+/* Registers name (once; later calls return the same handle). Returns
+ * FLARE_OK, FLARE_ERR_INVALID_ARGUMENT for a bad name or NULL counter,
+ * FLARE_ERR_FULL when FLARE_COUNTER_CAPACITY counters exist. Takes a lock
+ * the first time a name is seen: keep it out of hot loops. */
+FLARE_API int flare_counter_get(const char *name, flare_counter **counter);
+/* Looks a name up without registering it: FLARE_ERR_NOT_FOUND when it was
+ * never registered (which is not the same as registered and still 0). */
+FLARE_API int flare_counter_find(const char *name, flare_counter **counter);
+/* Adds n (1..FLARE_COUNTER_ADD_MAX). FLARE_OK, or FLARE_ERR_INVALID_ARGUMENT
+ * for a NULL counter or a rejected n (counted, logged once). errno is
+ * preserved. Works with or without an active session. */
+FLARE_API int flare_counter_add(flare_counter *counter, int64_t n);
+/* flare_counter_get then flare_counter_add: a name look-up per call, for
+ * code outside hot loops. */
+FLARE_API int flare_counter_tick(const char *name, int64_t n);
+/* Everything added since the process started (modulo 2^64), exact. Reads
+ * every thread's cells: cost grows with the number of threads that added. */
+FLARE_API int flare_counter_value(const flare_counter *counter, uint64_t *value);
+/* The counter's name; FLARE_ERR_INVALID_ARGUMENT when it does not fit. */
+FLARE_API int flare_counter_name(const flare_counter *counter, char *buffer, size_t size);
+/* Adds dropped by validation since the process started. */
+FLARE_API int flare_counter_rejected(const flare_counter *counter, uint64_t *count);
+/* Enumeration: counters registered so far, and the one at index (0-based,
+ * in registration order; FLARE_ERR_NOT_FOUND past the end). */
+FLARE_API int flare_counter_count(uint32_t *count);
+FLARE_API int flare_counter_at(uint32_t index, flare_counter **counter);
+/* Registrations refused since the process started: bad names, and names
+ * that found the registry full. Either pointer may be NULL. */
+FLARE_API int flare_counter_registry_rejections(uint64_t *invalid_names, uint64_t *registry_full);
+
+/* ---- Scopes across threads ---- */
+
+/*
+ * A scope that may begin on one thread and end on another (a request handed
+ * between threads, an async task). flare_scope_open records the start and
+ * returns a handle; flare_scope_close, from any thread, records the scope
+ * (as a scope of the closing thread, depth 0). Up to
+ * FLARE_SCOPE_OPEN_MAX may be open at once; past that open returns
+ * FLARE_ERR_FULL and counts a "scope_handles" drop. Closing a handle twice,
+ * or a handle never opened, returns FLARE_ERR_STATE. Scopes still open when
+ * the session ends are stored with still_open = 1. No allocation; the open
+ * claims a table slot with one compare-and-swap.
+ */
+typedef uint64_t flare_scope_handle;
+#define FLARE_SCOPE_OPEN_MAX 4096
+
+/* FLARE_OK with *handle set; FLARE_ERR_NOT_ACTIVE without a session
+ * (*handle is 0, and closing 0 is a harmless FLARE_ERR_NOT_ACTIVE). */
+FLARE_API int flare_scope_open(const char *name, flare_scope_handle *handle);
+/* FLARE_OK; FLARE_ERR_NOT_ACTIVE when the scope's session has ended (the
+ * handle is released, nothing recorded); FLARE_ERR_STATE as above. */
+FLARE_API int flare_scope_close(flare_scope_handle handle);
+
+/* ---- The runtime ABI ---- */
+
+/*
+ * The application, the Python extension and the injected profiler must all
+ * reach one registry, whichever loaded flare. They do so through this table,
+ * which libflare.so exports through flare_runtime_get(): only C types cross
+ * it, it starts with its version and size, and it only ever grows at the
+ * end. Modules that do not link libflare resolve it at run time (a copy
+ * already mapped first, then libflare.so beside the module, then beside
+ * $CUDA_INJECTION64_PATH, then $FLARE_RUNTIME_PATH; see docs/api.md). A
+ * second copy of libflare.so mapped from another path forwards its counter
+ * calls to the first.
+ */
+#define FLARE_RUNTIME_ABI_VERSION 1
+
+typedef struct flare_runtime_abi {
+    uint32_t abi_version; /* FLARE_RUNTIME_ABI_VERSION */
+    uint32_t struct_size; /* sizeof the table as the runtime built it */
+    int (*counter_get)(const char *name, flare_counter **counter);
+    int (*counter_find)(const char *name, flare_counter **counter);
+    int (*counter_add)(flare_counter *counter, int64_t n);
+    int (*counter_tick)(const char *name, int64_t n);
+    int (*counter_value)(const flare_counter *counter, uint64_t *value);
+    int (*counter_name)(const flare_counter *counter, char *buffer, size_t size);
+    int (*counter_rejected)(const flare_counter *counter, uint64_t *count);
+    int (*counter_count)(uint32_t *count);
+    int (*counter_at)(uint32_t index, flare_counter **counter);
+    int (*counter_registry_rejections)(uint64_t *invalid_names, uint64_t *registry_full);
+    int (*scope_begin)(const char *name);
+    int (*scope_end)(void);
+    int (*scope_open)(const char *name, flare_scope_handle *handle);
+    int (*scope_close)(flare_scope_handle handle);
+    int (*is_active)(void);
+    const char *(*version)(void);
+} flare_runtime_abi;
+
+/* The table for abi_version, or NULL when this runtime cannot serve it.
+ * In a copy that forwards, the table of the copy it forwards to. */
+FLARE_API const flare_runtime_abi *flare_runtime_get(uint32_t abi_version);
+/* Non-zero when this module's counters are the process's one registry, the
+ * one every other module binds to; 0 when they are private (sharing
+ * disabled, or a registry other modules cannot find). */
+FLARE_API int flare_runtime_shared(void);
+/* How this module's registry was chosen, as one line of text (which copy,
+ * found how, or why it is private). FLARE_ERR_INVALID_ARGUMENT if it does
+ * not fit; PATH_MAX + 256 bytes always suffice. */
+FLARE_API int flare_runtime_describe(char *buffer, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

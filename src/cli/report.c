@@ -2,9 +2,10 @@
  * report.c: `flare report [DIR]`, the summary a person wants first.
  *
  * Reads a session database and prints: what ran, top kernels by total time
- * (count, mean, p50, p99), copies and memsets, scopes, and every drop counter
- * that is not zero. It only reads: a missing, empty or corrupt database is a
- * clear error (exit 1), never a crash.
+ * (count, mean, p50, p99), copies and memsets, scopes, application counters
+ * (final value per counter), and every drop counter that is not zero. It
+ * only reads: a missing, empty or corrupt database is a clear error (exit
+ * 1), never a crash.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,8 +26,9 @@ static const char report_help[] =
     "usage: flare report [--top N] [DIR]\n"
     "\n"
     "Summarises a saved session: the command, top kernels by total GPU time\n"
-    "(count, total, mean, p50, p99), copies and memsets, scopes, and every\n"
-    "non-zero drop counter (events the profiler had to discard).\n"
+    "(count, total, mean, p50, p99), copies and memsets, scopes, application\n"
+    "counters (final value per counter), and every non-zero drop counter\n"
+    "(events the profiler had to discard).\n"
     "\n"
     "DIR is a session directory, or a directory of sessions, in which case the\n"
     "newest is reported. Default: ./flare-out ($FLARE_OUTPUT_DIR if set).\n"
@@ -194,6 +196,15 @@ static int print_metric_row(const store_metric_stats *stats, void *user)
     return 0;
 }
 
+static int print_counter_row(const store_counter_row *row, void *user)
+{
+    table_context *context = user;
+    printf("  %-60.96s %20llu %8lld   (pid %lld)\n", row->name, (unsigned long long)row->value,
+           (long long)row->samples, (long long)row->pid);
+    context->rows++;
+    return 0;
+}
+
 static int print_drop_row(const store_drop_row *row, void *user)
 {
     table_context *context = user;
@@ -297,6 +308,14 @@ int cli_report(int argc, char **argv)
         status = cli_failure("report", "reading scopes: %s", store_last_error(database));
     if (context.rows == 0)
         printf("  (no scopes recorded)\n");
+
+    context.rows = 0;
+    printf("\nCounters (final value in this session)\n");
+    printf("  %-60s %20s %8s\n", "name", "value", "samples");
+    if (store_read_counters(database, print_counter_row, &context) != 0)
+        status = cli_failure("report", "reading counters: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (no counters registered)\n");
 
     context.rows = 0;
     printf("\nGPU and host metrics (samples)\n");

@@ -19,6 +19,7 @@
 #include "core/capability.h"
 #include "core/log.h"
 #include "core/runtime.h"
+#include "counters/counters_session.h"
 #include "backend/sim/sim.h"
 
 struct core_collector {
@@ -220,8 +221,10 @@ static int commit_batch(drain_context *context)
         store_set_drops(database, context->pid, "name_intern", "names stored truncated",
                         intern_failures);
     core_capabilities_write(database, context->pid, 0);
+    counters_session_write(database, context->pid, core_now_ns());
     write_log_lines(context);
     int status = store_commit(database);
+    counters_session_committed(status == FLARE_OK);
     if (status != FLARE_OK) {
         CORE_LOG_ONCE("collector.commit", CORE_LOG_ERROR,
                       "collector: a batch of %llu events could not be committed: %s",

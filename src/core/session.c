@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/runtime.h"
+#include "counters/counters_session.h"
 #include "store/store.h"
 
 typedef struct session {
@@ -242,8 +243,11 @@ FLARE_API int flare_init(const flare_options *options)
     }
     core_log_configure_from_environment();
     core_threads_for_each(take_drop_baseline, NULL);
+    counters_session_begin();
     core_capabilities_mark_all_changed();
     int status = start_session(options);
+    if (status != FLARE_OK)
+        counters_session_end();
     pthread_mutex_unlock(&session_lock);
     return status;
 }
@@ -298,12 +302,15 @@ FLARE_API int flare_shutdown(void)
     core_log_once_for_each(write_log_once_counts, NULL);
     core_collector_stats stats;
     core_collector_stop(current->collector, &stats);
+    counters_session_end();
 
     uint64_t end_ns = core_now_ns();
     int status = FLARE_OK;
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
         core_threads_for_each(record_open_scopes, &context);
+        counters_scope_handles_end_session(current->store, current->pid, current->generation,
+                                           end_ns);
         store_process_end(current->store, current->pid, end_ns);
         if (!current->config.launched_by_trace)
             store_session_end(current->store, end_ns, 0, 0);

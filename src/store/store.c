@@ -19,7 +19,7 @@
 #include "store/store_internal.h"
 
 /*
- * Version 1. Every uint64 is stored as INTEGER through a cast to int64 (a
+ * Version 2. Every uint64 is stored as INTEGER through a cast to int64 (a
  * value above INT64_MAX reads back negative in SQL and exact in C). Only
  * the tables the collector appends to at high rate (kernels, copies, scopes,
  * log) have no secondary index: each index would cost the writer a B-tree
@@ -128,12 +128,25 @@ static const char *const store_schema_ddl[] = {
     " level TEXT NOT NULL,"
     " message TEXT NOT NULL)",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 1), ('created_by', 'flare')",
+    /* Version 2: application counters. */
+    "CREATE TABLE IF NOT EXISTS counters ("
+    " pid INTEGER NOT NULL,"
+    " counter INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " PRIMARY KEY (pid, counter))",
+
+    "CREATE TABLE IF NOT EXISTS counter_samples ("
+    " pid INTEGER NOT NULL,"
+    " counter INTEGER NOT NULL,"
+    " time_ns INTEGER NOT NULL,"
+    " value INTEGER NOT NULL)",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 2), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 1, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 2, "update the meta row in store_schema_ddl");
 
 /* ---- errors ---- */
 

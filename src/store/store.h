@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 #define STORE_DATABASE_NAME  "session.db"
 
 typedef struct store store;
@@ -232,5 +232,27 @@ int store_read_drops(store *store, store_drop_callback callback, void *user);
 
 /* Last SQLite error message of this handle (never NULL). */
 const char *store_last_error(const store *store);
+
+/* ---- Application counters (src/counters). ---- */
+
+/* The counters row of one counter of a process: index is its place in the
+ * process's registry (stable for the process's life). Set, not added. */
+int store_put_counter(store *store, int64_t pid, uint32_t index, const char *name);
+/* One sample: the counter's value at time_ns, relative to the start of the
+ * session (uint64, stored through a cast to int64). */
+int store_put_counter_sample(store *store, int64_t pid, uint32_t index, uint64_t time_ns,
+                             uint64_t value);
+
+typedef struct store_counter_row {
+    int64_t pid;
+    uint32_t index;
+    const char *name;
+    uint64_t value;   /* the last sample's value; 0 when there is none */
+    int64_t samples;  /* samples stored */
+    uint64_t last_ns; /* the last sample's time; 0 when there is none */
+} store_counter_row;
+typedef int (*store_counter_callback)(const store_counter_row *row, void *user);
+/* Every counter with its final value, by name then pid. */
+int store_read_counters(store *store, store_counter_callback callback, void *user);
 
 #endif /* FLARE_STORE_STORE_H */

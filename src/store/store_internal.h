@@ -53,7 +53,11 @@
     X(CAPABILITY,                                                                                  \
       "INSERT INTO capabilities(pid, feature, requested, status, reason) "                         \
       "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(pid, feature) DO UPDATE SET "                       \
-      "requested = excluded.requested, status = excluded.status, reason = excluded.reason")
+      "requested = excluded.requested, status = excluded.status, reason = excluded.reason")        \
+    X(COUNTER, "INSERT INTO counters(pid, counter, name) VALUES (?1, ?2, ?3) "                     \
+               "ON CONFLICT(pid, counter) DO UPDATE SET name = excluded.name")                     \
+    X(COUNTER_SAMPLE,                                                                              \
+      "INSERT INTO counter_samples(pid, counter, time_ns, value) VALUES (?1, ?2, ?3, ?4)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
