@@ -18,6 +18,7 @@ import time
 
 flare, build, out = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+only = sys.argv[5] if len(sys.argv) > 5 else "all"  # "storm" runs the CUDA C storm only
 here = os.path.dirname(os.path.abspath(__file__))
 gpu_tests = os.path.join(here, "..", "tests", "gpu")
 
@@ -51,9 +52,10 @@ def peak_rss_mib(command):
     return int(result.stdout.strip() or -1) / 1024.0
 
 
-def traced(command, session):
+def traced(command, session, *settings):
+    """flare trace of command; settings are VAR=value pairs for the run."""
     shutil.rmtree(session, ignore_errors=True)
-    return [flare, "trace", "-q", "-o", session, "--"] + command
+    return ["env", *settings, flare, "trace", "-q", "-o", session, "--"] + command
 
 
 def paired(name, plain_command, configurations, higher_is_better):
@@ -83,8 +85,18 @@ report = []
 report.append(paired(
     "launch storm, 200000 tiny kernels (CUDA C), launches/s",
     [storm, "200000"],
-    [("flare trace", lambda r: traced([storm, "200000"], f"{sessions}/storm-{r}"))],
+    [("flare trace", lambda r: traced([storm, "200000"], f"{sessions}/storm-{r}")),
+     ("activity only", lambda r: traced([storm, "200000"], f"{sessions}/storm-a-{r}",
+                                        "FLARE_CUDA_LAUNCH_CALLBACKS=0")),
+     ("callbacks only", lambda r: traced([storm, "200000"], f"{sessions}/storm-c-{r}",
+                                         "FLARE_CUDA_ACTIVITY=0")),
+     ("cupti loaded, idle", lambda r: traced([storm, "200000"], f"{sessions}/storm-n-{r}",
+                                             "FLARE_CUDA_ACTIVITY=0",
+                                             "FLARE_CUDA_LAUNCH_CALLBACKS=0"))],
     higher_is_better=True))
+if only == "storm":
+    print("\n\n".join(report))
+    sys.exit(0)
 python = sys.executable
 torch_storm = os.path.join(gpu_tests, "torch_storm.py")
 report.append(paired(

@@ -5,7 +5,8 @@
 # PyTorch training loop, and runs the overhead benchmarks. Logs and results
 # go to $OUT (default ./gpu-check-out).
 #
-# usage: scripts/gpu-check.sh [checks|bench|all]   (default all)
+# usage: scripts/gpu-check.sh [checks|bench|storm|all]   (default all; storm:
+#        only the CUDA C launch-storm benchmark with its per-feature breakdown)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -75,6 +76,11 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
   python3 tests/gpu/check_session.py train "$work/train" 50 || fail "train database"
   "$flare" report --top 8 "$work/train" > "$OUT/train-report.txt"
   head -40 "$OUT/train-report.txt"
+fi
+
+if [ "$what" = storm ]; then
+  python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" 5 storm | tee "$OUT/gpu_overhead.txt" \
+    || fail "storm benchmark"
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

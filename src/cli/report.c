@@ -132,7 +132,7 @@ static int print_duration_row(const store_duration_stats *stats, void *user)
     format_duration(stats->mean_ns, mean, sizeof(mean));
     format_duration(stats->p50_ns, p50, sizeof(p50));
     format_duration(stats->p99_ns, p99, sizeof(p99));
-    printf("  %-40.40s %10lld %12s %12s %12s %12s\n", stats->name, (long long)stats->count, total,
+    printf("  %-60.60s %10lld %12s %12s %12s %12s\n", stats->name, (long long)stats->count, total,
            mean, p50, p99);
     context->rows++;
     return 0;
@@ -287,7 +287,7 @@ int cli_report(int argc, char **argv)
 
     table_context context = {0};
     printf("\nTop kernels by total time\n");
-    printf("  %-40s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
+    printf("  %-60s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
     if (store_read_kernel_stats(database, (int)top, print_duration_row, &context) != 0)
         status = cli_failure("report", "reading kernels: %s", store_last_error(database));
     if (context.rows == 0)
@@ -303,7 +303,7 @@ int cli_report(int argc, char **argv)
 
     context.rows = 0;
     printf("\nScopes by total time\n");
-    printf("  %-40s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
+    printf("  %-60s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
     if (store_read_scope_stats(database, (int)top, print_duration_row, &context) != 0)
         status = cli_failure("report", "reading scopes: %s", store_last_error(database));
     if (context.rows == 0)

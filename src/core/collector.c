@@ -78,7 +78,9 @@ static void write_event(const core_event *event, void *user)
         context->stale++;
         return;
     }
-    if (event->kind != CORE_EVENT_SCOPE)
+    /* Metrics are keyed by NVML's device index, which need not be CUDA's
+     * ordinal: only GPU work names the devices table. */
+    if (event->kind != CORE_EVENT_SCOPE && event->kind != CORE_EVENT_METRIC)
         note_device(context, event->device);
     int status = FLARE_OK;
     switch (event->kind) {

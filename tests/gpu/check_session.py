@@ -78,6 +78,9 @@ def check_train(db, steps):
     gemm = rows(db, "SELECT COUNT(*) FROM kernels k JOIN names n ON n.id = k.name_id WHERE n.name LIKE '%gemm%' OR n.name LIKE '%Kernel%'")[0][0]
     if gemm == 0:
         failures.append("no GEMM-like kernels recorded")
+    mangled = rows(db, "SELECT COUNT(*) FROM names WHERE name LIKE '\\_Z%' ESCAPE '\\'")[0][0]
+    if mangled:
+        failures.append(f"{mangled} kernel names left mangled")
     print(f"train: {kernel_count} kernels, {step_count} train_step ranges")
     return failures
 

@@ -25,7 +25,14 @@ const char *cuda_demangle(const char *mangled)
     if (mangled == NULL)
         return NULL;
     if (!looked_up) {
+        /* A C++ runtime loaded privately (PyTorch's extensions load theirs
+         * RTLD_LOCAL) is not in the global scope: open it by name. */
         *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        if (demangle == NULL) {
+            void *runtime = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+            if (runtime != NULL)
+                *(void **)&demangle = dlsym(runtime, "__cxa_demangle");
+        }
         looked_up = 1;
     }
     if (demangle == NULL || strncmp(mangled, "_Z", 2) != 0)

@@ -31,7 +31,7 @@
 #include "core/runtime.h"
 #include "flare/flare.h"
 
-#define ACTIVITY_BUFFER_BYTES (2u << 20)
+#define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
 #define PATIENT_WAIT_NS       500000000ull
 #define OPEN_RANGES_MAX       4096
 #define NVML_DEVICES_MAX      64
@@ -48,10 +48,12 @@ static _Atomic uint64_t activity_buffers_lost;
 
 /* ---- Activity records ---- */
 
+static size_t activity_buffer_bytes = (size_t)ACTIVITY_BUFFER_DEFAULT_KIB << 10;
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(8, ACTIVITY_BUFFER_BYTES);
-    *size = *buffer != NULL ? ACTIVITY_BUFFER_BYTES : 0;
+    *buffer = aligned_alloc(8, activity_buffer_bytes);
+    *size = *buffer != NULL ? activity_buffer_bytes : 0;
     *max_records = 0;
     if (*buffer == NULL)
         atomic_fetch_add(&activity_buffers_lost, 1);
@@ -62,8 +64,33 @@ static uint64_t flare_timestamp(void)
     return core_now_ns();
 }
 
+static cuda_driver_api driver;
+static uint64_t devices_described; /* bit per CUDA ordinal; CUPTI buffer thread only */
+
+/* Names a device for the devices table the first time its work is seen.
+ * Never called inside InitializeInjection: the driver is still inside cuInit
+ * there, and calling back into it breaks the program's CUDA initialisation
+ * (seen on the H200: "initialization error"). By the time activity records
+ * arrive, the driver is up. */
+static void describe_device(uint32_t ordinal)
+{
+    if (ordinal >= 64 || (devices_described & (1ull << ordinal)))
+        return;
+    devices_described |= 1ull << ordinal;
+    char reason[256];
+    CUdevice device;
+    char name[128];
+    if (cuda_load_driver(&driver, reason, sizeof(reason)) == 0 &&
+        driver.cuDeviceGet(&device, (int)ordinal) == CUDA_SUCCESS &&
+        driver.cuDeviceGetName(name, sizeof(name), device) == CUDA_SUCCESS)
+        core_device_describe((int)ordinal, name, "cuda");
+    else
+        core_device_describe((int)ordinal, "CUDA device", "cuda");
+}
+
 static void emit_kernel(const CUpti_ActivityKernel10 *kernel)
 {
+    describe_device(kernel->deviceId);
     core_thread *thread;
     core_event *event = core_emit_reserve_patient(&thread, PATIENT_WAIT_NS);
     if (event == NULL)
@@ -117,6 +144,7 @@ static int copy_kind_of(uint8_t cupti_kind)
 static void emit_copy(int is_memset, uint64_t start, uint64_t end, uint32_t correlation,
                       uint32_t stream, uint32_t device, uint64_t bytes, int copy_kind)
 {
+    describe_device(device);
     core_thread *thread;
     core_event *event = core_emit_reserve_patient(&thread, PATIENT_WAIT_NS);
     if (event == NULL)
@@ -465,26 +493,6 @@ static void stop_sampler(void)
 
 /* ---- Start and stop ---- */
 
-static cuda_driver_api driver;
-
-/* Names the CUDA devices for the devices table (CUPTI's deviceId is the
- * CUDA ordinal). */
-static void describe_devices(void)
-{
-    char reason[256];
-    int count = 0;
-    if (cuda_load_driver(&driver, reason, sizeof(reason)) != 0 ||
-        driver.cuInit(0) != CUDA_SUCCESS || driver.cuDeviceGetCount(&count) != CUDA_SUCCESS)
-        return;
-    for (int ordinal = 0; ordinal < count; ordinal++) {
-        CUdevice device;
-        char name[128];
-        if (driver.cuDeviceGet(&device, ordinal) == CUDA_SUCCESS &&
-            driver.cuDeviceGetName(name, sizeof(name), device) == CUDA_SUCCESS)
-            core_device_describe(ordinal, name, "cuda");
-    }
-}
-
 static void enable_activity(CUpti_ActivityKind kind, const char *feature)
 {
     CUptiResult result = cupti.cuptiActivityEnable(kind);
@@ -517,6 +525,19 @@ static void finish_tracing(void)
     flare_flush(2000);
 }
 
+/* An on/off switch from the environment: unset or "1" is on, "0" is off;
+ * anything else is logged and treated as on. */
+static int switch_on(const char *variable)
+{
+    const char *value = getenv(variable);
+    if (value == NULL || strcmp(value, "1") == 0)
+        return 1;
+    if (strcmp(value, "0") == 0)
+        return 0;
+    core_log(CORE_LOG_WARNING, "%s='%.16s' is not 0 or 1; leaving it on", variable, value);
+    return 1;
+}
+
 int cuda_trace_start(void)
 {
     pthread_mutex_lock(&start_lock);
@@ -525,6 +546,16 @@ int cuda_trace_start(void)
         return 0;
     }
     tracing_started = 1;
+    int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
+    int want_launch_callbacks = switch_on("FLARE_CUDA_LAUNCH_CALLBACKS");
+    const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
+    uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
+    if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
+        core_log(CORE_LOG_WARNING, "FLARE_CUPTI_BUFFER_KB='%.16s' is not 64..262144; using %u",
+                 buffer_kib, ACTIVITY_BUFFER_DEFAULT_KIB);
+        kib = ACTIVITY_BUFFER_DEFAULT_KIB;
+    }
+    activity_buffer_bytes = (size_t)kib << 10;
     char reason[512];
     if (cuda_load_cupti(&cupti, reason, sizeof(reason)) != 0) {
         core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
@@ -541,8 +572,14 @@ int cuda_trace_start(void)
         cupti.cuptiActivityRegisterTimestampCallback(flare_timestamp);
     else
         core_log(CORE_LOG_WARNING, "this CUPTI cannot take flare's clock; GPU times use CUPTI's");
-    CUptiResult result = cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-    if (result != CUPTI_SUCCESS) {
+    CUptiResult result = CUPTI_SUCCESS;
+    if (!want_activity) {
+        const char *why = "switched off (FLARE_CUDA_ACTIVITY=0)";
+        core_capability_set("kernels", 0, CORE_CAPABILITY_OFF, "%s", why);
+        core_capability_set("copies", 0, CORE_CAPABILITY_OFF, "%s", why);
+        core_capability_set("memsets", 0, CORE_CAPABILITY_OFF, "%s", why);
+    } else if ((result = cupti.cuptiActivityRegisterCallbacks(buffer_requested,
+                                                              buffer_completed)) != CUPTI_SUCCESS) {
         core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "cuptiActivityRegisterCallbacks: %s",
                             cuda_cupti_error_text(&cupti, result));
@@ -568,13 +605,19 @@ int cuda_trace_start(void)
                             cuda_cupti_error_text(&cupti, result));
     } else {
         int enabled = 0;
-        for (size_t i = 0; i < sizeof(launch_callbacks) / sizeof(launch_callbacks[0]); i++)
+        for (size_t i = 0; want_launch_callbacks && i < sizeof(launch_callbacks) /
+                                                           sizeof(launch_callbacks[0]);
+             i++)
             enabled += cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
                                                  launch_callbacks[i]) == CUPTI_SUCCESS;
-        core_capability_set("launch_callbacks", 1,
-                            enabled > 0 ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_UNAVAILABLE,
-                            "%d of %zu launch entry points hooked", enabled,
-                            sizeof(launch_callbacks) / sizeof(launch_callbacks[0]));
+        if (!want_launch_callbacks)
+            core_capability_set("launch_callbacks", 0, CORE_CAPABILITY_OFF,
+                                "switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
+        else
+            core_capability_set("launch_callbacks", 1,
+                                enabled > 0 ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_UNAVAILABLE,
+                                "%d of %zu launch entry points hooked", enabled,
+                                sizeof(launch_callbacks) / sizeof(launch_callbacks[0]));
         result = cupti.cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_NVTX);
         if (result != CUPTI_SUCCESS)
             core_capability_set("nvtx", 1, CORE_CAPABILITY_UNAVAILABLE, "cuptiEnableDomain: %s",
@@ -586,7 +629,6 @@ int cuda_trace_start(void)
         else
             core_capability_set("nvtx", 1, CORE_CAPABILITY_ACTIVE, "CUPTI NVTX callbacks");
     }
-    describe_devices();
     uint32_t version = 0;
     cupti.cuptiGetVersion(&version);
     core_capability_set("cuda_injection", 1, CORE_CAPABILITY_ACTIVE, "CUPTI API %u from %s",
