@@ -1,0 +1,277 @@
+"""Tests of the Python module `flare`, run by CTest (python/CMakeLists.txt).
+
+Environment (set by CTest): PYTHONPATH holds the built module, with a link
+to libflare.so beside it; FLARE_TEST_LIBRARY is libflare.so, FLARE_TEST_MODULE
+the module file, FLARE_TEST_BIN_DIR the flare command's directory,
+FLARE_TEST_PYTHON_SOURCE the python/ folder (for the pip install test).
+"""
+import ctypes
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import flare
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIBRARY = os.environ["FLARE_TEST_LIBRARY"]
+MODULE = os.environ["FLARE_TEST_MODULE"]
+
+
+def run_python(code, env_extra=None, pythonpath=None, args=()):
+    env = dict(os.environ)
+    for key in ("FLARE_RUNTIME_PATH", "FLARE_RUNTIME_DISABLE_SHARING", "FLARE_SESSION_DIR"):
+        env.pop(key, None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    env.update(env_extra or {})
+    # A neutral working directory: `python -c` puts it first on sys.path,
+    # and CTest runs in the build's python/ folder, which holds the module.
+    return subprocess.run([sys.executable, "-c", code] + list(args), env=env,
+                          capture_output=True, text=True, timeout=120,
+                          cwd=tempfile.gettempdir())
+
+
+def isolated_module():
+    """A directory holding only a copy of the module: nothing beside it."""
+    directory = tempfile.mkdtemp(prefix="flare-test-pymodule-")
+    shutil.copy(MODULE, directory)
+    return directory
+
+
+INFO = "import flare, json; c = flare.counter('probe.x'); c.add(2); " \
+       "print(json.dumps(dict(flare.runtime_info(), value=c.value)))"
+
+
+class Arguments(unittest.TestCase):
+    def test_wrong_types_raise_type_error(self):
+        counter = flare.counter("args.types")
+        cases = [
+            lambda: flare.counter(1), lambda: flare.counter(None), lambda: flare.counter(b"x"),
+            lambda: flare.tick(b"x"), lambda: flare.tick("args.types", 1.5),
+            lambda: flare.tick("args.types", "1"), lambda: flare.tick(),
+            lambda: flare.tick("args.types", n=True), lambda: flare.tick("a", 1, 2),
+            lambda: flare.tick(name="args.types", m=1),
+            lambda: counter.add(1.0), lambda: counter.add("1"), lambda: counter.add(True),
+            lambda: counter.add(None), lambda: counter.add(1, 2), lambda: counter.add(x=1),
+            lambda: flare.scope(3), lambda: flare.open_scope(None), lambda: flare.find(7),
+        ]
+        for case in cases:
+            with self.assertRaises(TypeError):
+                case()
+        with self.assertRaisesRegex(TypeError, "n must be an int, not float"):
+            counter.add(2.5)
+        with self.assertRaisesRegex(TypeError, "counter name must be str, not int"):
+            flare.counter(5)
+        self.assertEqual(counter.value, 0)
+
+    def test_bad_values_raise_value_error(self):
+        for name in ["", "a" * 97, "has space", "slash/name", "colon:", "caf\u00e9", "nul\0x",
+                     "tab\t", "plus+"]:
+            with self.assertRaises(ValueError, msg=repr(name)):
+                flare.counter(name)
+            with self.assertRaises(ValueError, msg=repr(name)):
+                flare.tick(name)
+        with self.assertRaisesRegex(ValueError, r"1-96 characters of A-Z a-z 0-9 \. _ -"):
+            flare.counter("bad name")
+        with self.assertRaisesRegex(ValueError, "longer than 96"):
+            flare.counter("a" * 97)
+        counter = flare.counter("args.values")
+        for n in [0, -1, -2**63, flare.ADD_MAX + 1, 2**63 - 1, 2**70, -2**70]:
+            with self.assertRaisesRegex(ValueError, "n must be between 1 and 1099511627776"):
+                counter.add(n)
+        with self.assertRaises(ValueError):
+            flare.tick("args.values", 0)
+        self.assertEqual(counter.value, 0)
+        self.assertEqual(counter.rejected, 8)  # counted by the runtime, like a C caller's
+
+    def test_bounds_are_accepted(self):
+        counter = flare.counter("a" * 96)
+        counter.add(flare.ADD_MAX)
+        counter.add(1)
+        counter.add(n=2)
+        self.assertEqual(counter.value, flare.ADD_MAX + 3)
+        self.assertEqual(flare.NAME_MAX, 96)
+        self.assertEqual(flare.ADD_MAX, 2**40)
+
+
+class Counters(unittest.TestCase):
+    def test_counter_tick_find(self):
+        self.assertIsNone(flare.find("basics.never"))
+        self.assertIsNone(flare.find("basics.never"))  # find never registers
+        first = flare.counter("basics.one")
+        first.add()
+        flare.counter("basics.one").add(4)
+        flare.tick("basics.one")
+        flare.tick("basics.one", 2)
+        flare.tick(name="basics.one", n=3)
+        self.assertEqual(first.value, 11)
+        self.assertEqual(flare.find("basics.one").value, 11)
+        self.assertEqual(first.name, "basics.one")
+        self.assertIn("basics.one", repr(first))
+
+    def test_threads_sum_exactly(self):
+        counter = flare.counter("basics.threads")
+        def work():
+            for _ in range(20000):
+                counter.add(2)
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(counter.value, 8 * 20000 * 2)
+
+    def test_scopes_without_a_session_do_nothing(self):
+        self.assertFalse(flare.is_active())
+        with flare.scope("idle.outer"):
+            with flare.scope("idle.inner"):
+                pass
+        handle = flare.open_scope("idle.handle")
+        self.assertFalse(handle.open)
+        handle.close()
+        with self.assertRaises(KeyError):
+            with flare.scope("idle.raises"):
+                raise KeyError("not swallowed")
+
+
+class Runtime(unittest.TestCase):
+    def test_beside_the_module(self):
+        self.assertTrue(flare.runtime_shared())
+        info = flare.runtime_info()
+        self.assertEqual(info["source"], "beside-module")
+        self.assertTrue(info["path"].endswith("libflare.so"))
+
+    def test_no_runtime_falls_back_to_private(self):
+        directory = isolated_module()
+        result = run_python(INFO, pythonpath=directory)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        info = eval(result.stdout.replace("true", "True").replace("false", "False"))
+        self.assertFalse(info["shared"])
+        self.assertEqual(info["source"], "private")
+        self.assertIn("FLARE_RUNTIME_PATH is not set", info["reason"])
+        self.assertEqual(info["value"], 2)  # counters still work, privately
+        shutil.rmtree(directory)
+
+    def test_explicit_path(self):
+        directory = isolated_module()
+        for path in (LIBRARY, os.path.dirname(LIBRARY)):
+            result = run_python(INFO, {"FLARE_RUNTIME_PATH": path}, pythonpath=directory)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn('"source": "environment"', result.stdout)
+            self.assertIn('"shared": true', result.stdout)
+        shutil.rmtree(directory)
+
+    def test_mapped_copy_wins_over_paths(self):
+        code = "import ctypes, os, sys; ctypes.CDLL(sys.argv[1], mode=os.RTLD_LOCAL); " + INFO
+        result = run_python(code, {"FLARE_RUNTIME_PATH": "/nonexistent"}, args=[LIBRARY])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn('"source": "mapped"', result.stdout)
+
+    def test_sharing_disabled(self):
+        result = run_python(INFO, {"FLARE_RUNTIME_DISABLE_SHARING": "1"})
+        self.assertIn('"shared": false', result.stdout)
+        self.assertIn("FLARE_RUNTIME_DISABLE_SHARING", result.stdout)
+
+
+class CrossModule(unittest.TestCase):
+    """A Python process ticking while the profiler (libflare's C API and its
+    session) reads must see the same values; and the check must fail when
+    the registry is not shared."""
+
+    def check(self, env_extra, *flags):
+        return run_python("import runpy, sys; sys.argv = sys.argv[1:]; "
+                          "runpy.run_path(sys.argv[0], run_name='__main__')", env_extra,
+                          args=[os.path.join(HERE, "cross_module_check.py"), LIBRARY] + list(flags))
+
+    def test_one_registry(self):
+        result = self.check({})
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("ok: one registry", result.stdout)
+
+    def test_check_fails_when_not_shared(self):
+        result = self.check({"FLARE_RUNTIME_DISABLE_SHARING": "1"})
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn("do not share one registry", result.stdout)
+        result = self.check({"FLARE_RUNTIME_DISABLE_SHARING": "1"}, "--expect-split")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+
+class Session(unittest.TestCase):
+    def test_scopes_and_counters_recorded(self):
+        library = ctypes.CDLL(LIBRARY)  # the copy the module bound to (same file)
+        directory = tempfile.mkdtemp(prefix="flare-test-pysession-")
+
+        class Options(ctypes.Structure):
+            _fields_ = [("struct_size", ctypes.c_size_t), ("session_dir", ctypes.c_char_p),
+                        ("flush_interval_ms", ctypes.c_uint32),
+                        ("ring_capacity", ctypes.c_uint32)]
+        options = Options(ctypes.sizeof(Options), directory.encode(), 10, 0)
+        flare.counter("session.before").add(5)  # before the session: not counted
+        self.assertEqual(library.flare_init(ctypes.byref(options)), 0)
+        self.assertTrue(flare.is_active())
+        with flare.scope("py.outer"):
+            with flare.scope("py.inner"):
+                flare.tick("session.before", 2)
+        handle = flare.open_scope("py.handoff")
+        self.assertTrue(handle.open)
+        closer = threading.Thread(target=handle.close)
+        closer.start()
+        closer.join()
+        self.assertFalse(handle.open)
+        with flare.open_scope("py.with"):
+            pass
+        self.assertEqual(library.flare_shutdown(), 0)
+        with sqlite3.connect("file:%s/session.db?mode=ro" % directory, uri=True) as db:
+            depths = dict(db.execute("SELECT name, depth FROM scopes JOIN names "
+                                     "ON names.id = name_id").fetchall())
+            value = db.execute("SELECT s.value FROM counter_samples s JOIN counters c USING "
+                               "(pid, counter) WHERE c.name = 'session.before' "
+                               "ORDER BY time_ns DESC LIMIT 1").fetchone()[0]
+        self.assertEqual(depths, {"py.outer": 0, "py.inner": 1, "py.handoff": 0, "py.with": 0})
+        self.assertEqual(value, 2)
+        shutil.rmtree(directory)
+
+    def test_flare_trace_records_python_counters(self):
+        flare_command = os.path.join(os.environ["FLARE_TEST_BIN_DIR"], "flare")
+        directory = tempfile.mkdtemp(prefix="flare-test-pytrace-")
+        script = ("import flare; t = flare.counter('trace.tokens')\n"
+                  "for i in range(1000): t.add(7)\n")
+        env = dict(os.environ)
+        trace = subprocess.run([flare_command, "trace", "-o", directory, "--", sys.executable,
+                                "-c", script], env=env, capture_output=True, text=True,
+                               timeout=120)
+        self.assertEqual(trace.returncode, 0, trace.stdout + trace.stderr)
+        report = subprocess.run([flare_command, "report", directory], capture_output=True,
+                                text=True, timeout=60)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        section = report.stdout.split("Counters", 1)[1]
+        line = [l for l in section.splitlines() if "trace.tokens" in l]
+        self.assertEqual(len(line), 1, report.stdout)
+        self.assertEqual(line[0].split()[1], "7000")
+        shutil.rmtree(directory)
+
+
+class PipInstall(unittest.TestCase):
+    def test_pip_install_from_the_repository(self):
+        source = os.environ.get("FLARE_TEST_PYTHON_SOURCE")
+        if source is None or run_python("import pip").returncode != 0:
+            self.skipTest("pip is not available")
+        target = tempfile.mkdtemp(prefix="flare-test-pip-")
+        install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index",
+                                  "--no-build-isolation", "--quiet", "--target", target, source],
+                                 capture_output=True, text=True, timeout=240)
+        self.assertEqual(install.returncode, 0, install.stdout + install.stderr)
+        result = run_python(INFO, {"FLARE_RUNTIME_PATH": LIBRARY}, pythonpath=target)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn('"shared": true', result.stdout)
+        self.assertIn('"value": 2', result.stdout)
+        shutil.rmtree(target)
+
+
+if __name__ == "__main__":
+    unittest.main()
