@@ -50,7 +50,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFLARE_BUILD_TESTS=OFF "${cma
 cmake --build "$build" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; fail "build"; exit 1; }
 flare="$PWD/$build/bin/flare"
 mkdir -p "$build/gpu"
-for program in known_work launch_storm; do
+for program in known_work launch_storm other_subscriber; do
   nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/$program" "tests/gpu/$program.cu" -ldl \
     || fail "nvcc $program"
 done
@@ -69,6 +69,10 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
   echo "== exit status passes through, injection confirmed"
   "$flare" trace -q -o "$work/exit3" -- sh -c "$build/gpu/known_work >/dev/null && exit 3"
   [ $? -eq 3 ] || fail "exit status not passed through"
+
+  echo "== another CUPTI subscriber in the process: degraded, program unharmed"
+  "$flare" trace -q -o "$work/other" -- "$build/gpu/other_subscriber" || fail "other_subscriber exit status"
+  python3 tests/gpu/check_session.py other_subscriber "$work/other" || fail "other_subscriber database"
 
   echo "== PyTorch training loop under flare trace"
   rm -rf "$work/train"

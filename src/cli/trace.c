@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_info.h"
 #include "cli/cli.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -133,9 +134,17 @@ static int prepare_session(const char *output, char *session_dir, size_t size,
                                .start_unix_ns = core_unix_now_ns(),
                                .host = host,
                                .flare_version = FLARE_VERSION_STRING};
+    /* Recorded by the launcher (its own pid), so that on a machine without
+     * a GPU the report says why nothing GPU-side was recorded. */
+    char driver_reason[512] = "";
+    int driver_present = cuda_info_driver_present(driver_reason, sizeof(driver_reason));
     int status = store_begin(database);
     if (status == FLARE_OK)
         status = store_session_begin(database, &info);
+    if (status == FLARE_OK)
+        status = store_set_capability(database, (int64_t)getpid(), "gpu_driver", 1,
+                                      driver_present ? "active" : "unavailable",
+                                      driver_present ? "libcuda.so.1 loads" : driver_reason);
     if (status == FLARE_OK)
         status = store_commit(database);
     if (status != FLARE_OK) {
@@ -310,9 +319,14 @@ int cli_trace(int argc, char **argv)
         fprintf(stderr,
                 "flare: WARNING: no process of '%s' started a flare session, so nothing was "
                 "recorded.\n"
-                "flare: the program must use libflare (link it, as flare-demo does); if it "
-                "does, see %s/flare.log for why flare did not start.\n",
-                command[0], session_dir);
+                "flare: flare starts in a process that initialises CUDA (it is injected; %s) "
+                "or that links libflare (as flare-demo does).\n"
+                "flare: if the program did either, see %s/flare.log for why flare did not "
+                "start.\n",
+                command[0],
+                injection_library[0] == '\0' ? "but libflare.so was not found: set FLARE_LIBRARY"
+                                             : "needs an NVIDIA driver",
+                session_dir);
     } else if (!quiet) {
         fprintf(stderr,
                 "flare: session saved in %s: %lld process(es), %lld kernels, %lld copies and "

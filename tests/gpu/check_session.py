@@ -2,6 +2,7 @@
 real GPU (scripts/gpu-check.sh). Exits non-zero with a message per failure.
 
 usage: check_session.py known_work SESSION_DIR
+       check_session.py other_subscriber SESSION_DIR
        check_session.py train SESSION_DIR STEPS
 """
 import sqlite3
@@ -85,10 +86,27 @@ def check_train(db, steps):
     return failures
 
 
+def check_other_subscriber(db):
+    failures = []
+    caps = dict((f, (s, r)) for f, s, r in rows(db, "SELECT feature, status, reason FROM capabilities"))
+    status, reason = caps.get("launch_callbacks", (None, ""))
+    if status != "degraded" or "another CUPTI subscriber" not in reason:
+        failures.append(f"launch_callbacks should be degraded by the other subscriber: {caps}")
+    kernels = rows(db, "SELECT COUNT(*) FROM kernels")[0][0]
+    if kernels != 10:
+        failures.append(f"{kernels} kernels recorded through the activity API, expected 10")
+    return failures
+
+
 def main():
     mode, session = sys.argv[1], sys.argv[2]
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
-    failures = check_known_work(db) if mode == "known_work" else check_train(db, int(sys.argv[3]))
+    if mode == "known_work":
+        failures = check_known_work(db)
+    elif mode == "other_subscriber":
+        failures = check_other_subscriber(db)
+    else:
+        failures = check_train(db, int(sys.argv[3]))
     for failure in failures:
         print(f"FAIL {mode}: {failure}")
     if not failures:

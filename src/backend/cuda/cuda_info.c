@@ -96,3 +96,9 @@ void cuda_info_collect(cuda_info *info)
         }
     }
 }
+
+int cuda_info_driver_present(char *reason, unsigned long reason_size)
+{
+    static cuda_driver_api driver;
+    return cuda_load_driver(&driver, reason, reason_size) == 0;
+}

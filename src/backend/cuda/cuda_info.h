@@ -47,4 +47,9 @@ typedef struct cuda_info {
 /* Fills info; always succeeds (what could not be learned has a reason). */
 void cuda_info_collect(cuda_info *info);
 
+/* Cheap check, no cuInit: 1 if the NVIDIA driver library loads, else 0 with
+ * the reason. Used by `flare trace` so that a session on a machine without
+ * a GPU says why nothing GPU-side was recorded. */
+int cuda_info_driver_present(char *reason, unsigned long reason_size);
+
 #endif /* FLARE_BACKEND_CUDA_INFO_H */

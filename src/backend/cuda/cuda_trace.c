@@ -32,9 +32,9 @@
 #include "flare/flare.h"
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
-#define PATIENT_WAIT_NS       500000000ull
-#define OPEN_RANGES_MAX       4096
-#define NVML_DEVICES_MAX      64
+#define PATIENT_WAIT_NS             500000000ull
+#define OPEN_RANGES_MAX             4096
+#define NVML_DEVICES_MAX            64
 
 static cuda_cupti_api cupti;
 static cuda_nvml_api nvml;
@@ -605,8 +605,8 @@ int cuda_trace_start(void)
                             cuda_cupti_error_text(&cupti, result));
     } else {
         int enabled = 0;
-        for (size_t i = 0; want_launch_callbacks && i < sizeof(launch_callbacks) /
-                                                           sizeof(launch_callbacks[0]);
+        for (size_t i = 0;
+             want_launch_callbacks && i < sizeof(launch_callbacks) / sizeof(launch_callbacks[0]);
              i++)
             enabled += cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
                                                  launch_callbacks[i]) == CUPTI_SUCCESS;

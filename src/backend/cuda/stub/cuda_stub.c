@@ -14,3 +14,9 @@ void cuda_info_collect(cuda_info *info)
              "this flare was built without the CUDA headers (no CUDA backend)");
     snprintf(info->cupti_reason, sizeof(info->cupti_reason), "%s", info->driver_reason);
 }
+
+int cuda_info_driver_present(char *reason, unsigned long reason_size)
+{
+    snprintf(reason, reason_size, "this flare was built without the CUDA backend");
+    return 0;
+}
