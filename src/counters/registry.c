@@ -29,7 +29,7 @@ static _Atomic uint64_t registry_full;
 static _Atomic int invalid_name_logged;
 static _Atomic int registry_full_logged;
 
-_Thread_local counters_cell_block *counters_thread_cells;
+_Thread_local counters_cell_block *counters_thread_cells COUNTERS_TLS_MODEL;
 /* Set when the thread's block has been handed back at exit: adds made
  * later in the thread's teardown go to the shared atomic instead of
  * claiming a block nobody would ever hand back. */
