@@ -4,10 +4,10 @@
  *
  *   bench_counters [THREADS] [--library PATH/libflare.so]
  *
- * Prints medians over BENCH_RUNS runs of: single-thread add (direct call,
- * and through the runtime ABI table as the Python module and plugins call
- * it; with --library also through libflare.so's exported function, which
- * adds the PLT and the shared library's TLS access), then THREADS threads
+ * Prints medians over BENCH_RUNS runs of: single-thread add (direct call;
+ * through the runtime ABI table, as the Python module and plugins call it;
+ * with --library also through libflare.so's exported function, which adds
+ * the PLT), flare_counter_tick (a name look-up per call), then THREADS threads
  * (default 16) adding to one counter vs THREADS threads doing
  * atomic_fetch_add on one shared word: aggregate adds per second and the
  * ratio. The issue's targets: single-thread add <= 3 ns median; with 16
@@ -38,6 +38,20 @@ static double single_thread_ns(add_function add, flare_counter *counter)
         for (int i = 0; i < SINGLE_ADDS; i++)
             add(counter, 1);
         samples[run] = (double)(bench_now_ns() - start) / SINGLE_ADDS;
+    }
+    return bench_median(samples, BENCH_RUNS);
+}
+
+/* flare_counter_tick: a name look-up and an add per call. */
+static double tick_ns(const char *name)
+{
+    enum { TICKS = SINGLE_ADDS / 10 };
+    double samples[BENCH_RUNS];
+    for (int run = 0; run < BENCH_RUNS; run++) {
+        uint64_t start = bench_now_ns();
+        for (int i = 0; i < TICKS; i++)
+            flare_counter_tick(name, 1);
+        samples[run] = (double)(bench_now_ns() - start) / TICKS;
     }
     return bench_median(samples, BENCH_RUNS);
 }
@@ -113,6 +127,8 @@ int main(int argc, char **argv)
            single_thread_ns(flare_counter_add, counter));
     printf("  single thread, through the runtime ABI table %6.2f ns/add\n",
            single_thread_ns(table->counter_add, counter));
+    printf("  single thread, flare_counter_tick (look-up)  %6.2f ns/tick\n",
+           tick_ns("bench.single.tick.a.name.of.typical.length"));
     if (library != NULL) {
         void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
         add_function shared_add = handle ? (add_function)dlsym(handle, "flare_counter_add") : NULL;

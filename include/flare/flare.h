@@ -141,7 +141,8 @@ FLARE_API int flare_scope_end(void);
  * Names are 1..FLARE_COUNTER_NAME_MAX characters of A-Z a-z 0-9 . _ -
  * (exactly that set, whatever the locale). An add outside
  * 1..FLARE_COUNTER_ADD_MAX is dropped: it is counted per counter (a
- * "counter_value" drop in the session) and logged once, not on every call.
+ * "counter_value" drop in the session) and logged once per counter per
+ * process, not on every call; a refused name likewise.
  * The bound is not overflow protection (values are 64-bit and wrap); it
  * catches arguments that are not counts, such as a negative length.
  */
@@ -197,11 +198,13 @@ FLARE_API int flare_counter_registry_rejections(uint64_t *invalid_names, uint64_
 typedef uint64_t flare_scope_handle;
 #define FLARE_SCOPE_OPEN_MAX 4096
 
-/* FLARE_OK with *handle set; FLARE_ERR_NOT_ACTIVE without a session
- * (*handle is 0, and closing 0 is a harmless FLARE_ERR_NOT_ACTIVE). */
+/* FLARE_OK with *handle set (never 0); FLARE_ERR_NOT_ACTIVE without a
+ * session, FLARE_ERR_FULL, FLARE_ERR_INVALID_ARGUMENT for a NULL handle;
+ * on failure *handle is 0, which flare_scope_close refuses harmlessly. */
 FLARE_API int flare_scope_open(const char *name, flare_scope_handle *handle);
-/* FLARE_OK; FLARE_ERR_NOT_ACTIVE when the scope's session has ended (the
- * handle is released, nothing recorded); FLARE_ERR_STATE as above. */
+/* FLARE_OK; FLARE_ERR_NOT_ACTIVE when the scope's session has ended
+ * (nothing more is recorded; the session stored it as still open);
+ * FLARE_ERR_STATE for 0, a handle closed already, or one never opened. */
 FLARE_API int flare_scope_close(flare_scope_handle handle);
 
 /* ---- The runtime ABI ---- */

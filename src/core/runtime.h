@@ -36,7 +36,9 @@ typedef struct core_scope_frame {
 typedef struct core_thread {
     core_ring ring;
     _Atomic int state;
-    int64_t thread_id; /* the owner's kernel thread id */
+    /* The owner's kernel thread id. Atomic: a new owner writes it when it
+     * claims a freed slot while the collector may be reading it. */
+    _Atomic int64_t thread_id;
     uint64_t serial;   /* unique per claim; high half of scope instance ids */
     uint64_t scope_sequence;
     /* Written only by the owner; read by shutdown for still-open scopes. */
