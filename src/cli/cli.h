@@ -15,6 +15,8 @@
 int cli_trace(int argc, char **argv);
 int cli_report(int argc, char **argv);
 int cli_info(int argc, char **argv);
+/* `flare export`: a session as Perfetto trace JSON, or its kernels as CSV or JSON. */
+int cli_export(int argc, char **argv);
 
 /* Prints "flare COMMAND: MESSAGE" and a hint to stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *format, ...)

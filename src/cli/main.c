@@ -19,6 +19,7 @@ static const char usage_text[] =
     "Commands:\n"
     "  trace    run a command under the profiler and save a session\n"
     "  report   summarise a saved session (the newest one by default)\n"
+    "  export   write a session as a Perfetto trace, or its kernels as CSV or JSON\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
     "\n"
     "Run 'flare COMMAND --help' for a command's options.\n"
@@ -74,9 +75,12 @@ int main(int argc, char **argv)
         return cli_trace(argc - 1, argv + 1);
     if (strcmp(command, "report") == 0)
         return cli_report(argc - 1, argv + 1);
+    if (strcmp(command, "export") == 0)
+        return cli_export(argc - 1, argv + 1);
     if (strcmp(command, "info") == 0)
         return cli_info(argc - 1, argv + 1);
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s'", command);
-    return cli_usage_error(NULL, "unknown command '%s' (commands: trace, report, info)", command);
+    return cli_usage_error(NULL, "unknown command '%s' (commands: trace, report, export, info)",
+                           command);
 }

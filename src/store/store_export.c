@@ -1,0 +1,236 @@
+/*
+ * store_export.c: the streaming readers behind `flare export`
+ * (store_export.h).
+ *
+ * Each reader runs one SELECT and hands rows to its caller as SQLite steps
+ * through them. It must never collect rows in memory (sessions hold
+ * millions of kernels), never sort the high-rate tables (SQLite would build
+ * a temporary B-tree as big as the table), and never write: a READ handle
+ * is read-only, and an export must not change the session it exports.
+ */
+#include <stddef.h>
+
+#include "flare/flare.h"
+#include "store/store_export.h"
+#include "store/store_internal.h"
+
+/* ---- shared walk ---- */
+
+/* Turns the current row of statement into the caller's row type and calls
+ * the caller's callback with it; returns what the callback returned. */
+typedef int (*store_export_row_handler)(sqlite3_stmt *statement, const void *callback, void *user);
+
+static const char *store_export_text(sqlite3_stmt *statement, int column)
+{
+    const unsigned char *text = sqlite3_column_text(statement, column);
+    return text != NULL ? (const char *)text : "";
+}
+
+/*
+ * Prepares sql and steps through every row, giving each to handler. Stops
+ * early, without error, when the handler returns non-zero. what names the
+ * table in error messages. Returns 0 or FLARE_ERR_STORE (message recorded).
+ */
+static int store_export_walk(store *handle, const char *sql, const char *what,
+                             store_export_row_handler handler, const void *callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    /* On a WRITE handle, rows of the open batch may still be buffered. */
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    if (sqlite3_prepare_v2(handle->db, sql, -1, &statement, NULL) != SQLITE_OK) {
+        sqlite3_finalize(statement);
+        return store_set_sqlite_error(handle, what);
+    }
+    int rc;
+    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
+        if (handler(statement, callback, user) != 0) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, what);
+    sqlite3_finalize(statement);
+    return status;
+}
+
+/* ---- snapshot ---- */
+
+int store_export_begin(store *handle)
+{
+    if (handle == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    /* Inside a transaction already (a writer's batch): nothing to open. */
+    if (!sqlite3_get_autocommit(handle->db))
+        return 0;
+    if (sqlite3_exec(handle->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        return store_set_sqlite_error(handle, "cannot start reading");
+    return 0;
+}
+
+void store_export_end(store *handle)
+{
+    if (handle == NULL || handle->db == NULL)
+        return;
+    /* A transaction open outside a writer's batch can only be the one
+     * store_export_begin opened; a batch is its owner's to end. */
+    if (!handle->in_batch && !sqlite3_get_autocommit(handle->db))
+        sqlite3_exec(handle->db, "COMMIT", NULL, NULL, NULL);
+}
+
+/* ---- processes and devices ---- */
+
+static int store_export_process_handler(sqlite3_stmt *statement, const void *callback, void *user)
+{
+    store_export_process_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .parent_pid = sqlite3_column_int64(statement, 1),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 2),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 3), /* NULL reads as 0 */
+        .backend = store_export_text(statement, 4),
+        .executable = store_export_text(statement, 5),
+    };
+    return (*(const store_export_process_callback *)callback)(&row, user);
+}
+
+int store_export_processes(store *handle, store_export_process_callback callback, void *user)
+{
+    return store_export_walk(handle,
+                             "SELECT pid, parent_pid, start_ns, end_ns, backend, executable"
+                             " FROM processes ORDER BY pid",
+                             "cannot read processes", store_export_process_handler, &callback,
+                             user);
+}
+
+static int store_export_device_handler(sqlite3_stmt *statement, const void *callback, void *user)
+{
+    store_export_device_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .device = sqlite3_column_int(statement, 1),
+        .name = store_export_text(statement, 2),
+        .backend = store_export_text(statement, 3),
+    };
+    return (*(const store_export_device_callback *)callback)(&row, user);
+}
+
+int store_export_devices(store *handle, store_export_device_callback callback, void *user)
+{
+    return store_export_walk(handle,
+                             "SELECT pid, device, name, backend FROM devices ORDER BY pid, device",
+                             "cannot read devices", store_export_device_handler, &callback, user);
+}
+
+/* ---- kernels, copies, scopes, metrics ---- */
+
+/*
+ * The names join is a primary-key lookup per row, cheaper than caching the
+ * names table in memory and independent of how many names there are. LEFT
+ * JOIN, so that a row whose name is missing (a damaged file) still exports,
+ * with an empty name, rather than vanishing.
+ */
+static int store_export_kernel_handler(sqlite3_stmt *statement, const void *callback, void *user)
+{
+    store_kernel_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .device = sqlite3_column_int(statement, 1),
+        .stream_id = (uint64_t)sqlite3_column_int64(statement, 2),
+        .correlation_id = (uint64_t)sqlite3_column_int64(statement, 3),
+        .name = store_export_text(statement, 4),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 5),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 6),
+        .grid = {(uint32_t)sqlite3_column_int64(statement, 7),
+                 (uint32_t)sqlite3_column_int64(statement, 8),
+                 (uint32_t)sqlite3_column_int64(statement, 9)},
+        .block = {(uint32_t)sqlite3_column_int64(statement, 10),
+                  (uint32_t)sqlite3_column_int64(statement, 11),
+                  (uint32_t)sqlite3_column_int64(statement, 12)},
+        .shared_memory_bytes = (uint32_t)sqlite3_column_int64(statement, 13),
+        .registers_per_thread = (uint32_t)sqlite3_column_int64(statement, 14),
+        .context_id = (uint64_t)sqlite3_column_int64(statement, 15),
+    };
+    return (*(const store_export_kernel_callback *)callback)(&row, user);
+}
+
+int store_export_kernels(store *handle, store_export_kernel_callback callback, void *user)
+{
+    return store_export_walk(
+        handle,
+        "SELECT k.pid, k.device, k.stream_id, k.correlation_id, n.name, k.start_ns, k.end_ns,"
+        " k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,"
+        " k.shared_memory_bytes, k.registers_per_thread, k.context_id"
+        " FROM kernels k LEFT JOIN names n ON n.id = k.name_id ORDER BY k.rowid",
+        "cannot read kernels", store_export_kernel_handler, &callback, user);
+}
+
+static int store_export_copy_handler(sqlite3_stmt *statement, const void *callback, void *user)
+{
+    store_copy_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .device = sqlite3_column_int(statement, 1),
+        .stream_id = (uint64_t)sqlite3_column_int64(statement, 2),
+        .correlation_id = (uint64_t)sqlite3_column_int64(statement, 3),
+        .is_memset = sqlite3_column_int(statement, 4),
+        .copy_kind = sqlite3_column_int(statement, 5),
+        .bytes = (uint64_t)sqlite3_column_int64(statement, 6),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 7),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 8),
+        .status = sqlite3_column_int(statement, 9),
+    };
+    return (*(const store_export_copy_callback *)callback)(&row, user);
+}
+
+int store_export_copies(store *handle, store_export_copy_callback callback, void *user)
+{
+    return store_export_walk(handle,
+                             "SELECT pid, device, stream_id, correlation_id, is_memset, copy_kind,"
+                             " bytes, start_ns, end_ns, status FROM copies ORDER BY rowid",
+                             "cannot read copies", store_export_copy_handler, &callback, user);
+}
+
+static int store_export_scope_handler(sqlite3_stmt *statement, const void *callback, void *user)
+{
+    store_scope_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .thread_id = sqlite3_column_int64(statement, 1),
+        .instance_id = (uint64_t)sqlite3_column_int64(statement, 2),
+        .name = store_export_text(statement, 3),
+        .depth = (uint32_t)sqlite3_column_int64(statement, 4),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 5),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 6),
+        .still_open = sqlite3_column_int(statement, 7),
+    };
+    return (*(const store_export_scope_callback *)callback)(&row, user);
+}
+
+int store_export_scopes(store *handle, store_export_scope_callback callback, void *user)
+{
+    return store_export_walk(
+        handle,
+        "SELECT s.pid, s.thread_id, s.instance_id, n.name, s.depth, s.start_ns, s.end_ns,"
+        " s.still_open FROM scopes s LEFT JOIN names n ON n.id = s.name_id ORDER BY s.rowid",
+        "cannot read scopes", store_export_scope_handler, &callback, user);
+}
+
+static int store_export_metric_handler(sqlite3_stmt *statement, const void *callback, void *user)
+{
+    store_metric_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .device = sqlite3_column_int(statement, 1),
+        .name = store_export_text(statement, 2),
+        .time_ns = (uint64_t)sqlite3_column_int64(statement, 3),
+        .value = sqlite3_column_int64(statement, 4),
+    };
+    return (*(const store_export_metric_callback *)callback)(&row, user);
+}
+
+int store_export_metrics(store *handle, store_export_metric_callback callback, void *user)
+{
+    return store_export_walk(handle,
+                             "SELECT m.pid, m.device, n.name, m.time_ns, m.value FROM metrics m"
+                             " LEFT JOIN names n ON n.id = m.name_id ORDER BY m.rowid",
+                             "cannot read metrics", store_export_metric_handler, &callback, user);
+}
