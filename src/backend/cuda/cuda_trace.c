@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "backend/cuda/cuda_loader.h"
+#include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -45,6 +46,7 @@ static CUpti_SubscriberHandle subscriber;
 static _Atomic uint64_t host_launches;
 static _Atomic uint64_t cupti_dropped_records;
 static _Atomic uint64_t activity_buffers_lost;
+static _Atomic uint64_t ranges_dropped;
 
 /* ---- Activity records ---- */
 
@@ -241,17 +243,6 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
 
 /* ---- Callbacks: launches and NVTX ---- */
 
-typedef struct open_range {
-    uint64_t id; /* 0: free */
-    uint64_t start_ns;
-    uint64_t instance_id;
-    char name[FLARE_NAME_MAX];
-} open_range;
-
-static pthread_mutex_t range_lock = PTHREAD_MUTEX_INITIALIZER;
-static open_range open_ranges[OPEN_RANGES_MAX];
-static _Atomic uint64_t ranges_dropped;
-
 static const char *attributes_message(const nvtxEventAttributes_t *attributes)
 {
     if (attributes != NULL && attributes->messageType == NVTX_MESSAGE_TYPE_ASCII)
@@ -259,57 +250,19 @@ static const char *attributes_message(const nvtxEventAttributes_t *attributes)
     return "(unnamed NVTX range)";
 }
 
+static cuda_range_table nvtx_ranges = CUDA_RANGE_TABLE_INITIALIZER;
+
 static void range_started(uint64_t id, const char *name)
 {
-    uint64_t now = core_now_ns();
-    pthread_mutex_lock(&range_lock);
-    size_t slot = id % OPEN_RANGES_MAX;
-    size_t probe = 0;
-    for (; probe < OPEN_RANGES_MAX && open_ranges[slot].id != 0; probe++)
-        slot = (slot + 1) % OPEN_RANGES_MAX;
-    if (probe < OPEN_RANGES_MAX) {
-        open_ranges[slot].id = id;
-        open_ranges[slot].start_ns = now;
-        open_ranges[slot].instance_id = core_new_instance_id();
-        core_copy_name(open_ranges[slot].name, name);
-    } else {
+    if (cuda_range_start(&nvtx_ranges, id, name, core_now_ns(), core_new_instance_id()) != 0)
         atomic_fetch_add(&ranges_dropped, 1);
-    }
-    pthread_mutex_unlock(&range_lock);
 }
 
 static void range_ended(uint64_t id)
 {
-    uint64_t now = core_now_ns();
-    open_range found = {0};
-    pthread_mutex_lock(&range_lock);
-    size_t slot = id % OPEN_RANGES_MAX;
-    for (size_t probe = 0; probe < OPEN_RANGES_MAX; probe++) {
-        if (open_ranges[slot].id == id) {
-            found = open_ranges[slot];
-            /* Backward-shift deletion keeps probe chains intact. */
-            size_t hole = slot;
-            size_t next = (slot + 1) % OPEN_RANGES_MAX;
-            while (open_ranges[next].id != 0) {
-                size_t home = open_ranges[next].id % OPEN_RANGES_MAX;
-                int movable =
-                    hole <= next ? (home <= hole || home > next) : (home <= hole && home > next);
-                if (movable) {
-                    open_ranges[hole] = open_ranges[next];
-                    hole = next;
-                }
-                next = (next + 1) % OPEN_RANGES_MAX;
-            }
-            open_ranges[hole].id = 0;
-            break;
-        }
-        if (open_ranges[slot].id == 0)
-            break;
-        slot = (slot + 1) % OPEN_RANGES_MAX;
-    }
-    pthread_mutex_unlock(&range_lock);
-    if (found.id != 0)
-        core_record_interval(found.name, found.start_ns, now, 0, found.instance_id);
+    cuda_open_range range;
+    if (cuda_range_end(&nvtx_ranges, id, &range) == 0)
+        core_record_interval(range.name, range.start_ns, core_now_ns(), 0, range.instance_id);
 }
 
 static void handle_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *data)
