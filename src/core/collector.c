@@ -80,7 +80,8 @@ static void write_event(const core_event *event, void *user)
     }
     /* Metrics are keyed by NVML's device index, which need not be CUDA's
      * ordinal: only GPU work names the devices table. */
-    if (event->kind != CORE_EVENT_SCOPE && event->kind != CORE_EVENT_METRIC)
+    if (event->kind == CORE_EVENT_KERNEL || event->kind == CORE_EVENT_COPY ||
+        event->kind == CORE_EVENT_MEMSET)
         note_device(context, event->device);
     int status = FLARE_OK;
     switch (event->kind) {
@@ -133,6 +134,11 @@ static void write_event(const core_event *event, void *user)
         status = store_put_scope(context->store, &row);
         break;
     }
+    case CORE_EVENT_EXTERNAL_CORRELATION:
+        status = store_put_external_correlation(context->store, context->pid, event->id,
+                                                event->detail.external.external_kind,
+                                                event->detail.external.external_id);
+        break;
     case CORE_EVENT_METRIC: {
         store_metric_row row = {
             .pid = context->pid,

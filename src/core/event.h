@@ -19,7 +19,8 @@
     X(COPY, 2, "copy")                                                                             \
     X(MEMSET, 3, "memset")                                                                         \
     X(SCOPE, 4, "scope")                                                                           \
-    X(METRIC, 5, "metric")
+    X(METRIC, 5, "metric")                                                                         \
+    X(EXTERNAL_CORRELATION, 6, "external_correlation")
 
 typedef enum core_event_kind {
 #define CORE_EVENT_KIND_ENUM_(name, value, text) CORE_EVENT_##name = value,
@@ -57,6 +58,10 @@ typedef struct core_event {
         struct {
             int64_t value; /* at start_ns */
         } metric;
+        struct {
+            uint64_t external_id; /* the framework's id; id holds the correlation id */
+            uint32_t external_kind;
+        } external;
     } detail;
     uint64_t context_id; /* kernels: the CUDA context; 0 elsewhere */
     /* A name longer than the inline copy, interned for the process's life

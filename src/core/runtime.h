@@ -39,7 +39,7 @@ typedef struct core_thread {
     /* The owner's kernel thread id. Atomic: a new owner writes it when it
      * claims a freed slot while the collector may be reading it. */
     _Atomic int64_t thread_id;
-    uint64_t serial;   /* unique per claim; high half of scope instance ids */
+    uint64_t serial; /* unique per claim; high half of scope instance ids */
     uint64_t scope_sequence;
     /* Written only by the owner; read by shutdown for still-open scopes. */
     _Atomic uint32_t scope_depth;

@@ -85,6 +85,12 @@ static const char *const store_schema_ddl[] = {
     " time_ns INTEGER NOT NULL,"
     " value INTEGER NOT NULL)",
 
+    "CREATE TABLE IF NOT EXISTS external_correlations ("
+    " pid INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL,"
+    " external_kind INTEGER NOT NULL,"
+    " external_id INTEGER NOT NULL)",
+
     "CREATE TABLE IF NOT EXISTS capabilities ("
     " pid INTEGER NOT NULL,"
     " feature TEXT NOT NULL,"

@@ -133,6 +133,10 @@ int store_put_kernel(store *store, const store_kernel_row *row);
 int store_put_copy(store *store, const store_copy_row *row);
 int store_put_scope(store *store, const store_scope_row *row);
 int store_put_metric(store *store, const store_metric_row *row);
+/* Links a kernel/copy correlation id to a framework's own id (e.g. a PyTorch
+ * op), as CUPTI reports it. */
+int store_put_external_correlation(store *store, int64_t pid, uint64_t correlation_id,
+                                   uint32_t external_kind, uint64_t external_id);
 
 /* One row of the capability matrix: a feature (kernels, copies, nvtx, nvml,
  * pm_sampling, range_profiler, replay...), whether it was asked for, its

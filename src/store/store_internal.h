@@ -79,6 +79,8 @@ typedef enum store_statement_id {
       "pid, device, stream_id, correlation_id, name_id, start_ns, end_ns, grid_x, grid_y, "        \
       "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id")  \
     X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value")                               \
+    X(EXTERNAL_CORRELATIONS, "external_correlations", 4,                                           \
+      "pid, correlation_id, external_kind, external_id")                                           \
     X(COPIES, "copies", 10,                                                                        \
       "pid, device, stream_id, correlation_id, is_memset, copy_kind, bytes, start_ns, end_ns, "    \
       "status")                                                                                    \

@@ -491,6 +491,22 @@ int store_put_metric(store *handle, const store_metric_row *row)
     return store_block_push(handle, STORE_BLOCK_METRICS);
 }
 
+int store_put_external_correlation(store *handle, int64_t pid, uint64_t correlation_id,
+                                   uint32_t external_kind, uint64_t external_id)
+{
+    if (handle == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    int64_t *values = store_block_next(handle, STORE_BLOCK_EXTERNAL_CORRELATIONS);
+    values[0] = pid;
+    values[1] = (int64_t)correlation_id;
+    values[2] = external_kind;
+    values[3] = (int64_t)external_id;
+    return store_block_push(handle, STORE_BLOCK_EXTERNAL_CORRELATIONS);
+}
+
 int store_set_capability(store *handle, int64_t pid, const char *feature, int requested,
                          const char *status_text, const char *reason)
 {

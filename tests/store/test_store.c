@@ -425,6 +425,95 @@ static void test_round_trip(void **state)
     remove_dir(dir);
 }
 
+typedef struct gpu_readback {
+    int metric_rows;
+    int64_t power_min, power_max;
+    double power_mean;
+    int capability_rows;
+    char nvml_status[32];
+    char nvml_reason[128];
+} gpu_readback;
+
+static int collect_metric(const store_metric_stats *stats, void *user)
+{
+    gpu_readback *r = user;
+    r->metric_rows++;
+    if (stats->device == 0 && strcmp(stats->name, "power_mw") == 0) {
+        assert_int_equal(stats->count, 3);
+        r->power_min = stats->minimum;
+        r->power_max = stats->maximum;
+        r->power_mean = stats->mean;
+    }
+    return 0;
+}
+
+static int collect_capability(const store_capability_row *row, void *user)
+{
+    gpu_readback *r = user;
+    r->capability_rows++;
+    if (strcmp(row->feature, "nvml") == 0) {
+        snprintf(r->nvml_status, sizeof(r->nvml_status), "%s", row->status);
+        snprintf(r->nvml_reason, sizeof(r->nvml_reason), "%s", row->reason);
+    }
+    return 0;
+}
+
+/* The CUDA backend's rows: kernel context ids, metrics, external
+ * correlations and the capability matrix (set, not added). */
+static void test_gpu_rows_round_trip(void **state)
+{
+    (void)state;
+    char dir[TEST_PATH_MAX];
+    make_dir(dir);
+    store *handle = open_write(dir);
+    assert_int_equal(store_begin(handle), 0);
+    store_kernel_row kernel = {.pid = 7,
+                               .device = 0,
+                               .stream_id = 3,
+                               .correlation_id = 11,
+                               .name = "k",
+                               .start_ns = 100,
+                               .end_ns = 200,
+                               .context_id = 99};
+    assert_int_equal(store_put_kernel(handle, &kernel), 0);
+    const int64_t power[] = {70000, 90000, 80000};
+    for (int i = 0; i < 3; i++) {
+        store_metric_row metric = {.pid = 7,
+                                   .device = 0,
+                                   .name = "power_mw",
+                                   .time_ns = 1000 + (uint64_t)i,
+                                   .value = power[i]};
+        assert_int_equal(store_put_metric(handle, &metric), 0);
+    }
+    store_metric_row launches = {
+        .pid = 7, .device = -1, .name = "host_kernel_launches", .time_ns = 5000, .value = 12};
+    assert_int_equal(store_put_metric(handle, &launches), 0);
+    assert_int_equal(store_put_external_correlation(handle, 7, 11, 2, 123456789012ull), 0);
+    assert_int_equal(store_set_capability(handle, 7, "nvml", 1, "active", "first"), 0);
+    assert_int_equal(store_set_capability(handle, 7, "nvml", 1, "unavailable", "NVML: gone"), 0);
+    assert_int_equal(store_set_capability(handle, 7, "kernels", 1, "active", "CUPTI"), 0);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+
+    assert_int_equal(sql_int(dir, "SELECT context_id FROM kernels"), 99);
+    assert_int_equal(sql_int(dir, "SELECT external_id FROM external_correlations "
+                                  "WHERE correlation_id = 11 AND external_kind = 2"),
+                     123456789012ll);
+    handle = open_read(dir);
+    gpu_readback r = {0};
+    assert_int_equal(store_read_metric_stats(handle, collect_metric, &r), 0);
+    assert_int_equal(r.metric_rows, 2);
+    assert_int_equal(r.power_min, 70000);
+    assert_int_equal(r.power_max, 90000);
+    assert_true(r.power_mean > 79999.0 && r.power_mean < 80001.0);
+    assert_int_equal(store_read_capabilities(handle, collect_capability, &r), 0);
+    assert_int_equal(r.capability_rows, 2);
+    assert_string_equal(r.nvml_status, "unavailable");
+    assert_string_equal(r.nvml_reason, "NVML: gone");
+    store_close(handle);
+    remove_dir(dir);
+}
+
 static void test_limit_and_early_stop(void **state)
 {
     (void)state;
@@ -1141,6 +1230,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_gpu_rows_round_trip),
         cmocka_unit_test(test_limit_and_early_stop),
         cmocka_unit_test(test_writer_reads_its_batch),
         cmocka_unit_test(test_session_without_session_row),

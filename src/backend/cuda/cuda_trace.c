@@ -209,20 +209,18 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
             const CUpti_ActivityExternalCorrelation *external =
                 (const CUpti_ActivityExternalCorrelation *)record;
-            /* Stored as a metric-like pair so frameworks' op ids can be joined
-             * to kernels by correlation id (docs/schema.md). */
             core_thread *thread;
             core_event *event = core_emit_reserve_patient(&thread, PATIENT_WAIT_NS);
             if (event != NULL) {
-                event->kind = CORE_EVENT_METRIC;
+                event->kind = CORE_EVENT_EXTERNAL_CORRELATION;
                 event->start_ns = event->end_ns = 0;
                 event->id = external->correlationId;
                 event->stream_id = 0;
                 event->device = -1;
                 event->depth = 0;
-                event->detail.metric.value = (int64_t)external->externalId;
-                snprintf(event->name, sizeof(event->name), "external_correlation.%u.%u",
-                         (unsigned)external->externalKind, (unsigned)external->correlationId);
+                event->detail.external.external_id = external->externalId;
+                event->detail.external.external_kind = (uint32_t)external->externalKind;
+                event->name[0] = '\0';
                 core_emit_commit(thread);
             }
             break;
