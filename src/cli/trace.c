@@ -156,6 +156,32 @@ static int prepare_session(const char *output, char *session_dir, size_t size,
     return CLI_EXIT_OK;
 }
 
+/* What the processes of the session said about their capabilities: how
+ * many traced CUDA, and which requested features they could not honour. */
+typedef struct capability_tally {
+    int64_t launcher_pid;
+    int cuda_processes;
+    int degraded;
+    char first_feature[64];
+    char first_reason[256];
+} capability_tally;
+
+static int tally_capability(const store_capability_row *row, void *user)
+{
+    capability_tally *tally = user;
+    if (row->pid == tally->launcher_pid)
+        return 0; /* the launcher's own note about the driver */
+    if (strcmp(row->feature, "cuda_injection") == 0 && strcmp(row->status, "active") == 0)
+        tally->cuda_processes++;
+    if (row->requested && strcmp(row->status, "active") != 0) {
+        if (tally->degraded++ == 0) {
+            snprintf(tally->first_feature, sizeof(tally->first_feature), "%s", row->feature);
+            snprintf(tally->first_reason, sizeof(tally->first_reason), "%s", row->reason);
+        }
+    }
+    return 0;
+}
+
 /* Runs the command; returns its exit status as a shell would, or 127/126
  * when it could not be started (the message says why).
  *
@@ -313,6 +339,8 @@ int cli_trace(int argc, char **argv)
     store_session_summary summary;
     memset(&summary, 0, sizeof(summary));
     store_read_session(database, &summary);
+    capability_tally tally = {.launcher_pid = (int64_t)getpid()};
+    store_read_capabilities(database, tally_capability, &tally);
     store_close(database);
 
     if (summary.process_count == 0) {
@@ -329,11 +357,17 @@ int cli_trace(int argc, char **argv)
                 session_dir);
     } else if (!quiet) {
         fprintf(stderr,
-                "flare: session saved in %s: %lld process(es), %lld kernels, %lld copies and "
-                "memsets, %lld scopes\n"
+                "flare: session saved in %s: %lld process(es) (%d with CUDA tracing), %lld "
+                "kernels, %lld copies and memsets, %lld scopes\n"
                 "flare: see 'flare report %s'\n",
-                session_dir, (long long)summary.process_count, (long long)summary.kernel_count,
-                (long long)summary.copy_count, (long long)summary.scope_count, session_dir);
+                session_dir, (long long)summary.process_count, tally.cuda_processes,
+                (long long)summary.kernel_count, (long long)summary.copy_count,
+                (long long)summary.scope_count, session_dir);
     }
+    if (tally.degraded > 0)
+        fprintf(stderr,
+                "flare: WARNING: %d requested feature(s) degraded or unavailable (first: %s: "
+                "%s); see the Capabilities table of 'flare report'\n",
+                tally.degraded, tally.first_feature, tally.first_reason);
     return exit_status;
 }
