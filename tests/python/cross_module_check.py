@@ -14,6 +14,7 @@ disagree: the proof that this check fails when the registry is not shared.
 """
 import ctypes
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -90,6 +91,7 @@ def main():
     c_reading = c_value(library, NAME)
     library.flare_shutdown()
     db_value = session_value(directory, NAME)
+    shutil.rmtree(directory, ignore_errors=True)
     print("python %s, C API %s, session %s, expected %d, %d readings while ticking"
           % (python_value, c_reading, db_value, expected, len(readings)))
     seen = [r for r in readings if r is not None]
