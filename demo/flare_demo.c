@@ -141,6 +141,11 @@ int main(int argc, char **argv)
     if (devices > 8)
         devices = 8;
 
+    /* Application counters: what the program knows and the GPU does not. */
+    flare_counter *steps_done = NULL, *bytes_uploaded = NULL;
+    flare_counter_get("demo.steps", &steps_done);
+    flare_counter_get("demo.bytes_uploaded", &bytes_uploaded);
+
     const uint32_t grid[3] = {ELEMENTS / 256, 1, 1};
     const uint32_t block[3] = {256, 1, 1};
     double expected_total = 0;
@@ -153,6 +158,7 @@ int main(int argc, char **argv)
         flare_scope_begin("upload");
         for (int d = 0; d < devices; d++) {
             CHECK(flare_sim_memcpy_async(transfer[d], x[d], host_batch, sizeof(float) * ELEMENTS));
+            flare_counter_add(bytes_uploaded, (int64_t)(sizeof(float) * ELEMENTS));
             CHECK(flare_sim_memset_async(transfer[d], y[d], 0, sizeof(float) * ELEMENTS));
             CHECK(flare_sim_stream_synchronize(transfer[d], 10000));
         }
@@ -189,6 +195,7 @@ int main(int argc, char **argv)
             step_sum += (i == 0 || i == ELEMENTS - 1) ? yi : 0.25 * left + 0.5 * yi + 0.25 * right;
         }
         expected_total += step_sum * devices;
+        flare_counter_add(steps_done, 1);
         flare_scope_end();
     }
     flare_scope_end();
