@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
 # Builds flare and runs the whole test suite three times: a plain build
 # (warnings are errors), AddressSanitizer + UndefinedBehaviorSanitizer, and
-# ThreadSanitizer, each in its own build directory.
-# Usage: scripts/test.sh [plain|asan|tsan ...]   (default: all three)
+# ThreadSanitizer, each in its own build directory; then, when clang is
+# installed, runs the libFuzzer targets for a bounded time (ctest -L fuzz,
+# FLARE_FUZZ_SECONDS each, default 20).
+# Usage: scripts/test.sh [plain|asan|tsan|fuzz ...]   (default: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 variants=("$@")
-[ ${#variants[@]} -eq 0 ] && variants=(plain asan tsan)
+[ ${#variants[@]} -eq 0 ] && variants=(plain asan tsan fuzz)
 jobs=$(nproc)
 for variant in "${variants[@]}"; do
+  if [ "$variant" = fuzz ]; then
+    # libFuzzer comes with clang only; the fuzz build compiles the fuzz
+    # targets alone (the tests above already cover the rest).
+    if ! command -v clang >/dev/null 2>&1; then
+      echo "== fuzz: skipped: clang is not installed"
+      continue
+    fi
+    build="build/test-fuzz"
+    echo "== fuzz: building in $build"
+    CC=clang cmake -S . -B "$build" -DFLARE_FUZZ=ON -DFLARE_BUILD_TESTS=OFF \
+          -DFLARE_BUILD_BENCH=OFF -DFLARE_WERROR=ON \
+          -DFLARE_FUZZ_SECONDS="${FLARE_FUZZ_SECONDS:-20}" >/dev/null
+    cmake --build "$build" -j"$jobs" --target fuzz_rules_parse
+    echo "== fuzz: fuzzing"
+    ctest --test-dir "$build" -L fuzz --output-on-failure
+    continue
+  fi
   case "$variant" in
     plain) sanitize="" ; type=RelWithDebInfo ;;
     asan)  sanitize="address,undefined" ; type=Debug ;;
     tsan)  sanitize="thread" ; type=RelWithDebInfo ;;
-    *) echo "scripts/test.sh: unknown variant '$variant' (plain, asan, tsan)" >&2; exit 2 ;;
+    *) echo "scripts/test.sh: unknown variant '$variant' (plain, asan, tsan, fuzz)" >&2; exit 2 ;;
   esac
   build="build/test-$variant"
   echo "== $variant: building in $build"

@@ -17,6 +17,17 @@ int cli_report(int argc, char **argv);
 int cli_info(int argc, char **argv);
 /* `flare export`: a session as Perfetto trace JSON, or its kernels as CSV or JSON. */
 int cli_export(int argc, char **argv);
+/* `flare rules check RULE...`: each rule's canonical form, or why it is refused. */
+int cli_rules(int argc, char **argv);
+
+/* `flare trace --deep-when RULE`: adds RULE (NULL when the option has no
+ * value) to the rules for the command; a missing or blank value is a usage
+ * error, printed. Returns CLI_EXIT_OK, CLI_EXIT_USAGE or CLI_EXIT_FAILURE. */
+int cli_deep_when_add(const char *rule);
+/* Checks the --deep-when rules, warns about each refused one (it is passed
+ * on all the same, to be installed as refused), and sets FLARE_DEEP_WHEN for
+ * the command. Does nothing when no --deep-when was given. */
+void cli_deep_when_export(int quiet);
 
 /* Prints "flare COMMAND: MESSAGE" and a hint to stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *format, ...)

@@ -21,6 +21,7 @@ static const char usage_text[] =
     "  report   summarise a saved session (the newest one by default)\n"
     "  export   write a session as a Perfetto trace, or its kernels as CSV or JSON\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
+    "  rules    check deep-profiling rules: flare rules check RULE...\n"
     "\n"
     "Run 'flare COMMAND --help' for a command's options.\n"
     "Sessions are saved under ./flare-out/ (or $FLARE_OUTPUT_DIR) unless -o is given.\n"
@@ -79,8 +80,10 @@ int main(int argc, char **argv)
         return cli_export(argc - 1, argv + 1);
     if (strcmp(command, "info") == 0)
         return cli_info(argc - 1, argv + 1);
+    if (strcmp(command, "rules") == 0)
+        return cli_rules(argc - 1, argv + 1);
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s'", command);
-    return cli_usage_error(NULL, "unknown command '%s' (commands: trace, report, export, info)",
-                           command);
+    return cli_usage_error(
+        NULL, "unknown command '%s' (commands: trace, report, export, info, rules)", command);
 }

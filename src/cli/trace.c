@@ -27,7 +27,8 @@
 #include "store/store.h"
 
 static const char trace_help[] =
-    "usage: flare trace [-o DIR] [--flush-ms N] [--quiet] -- CMD [ARGS...]\n"
+    "usage: flare trace [-o DIR] [--flush-ms N] [--deep-when RULE]... [--quiet]\n"
+    "                   -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under the profiler and saves a session: kernels, copies, memsets\n"
     "and scopes of every process of CMD that uses libflare, in DIR/session.db.\n"
@@ -38,6 +39,13 @@ static const char trace_help[] =
     "                     replaces ./flare-out)\n"
     "  --flush-ms N       how often collected events are written, 1..250 ms\n"
     "                     (default 100); a killed program keeps all but the last N ms\n"
+    "  --deep-when RULE   a deep-profiling rule, e.g. 'kernel_launch_rate < 500/s\n"
+    "                     for 2s' (docs/rules.md); repeatable, or rules separated by\n"
+    "                     ';'. Rules are parsed and validated before CMD starts and\n"
+    "                     passed to it in FLARE_DEEP_WHEN; a refused rule is reported\n"
+    "                     and never stops the trace. Deep-profiling windows are not\n"
+    "                     opened yet: the evaluator is still to come.\n"
+    "                     'flare rules check RULE' tries a rule without running CMD.\n"
     "  -q, --quiet        print nothing but errors and warnings\n"
     "  -h, --help         this help\n"
     "\n"
@@ -285,6 +293,11 @@ int cli_trace(int argc, char **argv)
                 return cli_usage_error("trace",
                                        "'--flush-ms %s': expected whole milliseconds in 1..%u",
                                        value, CORE_FLUSH_INTERVAL_MAX_MS);
+        } else if (strcmp(argument, "--deep-when") == 0) {
+            int status = cli_deep_when_add(index + 1 < argc ? argv[index + 1] : NULL);
+            if (status != CLI_EXIT_OK)
+                return status;
+            index++;
         } else if (strcmp(argument, "-q") == 0 || strcmp(argument, "--quiet") == 0) {
             quiet = 1;
         } else if (argument[0] == '-') {
@@ -303,6 +316,9 @@ int cli_trace(int argc, char **argv)
     int command_count = argc - index - 1;
     if (command_count == 0)
         return cli_usage_error("trace", "missing the command after '--'");
+    /* Rules are checked before anything is prepared, so their warnings come
+     * first; a refused rule never stops the trace (cli_deep_when_export). */
+    cli_deep_when_export(quiet);
 
     char command_line[1024];
     if (join_command_line(command_count, command, command_line, sizeof(command_line)) != 0)
