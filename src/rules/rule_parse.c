@@ -234,11 +234,10 @@ static int check_number_start(parser *p, token t, const char *noun, const char *
     const char *s = p->text + t.start;
     char shown[256];
     quote_token(p, t, shown, sizeof(shown));
-    if (t.kind == TOKEN_END)
-        return fail(p, t.start, "expected %s such as %s, found the end of the rule", noun, example);
     if (t.kind == TOKEN_SEMICOLON)
         return fail_semicolon(p, t);
-    if (t.kind == TOKEN_OPERATOR)
+    /* Callers report the end of the text themselves, with a better message. */
+    if (t.kind != TOKEN_WORD)
         return fail(p, t.start, "expected %s such as %s, found '%s'", noun, example, shown);
     if (s[0] == '-')
         return fail(p, t.start, "'%s' is negative: %s", shown, range);

@@ -537,6 +537,29 @@ static const refused_row refused[] = {
      "at column 34: ';' separates rules in a list; one rule cannot contain it"},
     {"kernel_launch_rate < 500/s for cooldown",
      "at column 32: expected a duration such as 2s, found 'cooldown'"},
+    {"; kernel_launch_rate < 5/s",
+     "at column 1: ';' separates rules in a list; one rule cannot contain it"},
+    {"kernel_launch_rate ; < 5/s",
+     "at column 20: ';' separates rules in a list; one rule cannot contain it"},
+    {"kernel_launch_rate < ;",
+     "at column 22: ';' separates rules in a list; one rule cannot contain it"},
+    {"kernel_launch_rate < < 5/s", "at column 22: expected a rate such as 500/s, found '<'"},
+    {"kernel_launch_rate < 500/s cooldown=",
+     "at column 36: write options as 'cooldown 30s', without '='"},
+    /* 21 digits can never fit; 64 fraction digits can never be exact. */
+    {"kernel_launch_rate < 100000000000000000000/s",
+     "at column 22: '100000000000000000000/s' is too large: kernel_launch_rate takes 0/s to "
+     "1000000000000/s"},
+    {"kernel_launch_rate < 0.1111111111111111111111111111111111111111111111111111111111111111/s",
+     "at column 22: '0.1111111111111111111111111111111111111111111111...' is finer than a rate can "
+     "be: the smallest step is 0.001/s"},
+    /* The largest value a rate's 64 bits hold, and one step past it. */
+    {"kernel_launch_rate < 18446744073709551.615/s",
+     "at column 22: 18446744073709551.615/s is out of range: kernel_launch_rate takes 0/s to "
+     "1000000000000/s"},
+    {"kernel_launch_rate < 18446744073709551.616/s",
+     "at column 22: '18446744073709551.616/s' is too large: kernel_launch_rate takes 0/s to "
+     "1000000000000/s"},
     {"custom."
      "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
      "cccc < 5/s",
