@@ -255,6 +255,51 @@ FLARE_API int flare_runtime_shared(void);
  * not fit; PATH_MAX + 256 bytes always suffice. */
 FLARE_API int flare_runtime_describe(char *buffer, size_t size);
 
+/* ---- Deep-profiling windows ---- */
+
+/*
+ * A deep-profiling window arms the expensive collection (PM sampling on a
+ * GPU; the simulated engine on the simulated device) for a short, bounded
+ * time. At most one window exists per process at a time, whoever opened it:
+ * the application, a --deep-after schedule or a rule. A window always has a
+ * duration bound and may have a launch bound; it closes on the first bound
+ * reached, on flare_window_close, or at session end, and the session's
+ * windows table records why (docs/windows.md). Not for hot paths: both
+ * calls take a lock and wait for the collector's next beat (at most the
+ * flush interval, 250 ms).
+ */
+typedef struct flare_window_options {
+    size_t struct_size;
+    /* Longest the window stays open, 1..600000 ms (0: 2000). */
+    uint32_t max_duration_ms;
+    /* Close after this many kernel launches (0: no launch bound). */
+    uint64_t max_launches;
+    /* Recorded with the window (NULL: none); truncated to 63 bytes. */
+    const char *label;
+} flare_window_options;
+
+FLARE_API void flare_window_options_init(flare_window_options *options);
+
+/*
+ * Opens a window (NULL options: defaults). Returns FLARE_OK once it is open;
+ * FLARE_ERR_STATE when a window is already queued or open (the log names
+ * which window and who opened it; nothing changes); FLARE_ERR_NOT_ACTIVE
+ * without a session; FLARE_ERR_UNSUPPORTED when the deep engine cannot be
+ * armed (the reason is in the log and in the window's record, and no window
+ * opens); FLARE_ERR_INVALID_ARGUMENT for a bad option; FLARE_ERR_TIMEOUT
+ * when the collector did not get to the request within 2 s (it stays queued
+ * and opens at the next beat).
+ */
+FLARE_API int flare_window_open(const flare_window_options *options);
+
+/*
+ * Closes the window that is open or queued, whoever opened it, with reason
+ * "manual", and waits (at most 2 s) until it is closed. FLARE_OK,
+ * FLARE_ERR_STATE when there is no window, FLARE_ERR_NOT_ACTIVE without a
+ * session, FLARE_ERR_TIMEOUT when the close is still pending.
+ */
+FLARE_API int flare_window_close(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,4 +88,39 @@ typedef struct backend_ops {
     void (*set_completion_handler)(backend_completion_handler handler, void *user);
 } backend_ops;
 
+/* ---- Deep engines ----
+ *
+ * A deep engine is the expensive kind of collection (PM sampling, later
+ * SASS or PC sampling) that runs only inside a bounded deep-profiling window
+ * (src/windows). A backend that has one exposes this table beside
+ * backend_ops; the window coordinator arms it when a window opens and disarms
+ * it when the window closes, from one thread at a time. Time is passed in so
+ * the engine never reads a clock of its own and tests can fake it.
+ */
+typedef struct backend_engine_config {
+    uint64_t sample_interval_ns; /* 0: the engine's default */
+    const char *label;           /* what opened the window, for the engine's log */
+} backend_engine_config;
+
+typedef struct backend_engine_result {
+    uint64_t armed_ns;    /* the now_ns arm was given */
+    uint64_t disarmed_ns; /* the now_ns disarm was given */
+    uint64_t samples;     /* what the engine collected while armed */
+} backend_engine_result;
+
+typedef struct backend_engine_ops {
+    const char *name; /* "sim-pm", "cuda-pm", ... */
+    /* Starts collecting on device (-1: every device the process uses).
+     * 0, or FLARE_ERR_UNSUPPORTED / FLARE_ERR_BACKEND / FLARE_ERR_STATE with
+     * a reason in reason[0..reason_size) that the window record keeps. A
+     * failed arm leaves nothing armed. */
+    int (*arm)(int device, const backend_engine_config *config, uint64_t now_ns, char *reason,
+               size_t reason_size);
+    /* Stops collecting; fills result (may be NULL). FLARE_ERR_STATE when not armed. */
+    int (*disarm)(int device, uint64_t now_ns, backend_engine_result *result);
+    /* 0 when arm could succeed now; else the status arm would fail with and
+     * its reason. Lets a rule be refused up front, never fired into nothing. */
+    int (*probe)(int device, char *reason, size_t reason_size);
+} backend_engine_ops;
+
 #endif /* FLARE_BACKEND_BACKEND_H */

@@ -21,6 +21,7 @@
 #include "core/runtime.h"
 #include "counters/counters_session.h"
 #include "backend/sim/sim.h"
+#include "windows/windows_session.h"
 
 struct core_collector {
     store *store;
@@ -228,6 +229,8 @@ static int commit_batch(drain_context *context)
     if (intern_failures != 0)
         store_set_drops(database, context->pid, "name_intern", "names stored truncated",
                         intern_failures);
+    /* The window coordinator's beat: opens and closes windows, stores finished ones. */
+    windows_session_beat(database, context->pid, core_now_ns());
     core_capabilities_write(database, context->pid, 0);
     counters_session_write(database, context->pid, core_now_ns());
     write_log_lines(context);

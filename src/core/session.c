@@ -26,6 +26,7 @@
 #include "core/runtime.h"
 #include "counters/counters_session.h"
 #include "store/store.h"
+#include "windows/windows_session.h"
 
 typedef struct session {
     core_config config;
@@ -70,6 +71,9 @@ FLARE_API uint64_t flare_now_ns(void)
 static void on_backend_completion(const backend_completion *completion, void *user)
 {
     (void)user;
+    /* Launch bounds of deep-profiling windows count the simulated device's kernels. */
+    if (completion->kind == BACKEND_WORK_KERNEL)
+        windows_session_count_launch();
     core_thread *thread;
     core_event *event = core_emit_reserve(&thread);
     if (event == NULL)
@@ -245,6 +249,7 @@ FLARE_API int flare_init(const flare_options *options)
     core_threads_for_each(take_drop_baseline, NULL);
     counters_session_begin();
     core_capabilities_mark_all_changed();
+    windows_session_begin(core_now_ns());
     int status = start_session(options);
     if (status != FLARE_OK)
         counters_session_end();
@@ -308,6 +313,7 @@ FLARE_API int flare_shutdown(void)
     int status = FLARE_OK;
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
+        windows_session_end(current->store, current->pid, end_ns);
         core_threads_for_each(record_open_scopes, &context);
         counters_scope_handles_end_session(current->store, current->pid, current->generation,
                                            end_ns);

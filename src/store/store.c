@@ -19,7 +19,7 @@
 #include "store/store_internal.h"
 
 /*
- * Version 2. Every uint64 is stored as INTEGER through a cast to int64 (a
+ * Version 3. Every uint64 is stored as INTEGER through a cast to int64 (a
  * value above INT64_MAX reads back negative in SQL and exact in C). Only
  * the tables the collector appends to at high rate (kernels, copies, scopes,
  * log) have no secondary index: each index would cost the writer a B-tree
@@ -147,12 +147,40 @@ static const char *const store_schema_ddl[] = {
     " time_ns INTEGER NOT NULL,"
     " value INTEGER NOT NULL)",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 2), ('created_by', 'flare')",
+    /* Version 3: deep-profiling windows (docs/windows.md). */
+    "CREATE TABLE IF NOT EXISTS windows ("
+    " pid INTEGER NOT NULL,"
+    " id INTEGER NOT NULL,"
+    " token_kind TEXT NOT NULL,"
+    " label TEXT NOT NULL,"
+    " rule_id INTEGER,"
+    " rule_text TEXT,"
+    " comparison TEXT,"
+    " threshold REAL,"
+    " rate_window_ns INTEGER,"
+    " sustained_ns INTEGER,"
+    " first_true_ns INTEGER,"
+    " observed_value REAL,"
+    " observed_partial INTEGER NOT NULL DEFAULT 0,"
+    " max_duration_ns INTEGER NOT NULL,"
+    " max_launches INTEGER NOT NULL,"
+    " requested_ns INTEGER NOT NULL,"
+    " opened_ns INTEGER,"
+    " closed_ns INTEGER,"
+    " close_reason TEXT NOT NULL,"
+    " launches INTEGER NOT NULL,"
+    " engine TEXT NOT NULL,"
+    " engine_status TEXT NOT NULL,"
+    " engine_reason TEXT NOT NULL,"
+    " engine_samples INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, id))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 3), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 2, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 3, "update the meta row in store_schema_ddl");
 
 /* ---- errors ---- */
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 #define STORE_DATABASE_NAME  "session.db"
 
 typedef struct store store;
@@ -258,5 +258,44 @@ typedef struct store_counter_row {
 typedef int (*store_counter_callback)(const store_counter_row *row, void *user);
 /* Every counter with its final value, by name then pid. */
 int store_read_counters(store *store, store_counter_callback callback, void *user);
+
+/* ---- Deep-profiling windows (src/windows; store_windows.c). ---- */
+
+/* One deep-profiling window, requested, opened (or refused) and closed.
+ * Strings may be NULL (stored as NULL for the cause, "" otherwise). Fields
+ * of the cause are meaningful only when has_cause is set (a rule's window);
+ * opened_ns and closed_ns are 0 for a request that never opened. */
+typedef struct store_window_row {
+    int64_t pid;
+    uint64_t id;            /* per process, from 1 */
+    const char *token_kind; /* "rule", "manual", "scheduled" */
+    const char *label;      /* manual label, or what scheduled it */
+    int has_cause;
+    uint32_t rule_id;
+    const char *rule_text;
+    const char *comparison;
+    double threshold;
+    uint64_t rate_window_ns;
+    uint64_t sustained_ns;
+    uint64_t first_true_ns;
+    double observed_value;
+    int observed_partial; /* the observed value came from a truncated window */
+    uint64_t max_duration_ns;
+    uint64_t max_launches; /* 0: no launch bound */
+    uint64_t requested_ns;
+    uint64_t opened_ns;
+    uint64_t closed_ns;
+    const char *close_reason; /* "duration", "launches", "manual", "session end", "refused", ... */
+    uint64_t launches;        /* launches counted while open */
+    const char *engine;
+    const char *engine_status; /* "armed", "refused", "none" */
+    const char *engine_reason;
+    uint64_t engine_samples;
+} store_window_row;
+
+int store_put_window(store *store, const store_window_row *row);
+typedef int (*store_window_callback)(const store_window_row *row, void *user);
+/* Every window, by requested time then pid and id. */
+int store_read_windows(store *store, store_window_callback callback, void *user);
 
 #endif /* FLARE_STORE_STORE_H */

@@ -50,4 +50,26 @@ int sim_device_stream_count(int device);
 #define SIM_STREAM_QUEUE_CAPACITY 4096
 #define SIM_SUBMIT_WAIT_MS        1000
 
+/* ---- The simulated deep engine (sim_engine.c) ---- */
+
+/* The simulated device's deep engine: arming records when it started,
+ * disarming reports one synthetic sample per sample interval (default
+ * SIM_ENGINE_SAMPLE_INTERVAL_NS). Process-wide, one arm at a time. */
+#define SIM_ENGINE_SAMPLE_INTERVAL_NS 100000ull /* 100 us, like PM sampling's default */
+const backend_engine_ops *sim_engine(void);
+
+/* Fault injection: while fail is non-zero every arm and probe fails with
+ * FLARE_ERR_UNSUPPORTED and reason (NULL: a default text). */
+void sim_engine_fault_set(int fail, const char *reason);
+
+typedef struct sim_engine_stats {
+    uint64_t arms;     /* successful arms */
+    uint64_t refusals; /* arms refused (fault, or already armed) */
+    uint64_t disarms;
+    int armed; /* armed now */
+} sim_engine_stats;
+void sim_engine_stats_get(sim_engine_stats *stats);
+/* Clears the counters and the fault (tests). */
+void sim_engine_reset(void);
+
 #endif /* FLARE_BACKEND_SIM_SIM_H */

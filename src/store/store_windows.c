@@ -1,0 +1,156 @@
+/*
+ * store_windows.c: the windows table: one row per deep-profiling window
+ * (store.h, docs/schema.md).
+ *
+ * Windows are rare (a handful per session), so each write prepares its
+ * statement instead of taking a slot in the writer's prepared table. Like
+ * every store function it never aborts and reports SQLite's message through
+ * store_last_error; it must never be called on a hot path.
+ */
+#include <sqlite3.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "flare/flare.h"
+#include "store/store_internal.h"
+
+static const char window_insert_sql[] =
+    "INSERT INTO windows(pid, id, token_kind, label, rule_id, rule_text, comparison, threshold, "
+    "rate_window_ns, sustained_ns, first_true_ns, observed_value, observed_partial, "
+    "max_duration_ns, max_launches, requested_ns, opened_ns, closed_ns, close_reason, launches, "
+    "engine, engine_status, engine_reason, engine_samples) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+    "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24) "
+    "ON CONFLICT(pid, id) DO UPDATE SET opened_ns = excluded.opened_ns, closed_ns = "
+    "excluded.closed_ns, close_reason = excluded.close_reason, launches = excluded.launches, "
+    "engine_status = excluded.engine_status, engine_reason = excluded.engine_reason, "
+    "engine_samples = excluded.engine_samples";
+
+static const char *text_or_empty(const char *text)
+{
+    return text != NULL ? text : "";
+}
+
+/* Binds a time that 0 means "never" as NULL, so SQL sees the difference. */
+static void bind_time(sqlite3_stmt *statement, int index, uint64_t time_ns)
+{
+    if (time_ns == 0)
+        sqlite3_bind_null(statement, index);
+    else
+        sqlite3_bind_int64(statement, index, (int64_t)time_ns);
+}
+
+int store_put_window(store *handle, const store_window_row *row)
+{
+    if (handle == NULL || row == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    if (sqlite3_prepare_v2(handle->db, window_insert_sql, -1, &statement, NULL) != SQLITE_OK) {
+        status = store_set_sqlite_error(handle, "cannot prepare the window insert");
+        sqlite3_finalize(statement);
+        return status;
+    }
+    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)row->id);
+    sqlite3_bind_text(statement, 3, text_or_empty(row->token_kind), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, 4, text_or_empty(row->label), -1, SQLITE_TRANSIENT);
+    if (row->has_cause) {
+        sqlite3_bind_int64(statement, 5, row->rule_id);
+        sqlite3_bind_text(statement, 6, text_or_empty(row->rule_text), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(statement, 7, text_or_empty(row->comparison), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_double(statement, 8, row->threshold);
+        sqlite3_bind_int64(statement, 9, (int64_t)row->rate_window_ns);
+        sqlite3_bind_int64(statement, 10, (int64_t)row->sustained_ns);
+        bind_time(statement, 11, row->first_true_ns);
+        sqlite3_bind_double(statement, 12, row->observed_value);
+    }
+    /* Unbound parameters are NULL: a window without a rule has no cause. */
+    sqlite3_bind_int(statement, 13, row->observed_partial ? 1 : 0);
+    sqlite3_bind_int64(statement, 14, (int64_t)row->max_duration_ns);
+    sqlite3_bind_int64(statement, 15, (int64_t)row->max_launches);
+    sqlite3_bind_int64(statement, 16, (int64_t)row->requested_ns);
+    bind_time(statement, 17, row->opened_ns);
+    bind_time(statement, 18, row->closed_ns);
+    sqlite3_bind_text(statement, 19, text_or_empty(row->close_reason), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(statement, 20, (int64_t)row->launches);
+    sqlite3_bind_text(statement, 21, text_or_empty(row->engine), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, 22, text_or_empty(row->engine_status), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, 23, text_or_empty(row->engine_reason), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(statement, 24, (int64_t)row->engine_samples);
+    if (sqlite3_step(statement) != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot write a window");
+    sqlite3_finalize(statement);
+    return status;
+}
+
+static const char window_select_sql[] =
+    "SELECT pid, id, token_kind, label, rule_id, rule_text, comparison, threshold, "
+    "rate_window_ns, sustained_ns, first_true_ns, observed_value, observed_partial, "
+    "max_duration_ns, max_launches, requested_ns, opened_ns, closed_ns, close_reason, launches, "
+    "engine, engine_status, engine_reason, engine_samples FROM windows "
+    "ORDER BY requested_ns, pid, id";
+
+static uint64_t column_u64(sqlite3_stmt *statement, int column)
+{
+    return (uint64_t)sqlite3_column_int64(statement, column);
+}
+
+static const char *column_text(sqlite3_stmt *statement, int column)
+{
+    const unsigned char *text = sqlite3_column_text(statement, column);
+    return text != NULL ? (const char *)text : NULL;
+}
+
+int store_read_windows(store *handle, store_window_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    /* A WRITE handle's readers must see the open batch's buffered rows. */
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    if (sqlite3_prepare_v2(handle->db, window_select_sql, -1, &statement, NULL) != SQLITE_OK) {
+        status = store_set_sqlite_error(handle, "cannot read the windows");
+        sqlite3_finalize(statement);
+        return status;
+    }
+    int rc;
+    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
+        store_window_row row;
+        memset(&row, 0, sizeof(row));
+        row.pid = sqlite3_column_int64(statement, 0);
+        row.id = column_u64(statement, 1);
+        row.token_kind = column_text(statement, 2);
+        row.label = column_text(statement, 3);
+        row.has_cause = sqlite3_column_type(statement, 4) != SQLITE_NULL;
+        row.rule_id = (uint32_t)sqlite3_column_int64(statement, 4);
+        row.rule_text = column_text(statement, 5);
+        row.comparison = column_text(statement, 6);
+        row.threshold = sqlite3_column_double(statement, 7);
+        row.rate_window_ns = column_u64(statement, 8);
+        row.sustained_ns = column_u64(statement, 9);
+        row.first_true_ns = column_u64(statement, 10);
+        row.observed_value = sqlite3_column_double(statement, 11);
+        row.observed_partial = sqlite3_column_int(statement, 12);
+        row.max_duration_ns = column_u64(statement, 13);
+        row.max_launches = column_u64(statement, 14);
+        row.requested_ns = column_u64(statement, 15);
+        row.opened_ns = column_u64(statement, 16);
+        row.closed_ns = column_u64(statement, 17);
+        row.close_reason = column_text(statement, 18);
+        row.launches = column_u64(statement, 19);
+        row.engine = column_text(statement, 20);
+        row.engine_status = column_text(statement, 21);
+        row.engine_reason = column_text(statement, 22);
+        row.engine_samples = column_u64(statement, 23);
+        if (callback(&row, user) != 0)
+            break;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read the windows");
+    sqlite3_finalize(statement);
+    return status;
+}

@@ -1,0 +1,382 @@
+/*
+ * windows_session.c: the process's window coordinator within a session
+ * (windows_session.h): the public flare_window_ API, scheduled windows and
+ * the collector's beat.
+ *
+ * The coordinator lives for the life of the process once created, like the
+ * thread slots: an application thread racing flare_shutdown may still call
+ * flare_window_open, and must find memory, not a freed pointer. Nothing here
+ * may block an application's hot path; the public calls wait, boundedly, and
+ * are documented as not for hot paths.
+ */
+#include "windows/windows_session.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/sim/sim.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "flare/flare.h"
+
+#define WINDOWS_DEFAULT_DURATION_MS 2000u
+#define WINDOWS_API_WAIT_NS         2000000000ull /* eight beats at the longest flush interval */
+#define WINDOWS_PARSE_MAX_NS        (24ull * 3600ull * 1000000000ull)
+#define WINDOWS_WRITE_BATCH         16
+
+static pthread_mutex_t coordinator_lock = PTHREAD_MUTEX_INITIALIZER;
+static windows_coordinator *_Atomic process_coordinator;
+static _Atomic uint64_t launch_count;
+static _Atomic int session_running;
+static _Atomic(const backend_engine_ops *) chosen_engine;
+static _Atomic int engine_chosen;
+
+/* The schedule of this session; written by begin (before the collector
+ * runs) and read by the beat on the collector thread. */
+static uint64_t schedule_at_ns; /* 0: no scheduled window */
+static uint64_t schedule_for_ns;
+static char schedule_label[WINDOWS_LABEL_MAX];
+static uint64_t stored_drops; /* record drops last written; collector only */
+
+windows_coordinator *windows_session_coordinator(void)
+{
+    return atomic_load_explicit(&process_coordinator, memory_order_acquire);
+}
+
+void windows_session_set_engine(const backend_engine_ops *engine)
+{
+    atomic_store(&chosen_engine, engine);
+    atomic_store(&engine_chosen, 1);
+}
+
+void windows_session_count_launch(void)
+{
+    atomic_fetch_add_explicit(&launch_count, 1, memory_order_relaxed);
+}
+
+static uint64_t launches_now(void)
+{
+    return atomic_load_explicit(&launch_count, memory_order_relaxed);
+}
+
+int windows_parse_duration(const char *text, uint64_t *duration_ns, char *error, size_t error_size)
+{
+    if (text == NULL || text[0] == '\0') {
+        snprintf(error, error_size, "expected a duration with a unit, e.g. 500ms, 2s or 1min");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    /* Digits parsed by hand: strtod would follow the locale's decimal point. */
+    const char *cursor = text;
+    uint64_t whole = 0;
+    uint64_t fraction = 0, fraction_scale = 1;
+    int digits = 0;
+    while (*cursor >= '0' && *cursor <= '9') {
+        if (whole > WINDOWS_PARSE_MAX_NS / 10)
+            goto too_long;
+        whole = whole * 10 + (uint64_t)(*cursor++ - '0');
+        digits++;
+    }
+    if (*cursor == '.') {
+        cursor++;
+        while (*cursor >= '0' && *cursor <= '9') {
+            if (fraction_scale < 1000000000ull) {
+                fraction = fraction * 10 + (uint64_t)(*cursor - '0');
+                fraction_scale *= 10;
+            }
+            cursor++;
+            digits++;
+        }
+    }
+    if (digits == 0) {
+        snprintf(error, error_size, "'%s': expected a number and a unit, e.g. 500ms, 2s or 1min",
+                 text);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    uint64_t unit_ns;
+    if (strcmp(cursor, "ms") == 0) {
+        unit_ns = 1000000ull;
+    } else if (strcmp(cursor, "s") == 0) {
+        unit_ns = 1000000000ull;
+    } else if (strcmp(cursor, "min") == 0) {
+        unit_ns = 60ull * 1000000000ull;
+    } else if (*cursor == '\0') {
+        snprintf(error, error_size,
+                 "'%s' has no unit: write %sms, %ss or %smin (a bare number is ambiguous)", text,
+                 text, text, text);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    } else {
+        snprintf(error, error_size, "'%s': unknown unit '%s' (use ms, s or min)", text, cursor);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (whole > WINDOWS_PARSE_MAX_NS / unit_ns)
+        goto too_long;
+    uint64_t total = whole * unit_ns + fraction * unit_ns / fraction_scale;
+    if (total > WINDOWS_PARSE_MAX_NS)
+        goto too_long;
+    if (total == 0) {
+        snprintf(error, error_size, "'%s': a duration must be more than zero", text);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    *duration_ns = total;
+    return FLARE_OK;
+too_long:
+    snprintf(error, error_size, "'%s': longer than 24 hours", text);
+    return FLARE_ERR_INVALID_ARGUMENT;
+}
+
+/* Reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR into the schedule. */
+static void read_schedule(uint64_t start_ns, const char *engine_name)
+{
+    schedule_at_ns = 0;
+    const char *after = getenv("FLARE_DEEP_AFTER");
+    const char *length = getenv("FLARE_DEEP_FOR");
+    int have_after = after != NULL && after[0] != '\0';
+    int have_length = length != NULL && length[0] != '\0';
+    if (!have_after && !have_length) {
+        core_capability_set("deep_windows", 0, CORE_CAPABILITY_ACTIVE,
+                            "on request (flare_window_open); engine %s", engine_name);
+        return;
+    }
+    char error[192] = "";
+    uint64_t after_ns = 0, for_ns = 0;
+    if (!have_after || !have_length) {
+        snprintf(error, sizeof(error), "%s is set without %s; both are needed",
+                 have_after ? "FLARE_DEEP_AFTER" : "FLARE_DEEP_FOR",
+                 have_after ? "FLARE_DEEP_FOR" : "FLARE_DEEP_AFTER");
+    } else if (windows_parse_duration(after, &after_ns, error, sizeof(error)) != FLARE_OK ||
+               windows_parse_duration(length, &for_ns, error, sizeof(error)) != FLARE_OK) {
+        /* error says which */
+    } else if (for_ns > WINDOWS_DURATION_MAX_NS) {
+        snprintf(error, sizeof(error), "FLARE_DEEP_FOR=%s: a window lasts at most %llu s", length,
+                 WINDOWS_DURATION_MAX_NS / 1000000000ull);
+    }
+    if (error[0] != '\0') {
+        core_log(CORE_LOG_WARNING, "scheduled deep window ignored: %s", error);
+        core_capability_set("deep_windows", 1, CORE_CAPABILITY_DEGRADED,
+                            "scheduled window ignored: %s", error);
+        return;
+    }
+    schedule_at_ns = start_ns + after_ns;
+    schedule_for_ns = for_ns;
+    snprintf(schedule_label, sizeof(schedule_label), "deep-after %s for %s", after, length);
+    core_capability_set("deep_windows", 1, CORE_CAPABILITY_ACTIVE,
+                        "scheduled: after %s for %s; engine %s", after, length, engine_name);
+}
+
+void windows_session_begin(uint64_t start_ns)
+{
+    const backend_engine_ops *engine =
+        atomic_load(&engine_chosen) ? atomic_load(&chosen_engine) : sim_engine();
+    pthread_mutex_lock(&coordinator_lock);
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (coordinator == NULL) {
+        windows_config config = {.engine = engine, .device = -1, .record_capacity = 0};
+        if (windows_create(&config, &coordinator) != FLARE_OK) {
+            pthread_mutex_unlock(&coordinator_lock);
+            core_capability_set("deep_windows", 0, CORE_CAPABILITY_UNAVAILABLE,
+                                "out of memory for the window coordinator");
+            return;
+        }
+        atomic_store_explicit(&process_coordinator, coordinator, memory_order_release);
+    } else {
+        /* A request that raced the last session's end must not open in this
+         * one, and that session's unwritten records are not this one's. */
+        windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, start_ns, launches_now());
+        windows_record discard[WINDOWS_WRITE_BATCH];
+        while (windows_take_records(coordinator, discard, WINDOWS_WRITE_BATCH) > 0) {
+        }
+    }
+    pthread_mutex_unlock(&coordinator_lock);
+    stored_drops = windows_record_drops(coordinator);
+    read_schedule(start_ns, engine != NULL ? engine->name : "none");
+    atomic_store(&session_running, 1);
+}
+
+static void write_records(windows_coordinator *coordinator, store *database, int64_t pid)
+{
+    windows_record records[WINDOWS_WRITE_BATCH];
+    size_t count;
+    while ((count = windows_take_records(coordinator, records, WINDOWS_WRITE_BATCH)) > 0) {
+        for (size_t i = 0; i < count; i++) {
+            const windows_record *record = &records[i];
+            store_window_row row = {
+                .pid = pid,
+                .id = record->id,
+                .token_kind = windows_token_kind_name(record->token.kind),
+                .label = record->token.label,
+                .has_cause = record->has_cause || record->token.kind == WINDOWS_TOKEN_RULE,
+                .rule_id = record->token.rule_id,
+                .rule_text = record->has_cause ? record->cause.rule_text : NULL,
+                .comparison = record->has_cause ? record->cause.comparison : NULL,
+                .threshold = record->cause.threshold,
+                .rate_window_ns = record->cause.rate_window_ns,
+                .sustained_ns = record->cause.sustained_ns,
+                .first_true_ns = record->cause.first_true_ns,
+                .observed_value = record->cause.observed_value,
+                .observed_partial = record->cause.observed_partial,
+                .max_duration_ns = record->bounds.max_duration_ns,
+                .max_launches = record->bounds.max_launches,
+                .requested_ns = record->requested_ns,
+                .opened_ns = record->opened_ns,
+                .closed_ns = record->closed_ns,
+                .close_reason = record->close_reason,
+                .launches = record->launches,
+                .engine = record->engine,
+                .engine_status = record->engine_status,
+                .engine_reason = record->engine_reason,
+                .engine_samples = record->engine_samples,
+            };
+            if (store_put_window(database, &row) != FLARE_OK)
+                CORE_LOG_ONCE("windows.store", CORE_LOG_ERROR, "cannot store window %llu: %s",
+                              (unsigned long long)record->id, store_last_error(database));
+            if (strcmp(record->close_reason, WINDOWS_CLOSE_REFUSED) == 0)
+                core_log(CORE_LOG_WARNING, "deep window %llu refused: %s",
+                         (unsigned long long)record->id, record->engine_reason);
+        }
+    }
+    uint64_t drops = windows_record_drops(coordinator);
+    if (drops != stored_drops &&
+        store_set_drops(database, pid, "windows", "window records", drops) == FLARE_OK)
+        stored_drops = drops;
+}
+
+/* Queues the scheduled window once it is due. A busy coordinator does not
+ * cancel it: it is tried again at each beat until it gets in. */
+static void start_scheduled(windows_coordinator *coordinator, uint64_t now_ns)
+{
+    if (schedule_at_ns == 0 || now_ns < schedule_at_ns)
+        return;
+    windows_token token = {.kind = WINDOWS_TOKEN_SCHEDULED};
+    snprintf(token.label, sizeof(token.label), "%s", schedule_label);
+    windows_bounds bounds = {.max_duration_ns = schedule_for_ns, .max_launches = 0};
+    windows_request_result result;
+    if (windows_request_open(coordinator, &token, &bounds, NULL, now_ns, &result) == FLARE_OK) {
+        schedule_at_ns = 0;
+    } else {
+        CORE_LOG_ONCE("windows.scheduled_busy", CORE_LOG_INFO, "scheduled deep window waits: %s",
+                      result.message);
+    }
+}
+
+void windows_session_beat(store *database, int64_t pid, uint64_t now_ns)
+{
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (coordinator == NULL)
+        return;
+    start_scheduled(coordinator, now_ns);
+    windows_tick(coordinator, now_ns, launches_now());
+    write_records(coordinator, database, pid);
+}
+
+void windows_session_end(store *database, int64_t pid, uint64_t end_ns)
+{
+    atomic_store(&session_running, 0);
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (coordinator == NULL)
+        return;
+    schedule_at_ns = 0;
+    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, end_ns, launches_now());
+    write_records(coordinator, database, pid);
+}
+
+/* ---- the public API ---- */
+
+FLARE_API void flare_window_options_init(flare_window_options *options)
+{
+    if (options == NULL)
+        return;
+    memset(options, 0, sizeof(*options));
+    options->struct_size = sizeof(*options);
+}
+
+static void pause_briefly(void)
+{
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+/* Waits until window_id leaves PENDING (want_idle: until it is finished). */
+static int wait_for(windows_coordinator *coordinator, uint64_t window_id, int want_idle,
+                    windows_state *state, windows_record *record)
+{
+    uint64_t deadline = core_now_ns() + WINDOWS_API_WAIT_NS;
+    for (;;) {
+        if (windows_lookup(coordinator, window_id, state, record) != FLARE_OK)
+            return FLARE_ERR_NOT_FOUND;
+        if (want_idle ? *state == WINDOWS_IDLE : *state != WINDOWS_PENDING)
+            return FLARE_OK;
+        if (core_now_ns() >= deadline)
+            return FLARE_ERR_TIMEOUT;
+        pause_briefly();
+    }
+}
+
+FLARE_API int flare_window_open(const flare_window_options *options)
+{
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (!flare_is_active() || !atomic_load(&session_running) || coordinator == NULL)
+        return FLARE_ERR_NOT_ACTIVE;
+    flare_window_options settings;
+    flare_window_options_init(&settings);
+    if (options != NULL) {
+        /* Only the fields the caller's struct has: it may predate later ones. */
+        if (options->struct_size <
+            offsetof(flare_window_options, max_duration_ms) + sizeof(options->max_duration_ms))
+            return FLARE_ERR_INVALID_ARGUMENT;
+        size_t size =
+            options->struct_size < sizeof(settings) ? options->struct_size : sizeof(settings);
+        memcpy(&settings, options, size);
+    }
+    if (settings.max_duration_ms == 0)
+        settings.max_duration_ms = WINDOWS_DEFAULT_DURATION_MS;
+    if ((uint64_t)settings.max_duration_ms * 1000000ull > WINDOWS_DURATION_MAX_NS)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    windows_token token = {.kind = WINDOWS_TOKEN_MANUAL};
+    if (settings.label != NULL)
+        snprintf(token.label, sizeof(token.label), "%s", settings.label);
+    windows_bounds bounds = {.max_duration_ns = (uint64_t)settings.max_duration_ms * 1000000ull,
+                             .max_launches = settings.max_launches};
+    windows_request_result result;
+    int status = windows_request_open(coordinator, &token, &bounds, NULL, core_now_ns(), &result);
+    if (status == FLARE_ERR_STATE)
+        core_log(CORE_LOG_INFO, "flare_window_open: %s", result.message);
+    if (status != FLARE_OK)
+        return status;
+    windows_state state;
+    windows_record record;
+    status = wait_for(coordinator, result.window_id, 0, &state, &record);
+    if (status == FLARE_ERR_TIMEOUT)
+        return status;
+    if (status != FLARE_OK || state == WINDOWS_IDLE) {
+        /* Finished without ever being open: refused by the engine, or closed
+         * while queued. */
+        if (status == FLARE_OK && strcmp(record.close_reason, WINDOWS_CLOSE_REFUSED) == 0) {
+            core_log(CORE_LOG_WARNING, "flare_window_open: window %llu refused: %s",
+                     (unsigned long long)record.id, record.engine_reason);
+            return FLARE_ERR_UNSUPPORTED;
+        }
+        if (status == FLARE_OK && record.opened_ns != 0)
+            return FLARE_OK; /* opened and already closed on a bound */
+        return FLARE_ERR_STATE;
+    }
+    return FLARE_OK;
+}
+
+FLARE_API int flare_window_close(void)
+{
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (!flare_is_active() || !atomic_load(&session_running) || coordinator == NULL)
+        return FLARE_ERR_NOT_ACTIVE;
+    uint64_t window_id = 0;
+    int status = windows_request_close(coordinator, WINDOWS_CLOSE_MANUAL, &window_id);
+    if (status != FLARE_OK)
+        return status;
+    windows_state state;
+    status = wait_for(coordinator, window_id, 1, &state, NULL);
+    return status == FLARE_ERR_NOT_FOUND ? FLARE_OK : status;
+}

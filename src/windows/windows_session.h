@@ -1,0 +1,50 @@
+/*
+ * windows_session.h: the process's one window coordinator, tied to the
+ * session: flare_window_open/close, scheduled windows (FLARE_DEEP_AFTER /
+ * FLARE_DEEP_FOR), the collector's beat and the records it stores.
+ *
+ * Owns the process-wide coordinator (created at the first session, kept for
+ * the life of the process like the thread slots, so a late caller can never
+ * touch freed memory) and the launch count that launch bounds use. Only
+ * windows_session_count_launch may run on a hot path (one relaxed atomic
+ * add); everything else takes locks and must stay off application hot paths.
+ */
+#ifndef FLARE_WINDOWS_WINDOWS_SESSION_H
+#define FLARE_WINDOWS_WINDOWS_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "store/store.h"
+#include "windows/windows.h"
+
+/* Called by flare_init before the collector starts: resets the coordinator
+ * for a new session and reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR. A bad value
+ * is logged and recorded as a degraded "deep_windows" capability; it never
+ * stops the session (the CLI refuses bad values before the command runs). */
+void windows_session_begin(uint64_t start_ns);
+/* The collector's beat, inside its open batch at each commit: starts a due
+ * scheduled window, runs windows_tick, and writes finished windows. */
+void windows_session_beat(store *database, int64_t pid, uint64_t now_ns);
+/* Called by flare_shutdown inside its last batch, after the collector has
+ * stopped: closes any window with reason "session end" and writes it. */
+void windows_session_end(store *database, int64_t pid, uint64_t end_ns);
+/* One host kernel launch (hot path: a relaxed atomic add). */
+void windows_session_count_launch(void);
+/* The engine windows arm from the next window on (default: the simulated
+ * device's, sim_engine()). NULL: windows open with no engine. */
+void windows_session_set_engine(const backend_engine_ops *engine);
+/* The process's coordinator (NULL before the first session). For tests and
+ * the evaluator. */
+windows_coordinator *windows_session_coordinator(void);
+
+/*
+ * Parses a duration with its unit: "250ms", "2s", "1.5s", "5min". A bare
+ * number, an unknown unit, zero, or more than 24 hours is refused with a
+ * message in error naming what was wrong and what is expected. Returns 0 or
+ * FLARE_ERR_INVALID_ARGUMENT.
+ */
+int windows_parse_duration(const char *text, uint64_t *duration_ns, char *error, size_t error_size);
+
+#endif /* FLARE_WINDOWS_WINDOWS_SESSION_H */
