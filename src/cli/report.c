@@ -214,6 +214,50 @@ static int print_drop_row(const store_drop_row *row, void *user)
     return 0;
 }
 
+/* One deep-profiling window (docs/windows.md): who opened it, when relative
+ * to the session's start, how long, why it closed, and whether the value
+ * that fired it came from a truncated (partial) window. */
+typedef struct window_context {
+    int rows;
+    uint64_t session_start_ns;
+} window_context;
+
+static int print_window_row(const store_window_row *row, void *user)
+{
+    window_context *context = user;
+    char opened_by[160];
+    const char *kind = row->token_kind != NULL ? row->token_kind : "";
+    const char *label = row->label != NULL ? row->label : "";
+    if (strcmp(kind, "rule") == 0)
+        snprintf(opened_by, sizeof(opened_by), "rule %u: %s", row->rule_id,
+                 row->rule_text != NULL && row->rule_text[0] ? row->rule_text : label);
+    else if (label[0] != '\0')
+        snprintf(opened_by, sizeof(opened_by), "%s '%s'", kind, label);
+    else
+        snprintf(opened_by, sizeof(opened_by), "%s", kind);
+    char opened[32] = "never", closed[32] = "-", length[32] = "-";
+    if (row->opened_ns != 0 && row->opened_ns >= context->session_start_ns) {
+        format_duration(row->opened_ns - context->session_start_ns, opened + 1, sizeof(opened) - 1);
+        opened[0] = '+';
+    }
+    if (row->closed_ns != 0 && row->closed_ns >= context->session_start_ns) {
+        format_duration(row->closed_ns - context->session_start_ns, closed + 1, sizeof(closed) - 1);
+        closed[0] = '+';
+    }
+    if (row->opened_ns != 0 && row->closed_ns >= row->opened_ns)
+        format_duration(row->closed_ns - row->opened_ns, length, sizeof(length));
+    printf("  %4llu %-44.44s %11s %11s %10s %-12s %8llu %-8s %-8s %s\n",
+           (unsigned long long)row->id, opened_by, opened, closed, length,
+           row->close_reason != NULL ? row->close_reason : "", (unsigned long long)row->launches,
+           row->engine != NULL ? row->engine : "",
+           row->engine_status != NULL ? row->engine_status : "",
+           row->observed_partial ? "partial" : "-");
+    if (row->engine_reason != NULL && row->engine_reason[0] != '\0')
+        printf("       engine: %s\n", row->engine_reason);
+    context->rows++;
+    return 0;
+}
+
 int cli_report(int argc, char **argv)
 {
     const char *directory = NULL;
@@ -325,6 +369,15 @@ int cli_report(int argc, char **argv)
         status = cli_failure("report", "reading metrics: %s", store_last_error(database));
     if (context.rows == 0)
         printf("  (none recorded)\n");
+
+    window_context windows = {.rows = 0, .session_start_ns = summary.start_ns};
+    printf("\nDeep-profiling windows (times from the session's start)\n");
+    printf("  %4s %-44s %11s %11s %10s %-12s %8s %-8s %-8s %s\n", "id", "opened by", "open",
+           "close", "length", "reason", "launches", "engine", "status", "data");
+    if (store_read_windows(database, print_window_row, &windows) != 0)
+        status = cli_failure("report", "reading windows: %s", store_last_error(database));
+    if (windows.rows == 0)
+        printf("  (none)\n");
 
     context.rows = 0;
     printf("\nCapabilities\n");

@@ -25,10 +25,11 @@
 #include "core/config.h"
 #include "flare/flare.h"
 #include "store/store.h"
+#include "windows/windows_session.h"
 
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--flush-ms N] [--deep-when RULE]... [--quiet]\n"
-    "                   -- CMD [ARGS...]\n"
+    "                   [--deep-after DURATION --deep-for DURATION] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under the profiler and saves a session: kernels, copies, memsets\n"
     "and scopes of every process of CMD that uses libflare, in DIR/session.db.\n"
@@ -46,6 +47,11 @@ static const char trace_help[] =
     "                     and never stops the trace. Deep-profiling windows are not\n"
     "                     opened yet: the evaluator is still to come.\n"
     "                     'flare rules check RULE' tries a rule without running CMD.\n"
+    "  --deep-after DURATION --deep-for DURATION\n"
+    "                     one scheduled deep-profiling window in each process: it\n"
+    "                     opens DURATION after the process's session starts and\n"
+    "                     lasts the --deep-for DURATION (units: ms, s, min; e.g.\n"
+    "                     --deep-after 30s --deep-for 2s). Both or neither.\n"
     "  -q, --quiet        print nothing but errors and warnings\n"
     "  -h, --help         this help\n"
     "\n"
@@ -269,6 +275,7 @@ int cli_trace(int argc, char **argv)
     const char *output = NULL;
     uint32_t flush_ms = 0;
     int quiet = 0;
+    const char *deep_after = NULL, *deep_for = NULL;
     int index = 1;
     for (; index < argc; index++) {
         const char *argument = argv[index];
@@ -298,6 +305,23 @@ int cli_trace(int argc, char **argv)
             if (status != CLI_EXIT_OK)
                 return status;
             index++;
+        } else if (strcmp(argument, "--deep-after") == 0 || strcmp(argument, "--deep-for") == 0) {
+            if (index + 1 >= argc || strcmp(argv[index + 1], "--") == 0)
+                return cli_usage_error("trace", "option '%s' needs a duration, e.g. %s %s",
+                                       argument, argument,
+                                       strcmp(argument, "--deep-after") == 0 ? "30s" : "2s");
+            const char *value = argv[++index];
+            char why[192];
+            uint64_t duration_ns;
+            if (windows_parse_duration(value, &duration_ns, why, sizeof(why)) != FLARE_OK)
+                return cli_usage_error("trace", "'%s %s': %s", argument, value, why);
+            if (strcmp(argument, "--deep-for") == 0 && duration_ns > WINDOWS_DURATION_MAX_NS)
+                return cli_usage_error("trace", "'--deep-for %s': a window lasts at most %llu s",
+                                       value, WINDOWS_DURATION_MAX_NS / 1000000000ull);
+            if (strcmp(argument, "--deep-after") == 0)
+                deep_after = value;
+            else
+                deep_for = value;
         } else if (strcmp(argument, "-q") == 0 || strcmp(argument, "--quiet") == 0) {
             quiet = 1;
         } else if (argument[0] == '-') {
@@ -316,6 +340,20 @@ int cli_trace(int argc, char **argv)
     int command_count = argc - index - 1;
     if (command_count == 0)
         return cli_usage_error("trace", "missing the command after '--'");
+    /* A scheduled window needs both when and how long; checked here, after
+     * every option, so the answer is the same whichever came first. */
+    if ((deep_after != NULL) != (deep_for != NULL))
+        return cli_usage_error(
+            "trace",
+            "'%s %s' needs '%s' too: add %s DURATION (e.g. --deep-after 30s --deep-for 2s)",
+            deep_after != NULL ? "--deep-after" : "--deep-for",
+            deep_after != NULL ? deep_after : deep_for,
+            deep_after != NULL ? "--deep-for" : "--deep-after",
+            deep_after != NULL ? "--deep-for" : "--deep-after");
+    if (deep_after != NULL) {
+        setenv("FLARE_DEEP_AFTER", deep_after, 1);
+        setenv("FLARE_DEEP_FOR", deep_for, 1);
+    }
     /* Rules are checked before anything is prepared, so their warnings come
      * first; a refused rule never stops the trace (cli_deep_when_export). */
     cli_deep_when_export(quiet);

@@ -1,0 +1,194 @@
+/*
+ * test_windows_cli.c: scheduled deep-profiling windows on the command line
+ * (`flare trace --deep-after D --deep-for D`) and the windows section of
+ * `flare report`: usage errors are exit 2 with a message that names the way
+ * out, in either flag order, and nothing runs; good values reach the command
+ * as FLARE_DEEP_AFTER / FLARE_DEEP_FOR; a session's windows are reported.
+ * Runs the built flare (FLARE_TEST_BIN_DIR) in child processes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "flare/flare.h"
+#include "test_util.h"
+
+static char bin_dir[1024];
+static char scratch[256];
+static char out_text[65536];
+static char err_text[65536];
+
+static void slurp(const char *path, char *buffer, size_t size)
+{
+    buffer[0] = '\0';
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return;
+    ssize_t got = read(fd, buffer, size - 1);
+    close(fd);
+    buffer[got > 0 ? got : 0] = '\0';
+}
+
+/* Runs bin_dir/flare with the NULL-terminated arguments in scratch, keeps
+ * its stdout and stderr, and returns its exit status as a shell reports it. */
+static int run_flare(const char *const *arguments)
+{
+    char path[1200], out_path[300], err_path[300];
+    snprintf(path, sizeof(path), "%s/flare", bin_dir);
+    snprintf(out_path, sizeof(out_path), "%s/stdout.txt", scratch);
+    snprintf(err_path, sizeof(err_path), "%s/stderr.txt", scratch);
+    const char *argv[32] = {path};
+    int count = 1;
+    for (; arguments[count - 1] != NULL && count < 30; count++)
+        argv[count] = arguments[count - 1];
+    argv[count] = NULL;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(out, 1);
+        dup2(err, 2);
+        if (chdir(scratch) != 0)
+            _exit(99);
+        execv(path, (char *const *)argv);
+        _exit(98);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    slurp(out_path, out_text, sizeof(out_text));
+    slurp(err_path, err_text, sizeof(err_text));
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+#define FLARE(...) run_flare((const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_contains(const char *text, const char *part)
+{
+    if (strstr(text, part) == NULL)
+        fail_msg("'%s' not found in:\n%s", part, text);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("FLARE_TEST_BIN_DIR");
+    snprintf(bin_dir, sizeof(bin_dir), "%s", dir != NULL ? dir : "bin");
+    test_make_temp_dir(scratch, sizeof(scratch), "windows-cli");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_remove_dir(scratch);
+    return 0;
+}
+
+/* A usage error must leave no session behind: nothing was prepared or run. */
+static void expect_nothing_ran(void)
+{
+    struct stat info;
+    char path[400];
+    snprintf(path, sizeof(path), "%s/out", scratch);
+    assert_int_not_equal(stat(path, &info), 0);
+    expect_contains(err_text, "Run 'flare trace --help' for usage.");
+}
+
+static void test_bare_number_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        FLARE("trace", "-o", "out", "--deep-after", "30", "--deep-for", "2s", "--", "true"), 2);
+    expect_contains(err_text, "flare trace: '--deep-after 30': '30' has no unit: write 30ms, 30s "
+                              "or 30min (a bare number is ambiguous)");
+    expect_nothing_ran();
+    assert_int_equal(
+        FLARE("trace", "-o", "out", "--deep-after", "30s", "--deep-for", "2", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-for 2': '2' has no unit: write 2ms, 2s or 2min");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "--deep-for", "2h", "--deep-after", "1s", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-for 2h': '2h': unknown unit 'h' (use ms, s or min)");
+    assert_int_equal(FLARE("trace", "--deep-after", "0s", "--deep-for", "1s", "--", "true"), 2);
+    expect_contains(err_text, "a duration must be more than zero");
+    assert_int_equal(FLARE("trace", "--deep-after", "1s", "--deep-for", "11min", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-for 11min': a window lasts at most 600 s");
+    assert_int_equal(FLARE("trace", "--deep-after"), 2);
+    expect_contains(err_text, "option '--deep-after' needs a duration, e.g. --deep-after 30s");
+}
+
+static void test_one_without_the_other_is_refused_in_either_order(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("trace", "-o", "out", "--deep-for", "2s", "--", "true"), 2);
+    expect_contains(err_text, "flare trace: '--deep-for 2s' needs '--deep-after' too: add "
+                              "--deep-after DURATION (e.g. --deep-after 30s --deep-for 2s)");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--deep-after", "30s", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-after 30s' needs '--deep-for' too: add --deep-for "
+                              "DURATION");
+    expect_nothing_ran();
+    /* Options after the lone flag do not change the answer. */
+    assert_int_equal(FLARE("trace", "--deep-for", "2s", "-o", "out", "--quiet", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-for 2s' needs '--deep-after' too");
+    expect_nothing_ran();
+}
+
+static void test_schedule_reaches_the_command(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("trace", "-o", "out", "--deep-for", "2s", "--quiet", "--deep-after",
+                           "1.5s", "--", "sh", "-c",
+                           "echo \"[$FLARE_DEEP_AFTER|$FLARE_DEEP_FOR]\""),
+                     0);
+    expect_contains(out_text, "[1.5s|2s]");
+    assert_int_equal(FLARE("trace", "--help"), 0);
+    expect_contains(out_text, "--deep-after DURATION --deep-for DURATION");
+}
+
+static void test_report_lists_windows(void **state)
+{
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/session", scratch);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 5;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    flare_window_options window;
+    flare_window_options_init(&window);
+    window.max_duration_ms = 20;
+    window.label = "from the cli test";
+    assert_int_equal(flare_window_open(&window), FLARE_OK);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+
+    assert_int_equal(FLARE("report", dir), 0);
+    expect_contains(out_text, "Deep-profiling windows (times from the session's start)");
+    expect_contains(out_text, "manual 'from the cli test'");
+    expect_contains(out_text, "sim-pm");
+    if (strstr(out_text, " duration ") == NULL && strstr(out_text, " session end ") == NULL)
+        fail_msg("no close reason in:\n%s", out_text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bare_number_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_without_the_other_is_refused_in_either_order,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_schedule_reaches_the_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_lists_windows, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
