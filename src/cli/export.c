@@ -261,6 +261,18 @@ static void output_json_string(export_output *output, const char *text)
     output_char(output, '"');
 }
 
+/* The session's identity, shared by the perfetto and json formats:
+ * ,"command":...,"host":...,"flare_version":... */
+static void output_session_identity(export_output *output, const store_session_summary *summary)
+{
+    output_text(output, ",\"command\":");
+    output_json_string(output, summary->command);
+    output_text(output, ",\"host\":");
+    output_json_string(output, summary->host);
+    output_text(output, ",\"flare_version\":");
+    output_json_string(output, summary->flare_version);
+}
+
 /* A CSV field (RFC 4180): quoted, with quotes doubled, when it holds a
  * comma, a quote or a line break; as is otherwise. Invalid UTF-8 becomes
  * '?' here too, so that the file is valid UTF-8 text for every reader. */
@@ -727,12 +739,7 @@ static int export_perfetto(store *database, const store_session_summary *summary
     /* otherData is the format's place for facts about the whole trace. */
     output_text(output, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"session\":");
     output_json_string(output, session_dir);
-    output_text(output, ",\"command\":");
-    output_json_string(output, summary->command);
-    output_text(output, ",\"host\":");
-    output_json_string(output, summary->host);
-    output_text(output, ",\"flare_version\":");
-    output_json_string(output, summary->flare_version);
+    output_session_identity(output, summary);
     output_text(output, ",\"start_unix_ns\":");
     output_i64(output, summary->start_unix_ns);
     output_text(output, ",\"start_ns\":");
@@ -893,12 +900,7 @@ static int export_kernel_table(store *database, const store_session_summary *sum
     } else {
         output_text(output, "{\"session\":{\"directory\":");
         output_json_string(output, session_dir);
-        output_text(output, ",\"command\":");
-        output_json_string(output, summary->command);
-        output_text(output, ",\"host\":");
-        output_json_string(output, summary->host);
-        output_text(output, ",\"flare_version\":");
-        output_json_string(output, summary->flare_version);
+        output_session_identity(output, summary);
         output_text(output, ",\"start_ns\":");
         output_u64(output, summary->start_ns);
         output_text(output, ",\"end_ns\":");
