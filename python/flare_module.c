@@ -70,6 +70,20 @@ static int never_active(void)
     return 0;
 }
 
+static int no_session_window_open(uint32_t max_duration_ms, uint64_t max_launches,
+                                  const char *label)
+{
+    (void)max_duration_ms;
+    (void)max_launches;
+    (void)label;
+    return FLARE_ERR_NOT_ACTIVE;
+}
+
+static int no_session_window_close(void)
+{
+    return FLARE_ERR_NOT_ACTIVE;
+}
+
 static const char *private_version(void)
 {
     return FLARE_VERSION_STRING;
@@ -96,6 +110,8 @@ static const flare_runtime_abi private_table = {
     .scope_close = no_session_scope_close,
     .is_active = never_active,
     .version = private_version,
+    .window_open = no_session_window_open,
+    .window_close = no_session_window_close,
 };
 
 /* ---- argument checks ---- */
@@ -464,6 +480,93 @@ static PyObject *module_tick(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
+/* An int argument in [minimum, maximum], or -1 with TypeError/ValueError set. */
+static int bounded_int_argument(PyObject *value, const char *what, unsigned long long minimum,
+                                unsigned long long maximum, unsigned long long *out)
+{
+    if (!PyLong_Check(value) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be int, not %.100s", what, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow != 0 || number < 0 || (unsigned long long)number < minimum ||
+        (unsigned long long)number > maximum) {
+        PyErr_Format(PyExc_ValueError, "%s must be in %llu..%llu", what, minimum, maximum);
+        return -1;
+    }
+    *out = (unsigned long long)number;
+    return 0;
+}
+
+/* The module links no libflare (it binds through the ABI), so it carries
+ * its own copy of the status texts, generated from flare.h's one list. */
+static const char *status_text(int status)
+{
+    switch (status) {
+#define STATUS_TEXT_(name, value, text)                                                            \
+    case value:                                                                                    \
+        return text;
+        FLARE_STATUS_MAP(STATUS_TEXT_)
+#undef STATUS_TEXT_
+    }
+    return "unknown flare status";
+}
+
+/* Raises the exception that fits a window call's status; NULL, or None on OK. */
+static PyObject *window_result(int status, const char *call)
+{
+    if (status == FLARE_OK)
+        Py_RETURN_NONE;
+    if (status == FLARE_ERR_INVALID_ARGUMENT)
+        PyErr_Format(PyExc_ValueError, "flare.%s: %s", call, status_text(status));
+    else if (status == FLARE_ERR_TIMEOUT)
+        PyErr_Format(PyExc_TimeoutError, "flare.%s: %s", call, status_text(status));
+    else if (status == FLARE_ERR_STATE)
+        PyErr_Format(PyExc_RuntimeError,
+                     "flare.%s: %s (a window is already queued or open, or none is: at most "
+                     "one window at a time per process; see flare.log)",
+                     call, status_text(status));
+    else
+        PyErr_Format(PyExc_RuntimeError, "flare.%s: %s", call, status_text(status));
+    return NULL;
+}
+
+static PyObject *module_window_open(PyObject *module, PyObject *args, PyObject *keywords)
+{
+    (void)module;
+    static char *names[] = {"max_duration_ms", "max_launches", "label", NULL};
+    PyObject *duration = NULL, *launches = NULL, *label = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, keywords, "|OOO:window_open", names, &duration,
+                                     &launches, &label))
+        return NULL;
+    unsigned long long duration_ms = 0, max_launches = 0;
+    if (duration != NULL &&
+        bounded_int_argument(duration, "max_duration_ms", 1, 600000, &duration_ms) != 0)
+        return NULL;
+    if (launches != NULL && bounded_int_argument(launches, "max_launches", 0,
+                                                 (unsigned long long)INT64_MAX, &max_launches) != 0)
+        return NULL;
+    const char *label_text = NULL;
+    if (label != Py_None && (label_text = name_argument(label, "label")) == NULL)
+        return NULL;
+    int status;
+    Py_BEGIN_ALLOW_THREADS status =
+        runtime->window_open((uint32_t)duration_ms, (uint64_t)max_launches, label_text);
+    Py_END_ALLOW_THREADS return window_result(status, "window_open");
+}
+
+static PyObject *module_window_close(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    int status;
+    Py_BEGIN_ALLOW_THREADS status = runtime->window_close();
+    Py_END_ALLOW_THREADS return window_result(status, "window_close");
+}
+
 static PyObject *module_scope(PyObject *module, PyObject *name)
 {
     (void)module;
@@ -528,6 +631,14 @@ static PyMethodDef module_methods[] = {
     {"find", (PyCFunction)module_find, METH_O,
      "find(name)\n--\n\nThe Counter for name if it was ever registered, else None; never "
      "registers."},
+    {"window_open", (PyCFunction)(void (*)(void))module_window_open, METH_VARARGS | METH_KEYWORDS,
+     "window_open(max_duration_ms=2000, max_launches=0, label=None)\n--\n\nOpens a "
+     "deep-profiling window and waits until it is open. RuntimeError without a session, when "
+     "a window is already queued or open, or when the deep engine cannot be armed; "
+     "TimeoutError when the collector did not act within 2 s; TypeError/ValueError for bad "
+     "arguments."},
+    {"window_close", (PyCFunction)module_window_close, METH_NOARGS,
+     "window_close()\n--\n\nCloses the open or queued window (reason \"manual\")."},
     {"tick", (PyCFunction)(void (*)(void))module_tick, METH_FASTCALL | METH_KEYWORDS,
      "tick(name, n=1)\n--\n\nflare.counter(name).add(n) with a look-up per call: for code "
      "outside hot loops."},

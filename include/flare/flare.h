@@ -241,6 +241,9 @@ typedef struct flare_runtime_abi {
     int (*scope_close)(flare_scope_handle handle);
     int (*is_active)(void);
     const char *(*version)(void);
+    /* Deep-profiling windows (flare_window_open's options as plain fields). */
+    int (*window_open)(uint32_t max_duration_ms, uint64_t max_launches, const char *label);
+    int (*window_close)(void);
 } flare_runtime_abi;
 
 /* The table for abi_version, or NULL when this runtime cannot serve it.

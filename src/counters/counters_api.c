@@ -33,6 +33,18 @@ static pthread_once_t binding_once = PTHREAD_ONCE_INIT;
 static int binding_shared;
 static char binding_description[PATH_MAX + 256];
 
+/* flare_window_open with its options passed as plain C fields, so that the
+ * ABI table carries no struct whose layout could drift. */
+static int abi_window_open(uint32_t max_duration_ms, uint64_t max_launches, const char *label)
+{
+    flare_window_options options;
+    flare_window_options_init(&options);
+    options.max_duration_ms = max_duration_ms;
+    options.max_launches = max_launches;
+    options.label = label;
+    return flare_window_open(&options);
+}
+
 /* libflare is linked -Bsymbolic, so these are this copy's own functions even
  * when another copy that defines the same names was loaded first. */
 static const flare_runtime_abi own_table = {
@@ -54,6 +66,8 @@ static const flare_runtime_abi own_table = {
     .scope_close = flare_scope_close,
     .is_active = flare_is_active,
     .version = flare_version,
+    .window_open = abi_window_open,
+    .window_close = flare_window_close,
 };
 
 void counters_log_rejection(const char *message)

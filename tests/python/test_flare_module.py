@@ -236,6 +236,46 @@ class Session(unittest.TestCase):
         self.assertEqual(value, 2)
         shutil.rmtree(directory)
 
+    def test_windows_from_python(self):
+        # Without a session: a clear RuntimeError, and argument errors first.
+        with self.assertRaises(RuntimeError):
+            flare.window_open()
+        with self.assertRaises(RuntimeError):
+            flare.window_close()
+        with self.assertRaises(TypeError):
+            flare.window_open(max_duration_ms="2s")
+        with self.assertRaises(TypeError):
+            flare.window_open(max_duration_ms=True)
+        with self.assertRaises(ValueError):
+            flare.window_open(max_duration_ms=0)
+        with self.assertRaises(ValueError):
+            flare.window_open(max_duration_ms=600001)
+        with self.assertRaises(ValueError):
+            flare.window_open(max_launches=-1)
+        with self.assertRaises(TypeError):
+            flare.window_open(label=5)
+        library = ctypes.CDLL(LIBRARY)
+        directory = tempfile.mkdtemp(prefix="flare-test-pywindow-")
+
+        class Options(ctypes.Structure):
+            _fields_ = [("struct_size", ctypes.c_size_t), ("session_dir", ctypes.c_char_p),
+                        ("flush_interval_ms", ctypes.c_uint32),
+                        ("ring_capacity", ctypes.c_uint32)]
+        options = Options(ctypes.sizeof(Options), directory.encode(), 10, 0)
+        self.assertEqual(library.flare_init(ctypes.byref(options)), 0)
+        flare.window_open(max_duration_ms=60000, label="from python")
+        with self.assertRaises(RuntimeError):  # one window at a time
+            flare.window_open(max_duration_ms=1000)
+        flare.window_close()
+        with self.assertRaises(RuntimeError):  # nothing left to close
+            flare.window_close()
+        self.assertEqual(library.flare_shutdown(), 0)
+        with sqlite3.connect("file:%s/session.db?mode=ro" % directory, uri=True) as db:
+            rows = db.execute("SELECT token_kind, label, close_reason FROM windows").fetchall()
+        self.assertEqual(len(rows), 1, rows)
+        self.assertEqual(rows[0][1:], ("from python", "manual"))
+        shutil.rmtree(directory)
+
     def test_flare_trace_records_python_counters(self):
         flare_command = os.path.join(os.environ["FLARE_TEST_BIN_DIR"], "flare")
         directory = tempfile.mkdtemp(prefix="flare-test-pytrace-")
