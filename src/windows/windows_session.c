@@ -64,6 +64,11 @@ static uint64_t launches_now(void)
     return atomic_load_explicit(&launch_count, memory_order_relaxed);
 }
 
+uint64_t windows_session_launches(void)
+{
+    return launches_now();
+}
+
 int windows_parse_duration(const char *text, uint64_t *duration_ns, char *error, size_t error_size)
 {
     if (text == NULL || text[0] == '\0') {

@@ -32,6 +32,8 @@ void windows_session_beat(store *database, int64_t pid, uint64_t now_ns);
 void windows_session_end(store *database, int64_t pid, uint64_t end_ns);
 /* One host kernel launch (hot path: a relaxed atomic add). */
 void windows_session_count_launch(void);
+/* Launches counted since the process started (every session's). */
+uint64_t windows_session_launches(void);
 /* The engine windows arm from the next window on (default: the simulated
  * device's, sim_engine()). NULL: windows open with no engine. */
 void windows_session_set_engine(const backend_engine_ops *engine);

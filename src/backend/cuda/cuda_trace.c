@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "core/runtime.h"
 #include "flare/flare.h"
+#include "windows/windows_session.h"
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
 #define PATIENT_WAIT_NS             500000000ull
@@ -43,7 +44,6 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int tracing_started;
 static int nvtx_forwarded;
 static CUpti_SubscriberHandle subscriber;
-static _Atomic uint64_t host_launches;
 static _Atomic uint64_t cupti_dropped_records;
 static _Atomic uint64_t activity_buffers_lost;
 static _Atomic uint64_t ranges_dropped;
@@ -317,10 +317,11 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
     (void)user;
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
         const CUpti_CallbackData *call = data;
-        /* The launch rate counts host launches at entry; this is also where
-         * the replay gate will hook. One relaxed add: nothing else here. */
+        /* Host launches are counted at entry: they feed the launch rate and
+         * the deep windows' launch bound (one process-wide counter); this is
+         * also where the replay gate will hook. One relaxed add, nothing else. */
         if (call->callbackSite == CUPTI_API_ENTER)
-            atomic_fetch_add_explicit(&host_launches, 1, memory_order_relaxed);
+            windows_session_count_launch();
     } else if (domain == CUPTI_CB_DOMAIN_NVTX) {
         handle_nvtx(id, data);
     }
@@ -377,8 +378,7 @@ static void *sampler_main(void *argument)
         pthread_mutex_unlock(&sampler_lock);
         if (nvml_device_count > 0)
             sample_nvml();
-        emit_metric(-1, "host_kernel_launches", core_now_ns(),
-                    (int64_t)atomic_load_explicit(&host_launches, memory_order_relaxed));
+        emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)windows_session_launches());
         pthread_mutex_lock(&sampler_lock);
         struct timespec deadline =
             core_deadline_after_ns((uint64_t)sampler_interval_ms * 1000000ull);
@@ -464,8 +464,7 @@ static void finish_tracing(void)
     if (cupti.library != NULL)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     stop_sampler();
-    emit_metric(-1, "host_kernel_launches", core_now_ns(),
-                (int64_t)atomic_load_explicit(&host_launches, memory_order_relaxed));
+    emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)windows_session_launches());
     uint64_t dropped = atomic_load(&cupti_dropped_records);
     uint64_t lost_buffers = atomic_load(&activity_buffers_lost);
     uint64_t lost_ranges = atomic_load(&ranges_dropped);
