@@ -74,6 +74,11 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
   "$flare" trace -q -o "$work/other" -- "$build/gpu/other_subscriber" || fail "other_subscriber exit status"
   python3 tests/gpu/check_session.py other_subscriber "$work/other" || fail "other_subscriber database"
 
+  echo "== a scheduled deep window during a CUDA launch storm"
+  "$flare" trace -q -o "$work/window" --deep-after 50ms --deep-for 300ms -- "$build/gpu/launch_storm" 400000 \
+    || fail "window run exit status"
+  python3 tests/gpu/check_session.py window "$work/window" || fail "window database"
+
   echo "== PyTorch training loop under flare trace"
   rm -rf "$work/train"
   "$flare" trace -o "$work/train" -- python3 tests/gpu/train.py 50 || fail "train.py exit status"

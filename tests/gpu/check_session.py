@@ -98,6 +98,25 @@ def check_other_subscriber(db):
     return failures
 
 
+def check_window(db):
+    """A scheduled window during a CUDA launch storm: opened, closed on its
+    launch bound or duration, and counting CUDA launches from the driver
+    callbacks."""
+    failures = []
+    windows = rows(db, "SELECT token_kind, close_reason, launches, opened_ns, closed_ns FROM windows")
+    if len(windows) != 1:
+        failures.append(f"{len(windows)} windows, expected 1: {windows}")
+        return failures
+    kind, reason, launches, opened, closed = windows[0]
+    if kind != "scheduled" or opened is None or closed is None:
+        failures.append(f"window not opened and closed as scheduled: {windows[0]}")
+    if launches <= 0:
+        failures.append(f"window counted {launches} launches: CUDA launches do not reach it")
+    print(f"window: {kind}, closed on {reason}, {launches} launches, "
+          f"{(closed - opened) / 1e6:.1f} ms")
+    return failures
+
+
 def main():
     mode, session = sys.argv[1], sys.argv[2]
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
@@ -105,6 +124,8 @@ def main():
         failures = check_known_work(db)
     elif mode == "other_subscriber":
         failures = check_other_subscriber(db)
+    elif mode == "window":
+        failures = check_window(db)
     else:
         failures = check_train(db, int(sys.argv[3]))
     for failure in failures:
