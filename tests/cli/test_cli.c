@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_run.h"
 #include "test_util.h"
 
 static char bin_dir[1024];
@@ -24,49 +25,16 @@ static char scratch[256];
 static char out_text[65536];
 static char err_text[65536];
 
-static void read_file(const char *path, char *buffer, size_t size)
-{
-    buffer[0] = '\0';
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return;
-    ssize_t got = read(fd, buffer, size - 1);
-    close(fd);
-    buffer[got > 0 ? got : 0] = '\0';
-}
-
-/* Runs bin_dir/program with arguments (NULL-terminated); captures output;
- * returns the exit code as a shell reports it. */
+/* Runs bin_dir/program with arguments (NULL-terminated) in scratch; captures
+ * its output; returns the exit code as a shell reports it. */
 static int run(const char *program, const char *const *arguments)
 {
-    char path[1200], out_path[300], err_path[300];
+    char path[1200];
     snprintf(path, sizeof(path), "%s/%s", bin_dir, program);
-    snprintf(out_path, sizeof(out_path), "%s/stdout.txt", scratch);
-    snprintf(err_path, sizeof(err_path), "%s/stderr.txt", scratch);
-    const char *argv[32] = {path};
-    int count = 1;
-    for (; arguments != NULL && arguments[count - 1] != NULL; count++)
-        argv[count] = arguments[count - 1];
-    argv[count] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(out, 1);
-        dup2(err, 2);
-        if (chdir(scratch) != 0)
-            _exit(99);
-        execv(path, (char *const *)argv);
-        _exit(98);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    read_file(out_path, out_text, sizeof(out_text));
-    read_file(err_path, err_text, sizeof(err_text));
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
+    int status = cli_run_program(path, 0, arguments, scratch, out_text, sizeof(out_text), err_text,
+                                 sizeof(err_text));
+    assert_true(status >= 0);
+    return status;
 }
 
 #define RUN(program, ...) run(program, (const char *const[]){__VA_ARGS__, NULL})

@@ -26,6 +26,7 @@
 
 #include "flare/flare.h"
 #include "store/store.h"
+#include "cli_run.h"
 #include "test_util.h"
 
 static char bin_dir[1024];
@@ -38,52 +39,15 @@ static char err_text[65536];
 
 /* ---- running programs ---- */
 
-static void read_file(const char *path, char *buffer, size_t size)
-{
-    buffer[0] = '\0';
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return;
-    ssize_t got = read(fd, buffer, size - 1);
-    close(fd);
-    buffer[got > 0 ? got : 0] = '\0';
-}
-
 /* Runs program (a path, or a name looked up in PATH when search is set)
  * with arguments (NULL-terminated) in scratch; captures the start of its
  * output; returns the exit code as a shell reports it. */
 static int run_program(const char *program, int search, const char *const *arguments)
 {
-    char out_path[300], err_path[300];
-    snprintf(out_path, sizeof(out_path), "%s/stdout.txt", scratch);
-    snprintf(err_path, sizeof(err_path), "%s/stderr.txt", scratch);
-    const char *argv[32] = {program};
-    int count = 1;
-    for (; arguments != NULL && arguments[count - 1] != NULL; count++)
-        argv[count] = arguments[count - 1];
-    argv[count] = NULL;
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(out, 1);
-        dup2(err, 2);
-        if (chdir(scratch) != 0)
-            _exit(99);
-        if (search)
-            execvp(program, (char *const *)argv);
-        else
-            execv(program, (char *const *)argv);
-        _exit(98);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    read_file(out_path, out_text, sizeof(out_text));
-    read_file(err_path, err_text, sizeof(err_text));
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
+    int status = cli_run_program(program, search, arguments, scratch, out_text, sizeof(out_text),
+                                 err_text, sizeof(err_text));
+    assert_true(status >= 0);
+    return status;
 }
 
 static int run_flare_program(const char *name, const char *const *arguments)
@@ -711,13 +675,13 @@ static void test_failure_leaves_no_half_file(void **state)
     expect_failure_naming(FLARE("export", broken, "--format", "perfetto", "-o", file), "metrics");
     assert_non_null(strstr(err_text, "no file written"));
     char content[64];
-    read_file(file, content, sizeof(content));
+    cli_read_file(file, content, sizeof(content));
     assert_string_equal(content, "old content\n");
     assert_false(file_exists(temporary));
 
     /* A good export replaces the file whole. */
     assert_int_equal(FLARE("export", crafted_dir, "--format", "csv", "-o", file), 0);
-    read_file(file, content, sizeof(content));
+    cli_read_file(file, content, sizeof(content));
     assert_true(strncmp(content, "pid,device,", 11) == 0);
     assert_false(file_exists(temporary));
 }
@@ -753,7 +717,7 @@ static void test_output_to_a_pipe(void **state)
     assert_true(still_a_pipe);
     assert_int_equal(code, 0);
     char content[64];
-    read_file(copy, content, sizeof(content));
+    cli_read_file(copy, content, sizeof(content));
     assert_true(strncmp(content, "pid,device,", 11) == 0);
 }
 
