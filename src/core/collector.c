@@ -21,6 +21,7 @@
 #include "core/runtime.h"
 #include "counters/counters_session.h"
 #include "backend/sim/sim.h"
+#include "rules/rules_session.h"
 #include "windows/windows_session.h"
 
 struct core_collector {
@@ -102,6 +103,8 @@ static void write_event(const core_event *event, void *user)
         memcpy(row.grid, event->detail.kernel.grid, sizeof(row.grid));
         memcpy(row.block, event->detail.kernel.block, sizeof(row.block));
         status = store_put_kernel(context->store, &row);
+        if (event->end_ns >= event->start_ns)
+            rules_session_kernel(event->end_ns, event->end_ns - event->start_ns);
         break;
     }
     case CORE_EVENT_COPY:
@@ -149,6 +152,8 @@ static void write_event(const core_event *event, void *user)
             .value = event->detail.metric.value,
         };
         status = store_put_metric(context->store, &row);
+        rules_session_metric(event->device, event->name, event->start_ns,
+                             event->detail.metric.value);
         break;
     }
     default:
@@ -229,6 +234,8 @@ static int commit_batch(drain_context *context)
     if (intern_failures != 0)
         store_set_drops(database, context->pid, "name_intern", "names stored truncated",
                         intern_failures);
+    /* Rules step first, so a window they ask for is armed on this same beat. */
+    rules_session_beat(database, context->pid, core_now_ns());
     /* The window coordinator's beat: opens and closes windows, stores finished ones. */
     windows_session_beat(database, context->pid, core_now_ns());
     core_capabilities_write(database, context->pid, 0);

@@ -26,6 +26,7 @@
 #include "core/runtime.h"
 #include "counters/counters_session.h"
 #include "store/store.h"
+#include "rules/rules_session.h"
 #include "windows/windows_session.h"
 
 typedef struct session {
@@ -250,6 +251,7 @@ FLARE_API int flare_init(const flare_options *options)
     counters_session_begin();
     core_capabilities_mark_all_changed();
     windows_session_begin(core_now_ns());
+    rules_session_begin(core_now_ns());
     int status = start_session(options);
     if (status != FLARE_OK)
         counters_session_end();
@@ -314,6 +316,7 @@ FLARE_API int flare_shutdown(void)
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
         windows_session_end(current->store, current->pid, end_ns);
+        rules_session_end(current->store, current->pid, end_ns);
         core_threads_for_each(record_open_scopes, &context);
         counters_scope_handles_end_session(current->store, current->pid, current->generation,
                                            end_ns);

@@ -175,12 +175,29 @@ static const char *const store_schema_ddl[] = {
     " engine_samples INTEGER NOT NULL,"
     " PRIMARY KEY (pid, id))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 3), ('created_by', 'flare')",
+    /* Version 4: deep-profiling rule summaries (docs/rules.md). */
+    "CREATE TABLE IF NOT EXISTS rules ("
+    " pid INTEGER NOT NULL,"
+    " rule_id INTEGER NOT NULL,"
+    " text TEXT NOT NULL,"
+    " canonical TEXT NOT NULL,"
+    " status TEXT NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " times_true INTEGER NOT NULL,"
+    " windows_fired INTEGER NOT NULL,"
+    " busy_refusals INTEGER NOT NULL,"
+    " stale_readings INTEGER NOT NULL,"
+    " missing_readings INTEGER NOT NULL,"
+    " last_value REAL,"
+    " sequence INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, rule_id))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 4), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 3, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 4, "update the meta row in store_schema_ddl");
 
 /* ---- errors ---- */
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 #define STORE_DATABASE_NAME  "session.db"
 
 typedef struct store store;
@@ -297,5 +297,33 @@ int store_put_window(store *store, const store_window_row *row);
 typedef int (*store_window_callback)(const store_window_row *row, void *user);
 /* Every window, by requested time then pid and id. */
 int store_read_windows(store *store, store_window_callback callback, void *user);
+
+/* ---- Deep-profiling rules (src/rules; store_rules.c). ---- */
+
+/* One rule's summary. Written when the rule reaches a terminal state and
+ * again at shutdown; each write carries a larger sequence, and the row with
+ * the largest sequence is the one that stands (the write replaces an older
+ * one and is ignored when older). Strings may be NULL (stored as ""). */
+typedef struct store_rule_row {
+    int64_t pid;
+    uint32_t rule_id;      /* 1-based position in FLARE_DEEP_WHEN */
+    const char *text;      /* as written */
+    const char *canonical; /* "" when refused */
+    const char *status;    /* "refused", "exhausted", "fired", "never true", ... */
+    const char *reason;
+    uint64_t times_true;
+    uint64_t windows_fired;
+    uint64_t busy_refusals;
+    uint64_t stale_readings;
+    uint64_t missing_readings;
+    int has_last_value;
+    double last_value;
+    uint64_t sequence;
+} store_rule_row;
+
+int store_put_rule(store *store, const store_rule_row *row);
+typedef int (*store_rule_callback)(const store_rule_row *row, void *user);
+/* Every rule's standing summary, by pid then rule id. */
+int store_read_rules(store *store, store_rule_callback callback, void *user);
 
 #endif /* FLARE_STORE_STORE_H */

@@ -1,0 +1,377 @@
+/*
+ * rules_session.c: FLARE_DEEP_WHEN rules evaluated on the collector's beat
+ * (rules_session.h, docs/rules.md "How rules are evaluated").
+ *
+ * Each rule owns its source, sized by its own over, bucket and stale_after:
+ * a launch rate fed with the process's cumulative launch count at each beat,
+ * a window of completed-kernel durations, an NVML gauge of one device, or the
+ * rate of an application counter found with flare_counter_find (never
+ * created: a counter that was never registered reads as missing). The state
+ * machine is the pure evaluator; this file only feeds it and talks to the
+ * window coordinator.
+ */
+#include "rules/rules_session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "flare/flare.h"
+#include "rules/evaluator.h"
+#include "rules/readings.h"
+#include "rules/rule.h"
+#include "windows/windows.h"
+#include "windows/windows_session.h"
+
+typedef struct rule_source {
+    int ready; /* the source was set up */
+    rules_rate launches;
+    rules_percentiles durations;
+    int have_durations;
+    rules_gauge gauge;
+    rules_counter_rate counter;
+    int have_counter;   /* the counter was found and its rate set up */
+    uint64_t window_id; /* its outstanding request; 0: none */
+    int seen_open;      /* that window was seen open */
+    int turned_down;    /* its last request was turned down (told at the next step) */
+} rule_source;
+
+/* Collector-thread state of the current session. */
+static rules_evaluator evaluator;
+static rule_source sources[RULES_EVALUATOR_MAX];
+static uint64_t summary_sequence;
+
+static void free_sources(void)
+{
+    for (size_t i = 0; i < RULES_EVALUATOR_MAX; i++) {
+        if (sources[i].have_durations)
+            rules_percentiles_free(&sources[i].durations);
+        sources[i].have_durations = 0;
+    }
+}
+
+/* Sets up rule index's source; refuses the rule when it cannot be. */
+static void set_up_source(size_t index)
+{
+    const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
+    rule_source *source = &sources[index];
+    memset(source, 0, sizeof(*source));
+    if (entry == NULL || !entry->valid)
+        return;
+    const rules_rule *rule = &entry->rule;
+    char reason[RULES_EVALUATOR_REASON_MAX];
+    switch (rule->metric) {
+    case RULES_METRIC_KERNEL_LAUNCH_RATE: {
+        rules_rate_config config = {.window_ns = rule->window_ns,
+                                    .bucket_ns = rule->bucket_ns,
+                                    .stale_after_ns = rule->stale_after_ns};
+        if (rules_rate_init(&source->launches, &config) != FLARE_OK) {
+            snprintf(reason, sizeof(reason),
+                     "a rate reading holds at most %d buckets: use a wider bucket or a "
+                     "shorter over",
+                     RULES_RATE_BUCKETS_MAX);
+            rules_evaluator_refuse(&evaluator, index, reason);
+            return;
+        }
+        rules_rate_add_cumulative(&source->launches, entry->start_ns, windows_session_launches());
+        break;
+    }
+    case RULES_METRIC_KERNEL_DURATION_P50:
+    case RULES_METRIC_KERNEL_DURATION_P90:
+    case RULES_METRIC_KERNEL_DURATION_P99: {
+        rules_percentile_config config = {
+            .window_ns = rule->window_ns, .capacity = 0, .stale_after_ns = rule->stale_after_ns};
+        if (rules_percentiles_init(&source->durations, &config) != FLARE_OK) {
+            rules_evaluator_refuse(&evaluator, index,
+                                   "out of memory for the kernel duration window");
+            return;
+        }
+        source->have_durations = 1;
+        break;
+    }
+    case RULES_METRIC_GPU_UTILIZATION:
+    case RULES_METRIC_GPU_POWER:
+    case RULES_METRIC_GPU_SM_CLOCK:
+    case RULES_METRIC_GPU_MEMORY_USED:
+        rules_gauge_init(&source->gauge, rule->stale_after_ns);
+        break;
+    case RULES_METRIC_CUSTOM_RATE:
+        if (rule->bucket_ns != 0 && rule->window_ns / rule->bucket_ns > RULES_RATE_BUCKETS_MAX) {
+            snprintf(reason, sizeof(reason),
+                     "a rate reading holds at most %d buckets: use a wider bucket or a "
+                     "shorter over",
+                     RULES_RATE_BUCKETS_MAX);
+            rules_evaluator_refuse(&evaluator, index, reason);
+            return;
+        }
+        break; /* found at the beats, once registered */
+    default:
+        rules_evaluator_refuse(&evaluator, index, "unknown metric");
+        return;
+    }
+    source->ready = 1;
+}
+
+void rules_session_begin(uint64_t start_ns)
+{
+    free_sources();
+    rules_evaluator_init(&evaluator);
+    summary_sequence = 0;
+    const char *text = getenv("FLARE_DEEP_WHEN");
+    if (text == NULL || text[0] == '\0')
+        return;
+    static rules_list_entry entries[RULES_LIST_MAX];
+    size_t count = 0;
+    int status = rules_parse_list(text, entries, RULES_LIST_MAX, &count);
+    if (status == FLARE_ERR_INVALID_ARGUMENT)
+        return;
+    if (status == FLARE_ERR_FULL)
+        core_log(CORE_LOG_WARNING,
+                 "FLARE_DEEP_WHEN holds %zu rules; only the first %d are evaluated", count,
+                 RULES_LIST_MAX);
+    if (count > RULES_LIST_MAX)
+        count = RULES_LIST_MAX;
+    for (size_t i = 0; i < count; i++) {
+        const rules_list_entry *entry = &entries[i];
+        char rule_text[RULES_TEXT_MAX + 1];
+        size_t length = entry->length < RULES_TEXT_MAX ? entry->length : RULES_TEXT_MAX;
+        memcpy(rule_text, text + entry->offset, length);
+        rule_text[length] = '\0';
+        size_t index = 0;
+        if (rules_evaluator_add(&evaluator, entry->status == FLARE_OK ? &entry->rule : NULL,
+                                rule_text, entry->error, start_ns, &index) != FLARE_OK)
+            break;
+        const rules_evaluator_rule *added = rules_evaluator_get(&evaluator, index);
+        if (added->state == RULES_EVAL_REFUSED)
+            core_log(CORE_LOG_WARNING, "deep-profiling rule %zu refused: %s", index + 1,
+                     added->reason);
+        else
+            core_log(CORE_LOG_INFO, "deep-profiling rule %zu: %s", index + 1, added->canonical);
+        set_up_source(index);
+    }
+}
+
+void rules_session_kernel(uint64_t end_ns, uint64_t duration_ns)
+{
+    for (size_t i = 0; i < evaluator.count; i++) {
+        if (sources[i].have_durations)
+            rules_percentiles_add(&sources[i].durations, end_ns, duration_ns);
+    }
+}
+
+static rules_metric metric_of(const char *name)
+{
+    if (strcmp(name, "gpu_utilization_pct") == 0)
+        return RULES_METRIC_GPU_UTILIZATION;
+    if (strcmp(name, "power_mw") == 0)
+        return RULES_METRIC_GPU_POWER;
+    if (strcmp(name, "sm_clock_mhz") == 0)
+        return RULES_METRIC_GPU_SM_CLOCK;
+    if (strcmp(name, "memory_used_bytes") == 0)
+        return RULES_METRIC_GPU_MEMORY_USED;
+    return RULES_METRIC_COUNT;
+}
+
+void rules_session_metric(int device, const char *name, uint64_t time_ns, int64_t value)
+{
+    if (evaluator.count == 0 || name == NULL || device < 0)
+        return;
+    rules_metric metric = metric_of(name);
+    if (metric == RULES_METRIC_COUNT)
+        return;
+    for (size_t i = 0; i < evaluator.count; i++) {
+        const rules_evaluator_rule *entry = &evaluator.rules[i];
+        if (sources[i].ready && entry->rule.metric == metric &&
+            entry->rule.device == (uint32_t)device)
+            rules_gauge_set(&sources[i].gauge, time_ns, (double)value);
+    }
+}
+
+/* Polls and reads rule index's source at now_ns. Returns 0 when there is no
+ * reading at all (a custom counter that was never registered). */
+static int read_source(size_t index, uint64_t now_ns, rules_reading *reading)
+{
+    const rules_rule *rule = &evaluator.rules[index].rule;
+    rule_source *source = &sources[index];
+    switch (rule->metric) {
+    case RULES_METRIC_KERNEL_LAUNCH_RATE:
+        rules_rate_add_cumulative(&source->launches, now_ns, windows_session_launches());
+        rules_rate_read(&source->launches, now_ns, reading);
+        return 1;
+    case RULES_METRIC_KERNEL_DURATION_P50:
+    case RULES_METRIC_KERNEL_DURATION_P90:
+    case RULES_METRIC_KERNEL_DURATION_P99: {
+        double percentile = rule->metric == RULES_METRIC_KERNEL_DURATION_P50   ? 50.0
+                            : rule->metric == RULES_METRIC_KERNEL_DURATION_P90 ? 90.0
+                                                                               : 99.0;
+        rules_percentiles_read(&source->durations, now_ns, &percentile, 1, reading);
+        return 1;
+    }
+    case RULES_METRIC_CUSTOM_RATE:
+        if (!source->have_counter) {
+            flare_counter *counter = NULL;
+            if (flare_counter_find(rule->counter, &counter) != FLARE_OK || counter == NULL)
+                return 0;
+            rules_rate_config config = {.window_ns = rule->window_ns,
+                                        .bucket_ns = rule->bucket_ns,
+                                        .stale_after_ns = rule->stale_after_ns};
+            if (rules_counter_rate_init(&source->counter, &config, rules_flare_counter_reader,
+                                        counter) != FLARE_OK)
+                return 0;
+            source->have_counter = 1;
+        }
+        rules_counter_rate_poll(&source->counter, now_ns);
+        rules_counter_rate_read(&source->counter, now_ns, reading);
+        return 1;
+    default:
+        rules_gauge_read(&source->gauge, now_ns, reading);
+        return 1;
+    }
+}
+
+/* What became of rule index's outstanding request. */
+static void view_of(windows_coordinator *coordinator, size_t index, rules_coordinator_view *view,
+                    windows_record *record)
+{
+    rule_source *source = &sources[index];
+    view->blackout = windows_blackout_active(coordinator);
+    view->outcome = RULES_OUTCOME_NONE;
+    if (source->turned_down) {
+        view->outcome = RULES_OUTCOME_REFUSED_BUSY;
+        source->turned_down = 0;
+        return;
+    }
+    if (source->window_id == 0)
+        return;
+    windows_state state;
+    if (windows_lookup(coordinator, source->window_id, &state, record) != FLARE_OK) {
+        /* Another window finished after it: it finished too. */
+        view->outcome = source->seen_open ? RULES_OUTCOME_CLOSED : RULES_OUTCOME_CANCELLED;
+        source->window_id = 0;
+        return;
+    }
+    if (state == WINDOWS_PENDING) {
+        view->outcome = RULES_OUTCOME_QUEUED;
+    } else if (state == WINDOWS_OPEN || state == WINDOWS_CLOSING) {
+        view->outcome = RULES_OUTCOME_OPENED;
+        source->seen_open = 1;
+    } else {
+        if (record->opened_ns != 0) {
+            view->outcome = RULES_OUTCOME_CLOSED;
+            view->closed_ns = record->closed_ns;
+        } else if (strcmp(record->close_reason, WINDOWS_CLOSE_REFUSED) == 0) {
+            view->outcome = RULES_OUTCOME_REFUSED_ENGINE;
+            view->reason = record->engine_reason;
+        } else {
+            view->outcome = RULES_OUTCOME_CANCELLED;
+        }
+        source->window_id = 0;
+    }
+}
+
+static void request_window(windows_coordinator *coordinator, size_t index, uint64_t now_ns)
+{
+    const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
+    const rules_rule *rule = &entry->rule;
+    windows_token token = {.kind = WINDOWS_TOKEN_RULE, .rule_id = (uint32_t)index + 1};
+    snprintf(token.label, sizeof(token.label), "rule %zu", index + 1);
+    windows_bounds bounds = {.max_duration_ns = rule->deep_ns, .max_launches = rule->deep_launches};
+    windows_cause cause;
+    memset(&cause, 0, sizeof(cause));
+    /* The rule's text, cut to the record's field (the rules table keeps it whole). */
+    size_t length = strnlen(entry->text, sizeof(cause.rule_text) - 1);
+    memcpy(cause.rule_text, entry->text, length);
+    cause.rule_text[length] = '\0';
+    snprintf(cause.comparison, sizeof(cause.comparison), "%s",
+             rules_comparison_text(rule->comparison));
+    cause.threshold = rules_evaluator_quantity_value(rule->threshold);
+    cause.rate_window_ns = rule->window_ns;
+    cause.sustained_ns = rule->sustained_ns;
+    cause.first_true_ns = entry->last_first_true_ns;
+    cause.observed_value = entry->request_value;
+    cause.observed_partial = entry->request_partial;
+    windows_request_result result;
+    if (windows_request_open(coordinator, &token, &bounds, &cause, now_ns, &result) == FLARE_OK) {
+        sources[index].window_id = result.window_id;
+        sources[index].seen_open = 0;
+        core_log(CORE_LOG_INFO, "deep-profiling rule %zu fired: window %llu queued", index + 1,
+                 (unsigned long long)result.window_id);
+        return;
+    }
+    /* Busy (or refused outright): costs nothing; told at the next step. */
+    sources[index].turned_down = 1;
+    CORE_LOG_ONCE("rules.busy", CORE_LOG_INFO, "deep-profiling rule %zu turned down: %s", index + 1,
+                  result.message);
+}
+
+static void write_summary(store *database, int64_t pid, size_t index)
+{
+    const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
+    char status[64];
+    char reason[RULES_EVALUATOR_REASON_MAX];
+    rules_evaluator_summary(&evaluator, index, status, sizeof(status), reason, sizeof(reason));
+    store_rule_row row = {
+        .pid = pid,
+        .rule_id = (uint32_t)index + 1,
+        .text = entry->text,
+        .canonical = entry->canonical,
+        .status = status,
+        .reason = reason,
+        .times_true = entry->times_true,
+        .windows_fired = entry->windows_fired,
+        .busy_refusals = entry->busy_refusals,
+        .stale_readings = entry->stale_readings,
+        .missing_readings = entry->missing_readings,
+        .has_last_value = entry->had_reading,
+        .last_value = entry->last_value,
+        .sequence = ++summary_sequence,
+    };
+    if (store_put_rule(database, &row) != FLARE_OK)
+        CORE_LOG_ONCE("rules.store", CORE_LOG_ERROR, "cannot store rule %zu: %s", index + 1,
+                      store_last_error(database));
+}
+
+void rules_session_beat(store *database, int64_t pid, uint64_t now_ns)
+{
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (evaluator.count == 0 || coordinator == NULL)
+        return;
+    for (size_t i = 0; i < evaluator.count; i++) {
+        const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, i);
+        if (sources[i].ready && entry->state != RULES_EVAL_REFUSED &&
+            entry->state != RULES_EVAL_EXHAUSTED) {
+            windows_record record;
+            rules_coordinator_view view = {0};
+            view_of(coordinator, i, &view, &record);
+            rules_reading reading;
+            int have = read_source(i, now_ns, &reading);
+            if (rules_evaluator_step(&evaluator, i, have ? &reading : NULL, now_ns, &view) ==
+                RULES_STEP_REQUEST)
+                request_window(coordinator, i, now_ns);
+        }
+        if (rules_evaluator_take_summary_due(&evaluator, i))
+            write_summary(database, pid, i);
+    }
+}
+
+void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
+{
+    if (evaluator.count == 0)
+        return;
+    /* The window closed at session end may have been a rule's: let it count. */
+    windows_coordinator *coordinator = windows_session_coordinator();
+    for (size_t i = 0; i < evaluator.count; i++) {
+        if (coordinator != NULL && sources[i].window_id != 0) {
+            windows_record record;
+            rules_coordinator_view view = {0};
+            view_of(coordinator, i, &view, &record);
+            view.blackout = 1;
+            rules_evaluator_step(&evaluator, i, NULL, end_ns, &view);
+        }
+        rules_evaluator_take_summary_due(&evaluator, i);
+        write_summary(database, pid, i);
+    }
+    free_sources();
+    evaluator.count = 0;
+}
