@@ -1,0 +1,204 @@
+/*
+ * test_rules_e2e.c: a deep-profiling rule end to end on the simulated
+ * device: FLARE_DEEP_WHEN, a workload that launches fast and then slowly,
+ * exactly one window opened by the rule with its cause, and the rules table
+ * (exhausted, metric missing, refused, never true). Margins are generous: the
+ * machine may be small and shared.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/sim/sim.h"
+#include "flare/flare.h"
+#include "flare/sim.h"
+#include "store/store.h"
+#include "test_util.h"
+#include "windows/windows.h"
+#include "windows/windows_session.h"
+
+#define MS 1000000ull
+
+#define LOW_RATE_RULE                                                                              \
+    "kernel_launch_rate < 200/s for 300ms over 200ms bucket 100ms deep_for 200ms max_windows 1"
+
+static void noop_kernel(const flare_sim_launch *launch)
+{
+    (void)launch;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec pause = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+typedef struct window_rows {
+    int count;
+    store_window_row row; /* the first, its strings copied */
+    char kind[16];
+    char rule_text[256];
+    char comparison[8];
+    char close_reason[32];
+} window_rows;
+
+static int collect_window(const store_window_row *row, void *user)
+{
+    window_rows *rows = user;
+    if (rows->count++ == 0) {
+        rows->row = *row;
+        snprintf(rows->kind, sizeof(rows->kind), "%s", row->token_kind);
+        snprintf(rows->rule_text, sizeof(rows->rule_text), "%s",
+                 row->rule_text != NULL ? row->rule_text : "");
+        snprintf(rows->comparison, sizeof(rows->comparison), "%s",
+                 row->comparison != NULL ? row->comparison : "");
+        snprintf(rows->close_reason, sizeof(rows->close_reason), "%s", row->close_reason);
+    }
+    return 0;
+}
+
+typedef struct rule_rows {
+    int count;
+    uint32_t ids[8];
+    char status[8][32];
+    char reason[8][256];
+    char text[8][256];
+    uint64_t fired[8];
+    uint64_t times_true[8];
+    uint64_t missing[8];
+    uint64_t sequence[8];
+} rule_rows;
+
+static int collect_rule(const store_rule_row *row, void *user)
+{
+    rule_rows *rows = user;
+    if (rows->count >= 8)
+        return 1;
+    int i = rows->count++;
+    rows->ids[i] = row->rule_id;
+    snprintf(rows->status[i], sizeof(rows->status[i]), "%s", row->status);
+    snprintf(rows->reason[i], sizeof(rows->reason[i]), "%s", row->reason);
+    snprintf(rows->text[i], sizeof(rows->text[i]), "%s", row->text);
+    rows->fired[i] = row->windows_fired;
+    rows->times_true[i] = row->times_true;
+    rows->missing[i] = row->missing_readings;
+    rows->sequence[i] = row->sequence;
+    return 0;
+}
+
+static void launch(flare_sim_stream *stream, int kernel, int count)
+{
+    const uint32_t grid[3] = {1, 1, 1};
+    for (int i = 0; i < count; i++)
+        assert_int_equal(flare_sim_launch_kernel(stream, kernel, grid, grid, NULL, 0), FLARE_OK);
+}
+
+static void test_rule_opens_one_window(void **state)
+{
+    (void)state;
+    sim_engine_reset();
+    char dir[128];
+    test_make_temp_dir(dir, sizeof(dir), "rules-e2e");
+    setenv("FLARE_DEEP_WHEN",
+           LOW_RATE_RULE "; custom.never_registered < 5/s; kernel_launch_rate < 500; "
+                         "kernel_duration_p99 > 1h",
+           1);
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 100;
+    windows_coordinator *coordinator = windows_session_coordinator();
+    uint64_t opened_before = coordinator != NULL ? windows_opened_count(coordinator) : 0;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    coordinator = windows_session_coordinator();
+    assert_non_null(coordinator);
+
+    int kernel;
+    assert_int_equal(flare_sim_kernel_register("rules_noop", noop_kernel, &kernel), FLARE_OK);
+    flare_sim_stream *stream;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+
+    /* Fast: about 2000 launches a second for a second (10 every 5 ms). */
+    uint64_t start = flare_now_ns();
+    while (flare_now_ns() - start < 1000 * MS) {
+        launch(stream, kernel, 10);
+        sleep_ms(5);
+    }
+    assert_int_equal(windows_opened_count(coordinator), opened_before);
+    /* Slow: about 20 a second, for at least 1.5 s and until the rule's window
+     * has opened and closed (at most 8 s). */
+    uint64_t slow = flare_now_ns();
+    for (;;) {
+        uint64_t elapsed = flare_now_ns() - slow;
+        int done = windows_opened_count(coordinator) > opened_before &&
+                   !windows_blackout_active(coordinator);
+        if ((elapsed >= 1500 * MS && done) || elapsed >= 8000 * MS)
+            break;
+        launch(stream, kernel, 1);
+        sleep_ms(50);
+    }
+    assert_int_equal(flare_sim_stream_synchronize(stream, 5000), FLARE_OK);
+    sleep_ms(300); /* a few beats: the rule sees its window closed */
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    unsetenv("FLARE_DEEP_WHEN");
+
+    store *database;
+    char error[512];
+    assert_int_equal(store_open(dir, STORE_OPEN_READ, &database, error, sizeof(error)), FLARE_OK);
+    window_rows windows = {0};
+    assert_int_equal(store_read_windows(database, collect_window, &windows), FLARE_OK);
+    rule_rows rules = {0};
+    assert_int_equal(store_read_rules(database, collect_rule, &rules), FLARE_OK);
+    store_close(database);
+
+    /* Exactly one window, opened by rule 1, with its cause. */
+    assert_int_equal(windows.count, 1);
+    assert_string_equal(windows.kind, "rule");
+    assert_true(windows.row.has_cause);
+    assert_int_equal(windows.row.rule_id, 1);
+    assert_string_equal(windows.rule_text, LOW_RATE_RULE);
+    assert_string_equal(windows.comparison, "<");
+    assert_true(windows.row.threshold == 200.0);
+    assert_int_equal(windows.row.rate_window_ns, 200 * MS);
+    assert_int_equal(windows.row.sustained_ns, 300 * MS);
+    assert_true(windows.row.first_true_ns > start);
+    assert_true(windows.row.requested_ns >= windows.row.first_true_ns + 300 * MS);
+    assert_true(windows.row.observed_value < 200.0);
+    assert_true(windows.row.opened_ns != 0);
+    assert_string_equal(windows.close_reason, "duration");
+    assert_int_equal(windows.row.max_duration_ns, 200 * MS);
+
+    /* Every rule's summary, the last one written. */
+    assert_int_equal(rules.count, 4);
+    assert_int_equal(rules.ids[0], 1);
+    assert_string_equal(rules.text[0], LOW_RATE_RULE);
+    assert_string_equal(rules.status[0], "exhausted");
+    assert_int_equal(rules.fired[0], 1);
+    assert_true(rules.times_true[0] >= 1);
+    /* Written at exhaustion and again at shutdown: the later one stands. */
+    assert_true(rules.sequence[0] > 1);
+    assert_string_equal(rules.status[1], "metric missing");
+    assert_true(rules.missing[1] > 0);
+    assert_int_equal(rules.fired[1], 0);
+    assert_string_equal(rules.status[2], "refused");
+    assert_string_equal(rules.reason[2], "at column 22: '500' needs a unit: write 500/s");
+    assert_string_equal(rules.status[3], "never true");
+    assert_int_equal(rules.fired[3], 0);
+    test_remove_dir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_opens_one_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
