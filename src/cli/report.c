@@ -214,6 +214,23 @@ static int print_drop_row(const store_drop_row *row, void *user)
     return 0;
 }
 
+/* One deep-profiling rule's outcome (docs/rules.md): never true, fired,
+ * exhausted, refused with its reason, stale source, metric missing. */
+static int print_rule_row(const store_rule_row *row, void *user)
+{
+    table_context *context = user;
+    char fired[48];
+    snprintf(fired, sizeof(fired), "%llu", (unsigned long long)row->windows_fired);
+    printf("  %4u %-20s %6s %6llu %6llu %6llu %6llu  %s\n", row->rule_id,
+           row->status != NULL ? row->status : "", fired, (unsigned long long)row->times_true,
+           (unsigned long long)row->busy_refusals, (unsigned long long)row->stale_readings,
+           (unsigned long long)row->missing_readings, row->text != NULL ? row->text : "");
+    if (row->reason != NULL && row->reason[0] != '\0')
+        printf("       %s\n", row->reason);
+    context->rows++;
+    return 0;
+}
+
 /* One deep-profiling window (docs/windows.md): who opened it, when relative
  * to the session's start, how long, why it closed, and whether the value
  * that fired it came from a truncated (partial) window. */
@@ -369,6 +386,15 @@ int cli_report(int argc, char **argv)
         status = cli_failure("report", "reading metrics: %s", store_last_error(database));
     if (context.rows == 0)
         printf("  (none recorded)\n");
+
+    context.rows = 0;
+    printf("\nDeep-profiling rules (pid, then rule)\n");
+    printf("  %4s %-20s %6s %6s %6s %6s %6s  %s\n", "rule", "outcome", "fired", "true", "busy",
+           "stale", "missing", "rule as written");
+    if (store_read_rules(database, print_rule_row, &context) != 0)
+        status = cli_failure("report", "reading rules: %s", store_last_error(database));
+    if (context.rows == 0)
+        printf("  (none: no --deep-when rules)\n");
 
     window_context windows = {.rows = 0, .session_start_ns = summary.start_ns};
     printf("\nDeep-profiling windows (times from the session's start)\n");

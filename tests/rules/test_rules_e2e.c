@@ -192,6 +192,25 @@ static void test_rule_opens_one_window(void **state)
     assert_string_equal(rules.reason[2], "at column 22: '500' needs a unit: write 500/s");
     assert_string_equal(rules.status[3], "never true");
     assert_int_equal(rules.fired[3], 0);
+
+    /* flare report shows the rules and the window. */
+    const char *bin = getenv("FLARE_TEST_BIN_DIR");
+    if (bin != NULL) {
+        char command[512];
+        snprintf(command, sizeof(command), "'%s/flare' report '%s' 2>&1", bin, dir);
+        FILE *pipe = popen(command, "r");
+        assert_non_null(pipe);
+        static char output[65536];
+        size_t length = fread(output, 1, sizeof(output) - 1, pipe);
+        output[length] = '\0';
+        assert_int_equal(pclose(pipe), 0);
+        assert_non_null(strstr(output, "Deep-profiling rules"));
+        assert_non_null(strstr(output, "exhausted"));
+        assert_non_null(strstr(output, "never true"));
+        assert_non_null(strstr(output, "metric missing"));
+        assert_non_null(strstr(output, "'500' needs a unit"));
+        assert_non_null(strstr(output, "rule 1: kernel_launch_rate < 200/s")); /* cut to 44 */
+    }
     test_remove_dir(dir);
 }
 
