@@ -16,9 +16,16 @@ void rules_evaluator_init(rules_evaluator *evaluator)
         memset(evaluator, 0, sizeof(*evaluator));
 }
 
+/* A bounded copy that tolerates overlap (callers copy between fields of the
+ * same evaluator, which snprintf may not be given). */
 static void copy_text(char *destination, size_t size, const char *source)
 {
-    snprintf(destination, size, "%s", source != NULL ? source : "");
+    if (size == 0)
+        return;
+    size_t length = source != NULL ? strnlen(source, size - 1) : 0;
+    if (length > 0)
+        memmove(destination, source, length);
+    destination[length] = '\0';
 }
 
 static void enter_terminal(rules_evaluator_rule *rule, rules_evaluator_state state)
