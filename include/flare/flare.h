@@ -268,8 +268,7 @@ FLARE_API int flare_runtime_describe(char *buffer, size_t size);
  * duration bound and may have a launch bound; it closes on the first bound
  * reached, on flare_window_close, or at session end, and the session's
  * windows table records why (docs/windows.md). Not for hot paths: both
- * calls take a lock and wait for the collector's next beat (at most the
- * flush interval, 250 ms).
+ * calls take a lock and wait for the collector's next beat (every 5 ms).
  */
 typedef struct flare_window_options {
     size_t struct_size;

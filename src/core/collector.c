@@ -234,10 +234,6 @@ static int commit_batch(drain_context *context)
     if (intern_failures != 0)
         store_set_drops(database, context->pid, "name_intern", "names stored truncated",
                         intern_failures);
-    /* Rules step first, so a window they ask for is armed on this same beat. */
-    rules_session_beat(database, context->pid, core_now_ns());
-    /* The window coordinator's beat: opens and closes windows, stores finished ones. */
-    windows_session_beat(database, context->pid, core_now_ns());
     core_capabilities_write(database, context->pid, 0);
     counters_session_write(database, context->pid, core_now_ns());
     write_log_lines(context);
@@ -259,6 +255,17 @@ static int commit_batch(drain_context *context)
     return status;
 }
 
+/* The evaluator's and the window coordinator's beat, at every poll (5 ms)
+ * rather than every commit, so rules see fresh readings and windows open and
+ * close within a poll of when they should. Rules step first, so a window
+ * they ask for is armed on this same beat. Both write into the open batch. */
+static void beat(drain_context *context)
+{
+    uint64_t now = core_now_ns();
+    rules_session_beat(context->store, context->pid, now);
+    windows_session_beat(context->store, context->pid, now);
+}
+
 static int begin_batch(drain_context *context)
 {
     int status = store_begin(context->store);
@@ -277,6 +284,7 @@ int core_collector_drain_once(store *database, int64_t pid, uint32_t generation,
     if (status != FLARE_OK)
         return status;
     drain_rings(&context);
+    beat(&context);
     int saturated = context.saturated;
     status = commit_batch(&context);
     if (status != FLARE_OK)
@@ -324,6 +332,7 @@ static void *collector_main(void *argument)
         context.saturated = 0;
         if (in_batch) {
             drain_rings(&context);
+            beat(&context);
             if (stopping || flush_wanted ||
                 core_now_ns() - batch_started >= collector->interval_ns) {
                 commit_batch(&context);

@@ -24,7 +24,7 @@
  * is logged and recorded as a degraded "deep_windows" capability; it never
  * stops the session (the CLI refuses bad values before the command runs). */
 void windows_session_begin(uint64_t start_ns);
-/* The collector's beat, inside its open batch at each commit: starts a due
+/* The collector's beat, inside its open batch at every poll (5 ms): starts a due
  * scheduled window, runs windows_tick, and writes finished windows. */
 void windows_session_beat(store *database, int64_t pid, uint64_t now_ns);
 /* Called by flare_shutdown inside its last batch, after the collector has
