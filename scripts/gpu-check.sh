@@ -79,6 +79,12 @@ if [ "$what" = all ] || [ "$what" = checks ]; then
     || fail "window run exit status"
   python3 tests/gpu/check_session.py window "$work/window" || fail "window database"
 
+  echo "== a launch-rate rule opens one window during a CUDA launch storm"
+  "$flare" trace -q -o "$work/rule" \
+    --deep-when 'kernel_launch_rate > 20000/s for 200ms over 200ms deep_for 300ms max_windows 1' \
+    -- "$build/gpu/launch_storm" 400000 || fail "rule run exit status"
+  python3 tests/gpu/check_session.py rule "$work/rule" || fail "rule database"
+
   echo "== PyTorch training loop under flare trace"
   rm -rf "$work/train"
   "$flare" trace -o "$work/train" -- python3 tests/gpu/train.py 50 || fail "train.py exit status"

@@ -117,6 +117,22 @@ def check_window(db):
     return failures
 
 
+def check_rule(db):
+    """A launch-rate rule over a real CUDA launch storm: exactly one window,
+    opened by rule 1 with its cause, and the rule's summary says so."""
+    failures = []
+    windows = rows(db, "SELECT token_kind, rule_id, comparison, observed_value, close_reason, "
+                       "launches FROM windows")
+    if len(windows) != 1 or windows[0][0] != "rule" or windows[0][1] != 1:
+        failures.append(f"expected one window opened by rule 1: {windows}")
+    summary = rows(db, "SELECT status, windows_fired, times_true, reason FROM rules")
+    if len(summary) != 1 or summary[0][1] != 1:
+        failures.append(f"rule summary: {summary}")
+    if windows:
+        print(f"rule window: {windows[0]}; rule summary: {summary}")
+    return failures
+
+
 def main():
     mode, session = sys.argv[1], sys.argv[2]
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
@@ -126,6 +142,8 @@ def main():
         failures = check_other_subscriber(db)
     elif mode == "window":
         failures = check_window(db)
+    elif mode == "rule":
+        failures = check_rule(db)
     else:
         failures = check_train(db, int(sys.argv[3]))
     for failure in failures:
