@@ -239,8 +239,34 @@ static void take_drop_baseline(core_thread *thread, void *user)
     thread->scope_drops_stored = 0;
 }
 
+/*
+ * A child made by fork() without exec inherits the session's memory but not
+ * its collector thread, and shares the parent's database connection and log
+ * descriptor. Using any of them from the child would corrupt the parent's
+ * session, and joining the missing collector at exit would hang the child.
+ * So the child stops recording: the session is switched off and abandoned
+ * (not freed: its locks and handles belong to the parent). A child that
+ * execs starts afresh: libflare's constructor sees FLARE_SESSION_DIR again.
+ */
+static void stop_recording_in_forked_child(void)
+{
+    atomic_store_explicit(&core_session_word, 0, memory_order_release);
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    session_lock = fresh; /* a parent thread may have held it at fork time */
+    active_session = NULL;
+    core_log_set_file(-1);
+}
+
+static pthread_once_t fork_handler_once = PTHREAD_ONCE_INIT;
+
+static void install_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, stop_recording_in_forked_child);
+}
+
 FLARE_API int flare_init(const flare_options *options)
 {
+    pthread_once(&fork_handler_once, install_fork_handler);
     pthread_mutex_lock(&session_lock);
     if (active_session != NULL) {
         pthread_mutex_unlock(&session_lock);

@@ -12,6 +12,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "flare/flare.h"
 #include "flare/sim.h"
@@ -364,6 +367,47 @@ static void test_second_session_sees_only_its_own(void **state)
     test_remove_dir(second);
 }
 
+/* A child forked without exec must not record into (or hang on) the
+ * parent's session: it stops recording, exits promptly through
+ * flare_shutdown, and the parent's session carries on intact. */
+static void test_forked_child_stops_recording(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof(dir), "fork");
+    start(dir, 0, 20);
+    flare_scope_begin("parent before fork");
+    flare_scope_end();
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        int inactive = !flare_is_active();
+        int begin = flare_scope_begin("child");
+        int end = flare_scope_end();
+        int shutdown = flare_shutdown(); /* must not join the parent's collector */
+        _exit(inactive && begin == FLARE_ERR_NOT_ACTIVE && end != FLARE_OK &&
+                      shutdown == FLARE_ERR_NOT_ACTIVE
+                  ? 0
+                  : 1);
+    }
+    int status;
+    time_t started = time(NULL);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(time(NULL) - started < 10);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    flare_scope_begin("parent after fork");
+    flare_scope_end();
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    readback r = {.scope_names = {"parent before fork", "parent after fork", "child"}};
+    read_back(dir, &r);
+    assert_int_equal(r.scope_count_by_name[0], 1);
+    assert_int_equal(r.scope_count_by_name[1], 1);
+    assert_int_equal(r.scope_count_by_name[2], 0);
+    assert_int_equal(r.summary.process_count, 1);
+    test_remove_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_scope_edge_cases),
         cmocka_unit_test(test_sim_completions_recorded),
         cmocka_unit_test(test_second_session_sees_only_its_own),
+        cmocka_unit_test(test_forked_child_stops_recording),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
