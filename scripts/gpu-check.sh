@@ -36,7 +36,7 @@ deps=/tmp/flare-deps
 cmake_extra=()
 if ! echo '#include <sqlite3.h>' | cc -E - >/dev/null 2>&1; then
   # No SQLite headers on that image: use the Debian packages carried in
-  # .device-deps/ (scripts/fetch-device-deps.sh), unpacked aside.
+  # .device-deps/ (made by scripts/fetch-device-deps.sh), unpacked aside.
   mkdir -p "$deps"
   for deb in .device-deps/*.deb; do dpkg -x "$deb" "$deps"; done
   export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig"
