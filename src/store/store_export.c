@@ -20,10 +20,11 @@
  * the caller's callback with it; returns what the callback returned. */
 typedef int (*store_export_row_handler)(sqlite3_stmt *statement, const void *callback, void *user);
 
+/* Text columns for exporters never come back NULL: "" instead. */
 static const char *store_export_text(sqlite3_stmt *statement, int column)
 {
-    const unsigned char *text = sqlite3_column_text(statement, column);
-    return text != NULL ? (const char *)text : "";
+    const char *text = store_column_text(statement, column);
+    return text != NULL ? text : "";
 }
 
 /*
@@ -41,10 +42,9 @@ static int store_export_walk(store *handle, const char *sql, const char *what,
     if (status != 0)
         return status;
     sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, sql, -1, &statement, NULL) != SQLITE_OK) {
-        sqlite3_finalize(statement);
-        return store_set_sqlite_error(handle, what);
-    }
+    status = store_prepare(handle, sql, &statement, what);
+    if (status != 0)
+        return status;
     int rc;
     while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
         if (handler(statement, callback, user) != 0) {

@@ -159,4 +159,12 @@ void store_discard(store *store);
 void store_name_cache_clear(store_name_cache *cache);
 void store_name_cache_free(store_name_cache *cache);
 
+/* Prepares sql on the handle's connection; on failure sets the handle's
+ * error ("what: <sqlite message>") and returns FLARE_ERR_STORE with
+ * *statement NULL. For readers and one-off statements. */
+int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, const char *what);
+
+/* A text column as a C string: NULL for SQL NULL. Valid until the next step. */
+const char *store_column_text(sqlite3_stmt *statement, int column);
+
 #endif /* FLARE_STORE_STORE_INTERNAL_H */

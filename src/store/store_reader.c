@@ -13,15 +13,6 @@
 #include "flare/flare.h"
 #include "store/store_internal.h"
 
-static int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, const char *what)
-{
-    if (sqlite3_prepare_v2(handle->db, sql, -1, statement, NULL) != SQLITE_OK) {
-        *statement = NULL;
-        return store_set_sqlite_error(handle, what);
-    }
-    return 0;
-}
-
 static void store_copy_text(char *buffer, size_t size, const unsigned char *text)
 {
     snprintf(buffer, size, "%s", text != NULL ? (const char *)text : "");

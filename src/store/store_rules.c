@@ -70,12 +70,6 @@ static const char rule_select_sql[] =
     "busy_refusals, stale_readings, missing_readings, last_value, sequence FROM rules "
     "ORDER BY pid, rule_id";
 
-static const char *column_text(sqlite3_stmt *statement, int column)
-{
-    const unsigned char *text = sqlite3_column_text(statement, column);
-    return text != NULL ? (const char *)text : NULL;
-}
-
 int store_read_rules(store *handle, store_rule_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
@@ -84,21 +78,19 @@ int store_read_rules(store *handle, store_rule_callback callback, void *user)
     if (status != 0)
         return status;
     sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, rule_select_sql, -1, &statement, NULL) != SQLITE_OK) {
-        status = store_set_sqlite_error(handle, "cannot read the rules");
-        sqlite3_finalize(statement);
+    status = store_prepare(handle, rule_select_sql, &statement, "cannot read the rules");
+    if (status != 0)
         return status;
-    }
     int rc;
     while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
         store_rule_row row;
         memset(&row, 0, sizeof(row));
         row.pid = sqlite3_column_int64(statement, 0);
         row.rule_id = (uint32_t)sqlite3_column_int64(statement, 1);
-        row.text = column_text(statement, 2);
-        row.canonical = column_text(statement, 3);
-        row.status = column_text(statement, 4);
-        row.reason = column_text(statement, 5);
+        row.text = store_column_text(statement, 2);
+        row.canonical = store_column_text(statement, 3);
+        row.status = store_column_text(statement, 4);
+        row.reason = store_column_text(statement, 5);
         row.times_true = (uint64_t)sqlite3_column_int64(statement, 6);
         row.windows_fired = (uint64_t)sqlite3_column_int64(statement, 7);
         row.busy_refusals = (uint64_t)sqlite3_column_int64(statement, 8);

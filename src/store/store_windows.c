@@ -97,12 +97,6 @@ static uint64_t column_u64(sqlite3_stmt *statement, int column)
     return (uint64_t)sqlite3_column_int64(statement, column);
 }
 
-static const char *column_text(sqlite3_stmt *statement, int column)
-{
-    const unsigned char *text = sqlite3_column_text(statement, column);
-    return text != NULL ? (const char *)text : NULL;
-}
-
 int store_read_windows(store *handle, store_window_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
@@ -112,23 +106,21 @@ int store_read_windows(store *handle, store_window_callback callback, void *user
     if (status != 0)
         return status;
     sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, window_select_sql, -1, &statement, NULL) != SQLITE_OK) {
-        status = store_set_sqlite_error(handle, "cannot read the windows");
-        sqlite3_finalize(statement);
+    status = store_prepare(handle, window_select_sql, &statement, "cannot read the windows");
+    if (status != 0)
         return status;
-    }
     int rc;
     while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
         store_window_row row;
         memset(&row, 0, sizeof(row));
         row.pid = sqlite3_column_int64(statement, 0);
         row.id = column_u64(statement, 1);
-        row.token_kind = column_text(statement, 2);
-        row.label = column_text(statement, 3);
+        row.token_kind = store_column_text(statement, 2);
+        row.label = store_column_text(statement, 3);
         row.has_cause = sqlite3_column_type(statement, 4) != SQLITE_NULL;
         row.rule_id = (uint32_t)sqlite3_column_int64(statement, 4);
-        row.rule_text = column_text(statement, 5);
-        row.comparison = column_text(statement, 6);
+        row.rule_text = store_column_text(statement, 5);
+        row.comparison = store_column_text(statement, 6);
         row.threshold = sqlite3_column_double(statement, 7);
         row.rate_window_ns = column_u64(statement, 8);
         row.sustained_ns = column_u64(statement, 9);
@@ -140,11 +132,11 @@ int store_read_windows(store *handle, store_window_callback callback, void *user
         row.requested_ns = column_u64(statement, 15);
         row.opened_ns = column_u64(statement, 16);
         row.closed_ns = column_u64(statement, 17);
-        row.close_reason = column_text(statement, 18);
+        row.close_reason = store_column_text(statement, 18);
         row.launches = column_u64(statement, 19);
-        row.engine = column_text(statement, 20);
-        row.engine_status = column_text(statement, 21);
-        row.engine_reason = column_text(statement, 22);
+        row.engine = store_column_text(statement, 20);
+        row.engine_status = store_column_text(statement, 21);
+        row.engine_reason = store_column_text(statement, 22);
         row.engine_samples = column_u64(statement, 23);
         if (callback(&row, user) != 0)
             break;
