@@ -5,8 +5,10 @@
 # PyTorch training loop, and runs the overhead benchmarks. Logs and results
 # go to $OUT (default ./gpu-check-out).
 #
-# usage: scripts/gpu-check.sh [checks|bench|storm|all]   (default all; storm:
-#        only the CUDA C launch-storm benchmark with its per-feature breakdown)
+# usage: scripts/gpu-check.sh [checks|bench|storm|pm|replay|all]   (default all;
+#        storm: only the CUDA C launch-storm benchmark with its per-feature
+#        breakdown; pm: PM sampling (scripts/gpu-check-pm.sh); replay: kernel
+#        and range replay against ncu (scripts/gpu-check-replay.sh))
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -104,6 +106,18 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
   cp "$work/gpu_overhead.txt" "$OUT/" 2>/dev/null
   rm -rf "$work/bench-sessions"
 fi
+
+# The PM-sampling and replay checks live in their own files, sourced here so
+# they share the build, $flare, $work, $OUT and fail().
+for part in pm replay; do
+  if [ "$what" = all ] || [ "$what" = "$part" ]; then
+    if [ -f "scripts/gpu-check-$part.sh" ]; then
+      . "scripts/gpu-check-$part.sh"
+    else
+      fail "scripts/gpu-check-$part.sh missing"
+    fi
+  fi
+done
 
 rm -rf "$work/exit3"
 echo "== done: status $status"

@@ -192,12 +192,63 @@ static const char *const store_schema_ddl[] = {
     " sequence INTEGER NOT NULL,"
     " PRIMARY KEY (pid, rule_id))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 4), ('created_by', 'flare')",
+    /* Version 5: PM samples (docs/pm-sampling.md) and kernel replay (docs/replay.md). */
+    "CREATE TABLE IF NOT EXISTS pm_samples ("
+    " pid INTEGER NOT NULL,"
+    " window_id INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " sample_index INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " scope_instance_id INTEGER,"
+    " scope_name TEXT,"
+    " overflow INTEGER NOT NULL DEFAULT 0,"
+    " metric TEXT NOT NULL,"
+    " value REAL)",
+
+    "CREATE TABLE IF NOT EXISTS replay_launches ("
+    " pid INTEGER NOT NULL,"
+    " launch_id INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " stream_id INTEGER NOT NULL,"
+    " kernel TEXT NOT NULL,"
+    " launch_index INTEGER NOT NULL,"
+    " passes_planned INTEGER NOT NULL,"
+    " passes_run INTEGER NOT NULL,"
+    " declined INTEGER NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " begin_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " drain_ns INTEGER NOT NULL,"
+    " snapshot_bytes INTEGER NOT NULL,"
+    " shadow_on_device INTEGER NOT NULL,"
+    " snapshot_ns INTEGER NOT NULL,"
+    " restore_ns INTEGER NOT NULL,"
+    " bytes_restored INTEGER NOT NULL,"
+    " collector TEXT NOT NULL,"
+    " PRIMARY KEY (pid, launch_id))",
+
+    "CREATE TABLE IF NOT EXISTS replay_passes ("
+    " pid INTEGER NOT NULL,"
+    " launch_id INTEGER NOT NULL,"
+    " pass INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, launch_id, pass))",
+
+    "CREATE TABLE IF NOT EXISTS replay_metrics ("
+    " pid INTEGER NOT NULL,"
+    " launch_id INTEGER NOT NULL,"
+    " metric TEXT NOT NULL,"
+    " value REAL,"
+    " PRIMARY KEY (pid, launch_id, metric))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 5), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 4, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 5, "update the meta row in store_schema_ddl");
 
 /* ---- errors ---- */
 

@@ -1,0 +1,235 @@
+/*
+ * replay.h: kernel replay, device-independent: the allocation inventory,
+ * the per-device gate, the drains, snapshot and restore, the pass loop and
+ * the tool registry (include/flare/replay.h).
+ *
+ * Owns: the process-wide replay state (created on first use, never freed,
+ * like the thread slots, so a late callback never touches freed memory).
+ * A backend reports allocations and brackets every launch, copy and memset
+ * with the calls below; it supplies the device operations in
+ * replay_device_ops. Nothing here ever calls a vendor library directly.
+ * Ordinary launches must stay cheap: with no replay configured the gate
+ * costs one relaxed atomic load.
+ */
+#ifndef FLARE_REPLAY_REPLAY_H
+#define FLARE_REPLAY_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flare/replay.h"
+
+#define REPLAY_DEVICE_MAX 64
+
+/* What the engine needs from a device. Every wait is bounded by timeout_ns
+ * and answers FLARE_ERR_TIMEOUT when it expires. */
+typedef struct replay_device_ops {
+    const char *name;
+    /* Waits until the stream's submitted work has finished. */
+    int (*stream_drain)(void *stream, uint64_t timeout_ns);
+    /* Waits until every stream of the device is idle. Must not hold a
+     * stream-registry lock while waiting, and must survive streams being
+     * destroyed meanwhile. */
+    int (*device_drain)(int device, uint64_t timeout_ns);
+    /* Shadow memory: on the device, or pinned host memory as the fallback. */
+    int (*shadow_alloc)(int device, bool on_device, size_t bytes, void **out);
+    void (*shadow_free)(int device, bool on_device, void *pointer);
+    /* Copies bytes synchronously (device<->device or device<->host), bounded. */
+    int (*copy)(int device, void *destination, const void *source, size_t bytes,
+                uint64_t timeout_ns);
+    /* Bytes of device memory free now (0 when unknown). */
+    size_t (*device_memory_free)(int device);
+} replay_device_ops;
+
+/* Installs the backend's operations (one backend per process). */
+void replay_set_device_ops(const replay_device_ops *ops);
+
+/* ---- Configuration (from FLARE_REPLAY_* or `flare replay`) ---- */
+
+typedef struct replay_settings {
+    uint64_t drain_timeout_ns;   /* drains before the snapshot (decline on expiry) */
+    uint64_t pass_timeout_ns;    /* each pass's wait (abort on expiry) */
+    uint64_t footprint_budget;   /* bytes; a larger snapshot is declined */
+    bool allow_device_shadow;    /* false: host shadows only (tests, low memory) */
+} replay_settings;
+
+void replay_settings_default(replay_settings *settings);
+void replay_settings_apply(const replay_settings *settings);
+void replay_settings_get(replay_settings *settings);
+
+/* ---- Allocation inventory ---- */
+
+typedef enum replay_allocation_kind {
+    REPLAY_ALLOCATION_DEVICE = 1,  /* cuMemAlloc, pitch, stream-ordered, pools */
+    REPLAY_ALLOCATION_MAPPED = 2,  /* cuMemCreate + cuMemMap */
+    REPLAY_ALLOCATION_MANAGED = 3, /* managed memory */
+    REPLAY_ALLOCATION_GLOBAL = 4,  /* module-scope __device__ variables */
+} replay_allocation_kind;
+
+/* Records / forgets an allocation (hot-ish path: one mutex, no I/O).
+ * Adding an address already present replaces it. */
+void replay_inventory_add(int device, uintptr_t address, size_t bytes, replay_allocation_kind kind);
+void replay_inventory_remove(uintptr_t address);
+/* Memory the engine cannot see on a device (a module with __device__
+ * variables it could not resolve...): replays on it are declined with
+ * "untracked memory: <reason>" until cleared with NULL. */
+void replay_inventory_set_untracked(int device, const char *reason);
+/* Tracked bytes and allocations on a device now. */
+size_t replay_inventory_bytes(int device, size_t *allocation_count);
+
+/* ---- The gate (per device) ---- */
+
+/* Whether any replay is configured: a tool is registered or a selection is
+ * set. When false, gate_enter/exit cost one relaxed load and do nothing. */
+bool replay_configured(void);
+
+/* Brackets the submission of an ordinary launch, copy or memset. Returns a
+ * token to hand to replay_gate_exit (0: nothing was taken). A thread that is
+ * itself running a replay loop passes straight through. */
+int replay_gate_enter(int device);
+void replay_gate_exit(int device, int token);
+
+/* ---- Launches ---- */
+
+/* A launch as the backend sees it at submission. */
+typedef struct replay_launch_request {
+    int device;
+    void *stream;       /* the backend's stream handle, for stream_drain */
+    uint64_t stream_id;
+    const char *kernel_name;
+    uint32_t grid[3];
+    uint32_t block[3];
+    bool from_graph;       /* launched from a CUDA graph: never replayed */
+    bool unsupported_kind; /* cooperative or otherwise unreplayable */
+    /* Re-issues exactly this launch on its stream (passes 1..N-1). */
+    int (*relaunch)(void *relaunch_context);
+    void *relaunch_context;
+} replay_launch_request;
+
+/* The state of one launch between begin and end; lives on the caller's stack. */
+typedef struct replay_launch_state {
+    int mode; /* internal: 0 untouched, 1 gate reader, 2 replaying */
+    int gate_token;
+    uint64_t launch_id;
+    uint32_t planned;
+    void *loop; /* internal */
+} replay_launch_state;
+
+/*
+ * Called before the launch is submitted. Decides (tools, selection); for a
+ * replay takes the device's writer gate, drains the stream then the device,
+ * snapshots, and runs pass 0's enter callbacks; otherwise takes the reader
+ * side like replay_gate_enter. A declined replay records its reason and the
+ * launch then runs once, normally.
+ */
+void replay_launch_begin(const replay_launch_request *request, replay_launch_state *state);
+/* Called after the launch was submitted (submit_status is what the
+ * submission returned): waits for pass 0, runs the remaining passes with a
+ * restore before each, and releases the gate. */
+void replay_launch_end(const replay_launch_request *request, replay_launch_state *state,
+                       int submit_status);
+
+/* ---- Built-in metric collection ---- */
+
+/* A profiling context that collects metrics per pass (the CUDA range
+ * profiler, the simulated one). Calls come from the launching thread inside
+ * the pass loop. */
+typedef struct replay_metric_collector {
+    const char *name;
+    /* Prepares collection for the launch; returns the passes it needs (>= 1)
+     * or a negative status with reason. */
+    int (*prepare)(const flare_replay_launch *launch, const char *const *metrics,
+                   size_t metric_count, char *reason, size_t reason_size);
+    int (*pass_begin)(const flare_replay_launch *launch, uint32_t pass);
+    int (*pass_end)(const flare_replay_launch *launch, uint32_t pass);
+    /* After the last pass: values[i] for metrics[i] (NaN when unavailable). */
+    int (*finish)(const flare_replay_launch *launch, double *values, size_t metric_count,
+                  char *reason, size_t reason_size);
+} replay_metric_collector;
+
+void replay_set_metric_collector(const replay_metric_collector *collector);
+
+/* The selection `flare replay` and FLARE_REPLAY_* set: which launches get
+ * the built-in metric collection. */
+typedef struct replay_selection {
+    char kernel_regex[256]; /* empty: every kernel */
+    uint64_t launch;        /* replay only the Nth matching launch (1-based; 0: unset) */
+    uint64_t every;         /* replay every Nth matching launch (0: unset) */
+    char metrics[2048];     /* comma-separated metric names */
+    char set_name[64];      /* or a named set */
+} replay_selection;
+
+/* Validates and installs (FLARE_ERR_INVALID_ARGUMENT with error filled:
+ * nothing is installed). */
+int replay_selection_apply(const replay_selection *selection, char *error, size_t error_size);
+/* Reads FLARE_REPLAY_KERNEL/LAUNCH/EVERY/METRICS/SET; 0 when none is set or
+ * all are valid (and installed). */
+int replay_selection_from_environment(char *error, size_t error_size);
+
+/* Named metric sets: NULL-terminated list of names; the metric list of a set. */
+typedef struct replay_metric_set {
+    const char *name;
+    const char *description;
+    const char *metrics; /* comma-separated */
+} replay_metric_set;
+const replay_metric_set *replay_metric_sets(size_t *count);
+const replay_metric_set *replay_metric_set_find(const char *name);
+
+/* ---- Results ---- */
+
+#define REPLAY_RECORD_PASS_MAX   64  /* pass timestamps kept per launch (later passes counted only) */
+#define REPLAY_RECORD_METRIC_MAX 64
+#define REPLAY_METRIC_NAME_MAX   128
+#define REPLAY_RECORD_QUEUE_MAX  1024 /* finished records waiting for the collector; beyond: dropped, counted */
+
+/* One selected launch, replayed or declined. Produced by the pass loop,
+ * queued (bounded), taken by the collector and stored (store_replay.c). */
+typedef struct replay_record {
+    uint64_t launch_id;
+    int device;
+    uint64_t stream_id;
+    char kernel_name[256];
+    uint64_t launch_index;     /* launches of this name before it */
+    uint32_t passes_planned;   /* 0: until a continue callback stopped it */
+    uint32_t passes_run;       /* pass 0 included; 1 when declined */
+    int declined;              /* 1: ran once; reason says why */
+    char reason[256];
+    uint64_t begin_ns;         /* replay_launch_begin entered (flare clock) */
+    uint64_t end_ns;           /* gate released */
+    uint64_t drain_ns;         /* time in the drains before the snapshot */
+    uint64_t snapshot_bytes;   /* bytes copied once into the shadows */
+    int shadow_on_device;      /* 1: device shadows, 0: pinned host */
+    uint64_t snapshot_ns;      /* time of the snapshot copy */
+    uint64_t restore_ns;       /* total time of every restore */
+    uint64_t bytes_restored;   /* total bytes written back */
+    uint32_t pass_count_kept;  /* min(passes_run, REPLAY_RECORD_PASS_MAX) */
+    uint64_t pass_start_ns[REPLAY_RECORD_PASS_MAX];
+    uint64_t pass_end_ns[REPLAY_RECORD_PASS_MAX];
+    uint32_t metric_count;
+    char metric_names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX];
+    double metric_values[REPLAY_RECORD_METRIC_MAX]; /* NaN: not available */
+    char collector[32];        /* which metric collector ("cuda-range-profiler", "sim-metrics"), or "" */
+} replay_record;
+
+/* Takes up to max finished records (oldest first) into out; returns how
+ * many. The caller frees each with free(). *dropped receives records lost to
+ * a full queue since the last call. */
+size_t replay_records_take(replay_record **out, size_t max, uint64_t *dropped);
+
+/* Abort path for tests: replaces abort() after the message (NULL restores). */
+void replay_set_abort_handler(void (*handler)(const char *message));
+
+/* Counters for tests and the report. */
+typedef struct replay_stats {
+    uint64_t replays;        /* loops that ran */
+    uint64_t passes;         /* passes run in all, pass 0 included */
+    uint64_t declines;       /* launches selected but declined */
+    uint64_t gate_waits;     /* ordinary submissions that took the reader side */
+    uint64_t bytes_restored; /* in all */
+} replay_stats;
+void replay_stats_get(replay_stats *stats);
+/* Forgets tools, selection, collector, stats and the inventory (tests). */
+void replay_reset_for_tests(void);
+
+#endif /* FLARE_REPLAY_REPLAY_H */
