@@ -1,0 +1,392 @@
+/*
+ * store_replay.c: the kernel-replay tables replay_launches, replay_passes
+ * and replay_metrics (store_replay.h, docs/schema.md).
+ *
+ * Replayed launches are few (each costs the program a device drain and
+ * several passes), so each call prepares its statements rather than taking
+ * slots in the writer's prepared table. One call's records land whole or
+ * not at all: a replay row without its metrics would read as "collected
+ * nothing", which is a different answer. Never aborts, never called on a
+ * launch path; reports SQLite's message through store_last_error.
+ */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flare/flare.h"
+#include "store/store_internal.h"
+#include "store/store_replay.h"
+
+/* OR REPLACE everywhere: writing the same record twice (a collector that
+ * retries) gives the same rows, and a duplicated metric name in one record
+ * ("a,a") keeps one row instead of failing the whole call. */
+static const char launch_insert_sql[] =
+    "INSERT OR REPLACE INTO replay_launches(pid, launch_id, device, stream_id, kernel, "
+    "launch_index, passes_planned, passes_run, declined, reason, begin_ns, end_ns, drain_ns, "
+    "snapshot_bytes, shadow_on_device, snapshot_ns, restore_ns, bytes_restored, collector) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+    "?19)";
+static const char pass_insert_sql[] = "INSERT OR REPLACE INTO replay_passes(pid, launch_id, pass, "
+                                      "start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5)";
+static const char metric_insert_sql[] =
+    "INSERT OR REPLACE INTO replay_metrics(pid, launch_id, metric, value) VALUES (?1, ?2, ?3, ?4)";
+
+/* Binds a fixed-size char array of a record: the engine NUL-terminates its
+ * strings, but a record is plain memory handed across modules, so the
+ * length is bounded by the array rather than trusted. */
+static void bind_fixed_text(sqlite3_stmt *statement, int index, const char *text, size_t capacity)
+{
+    sqlite3_bind_text(statement, index, text, (int)strnlen(text, capacity), SQLITE_TRANSIENT);
+}
+
+static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
+{
+    int status = 0;
+    if (sqlite3_step(statement) != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, what);
+    sqlite3_reset(statement);
+    sqlite3_clear_bindings(statement);
+    return status;
+}
+
+static int write_record(store *handle, int64_t pid, const replay_record *record,
+                        sqlite3_stmt *launch, sqlite3_stmt *pass, sqlite3_stmt *metric)
+{
+    sqlite3_bind_int64(launch, 1, pid);
+    sqlite3_bind_int64(launch, 2, (int64_t)record->launch_id);
+    sqlite3_bind_int64(launch, 3, record->device);
+    sqlite3_bind_int64(launch, 4, (int64_t)record->stream_id);
+    bind_fixed_text(launch, 5, record->kernel_name, sizeof(record->kernel_name));
+    sqlite3_bind_int64(launch, 6, (int64_t)record->launch_index);
+    sqlite3_bind_int64(launch, 7, record->passes_planned);
+    sqlite3_bind_int64(launch, 8, record->passes_run);
+    sqlite3_bind_int64(launch, 9, record->declined != 0);
+    bind_fixed_text(launch, 10, record->reason, sizeof(record->reason));
+    sqlite3_bind_int64(launch, 11, (int64_t)record->begin_ns);
+    sqlite3_bind_int64(launch, 12, (int64_t)record->end_ns);
+    sqlite3_bind_int64(launch, 13, (int64_t)record->drain_ns);
+    sqlite3_bind_int64(launch, 14, (int64_t)record->snapshot_bytes);
+    sqlite3_bind_int64(launch, 15, record->shadow_on_device != 0);
+    sqlite3_bind_int64(launch, 16, (int64_t)record->snapshot_ns);
+    sqlite3_bind_int64(launch, 17, (int64_t)record->restore_ns);
+    sqlite3_bind_int64(launch, 18, (int64_t)record->bytes_restored);
+    bind_fixed_text(launch, 19, record->collector, sizeof(record->collector));
+    int status = step_once(handle, launch, "cannot write a replay launch");
+    if (status != 0)
+        return status;
+
+    /* The engine keeps the first REPLAY_RECORD_PASS_MAX passes' times and
+     * only counts later ones (passes_run); a count beyond the arrays is
+     * clamped, never read past. */
+    uint32_t kept = record->pass_count_kept;
+    if (kept > REPLAY_RECORD_PASS_MAX)
+        kept = REPLAY_RECORD_PASS_MAX;
+    for (uint32_t index = 0; index < kept && status == 0; index++) {
+        sqlite3_bind_int64(pass, 1, pid);
+        sqlite3_bind_int64(pass, 2, (int64_t)record->launch_id);
+        sqlite3_bind_int64(pass, 3, index);
+        sqlite3_bind_int64(pass, 4, (int64_t)record->pass_start_ns[index]);
+        sqlite3_bind_int64(pass, 5, (int64_t)record->pass_end_ns[index]);
+        status = step_once(handle, pass, "cannot write a replay pass");
+    }
+
+    uint32_t metrics = record->metric_count;
+    if (metrics > REPLAY_RECORD_METRIC_MAX)
+        metrics = REPLAY_RECORD_METRIC_MAX;
+    for (uint32_t index = 0; index < metrics && status == 0; index++) {
+        sqlite3_bind_int64(metric, 1, pid);
+        sqlite3_bind_int64(metric, 2, (int64_t)record->launch_id);
+        bind_fixed_text(metric, 3, record->metric_names[index], REPLAY_METRIC_NAME_MAX);
+        /* NULL, not NaN: SQL has no NaN, and NULL says "not available" to
+         * any reader (SQLite would turn a NaN into NULL anyway; this makes
+         * it deliberate). */
+        if (isnan(record->metric_values[index]))
+            sqlite3_bind_null(metric, 4);
+        else
+            sqlite3_bind_double(metric, 4, record->metric_values[index]);
+        status = step_once(handle, metric, "cannot write a replay metric");
+    }
+    return status;
+}
+
+/* Runs one statement without results (savepoint control). */
+static int run_sql(store *handle, const char *sql, const char *what)
+{
+    if (sqlite3_exec(handle->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return store_set_sqlite_error(handle, what);
+    return 0;
+}
+
+int store_write_replay_records(store *handle, int64_t pid, replay_record *const *records,
+                               size_t count)
+{
+    if (handle == NULL || (records == NULL && count > 0))
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0 || count == 0)
+        return status;
+
+    /* A savepoint nests inside the collector's batch, so a failure here
+     * undoes this call's rows without costing the batch its kernels; outside
+     * a batch it is a transaction of its own. */
+    status = run_sql(handle, "SAVEPOINT replay_records", "cannot start writing replay records");
+    if (status != 0)
+        return status;
+    sqlite3_stmt *launch = NULL, *pass = NULL, *metric = NULL;
+    status = store_prepare(handle, launch_insert_sql, &launch, "cannot prepare the replay insert");
+    if (status == 0)
+        status = store_prepare(handle, pass_insert_sql, &pass, "cannot prepare the replay insert");
+    if (status == 0)
+        status =
+            store_prepare(handle, metric_insert_sql, &metric, "cannot prepare the replay insert");
+    for (size_t index = 0; index < count && status == 0; index++) {
+        if (records[index] != NULL)
+            status = write_record(handle, pid, records[index], launch, pass, metric);
+    }
+    sqlite3_finalize(launch);
+    sqlite3_finalize(pass);
+    sqlite3_finalize(metric);
+
+    if (status == 0)
+        return run_sql(handle, "RELEASE replay_records", "cannot finish writing replay records");
+    /* The error is already recorded; undoing must not overwrite it. Some
+     * errors (a full disk, I/O) make SQLite roll back the whole transaction
+     * itself: then there is no savepoint left, and inside a batch the batch
+     * has lost rows, so it must fail rather than commit with a hole. */
+    if (!sqlite3_get_autocommit(handle->db)) {
+        sqlite3_exec(handle->db, "ROLLBACK TO replay_records; RELEASE replay_records", NULL, NULL,
+                     NULL);
+    } else if (handle->in_batch) {
+        store_batch_failed(handle);
+    }
+    return status;
+}
+
+/* ---- readers ---- */
+
+static const char launch_select_sql[] =
+    "SELECT l.pid, l.launch_id, l.device, l.stream_id, l.kernel, l.launch_index, "
+    "l.passes_planned, l.passes_run, l.declined, l.reason, l.begin_ns, l.end_ns, l.drain_ns, "
+    "l.snapshot_bytes, l.shadow_on_device, l.snapshot_ns, l.restore_ns, l.bytes_restored, "
+    "l.collector, "
+    "(SELECT count(*) FROM replay_passes p WHERE p.pid = l.pid AND p.launch_id = l.launch_id), "
+    "(SELECT avg(p.end_ns - p.start_ns) FROM replay_passes p WHERE p.pid = l.pid AND "
+    "p.launch_id = l.launch_id AND p.end_ns >= p.start_ns) "
+    "FROM replay_launches l ORDER BY l.kernel, l.pid, l.launch_index, l.launch_id";
+/* rowid order is the order the engine listed the metrics in (the user's
+ * --metrics order, or the set's). */
+static const char metric_select_sql[] =
+    "SELECT metric, value FROM replay_metrics WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid";
+
+/* One launch's metrics, copied out of SQLite's row buffers (which the next
+ * step invalidates) into arrays reused from launch to launch. */
+typedef struct metric_buffer {
+    size_t count;
+    size_t capacity;
+    char **names;
+    double *values;
+    int *has_value;
+} metric_buffer;
+
+static void metric_buffer_clear(metric_buffer *buffer)
+{
+    for (size_t index = 0; index < buffer->count; index++)
+        free(buffer->names[index]);
+    buffer->count = 0;
+}
+
+static void metric_buffer_free(metric_buffer *buffer)
+{
+    metric_buffer_clear(buffer);
+    free(buffer->names);
+    free(buffer->values);
+    free(buffer->has_value);
+    memset(buffer, 0, sizeof(*buffer));
+}
+
+static int metric_buffer_add(metric_buffer *buffer, const char *name, int has_value, double value)
+{
+    if (buffer->count == buffer->capacity) {
+        size_t capacity = buffer->capacity ? buffer->capacity * 2 : 16;
+        char **names = realloc(buffer->names, capacity * sizeof(*names));
+        if (names == NULL)
+            return FLARE_ERR_NO_MEMORY;
+        buffer->names = names;
+        double *values = realloc(buffer->values, capacity * sizeof(*values));
+        if (values == NULL)
+            return FLARE_ERR_NO_MEMORY;
+        buffer->values = values;
+        int *flags = realloc(buffer->has_value, capacity * sizeof(*flags));
+        if (flags == NULL)
+            return FLARE_ERR_NO_MEMORY;
+        buffer->has_value = flags;
+        buffer->capacity = capacity;
+    }
+    char *copy = strdup(name != NULL ? name : "");
+    if (copy == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    buffer->names[buffer->count] = copy;
+    buffer->values[buffer->count] = has_value ? value : NAN;
+    buffer->has_value[buffer->count] = has_value;
+    buffer->count++;
+    return 0;
+}
+
+static int read_metrics(store *handle, sqlite3_stmt *statement, int64_t pid, uint64_t launch_id,
+                        metric_buffer *buffer)
+{
+    metric_buffer_clear(buffer);
+    sqlite3_reset(statement);
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)launch_id);
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(statement)) == SQLITE_ROW) {
+        int has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL;
+        status = metric_buffer_add(buffer, store_column_text(statement, 0), has_value,
+                                   sqlite3_column_double(statement, 1));
+        if (status != 0)
+            store_set_error(handle, "%s: out of memory reading replay metrics", handle->path);
+    }
+    if (status == 0 && rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read the replay metrics");
+    sqlite3_reset(statement);
+    return status;
+}
+
+int store_read_replay_launches(store *handle, store_replay_launch_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *launches = NULL, *metrics = NULL;
+    status = store_prepare(handle, launch_select_sql, &launches, "cannot read the replay launches");
+    if (status == 0)
+        status =
+            store_prepare(handle, metric_select_sql, &metrics, "cannot read the replay metrics");
+    metric_buffer buffer = {0};
+    int rc = SQLITE_DONE;
+    while (status == 0 && (rc = sqlite3_step(launches)) == SQLITE_ROW) {
+        store_replay_launch_row row;
+        memset(&row, 0, sizeof(row));
+        row.pid = sqlite3_column_int64(launches, 0);
+        row.launch_id = (uint64_t)sqlite3_column_int64(launches, 1);
+        row.device = sqlite3_column_int(launches, 2);
+        row.stream_id = (uint64_t)sqlite3_column_int64(launches, 3);
+        row.kernel = store_column_text(launches, 4);
+        row.launch_index = (uint64_t)sqlite3_column_int64(launches, 5);
+        row.passes_planned = (uint32_t)sqlite3_column_int64(launches, 6);
+        row.passes_run = (uint32_t)sqlite3_column_int64(launches, 7);
+        row.declined = sqlite3_column_int(launches, 8) != 0;
+        row.reason = store_column_text(launches, 9);
+        row.begin_ns = (uint64_t)sqlite3_column_int64(launches, 10);
+        row.end_ns = (uint64_t)sqlite3_column_int64(launches, 11);
+        row.drain_ns = (uint64_t)sqlite3_column_int64(launches, 12);
+        row.snapshot_bytes = (uint64_t)sqlite3_column_int64(launches, 13);
+        row.shadow_on_device = sqlite3_column_int(launches, 14) != 0;
+        row.snapshot_ns = (uint64_t)sqlite3_column_int64(launches, 15);
+        row.restore_ns = (uint64_t)sqlite3_column_int64(launches, 16);
+        row.bytes_restored = (uint64_t)sqlite3_column_int64(launches, 17);
+        row.collector = store_column_text(launches, 18);
+        row.passes_kept = (uint32_t)sqlite3_column_int64(launches, 19);
+        row.pass_mean_ns = (uint64_t)(sqlite3_column_double(launches, 20) + 0.5);
+        /* The metrics statement runs while the launch row is current; the
+         * launch's text columns stay valid because it is another statement. */
+        status = read_metrics(handle, metrics, row.pid, row.launch_id, &buffer);
+        if (status != 0)
+            break;
+        row.metric_count = buffer.count;
+        row.metric_names = (const char *const *)buffer.names;
+        row.metric_values = buffer.values;
+        row.metric_has_value = buffer.has_value;
+        if (callback(&row, user) != 0)
+            break;
+    }
+    if (status == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read the replay launches");
+    metric_buffer_free(&buffer);
+    sqlite3_finalize(launches);
+    sqlite3_finalize(metrics);
+    return status;
+}
+
+static const char pass_select_sql[] = "SELECT pass, start_ns, end_ns FROM replay_passes WHERE pid "
+                                      "= ?1 AND launch_id = ?2 ORDER BY pass";
+
+int store_read_replay_passes(store *handle, int64_t pid, uint64_t launch_id,
+                             store_replay_pass_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    status = store_prepare(handle, pass_select_sql, &statement, "cannot read the replay passes");
+    if (status != 0)
+        return status;
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)launch_id);
+    int rc;
+    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
+        store_replay_pass_row row = {
+            .pass = (uint32_t)sqlite3_column_int64(statement, 0),
+            .start_ns = (uint64_t)sqlite3_column_int64(statement, 1),
+            .end_ns = (uint64_t)sqlite3_column_int64(statement, 2),
+        };
+        if (callback(&row, user) != 0)
+            break;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read the replay passes");
+    sqlite3_finalize(statement);
+    return status;
+}
+
+static const char summary_sql[] =
+    "SELECT count(*), coalesce(sum(declined = 0), 0), coalesce(sum(declined != 0), 0), "
+    "count(DISTINCT kernel), "
+    "coalesce(sum(CASE WHEN declined = 0 THEN passes_run ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN declined = 0 THEN snapshot_bytes ELSE 0 END), 0), "
+    "coalesce(sum(bytes_restored), 0), "
+    "coalesce(sum(CASE WHEN end_ns > begin_ns THEN end_ns - begin_ns ELSE 0 END), 0), "
+    "(SELECT count(*) FROM replay_metrics WHERE value IS NOT NULL), "
+    "(SELECT reason FROM replay_launches WHERE declined != 0 ORDER BY begin_ns, pid, launch_id "
+    "LIMIT 1) "
+    "FROM replay_launches";
+
+int store_read_replay_summary(store *handle, store_replay_summary *out)
+{
+    if (handle == NULL || out == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof(*out));
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    status = store_prepare(handle, summary_sql, &statement, "cannot read the replay summary");
+    if (status != 0)
+        return status;
+    if (sqlite3_step(statement) == SQLITE_ROW) {
+        out->launches = sqlite3_column_int64(statement, 0);
+        out->replayed = sqlite3_column_int64(statement, 1);
+        out->declined = sqlite3_column_int64(statement, 2);
+        out->kernels = sqlite3_column_int64(statement, 3);
+        out->passes = (uint64_t)sqlite3_column_int64(statement, 4);
+        out->snapshot_bytes = (uint64_t)sqlite3_column_int64(statement, 5);
+        out->bytes_restored = (uint64_t)sqlite3_column_int64(statement, 6);
+        out->collection_ns = (uint64_t)sqlite3_column_int64(statement, 7);
+        out->metric_values = sqlite3_column_int64(statement, 8);
+        const char *reason = store_column_text(statement, 9);
+        snprintf(out->first_decline, sizeof(out->first_decline), "%s",
+                 reason != NULL ? reason : "");
+    } else {
+        status = store_set_sqlite_error(handle, "cannot read the replay summary");
+    }
+    sqlite3_finalize(statement);
+    return status;
+}

@@ -1,0 +1,100 @@
+/*
+ * store_replay.h: kernel-replay results in the session database: the tables
+ * replay_launches, replay_passes and replay_metrics (docs/schema.md,
+ * docs/replay.md).
+ *
+ * The collector writes the engine's finished replay_records (src/replay/
+ * replay.h) inside its open batch; `flare report` and `flare replay` read
+ * them back. Like every store function these never abort: they return 0 or
+ * a negative flare_status and leave SQLite's message in store_last_error.
+ * They are never called on a launch path: records reach them through the
+ * engine's bounded queue and the collector thread.
+ */
+#ifndef FLARE_STORE_STORE_REPLAY_H
+#define FLARE_STORE_STORE_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "replay/replay.h"
+#include "store/store.h"
+
+/*
+ * Writes count records of process pid: one replay_launches row each, its
+ * kept pass timestamps (at most REPLAY_RECORD_PASS_MAX; passes_run says how
+ * many ran) and its metric values (a NaN value is stored as NULL). NULL
+ * entries of records are skipped. All the records land or none do: inside a
+ * batch they are bracketed by a savepoint, so a failure leaves the batch's
+ * other rows intact (unless SQLite itself rolled the batch back, which then
+ * fails like any lost batch write). Writing a record again replaces it.
+ */
+int store_write_replay_records(store *database, int64_t pid, replay_record *const *records,
+                               size_t count);
+
+/* One replayed or declined launch as the readers return it. Strings and
+ * arrays are valid during the callback only. */
+typedef struct store_replay_launch_row {
+    int64_t pid;
+    uint64_t launch_id;
+    int device;
+    uint64_t stream_id;
+    const char *kernel;
+    uint64_t launch_index;   /* launches of this name before it, 0-based */
+    uint32_t passes_planned; /* 0: until a continue callback stopped it */
+    uint32_t passes_run;
+    int declined;
+    const char *reason;
+    uint64_t begin_ns;
+    uint64_t end_ns;
+    uint64_t drain_ns;
+    uint64_t snapshot_bytes;
+    int shadow_on_device;
+    uint64_t snapshot_ns;
+    uint64_t restore_ns;
+    uint64_t bytes_restored;
+    const char *collector;
+    /* From replay_passes: the passes whose times were kept, and the mean
+     * length of one (0 when none was kept). */
+    uint32_t passes_kept;
+    uint64_t pass_mean_ns;
+    /* From replay_metrics, in the order they were written. has_value[i] is
+     * 0 where the value is unavailable (stored NULL). */
+    size_t metric_count;
+    const char *const *metric_names;
+    const double *metric_values;
+    const int *metric_has_value;
+} store_replay_launch_row;
+
+typedef int (*store_replay_launch_callback)(const store_replay_launch_row *row, void *user);
+
+/* Every replay launch row with its metrics, by kernel name, then pid, launch
+ * index and launch id, so all of one kernel's launches come together. A
+ * callback returning non-zero stops the walk (not an error). */
+int store_read_replay_launches(store *database, store_replay_launch_callback callback, void *user);
+
+/* One launch's kept pass times, by pass. */
+typedef struct store_replay_pass_row {
+    uint32_t pass;
+    uint64_t start_ns;
+    uint64_t end_ns;
+} store_replay_pass_row;
+typedef int (*store_replay_pass_callback)(const store_replay_pass_row *row, void *user);
+int store_read_replay_passes(store *database, int64_t pid, uint64_t launch_id,
+                             store_replay_pass_callback callback, void *user);
+
+/* Totals over the whole session, for `flare replay`'s closing line. */
+typedef struct store_replay_summary {
+    int64_t launches; /* rows in replay_launches */
+    int64_t replayed; /* not declined */
+    int64_t declined;
+    int64_t kernels;         /* distinct kernel names */
+    uint64_t passes;         /* sum of passes_run over replayed launches */
+    uint64_t snapshot_bytes; /* sum over replayed launches */
+    uint64_t bytes_restored;
+    uint64_t collection_ns;  /* sum of end_ns - begin_ns over every launch */
+    int64_t metric_values;   /* non-NULL rows of replay_metrics */
+    char first_decline[256]; /* the reason of the earliest declined launch, "" when none */
+} store_replay_summary;
+int store_read_replay_summary(store *database, store_replay_summary *out);
+
+#endif /* FLARE_STORE_STORE_REPLAY_H */

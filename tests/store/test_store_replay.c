@@ -1,0 +1,455 @@
+/*
+ * test_store_replay.c: kernel-replay results in the session database
+ * (store_replay.h): replay_records written by the collector's batch and
+ * read back as `flare report` and `flare replay` read them.
+ *
+ * Each test works in its own mkdtemp directory under /tmp and removes it.
+ * Where the API cannot show a property (how many pass rows exist, that a
+ * value is SQL NULL), the test asks the file directly with SQLite.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flare/flare.h"
+#include "store/store.h"
+#include "store/store_replay.h"
+#include "test_util.h"
+
+#define TEST_PID 4321
+
+/* ---- helpers ---- */
+
+static store *open_store(const char *dir, store_open_mode mode)
+{
+    store *handle = NULL;
+    char error[1024];
+    int status = store_open(dir, mode, &handle, error, sizeof error);
+    if (status != 0)
+        print_error("store_open: %s\n", error);
+    assert_int_equal(status, 0);
+    return handle;
+}
+
+/* The first column of the first row of sql, on session.db directly. */
+static int64_t sql_int(const char *dir, const char *sql)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, STORE_DATABASE_NAME);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *statement = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &statement, NULL);
+    if (rc != SQLITE_OK)
+        print_error("%s: %s\n", sql, sqlite3_errmsg(db));
+    assert_int_equal(rc, SQLITE_OK);
+    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+    int64_t value = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    sqlite3_close(db);
+    return value;
+}
+
+static void sql_exec(const char *dir, const char *sql)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, STORE_DATABASE_NAME);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *message = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &message);
+    if (rc != SQLITE_OK)
+        print_error("%s: %s\n", sql, message);
+    sqlite3_free(message);
+    assert_int_equal(rc, SQLITE_OK);
+    sqlite3_close(db);
+}
+
+/* A replayed launch with passes p of [1000 * (p + 1), + 100 + p) and the
+ * given metrics. */
+static replay_record *make_replayed(uint64_t launch_id, const char *kernel, uint64_t index,
+                                    uint32_t passes, size_t metric_count, const char *const *names,
+                                    const double *values)
+{
+    replay_record *record = calloc(1, sizeof(*record));
+    assert_non_null(record);
+    record->launch_id = launch_id;
+    record->device = 1;
+    record->stream_id = 77;
+    snprintf(record->kernel_name, sizeof record->kernel_name, "%s", kernel);
+    record->launch_index = index;
+    record->passes_planned = passes;
+    record->passes_run = passes;
+    record->begin_ns = 500;
+    record->end_ns = 500 + 1000ull * (passes + 2);
+    record->drain_ns = 40;
+    record->snapshot_bytes = 1 << 20;
+    record->shadow_on_device = 1;
+    record->snapshot_ns = 30;
+    record->restore_ns = 60;
+    record->bytes_restored = (uint64_t)(passes - 1) << 20;
+    record->pass_count_kept = passes < REPLAY_RECORD_PASS_MAX ? passes : REPLAY_RECORD_PASS_MAX;
+    for (uint32_t pass = 0; pass < record->pass_count_kept; pass++) {
+        record->pass_start_ns[pass] = 1000ull * (pass + 1);
+        record->pass_end_ns[pass] = 1000ull * (pass + 1) + 100 + pass;
+    }
+    record->metric_count = (uint32_t)metric_count;
+    for (size_t metric = 0; metric < metric_count; metric++) {
+        snprintf(record->metric_names[metric], REPLAY_METRIC_NAME_MAX, "%s", names[metric]);
+        record->metric_values[metric] = values[metric];
+    }
+    snprintf(record->collector, sizeof record->collector, "sim-metrics");
+    return record;
+}
+
+static replay_record *make_declined(uint64_t launch_id, const char *kernel, uint64_t index,
+                                    const char *reason)
+{
+    replay_record *record = calloc(1, sizeof(*record));
+    assert_non_null(record);
+    record->launch_id = launch_id;
+    snprintf(record->kernel_name, sizeof record->kernel_name, "%s", kernel);
+    record->launch_index = index;
+    record->passes_planned = 4;
+    record->passes_run = 1;
+    record->declined = 1;
+    snprintf(record->reason, sizeof record->reason, "%s", reason);
+    record->begin_ns = 10;
+    record->end_ns = 25;
+    return record;
+}
+
+/* What the launch reader returned, copied out of the callback. */
+typedef struct captured_launch {
+    store_replay_launch_row row;
+    char kernel[256];
+    char reason[256];
+    char collector[32];
+    size_t metric_count;
+    char metric_names[8][REPLAY_METRIC_NAME_MAX];
+    double metric_values[8];
+    int metric_has_value[8];
+} captured_launch;
+
+typedef struct capture {
+    size_t count;
+    size_t stop_after; /* 0: never stop */
+    captured_launch launches[8];
+} capture;
+
+static int capture_launch(const store_replay_launch_row *row, void *user)
+{
+    capture *into = user;
+    assert_true(into->count < 8);
+    captured_launch *copy = &into->launches[into->count++];
+    copy->row = *row;
+    snprintf(copy->kernel, sizeof copy->kernel, "%s", row->kernel);
+    snprintf(copy->reason, sizeof copy->reason, "%s", row->reason);
+    snprintf(copy->collector, sizeof copy->collector, "%s", row->collector);
+    copy->metric_count = row->metric_count;
+    for (size_t index = 0; index < row->metric_count && index < 8; index++) {
+        snprintf(copy->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s", row->metric_names[index]);
+        copy->metric_values[index] = row->metric_values[index];
+        copy->metric_has_value[index] = row->metric_has_value[index];
+    }
+    return into->stop_after != 0 && into->count >= into->stop_after;
+}
+
+/* ---- tests ---- */
+
+/* Replayed and declined launches of two kernels come back whole, grouped by
+ * kernel, metrics in the order written, NaN as "no value". */
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    const char *names[] = {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                           "dram__bytes_read.sum", "gpu__time_duration.sum"};
+    const double values[] = {87.5, NAN, 12345.0};
+    replay_record *records[4] = {
+        make_replayed(900, "stencil", 1, 5, 3, names, values),
+        make_declined(901, "reduce", 0, "footprint budget: 3.0 GiB needed, 1.0 GiB allowed"),
+        NULL, /* skipped, not a crash */
+        make_replayed(902, "stencil", 3, 2, 1, names + 2, values + 2),
+    };
+
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(writer), 0);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 4), 0);
+    assert_int_equal(store_commit(writer), 0);
+    store_close(writer);
+
+    store *reader = open_store(dir, STORE_OPEN_READ);
+    capture got = {0};
+    assert_int_equal(store_read_replay_launches(reader, capture_launch, &got), 0);
+    assert_int_equal(got.count, 3);
+    /* By kernel name: reduce first, then stencil by launch index. */
+    assert_string_equal(got.launches[0].kernel, "reduce");
+    assert_true(got.launches[0].row.declined);
+    assert_string_equal(got.launches[0].reason,
+                        "footprint budget: 3.0 GiB needed, 1.0 GiB allowed");
+    assert_int_equal(got.launches[0].row.passes_run, 1);
+    assert_int_equal(got.launches[0].row.passes_kept, 0);
+    assert_int_equal(got.launches[0].metric_count, 0);
+    assert_string_equal(got.launches[0].collector, "");
+
+    const captured_launch *first = &got.launches[1];
+    assert_string_equal(first->kernel, "stencil");
+    assert_int_equal(first->row.pid, TEST_PID);
+    assert_int_equal(first->row.launch_id, 900);
+    assert_int_equal(first->row.device, 1);
+    assert_int_equal(first->row.stream_id, 77);
+    assert_int_equal(first->row.launch_index, 1);
+    assert_int_equal(first->row.passes_planned, 5);
+    assert_int_equal(first->row.passes_run, 5);
+    assert_false(first->row.declined);
+    assert_string_equal(first->reason, "");
+    assert_int_equal(first->row.begin_ns, 500);
+    assert_int_equal(first->row.end_ns, 7500);
+    assert_int_equal(first->row.drain_ns, 40);
+    assert_int_equal(first->row.snapshot_bytes, 1 << 20);
+    assert_true(first->row.shadow_on_device);
+    assert_int_equal(first->row.snapshot_ns, 30);
+    assert_int_equal(first->row.restore_ns, 60);
+    assert_int_equal(first->row.bytes_restored, 4 << 20);
+    assert_string_equal(first->collector, "sim-metrics");
+    assert_int_equal(first->row.passes_kept, 5);
+    assert_int_equal(first->row.pass_mean_ns, 102); /* 100..104 */
+    assert_int_equal(first->metric_count, 3);
+    assert_string_equal(first->metric_names[0], names[0]);
+    assert_string_equal(first->metric_names[1], names[1]);
+    assert_string_equal(first->metric_names[2], names[2]);
+    assert_true(first->metric_has_value[0]);
+    assert_true(first->metric_values[0] == 87.5);
+    assert_false(first->metric_has_value[1]);
+    assert_true(isnan(first->metric_values[1]));
+    assert_true(first->metric_has_value[2]);
+    assert_true(first->metric_values[2] == 12345.0);
+
+    assert_int_equal(got.launches[2].row.launch_id, 902);
+    assert_int_equal(got.launches[2].metric_count, 1);
+    assert_string_equal(got.launches[2].metric_names[0], "gpu__time_duration.sum");
+
+    store_replay_summary summary;
+    assert_int_equal(store_read_replay_summary(reader, &summary), 0);
+    assert_int_equal(summary.launches, 3);
+    assert_int_equal(summary.replayed, 2);
+    assert_int_equal(summary.declined, 1);
+    assert_int_equal(summary.kernels, 2);
+    assert_int_equal(summary.passes, 7);
+    assert_int_equal(summary.snapshot_bytes, 2 << 20);
+    assert_int_equal(summary.bytes_restored, 5 << 20);
+    assert_int_equal(summary.collection_ns, 7000 + 4000 + 15);
+    assert_int_equal(summary.metric_values, 3); /* the NaN is not a value */
+    assert_string_equal(summary.first_decline, "footprint budget: 3.0 GiB needed, 1.0 GiB allowed");
+    store_close(reader);
+
+    /* In the file: NaN is SQL NULL, not a number. */
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_metrics WHERE value IS NULL AND "
+                                  "metric = 'dram__bytes_read.sum'"),
+                     1);
+    for (int index = 0; index < 4; index++)
+        free(records[index]);
+    test_remove_dir(dir);
+}
+
+typedef struct pass_capture {
+    uint32_t count;
+    uint32_t next_expected;
+    int in_order;
+    uint64_t last_start_ns;
+} pass_capture;
+
+static int capture_pass(const store_replay_pass_row *row, void *user)
+{
+    pass_capture *into = user;
+    if (row->pass != into->next_expected || row->end_ns < row->start_ns)
+        into->in_order = 0;
+    into->next_expected++;
+    into->count++;
+    into->last_start_ns = row->start_ns;
+    return 0;
+}
+
+/* A launch of 70 passes keeps the first 64 passes' times and still says 70
+ * ran; a count of kept passes past the arrays is clamped, not read past. */
+static void test_passes_beyond_the_kept_limit(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    replay_record *many = make_replayed(1, "k", 0, 70, 0, NULL, NULL);
+    assert_int_equal(many->pass_count_kept, REPLAY_RECORD_PASS_MAX);
+    replay_record *lying = make_replayed(2, "k", 1, 66, 0, NULL, NULL);
+    lying->pass_count_kept = 1000; /* more than the arrays hold */
+    replay_record *records[] = {many, lying};
+
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), 0);
+    store_close(writer);
+
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes WHERE launch_id = 1"),
+                     REPLAY_RECORD_PASS_MAX);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes WHERE launch_id = 2"),
+                     REPLAY_RECORD_PASS_MAX);
+    assert_int_equal(sql_int(dir, "SELECT max(pass) FROM replay_passes"),
+                     REPLAY_RECORD_PASS_MAX - 1);
+
+    store *reader = open_store(dir, STORE_OPEN_READ);
+    capture got = {0};
+    assert_int_equal(store_read_replay_launches(reader, capture_launch, &got), 0);
+    assert_int_equal(got.count, 2);
+    assert_int_equal(got.launches[0].row.passes_run, 70);
+    assert_int_equal(got.launches[0].row.passes_kept, REPLAY_RECORD_PASS_MAX);
+    assert_int_equal(got.launches[1].row.passes_run, 66);
+
+    pass_capture passes = {.in_order = 1};
+    assert_int_equal(store_read_replay_passes(reader, TEST_PID, 1, capture_pass, &passes), 0);
+    assert_int_equal(passes.count, REPLAY_RECORD_PASS_MAX);
+    assert_true(passes.in_order);
+    assert_int_equal(passes.last_start_ns, 1000ull * REPLAY_RECORD_PASS_MAX);
+    store_close(reader);
+    free(many);
+    free(lying);
+    test_remove_dir(dir);
+}
+
+/* A replay write that fails leaves none of its rows and none of its
+ * records, but the batch's other rows still commit. */
+static void test_failure_keeps_the_batch(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    store_close(open_store(dir, STORE_OPEN_WRITE));
+    sql_exec(dir, "CREATE TRIGGER abort_metric BEFORE INSERT ON replay_metrics"
+                  " WHEN NEW.metric = 'poison' BEGIN SELECT RAISE(ABORT, 'injected'); END");
+    const char *good[] = {"fine"};
+    const char *bad[] = {"poison"};
+    const double value[] = {1.0};
+    replay_record *records[] = {make_replayed(1, "k", 0, 2, 1, good, value),
+                                make_replayed(2, "k", 1, 2, 1, bad, value)};
+
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(writer), 0);
+    store_kernel_row kernel = {.pid = TEST_PID, .name = "k", .start_ns = 1, .end_ns = 2};
+    assert_int_equal(store_put_kernel(writer, &kernel), 0);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), FLARE_ERR_STORE);
+    assert_non_null(strstr(store_last_error(writer), "cannot write a replay metric"));
+    assert_non_null(strstr(store_last_error(writer), "injected"));
+    assert_non_null(strstr(store_last_error(writer), dir));
+    /* The batch goes on: its own rows and a later, good replay write. */
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 1), 0);
+    assert_int_equal(store_commit(writer), 0);
+    store_close(writer);
+
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM kernels"), 1);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 1);
+    assert_int_equal(sql_int(dir, "SELECT launch_id FROM replay_launches"), 1);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes"), 2);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_metrics"), 1);
+    free(records[0]);
+    free(records[1]);
+    test_remove_dir(dir);
+}
+
+/* Writing a record twice (a retry) gives the same rows, and a metric named
+ * twice in one record keeps one row. */
+static void test_rewrite_replaces(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    const char *names[] = {"a", "b", "a"};
+    const double values[] = {1.0, 2.0, 3.0};
+    replay_record *record = make_replayed(5, "k", 0, 3, 3, names, values);
+    replay_record *records[] = {record, record};
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), 0);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 1), 0);
+    store_close(writer);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 1);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes"), 3);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_metrics"), 2);
+    assert_int_equal(sql_int(dir, "SELECT value FROM replay_metrics WHERE metric = 'a'"), 3);
+    free(record);
+    test_remove_dir(dir);
+}
+
+/* No replay rows: the readers call nothing and the summary is all zero;
+ * a callback that asks to stop stops the walk. */
+static void test_empty_and_early_stop(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    capture got = {0};
+    assert_int_equal(store_read_replay_launches(writer, capture_launch, &got), 0);
+    assert_int_equal(got.count, 0);
+    store_replay_summary summary;
+    memset(&summary, 0xff, sizeof summary);
+    assert_int_equal(store_read_replay_summary(writer, &summary), 0);
+    assert_int_equal(summary.launches, 0);
+    assert_int_equal(summary.passes, 0);
+    assert_string_equal(summary.first_decline, "");
+
+    replay_record *records[3];
+    for (int index = 0; index < 3; index++)
+        records[index] = make_declined((uint64_t)index + 1, "k", (uint64_t)index, "graph");
+    /* Inside a batch, the writer's own readers see the batch. */
+    assert_int_equal(store_begin(writer), 0);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 3), 0);
+    got.stop_after = 2;
+    assert_int_equal(store_read_replay_launches(writer, capture_launch, &got), 0);
+    assert_int_equal(got.count, 2);
+    assert_int_equal(store_commit(writer), 0);
+    store_close(writer);
+    for (int index = 0; index < 3; index++)
+        free(records[index]);
+    test_remove_dir(dir);
+}
+
+static void test_invalid_arguments(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    store_close(open_store(dir, STORE_OPEN_WRITE));
+    store *reader = open_store(dir, STORE_OPEN_READ);
+    replay_record *record = make_declined(1, "k", 0, "graph");
+    assert_int_equal(store_write_replay_records(NULL, 1, &record, 1), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_write_replay_records(reader, 1, NULL, 1), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_write_replay_records(reader, 1, &record, 1), FLARE_ERR_STATE);
+    assert_non_null(strstr(store_last_error(reader), "opened for reading"));
+    assert_int_equal(store_read_replay_launches(reader, NULL, NULL), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_replay_passes(NULL, 1, 1, capture_pass, NULL),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_replay_summary(reader, NULL), FLARE_ERR_INVALID_ARGUMENT);
+    store_close(reader);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 0);
+    free(record);
+    test_remove_dir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_passes_beyond_the_kept_limit),
+        cmocka_unit_test(test_failure_keeps_the_batch),
+        cmocka_unit_test(test_rewrite_replaces),
+        cmocka_unit_test(test_empty_and_early_stop),
+        cmocka_unit_test(test_invalid_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
