@@ -100,7 +100,14 @@ typedef struct backend_ops {
 typedef struct backend_engine_config {
     uint64_t sample_interval_ns; /* 0: the engine's default */
     const char *label;           /* what opened the window, for the engine's log */
+    uint64_t window_id;          /* the window being armed, so samples name it */
 } backend_engine_config;
+
+/* arm's answer when another profiling context holds the device (the lease,
+ * src/tracebuf/lease.h): the window opens and runs WITHOUT the engine, and
+ * keeps arm's reason ("PM sampling busy, held by ...") as its engine_reason.
+ * Positive, so it is never mistaken for a flare_status error. */
+#define BACKEND_ENGINE_BUSY 1
 
 typedef struct backend_engine_result {
     uint64_t armed_ns;    /* the now_ns arm was given */
@@ -111,7 +118,7 @@ typedef struct backend_engine_result {
 typedef struct backend_engine_ops {
     const char *name; /* "sim-pm", "cuda-pm", ... */
     /* Starts collecting on device (-1: every device the process uses).
-     * 0, or FLARE_ERR_UNSUPPORTED / FLARE_ERR_BACKEND / FLARE_ERR_STATE with
+     * 0, BACKEND_ENGINE_BUSY (nothing armed; the window runs without), or FLARE_ERR_UNSUPPORTED / FLARE_ERR_BACKEND / FLARE_ERR_STATE with
      * a reason in reason[0..reason_size) that the window record keeps. A
      * failed arm leaves nothing armed. */
     int (*arm)(int device, const backend_engine_config *config, uint64_t now_ns, char *reason,

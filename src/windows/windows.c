@@ -246,8 +246,8 @@ static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint
     char reason[WINDOWS_REASON_MAX] = "";
     int status = FLARE_OK;
     if (engine != NULL) {
-        backend_engine_config engine_config = {.sample_interval_ns = 0,
-                                               .label = record.token.label};
+        backend_engine_config engine_config = {
+            .sample_interval_ns = 0, .label = record.token.label, .window_id = record.id};
         status =
             engine->arm(coordinator->config.device, &engine_config, now_ns, reason, sizeof(reason));
         if (status != FLARE_OK && reason[0] == '\0')
@@ -256,7 +256,16 @@ static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint
 
     pthread_mutex_lock(&coordinator->state_lock);
     windows_record *current = &coordinator->current;
-    if (status != FLARE_OK) {
+    if (status == BACKEND_ENGINE_BUSY) {
+        /* Another context holds the device: the window runs without the
+         * engine (nothing to disarm) and says why. */
+        snprintf(current->engine_status, sizeof(current->engine_status), "busy");
+        snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
+        current->opened_ns = now_ns;
+        coordinator->launches_at_open = launches;
+        set_state(coordinator, WINDOWS_OPEN);
+        atomic_fetch_add_explicit(&coordinator->opened_total, 1, memory_order_relaxed);
+    } else if (status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "refused");
         snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
         snprintf(current->close_reason, sizeof(current->close_reason), "%s", WINDOWS_CLOSE_REFUSED);

@@ -105,7 +105,7 @@ typedef struct windows_record {
     char close_reason[32];
     uint64_t launches; /* counted while open */
     char engine[32];
-    char engine_status[16]; /* "armed", "refused", "none" */
+    char engine_status[16]; /* "armed", "refused", "none", "busy" (ran without the engine) */
     char engine_reason[WINDOWS_REASON_MAX];
     uint64_t engine_samples;
 } windows_record;
