@@ -8,6 +8,9 @@
 #ifndef FLARE_CLI_CLI_H
 #define FLARE_CLI_CLI_H
 
+#include <limits.h>
+#include <stdint.h>
+
 #define CLI_EXIT_OK      0
 #define CLI_EXIT_FAILURE 1
 #define CLI_EXIT_USAGE   2
@@ -19,6 +22,39 @@ int cli_info(int argc, char **argv);
 int cli_export(int argc, char **argv);
 /* `flare rules check RULE...`: each rule's canonical form, or why it is refused. */
 int cli_rules(int argc, char **argv);
+/* `flare replay [SELECTION] -- CMD`: CMD run as by trace, chosen launches replayed. */
+int cli_replay(int argc, char **argv);
+
+/*
+ * Running a command under the profiler (launch.c), shared by trace and
+ * replay. The caller fills the options, sets any FLARE_* variables of its
+ * own in this process's environment (the command inherits them), then calls
+ * prepare and, if that succeeded, run.
+ */
+typedef struct cli_launch {
+    /* Options. */
+    const char *command_name; /* "trace", "replay": names the command in messages */
+    const char *activity;     /* "tracing": the first line says "flare: tracing 'CMD'..." */
+    const char *output;       /* -o DIR, or NULL for a fresh directory under $FLARE_OUTPUT_DIR */
+    uint32_t flush_ms;        /* --flush-ms; 0 leaves FLARE_FLUSH_MS alone */
+    int quiet;
+    /* Filled by prepare. */
+    char command_line[1024];
+    char session_dir[PATH_MAX];
+    char injection_library[PATH_MAX];
+    /* Filled by run: processes that started a session. */
+    long long process_count;
+} cli_launch;
+
+/* Creates the session directory and database (nothing runs when it fails:
+ * CLI_EXIT_FAILURE, printed) and says where the session goes. */
+int cli_launch_prepare(cli_launch *launch, char **command, int command_count);
+/* Runs command (NULL-terminated) with the session and libflare's injection
+ * in its environment, forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT; records the
+ * exit status; warns when no process started a session or a requested
+ * feature was degraded. Returns the command's status (128+N for signal N,
+ * 127 not found, 126 not runnable). */
+int cli_launch_run(cli_launch *launch, char **command);
 
 /* `flare trace --deep-when RULE`: adds RULE (NULL when the option has no
  * value) to the rules for the command; a missing or blank value is a usage

@@ -1,30 +1,22 @@
 /*
- * trace.c: `flare trace [-o DIR] -- CMD [ARGS...]`.
+ * trace.c: `flare trace [-o DIR] -- CMD [ARGS...]`: its options.
  *
- * Prepares the session directory and database before the command starts (so
- * a bad -o fails early and nothing runs), runs the command with the session
- * in its environment, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, records the
- * exit status, and checks that at least one process actually started a flare
- * session: a profiler that silently recorded nothing is the worst outcome.
- * Exits with the command's own status (128+N if a signal N ended it).
+ * Validates every option before anything is prepared or run (usage errors
+ * are exit 2 and run nothing), passes the deep-profiling options to the
+ * command through FLARE_* variables, and hands the run itself to the shared
+ * launcher (launch.c): session prepared first, signals forwarded, exit
+ * status recorded and returned (128+N if a signal N ended it), and a loud
+ * warning when no process started a session.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "backend/cuda/cuda_info.h"
 #include "cli/cli.h"
-#include "core/clock.h"
 #include "core/config.h"
 #include "flare/flare.h"
-#include "store/store.h"
+#include "windows/windows.h"
 #include "windows/windows_session.h"
 
 static const char trace_help[] =
@@ -61,216 +53,6 @@ static const char trace_help[] =
     "Exit status: the command's own (128+N if signal N ended it); 2 for a usage\n"
     "error; 1 if the session could not be prepared (nothing is run then).\n"
     "Then: flare report DIR\n";
-
-/* libflare.so, injected into CUDA programs: $FLARE_LIBRARY, else
- * ../lib/libflare.so beside this executable (the build and install layout).
- * Empty when not found. */
-static char injection_library[PATH_MAX];
-
-static void find_injection_library(void)
-{
-    injection_library[0] = '\0';
-    const char *explicit_path = getenv("FLARE_LIBRARY");
-    if (explicit_path != NULL && explicit_path[0] != '\0') {
-        if (realpath(explicit_path, injection_library) == NULL) {
-            fprintf(stderr,
-                    "flare: WARNING: FLARE_LIBRARY=%s: %s; CUDA programs will not be traced\n",
-                    explicit_path, strerror(errno));
-            injection_library[0] = '\0';
-        }
-        return;
-    }
-    char executable[PATH_MAX];
-    ssize_t length = readlink("/proc/self/exe", executable, sizeof(executable) - 1);
-    if (length <= 0)
-        return;
-    executable[length] = '\0';
-    char *slash = strrchr(executable, '/');
-    if (slash == NULL)
-        return;
-    *slash = '\0';
-    char candidate[PATH_MAX + 32];
-    snprintf(candidate, sizeof(candidate), "%s/../lib/libflare.so", executable);
-    if (realpath(candidate, injection_library) == NULL)
-        injection_library[0] = '\0';
-}
-
-static int join_command_line(int argc, char **argv, char *buffer, size_t size)
-{
-    size_t used = 0;
-    buffer[0] = '\0';
-    for (int i = 0; i < argc; i++) {
-        int written = snprintf(buffer + used, size - used, "%s%s", i ? " " : "", argv[i]);
-        if (written < 0 || (size_t)written >= size - used)
-            return -1;
-        used += (size_t)written;
-    }
-    return 0;
-}
-
-static int prepare_session(const char *output, char *session_dir, size_t size,
-                           const char *command_line)
-{
-    char error[1024];
-    if (output != NULL) {
-        if (strlen(output) >= size)
-            return cli_failure("trace", "output directory path is too long");
-        if (core_make_directories(output, error, sizeof(error)) != FLARE_OK)
-            return cli_failure("trace", "%s", error);
-        char database[PATH_MAX + 32];
-        snprintf(database, sizeof(database), "%s/%s", output, STORE_DATABASE_NAME);
-        if (access(database, F_OK) == 0)
-            return cli_failure("trace",
-                               "%s already holds a session (%s); choose another directory or "
-                               "remove it",
-                               output, STORE_DATABASE_NAME);
-        snprintf(session_dir, size, "%s", output);
-    } else {
-        const char *base = getenv("FLARE_OUTPUT_DIR");
-        if (base == NULL || base[0] == '\0')
-            base = CORE_DEFAULT_OUTPUT_BASE;
-        if (core_make_session_directory(base, session_dir, size, error, sizeof(error)) != FLARE_OK)
-            return cli_failure("trace", "%s", error);
-    }
-    if (core_check_writable_directory(session_dir, error, sizeof(error)) != FLARE_OK)
-        return cli_failure("trace", "%s", error);
-    /* The child may run in another directory: give it an absolute path. */
-    char absolute[PATH_MAX];
-    if (realpath(session_dir, absolute) == NULL)
-        return cli_failure("trace", "cannot resolve %s: %s", session_dir, strerror(errno));
-    snprintf(session_dir, size, "%s", absolute);
-
-    store *database;
-    if (store_open(session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) != FLARE_OK)
-        return cli_failure("trace", "%s", error);
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
-    store_session_info info = {.command = command_line,
-                               .start_ns = core_now_ns(),
-                               .start_unix_ns = core_unix_now_ns(),
-                               .host = host,
-                               .flare_version = FLARE_VERSION_STRING};
-    /* Recorded by the launcher (its own pid), so that on a machine without
-     * a GPU the report says why nothing GPU-side was recorded. */
-    char driver_reason[512] = "";
-    int driver_present = cuda_info_driver_present(driver_reason, sizeof(driver_reason));
-    int status = store_begin(database);
-    if (status == FLARE_OK)
-        status = store_session_begin(database, &info);
-    if (status == FLARE_OK)
-        status = store_set_capability(database, (int64_t)getpid(), "gpu_driver", 1,
-                                      driver_present ? "active" : "unavailable",
-                                      driver_present ? "libcuda.so.1 loads" : driver_reason);
-    if (status == FLARE_OK)
-        status = store_commit(database);
-    if (status != FLARE_OK) {
-        cli_failure("trace", "cannot write the session row: %s", store_last_error(database));
-        store_close(database);
-        return CLI_EXIT_FAILURE;
-    }
-    store_close(database);
-    return CLI_EXIT_OK;
-}
-
-/* What the processes of the session said about their capabilities: how
- * many traced CUDA, and which requested features they could not honour. */
-typedef struct capability_tally {
-    int64_t launcher_pid;
-    int cuda_processes;
-    int degraded;
-    char first_feature[64];
-    char first_reason[256];
-} capability_tally;
-
-static int tally_capability(const store_capability_row *row, void *user)
-{
-    capability_tally *tally = user;
-    if (row->pid == tally->launcher_pid)
-        return 0; /* the launcher's own note about the driver */
-    if (strcmp(row->feature, "cuda_injection") == 0 && strcmp(row->status, "active") == 0)
-        tally->cuda_processes++;
-    if (row->requested && strcmp(row->status, "active") != 0) {
-        if (tally->degraded++ == 0) {
-            snprintf(tally->first_feature, sizeof(tally->first_feature), "%s", row->feature);
-            snprintf(tally->first_reason, sizeof(tally->first_reason), "%s", row->reason);
-        }
-    }
-    return 0;
-}
-
-/* Runs the command; returns its exit status as a shell would, or 127/126
- * when it could not be started (the message says why).
- *
- * The signals to forward are blocked and taken synchronously with
- * sigwaitinfo, together with SIGCHLD, rather than in an asynchronous
- * handler: no signal can slip in between a check and a wait, and nothing
- * runs in signal context. */
-static int run_command(char **command, const char *session_dir)
-{
-    int report_pipe[2];
-    if (pipe2(report_pipe, O_CLOEXEC) != 0)
-        return cli_failure("trace", "pipe: %s", strerror(errno)), 126;
-
-    sigset_t watched, previous;
-    sigemptyset(&watched);
-    sigaddset(&watched, SIGINT);
-    sigaddset(&watched, SIGTERM);
-    sigaddset(&watched, SIGHUP);
-    sigaddset(&watched, SIGQUIT);
-    sigaddset(&watched, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &watched, &previous);
-
-    pid_t pid = fork();
-    if (pid < 0) {
-        sigprocmask(SIG_SETMASK, &previous, NULL);
-        close(report_pipe[0]);
-        close(report_pipe[1]);
-        return cli_failure("trace", "fork: %s", strerror(errno)), 126;
-    }
-    if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &previous, NULL);
-        close(report_pipe[0]);
-        setenv("FLARE_SESSION_DIR", session_dir, 1);
-        setenv("FLARE_LAUNCHED_BY_TRACE", "1", 1);
-        if (injection_library[0] != '\0') {
-            setenv("CUDA_INJECTION64_PATH", injection_library, 1);
-            setenv("NVTX_INJECTION64_PATH", injection_library, 1);
-        }
-        execvp(command[0], command);
-        int error = errno;
-        if (write(report_pipe[1], &error, sizeof(error)) < 0) {
-        }
-        _exit(error == ENOENT ? 127 : 126);
-    }
-    close(report_pipe[1]);
-    int exec_error = 0;
-    ssize_t got;
-    do {
-        got = read(report_pipe[0], &exec_error, sizeof(exec_error));
-    } while (got < 0 && errno == EINTR);
-    close(report_pipe[0]);
-
-    int wait_status = 0;
-    for (;;) {
-        pid_t done = waitpid(pid, &wait_status, WNOHANG);
-        if (done == pid || (done < 0 && errno != EINTR))
-            break;
-        siginfo_t info;
-        int signal_number = sigwaitinfo(&watched, &info);
-        if (signal_number > 0 && signal_number != SIGCHLD)
-            kill(pid, signal_number);
-    }
-    sigprocmask(SIG_SETMASK, &previous, NULL);
-    if (got == (ssize_t)sizeof(exec_error)) {
-        cli_failure("trace", "cannot run '%s': %s", command[0], strerror(exec_error));
-        return exec_error == ENOENT ? 127 : 126;
-    }
-    if (WIFEXITED(wait_status))
-        return WEXITSTATUS(wait_status);
-    if (WIFSIGNALED(wait_status))
-        return 128 + WTERMSIG(wait_status);
-    return 1;
-}
 
 int cli_trace(int argc, char **argv)
 {
@@ -360,70 +142,12 @@ int cli_trace(int argc, char **argv)
      * first; a refused rule never stops the trace (cli_deep_when_export). */
     cli_deep_when_export(quiet);
 
-    char command_line[1024];
-    if (join_command_line(command_count, command, command_line, sizeof(command_line)) != 0)
-        snprintf(command_line + sizeof(command_line) - 5, 5, "...");
-    char session_dir[PATH_MAX];
-    if (prepare_session(output, session_dir, sizeof(session_dir), command_line) != CLI_EXIT_OK)
+    cli_launch launch = {.command_name = "trace",
+                         .activity = "tracing",
+                         .output = output,
+                         .flush_ms = flush_ms,
+                         .quiet = quiet};
+    if (cli_launch_prepare(&launch, command, command_count) != CLI_EXIT_OK)
         return CLI_EXIT_FAILURE;
-    if (flush_ms != 0) {
-        char value[16];
-        snprintf(value, sizeof(value), "%u", flush_ms);
-        setenv("FLARE_FLUSH_MS", value, 1);
-    }
-    find_injection_library();
-    if (!quiet) {
-        fprintf(stderr, "flare: tracing '%s'; session in %s\n", command_line, session_dir);
-        if (injection_library[0] == '\0')
-            fprintf(stderr, "flare: note: libflare.so not found beside this flare (set "
-                            "FLARE_LIBRARY): CUDA programs will not be injected\n");
-    }
-
-    int exit_status = run_command(command, session_dir);
-
-    char error[1024];
-    store *database;
-    if (store_open(session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) != FLARE_OK) {
-        cli_failure("trace", "cannot reopen the session database: %s", error);
-        return exit_status;
-    }
-    if (store_begin(database) != FLARE_OK ||
-        store_session_end(database, core_now_ns(), 1, exit_status) != FLARE_OK ||
-        store_commit(database) != FLARE_OK)
-        cli_failure("trace", "cannot record the end of the session: %s",
-                    store_last_error(database));
-    store_session_summary summary;
-    memset(&summary, 0, sizeof(summary));
-    store_read_session(database, &summary);
-    capability_tally tally = {.launcher_pid = (int64_t)getpid()};
-    store_read_capabilities(database, tally_capability, &tally);
-    store_close(database);
-
-    if (summary.process_count == 0) {
-        fprintf(stderr,
-                "flare: WARNING: no process of '%s' started a flare session, so nothing was "
-                "recorded.\n"
-                "flare: flare starts in a process that initialises CUDA (it is injected; %s) "
-                "or that links libflare (as flare-demo does).\n"
-                "flare: if the program did either, see %s/flare.log for why flare did not "
-                "start.\n",
-                command[0],
-                injection_library[0] == '\0' ? "but libflare.so was not found: set FLARE_LIBRARY"
-                                             : "needs an NVIDIA driver",
-                session_dir);
-    } else if (!quiet) {
-        fprintf(stderr,
-                "flare: session saved in %s: %lld process(es) (%d with CUDA tracing), %lld "
-                "kernels, %lld copies and memsets, %lld scopes\n"
-                "flare: see 'flare report %s'\n",
-                session_dir, (long long)summary.process_count, tally.cuda_processes,
-                (long long)summary.kernel_count, (long long)summary.copy_count,
-                (long long)summary.scope_count, session_dir);
-    }
-    if (tally.degraded > 0)
-        fprintf(stderr,
-                "flare: WARNING: %d requested feature(s) degraded or unavailable (first: %s: "
-                "%s); see the Capabilities table of 'flare report'\n",
-                tally.degraded, tally.first_feature, tally.first_reason);
-    return exit_status;
+    return cli_launch_run(&launch, command);
 }

@@ -1,0 +1,318 @@
+/*
+ * launch.c: running a command under the profiler, shared by `flare trace`
+ * and `flare replay`.
+ *
+ * Prepares the session directory and database before the command starts (so
+ * a bad -o fails early and nothing runs), runs the command with the session
+ * and libflare's injection in its environment, forwards SIGINT/SIGTERM/
+ * SIGHUP/SIGQUIT, records the exit status, and checks that at least one
+ * process actually started a flare session: a profiler that silently
+ * recorded nothing is the worst outcome. It must never run the command when
+ * the session could not be prepared, and never swallow the command's status.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda_info.h"
+#include "cli/cli.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "flare/flare.h"
+#include "store/store.h"
+
+/* libflare.so, injected into CUDA programs: $FLARE_LIBRARY, else
+ * ../lib/libflare.so beside this executable (the build and install layout).
+ * Empty when not found. */
+static void find_injection_library(char *library, size_t size)
+{
+    library[0] = '\0';
+    const char *explicit_path = getenv("FLARE_LIBRARY");
+    if (explicit_path != NULL && explicit_path[0] != '\0') {
+        char resolved[PATH_MAX];
+        if (realpath(explicit_path, resolved) == NULL)
+            fprintf(stderr,
+                    "flare: WARNING: FLARE_LIBRARY=%s: %s; CUDA programs will not be traced\n",
+                    explicit_path, strerror(errno));
+        else
+            snprintf(library, size, "%s", resolved);
+        return;
+    }
+    char executable[PATH_MAX];
+    ssize_t length = readlink("/proc/self/exe", executable, sizeof(executable) - 1);
+    if (length <= 0)
+        return;
+    executable[length] = '\0';
+    char *slash = strrchr(executable, '/');
+    if (slash == NULL)
+        return;
+    *slash = '\0';
+    char candidate[PATH_MAX + 32];
+    snprintf(candidate, sizeof(candidate), "%s/../lib/libflare.so", executable);
+    char resolved[PATH_MAX];
+    if (realpath(candidate, resolved) != NULL)
+        snprintf(library, size, "%s", resolved);
+}
+
+static int join_command_line(int argc, char **argv, char *buffer, size_t size)
+{
+    size_t used = 0;
+    buffer[0] = '\0';
+    for (int i = 0; i < argc; i++) {
+        int written = snprintf(buffer + used, size - used, "%s%s", i ? " " : "", argv[i]);
+        if (written < 0 || (size_t)written >= size - used)
+            return -1;
+        used += (size_t)written;
+    }
+    return 0;
+}
+
+static int prepare_session(const cli_launch *launch, char *session_dir, size_t size)
+{
+    const char *name = launch->command_name;
+    const char *output = launch->output;
+    char error[1024];
+    if (output != NULL) {
+        if (strlen(output) >= size)
+            return cli_failure(name, "output directory path is too long");
+        if (core_make_directories(output, error, sizeof(error)) != FLARE_OK)
+            return cli_failure(name, "%s", error);
+        char database[PATH_MAX + 32];
+        snprintf(database, sizeof(database), "%s/%s", output, STORE_DATABASE_NAME);
+        if (access(database, F_OK) == 0)
+            return cli_failure(name,
+                               "%s already holds a session (%s); choose another directory or "
+                               "remove it",
+                               output, STORE_DATABASE_NAME);
+        snprintf(session_dir, size, "%s", output);
+    } else {
+        const char *base = getenv("FLARE_OUTPUT_DIR");
+        if (base == NULL || base[0] == '\0')
+            base = CORE_DEFAULT_OUTPUT_BASE;
+        if (core_make_session_directory(base, session_dir, size, error, sizeof(error)) != FLARE_OK)
+            return cli_failure(name, "%s", error);
+    }
+    if (core_check_writable_directory(session_dir, error, sizeof(error)) != FLARE_OK)
+        return cli_failure(name, "%s", error);
+    /* The child may run in another directory: give it an absolute path. */
+    char absolute[PATH_MAX];
+    if (realpath(session_dir, absolute) == NULL)
+        return cli_failure(name, "cannot resolve %s: %s", session_dir, strerror(errno));
+    snprintf(session_dir, size, "%s", absolute);
+
+    store *database;
+    if (store_open(session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) != FLARE_OK)
+        return cli_failure(name, "%s", error);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    store_session_info info = {.command = launch->command_line,
+                               .start_ns = core_now_ns(),
+                               .start_unix_ns = core_unix_now_ns(),
+                               .host = host,
+                               .flare_version = FLARE_VERSION_STRING};
+    /* Recorded by the launcher (its own pid), so that on a machine without
+     * a GPU the report says why nothing GPU-side was recorded. */
+    char driver_reason[512] = "";
+    int driver_present = cuda_info_driver_present(driver_reason, sizeof(driver_reason));
+    int status = store_begin(database);
+    if (status == FLARE_OK)
+        status = store_session_begin(database, &info);
+    if (status == FLARE_OK)
+        status = store_set_capability(database, (int64_t)getpid(), "gpu_driver", 1,
+                                      driver_present ? "active" : "unavailable",
+                                      driver_present ? "libcuda.so.1 loads" : driver_reason);
+    if (status == FLARE_OK)
+        status = store_commit(database);
+    if (status != FLARE_OK) {
+        cli_failure(name, "cannot write the session row: %s", store_last_error(database));
+        store_close(database);
+        return CLI_EXIT_FAILURE;
+    }
+    store_close(database);
+    return CLI_EXIT_OK;
+}
+
+int cli_launch_prepare(cli_launch *launch, char **command, int command_count)
+{
+    if (join_command_line(command_count, command, launch->command_line,
+                          sizeof(launch->command_line)) != 0)
+        snprintf(launch->command_line + sizeof(launch->command_line) - 5, 5, "...");
+    if (prepare_session(launch, launch->session_dir, sizeof(launch->session_dir)) != CLI_EXIT_OK)
+        return CLI_EXIT_FAILURE;
+    if (launch->flush_ms != 0) {
+        char value[16];
+        snprintf(value, sizeof(value), "%u", launch->flush_ms);
+        setenv("FLARE_FLUSH_MS", value, 1);
+    }
+    find_injection_library(launch->injection_library, sizeof(launch->injection_library));
+    if (!launch->quiet) {
+        fprintf(stderr, "flare: %s '%s'; session in %s\n", launch->activity, launch->command_line,
+                launch->session_dir);
+        if (launch->injection_library[0] == '\0')
+            fprintf(stderr, "flare: note: libflare.so not found beside this flare (set "
+                            "FLARE_LIBRARY): CUDA programs will not be injected\n");
+    }
+    return CLI_EXIT_OK;
+}
+
+/* What the processes of the session said about their capabilities: how
+ * many traced CUDA, and which requested features they could not honour. */
+typedef struct capability_tally {
+    int64_t launcher_pid;
+    int cuda_processes;
+    int degraded;
+    char first_feature[64];
+    char first_reason[256];
+} capability_tally;
+
+static int tally_capability(const store_capability_row *row, void *user)
+{
+    capability_tally *tally = user;
+    if (row->pid == tally->launcher_pid)
+        return 0; /* the launcher's own note about the driver */
+    if (strcmp(row->feature, "cuda_injection") == 0 && strcmp(row->status, "active") == 0)
+        tally->cuda_processes++;
+    if (row->requested && strcmp(row->status, "active") != 0) {
+        if (tally->degraded++ == 0) {
+            snprintf(tally->first_feature, sizeof(tally->first_feature), "%s", row->feature);
+            snprintf(tally->first_reason, sizeof(tally->first_reason), "%s", row->reason);
+        }
+    }
+    return 0;
+}
+
+/* Runs the command; returns its exit status as a shell would, or 127/126
+ * when it could not be started (the message says why).
+ *
+ * The signals to forward are blocked and taken synchronously with
+ * sigwaitinfo, together with SIGCHLD, rather than in an asynchronous
+ * handler: no signal can slip in between a check and a wait, and nothing
+ * runs in signal context. */
+static int run_command(const cli_launch *launch, char **command)
+{
+    int report_pipe[2];
+    if (pipe2(report_pipe, O_CLOEXEC) != 0)
+        return cli_failure(launch->command_name, "pipe: %s", strerror(errno)), 126;
+
+    sigset_t watched, previous;
+    sigemptyset(&watched);
+    sigaddset(&watched, SIGINT);
+    sigaddset(&watched, SIGTERM);
+    sigaddset(&watched, SIGHUP);
+    sigaddset(&watched, SIGQUIT);
+    sigaddset(&watched, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &watched, &previous);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &previous, NULL);
+        close(report_pipe[0]);
+        close(report_pipe[1]);
+        return cli_failure(launch->command_name, "fork: %s", strerror(errno)), 126;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &previous, NULL);
+        close(report_pipe[0]);
+        setenv("FLARE_SESSION_DIR", launch->session_dir, 1);
+        setenv("FLARE_LAUNCHED_BY_TRACE", "1", 1);
+        if (launch->injection_library[0] != '\0') {
+            setenv("CUDA_INJECTION64_PATH", launch->injection_library, 1);
+            setenv("NVTX_INJECTION64_PATH", launch->injection_library, 1);
+        }
+        execvp(command[0], command);
+        int error = errno;
+        if (write(report_pipe[1], &error, sizeof(error)) < 0) {
+        }
+        _exit(error == ENOENT ? 127 : 126);
+    }
+    close(report_pipe[1]);
+    int exec_error = 0;
+    ssize_t got;
+    do {
+        got = read(report_pipe[0], &exec_error, sizeof(exec_error));
+    } while (got < 0 && errno == EINTR);
+    close(report_pipe[0]);
+
+    int wait_status = 0;
+    for (;;) {
+        pid_t done = waitpid(pid, &wait_status, WNOHANG);
+        if (done == pid || (done < 0 && errno != EINTR))
+            break;
+        siginfo_t info;
+        int signal_number = sigwaitinfo(&watched, &info);
+        if (signal_number > 0 && signal_number != SIGCHLD)
+            kill(pid, signal_number);
+    }
+    sigprocmask(SIG_SETMASK, &previous, NULL);
+    if (got == (ssize_t)sizeof(exec_error)) {
+        cli_failure(launch->command_name, "cannot run '%s': %s", command[0], strerror(exec_error));
+        return exec_error == ENOENT ? 127 : 126;
+    }
+    if (WIFEXITED(wait_status))
+        return WEXITSTATUS(wait_status);
+    if (WIFSIGNALED(wait_status))
+        return 128 + WTERMSIG(wait_status);
+    return 1;
+}
+
+int cli_launch_run(cli_launch *launch, char **command)
+{
+    const char *name = launch->command_name;
+    int exit_status = run_command(launch, command);
+    launch->process_count = 0;
+
+    char error[1024];
+    store *database;
+    if (store_open(launch->session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) !=
+        FLARE_OK) {
+        cli_failure(name, "cannot reopen the session database: %s", error);
+        return exit_status;
+    }
+    if (store_begin(database) != FLARE_OK ||
+        store_session_end(database, core_now_ns(), 1, exit_status) != FLARE_OK ||
+        store_commit(database) != FLARE_OK)
+        cli_failure(name, "cannot record the end of the session: %s", store_last_error(database));
+    store_session_summary summary;
+    memset(&summary, 0, sizeof(summary));
+    store_read_session(database, &summary);
+    capability_tally tally = {.launcher_pid = (int64_t)getpid()};
+    store_read_capabilities(database, tally_capability, &tally);
+    store_close(database);
+    launch->process_count = summary.process_count;
+
+    if (summary.process_count == 0) {
+        fprintf(stderr,
+                "flare: WARNING: no process of '%s' started a flare session, so nothing was "
+                "recorded.\n"
+                "flare: flare starts in a process that initialises CUDA (it is injected; %s) "
+                "or that links libflare (as flare-demo does).\n"
+                "flare: if the program did either, see %s/flare.log for why flare did not "
+                "start.\n",
+                command[0],
+                launch->injection_library[0] == '\0'
+                    ? "but libflare.so was not found: set FLARE_LIBRARY"
+                    : "needs an NVIDIA driver",
+                launch->session_dir);
+    } else if (!launch->quiet) {
+        fprintf(stderr,
+                "flare: session saved in %s: %lld process(es) (%d with CUDA tracing), %lld "
+                "kernels, %lld copies and memsets, %lld scopes\n"
+                "flare: see 'flare report %s'\n",
+                launch->session_dir, (long long)summary.process_count, tally.cuda_processes,
+                (long long)summary.kernel_count, (long long)summary.copy_count,
+                (long long)summary.scope_count, launch->session_dir);
+    }
+    if (tally.degraded > 0)
+        fprintf(stderr,
+                "flare: WARNING: %d requested feature(s) degraded or unavailable (first: %s: "
+                "%s); see the Capabilities table of 'flare report'\n",
+                tally.degraded, tally.first_feature, tally.first_reason);
+    return exit_status;
+}
