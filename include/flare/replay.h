@@ -42,10 +42,10 @@ typedef struct flare_replay_launch {
  * pass): pass_enter may set it, pass_exit receives the same value. */
 typedef struct flare_replay_pass {
     uint64_t launch_id;
-    uint32_t pass;         /* 0-based; pass 0 is the program's own launch */
-    uint32_t planned;      /* passes planned (0: until the continue callback stops) */
-    uint64_t start_ns;     /* flare clock; pass_exit only */
-    uint64_t end_ns;       /* flare clock; pass_exit only */
+    uint32_t pass;     /* 0-based; pass 0 is the program's own launch */
+    uint32_t planned;  /* passes planned (0: until the continue callback stops) */
+    uint64_t start_ns; /* flare clock; pass_exit only */
+    uint64_t end_ns;   /* flare clock; pass_exit only */
     void **pass_data;
 } flare_replay_pass;
 
@@ -59,8 +59,7 @@ typedef struct flare_replay_tool {
     void (*pass_enter)(const flare_replay_launch *launch, const flare_replay_pass *pass,
                        void *user);
     /* After each pass's work finished on the device. */
-    void (*pass_exit)(const flare_replay_launch *launch, const flare_replay_pass *pass,
-                      void *user);
+    void (*pass_exit)(const flare_replay_launch *launch, const flare_replay_pass *pass, void *user);
     /* After each pass: non-zero to run another. It can only shorten the
      * loop: with a fixed count, returning non-zero past the count changes
      * nothing. */

@@ -21,6 +21,7 @@
 #include "core/runtime.h"
 #include "counters/counters_session.h"
 #include "backend/sim/sim.h"
+#include "replay/replay.h"
 #include "rules/rules_session.h"
 #include "windows/windows_session.h"
 
@@ -234,6 +235,7 @@ static int commit_batch(drain_context *context)
     if (intern_failures != 0)
         store_set_drops(database, context->pid, "name_intern", "names stored truncated",
                         intern_failures);
+    replay_write_records(database, context->pid);
     core_capabilities_write(database, context->pid, 0);
     counters_session_write(database, context->pid, core_now_ns());
     write_log_lines(context);

@@ -26,6 +26,7 @@
 #include "core/runtime.h"
 #include "counters/counters_session.h"
 #include "store/store.h"
+#include "replay/replay.h"
 #include "rules/rules_session.h"
 #include "windows/windows_session.h"
 
@@ -278,6 +279,9 @@ FLARE_API int flare_init(const flare_options *options)
     core_capabilities_mark_all_changed();
     windows_session_begin(core_now_ns());
     rules_session_begin(core_now_ns());
+    replay_set_device_ops_default(sim_replay_ops());
+    replay_set_metric_collector_default(sim_replay_collector());
+    replay_session_begin();
     int status = start_session(options);
     if (status != FLARE_OK)
         counters_session_end();

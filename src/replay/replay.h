@@ -42,16 +42,19 @@ typedef struct replay_device_ops {
     size_t (*device_memory_free)(int device);
 } replay_device_ops;
 
-/* Installs the backend's operations (one backend per process). */
+/* Installs the backend's operations (one backend per process). The
+ * _default form installs only when none is installed yet (the session
+ * offers the simulated device's; a GPU backend replaces it). */
 void replay_set_device_ops(const replay_device_ops *ops);
+void replay_set_device_ops_default(const replay_device_ops *ops);
 
 /* ---- Configuration (from FLARE_REPLAY_* or `flare replay`) ---- */
 
 typedef struct replay_settings {
-    uint64_t drain_timeout_ns;   /* drains before the snapshot (decline on expiry) */
-    uint64_t pass_timeout_ns;    /* each pass's wait (abort on expiry) */
-    uint64_t footprint_budget;   /* bytes; a larger snapshot is declined */
-    bool allow_device_shadow;    /* false: host shadows only (tests, low memory) */
+    uint64_t drain_timeout_ns; /* drains before the snapshot (decline on expiry) */
+    uint64_t pass_timeout_ns;  /* each pass's wait (abort on expiry) */
+    uint64_t footprint_budget; /* bytes; a larger snapshot is declined */
+    bool allow_device_shadow;  /* false: host shadows only (tests, low memory) */
 } replay_settings;
 
 void replay_settings_default(replay_settings *settings);
@@ -75,6 +78,8 @@ void replay_inventory_remove(uintptr_t address);
  * variables it could not resolve...): replays on it are declined with
  * "untracked memory: <reason>" until cleared with NULL. */
 void replay_inventory_set_untracked(int device, const char *reason);
+/* The device whose inventory holds address (its base), or -1. */
+int replay_inventory_device_of(uintptr_t address);
 /* Tracked bytes and allocations on a device now. */
 size_t replay_inventory_bytes(int device, size_t *allocation_count);
 
@@ -95,7 +100,7 @@ void replay_gate_exit(int device, int token);
 /* A launch as the backend sees it at submission. */
 typedef struct replay_launch_request {
     int device;
-    void *stream;       /* the backend's stream handle, for stream_drain */
+    void *stream; /* the backend's stream handle, for stream_drain */
     uint64_t stream_id;
     const char *kernel_name;
     uint32_t grid[3];
@@ -149,6 +154,12 @@ typedef struct replay_metric_collector {
 } replay_metric_collector;
 
 void replay_set_metric_collector(const replay_metric_collector *collector);
+void replay_set_metric_collector_default(const replay_metric_collector *collector);
+
+/* Called by flare_init: reads FLARE_REPLAY_* (a bad value is logged and
+ * recorded in the "replay" capability row; nothing is installed) and
+ * records the capability. */
+void replay_session_begin(void);
 
 /* The selection `flare replay` and FLARE_REPLAY_* set: which launches get
  * the built-in metric collection. */
@@ -167,6 +178,13 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
  * all are valid (and installed). */
 int replay_selection_from_environment(char *error, size_t error_size);
 
+/* Value parsers shared with the CLI: "250ms", "10s", "2min"; "512MiB",
+ * "16GiB". 0, or -1 with error naming variable and what was expected. */
+int replay_parse_duration(const char *variable, const char *text, uint64_t *out_ns, char *error,
+                          size_t error_size);
+int replay_parse_bytes(const char *variable, const char *text, uint64_t *out_bytes, char *error,
+                       size_t error_size);
+
 /* Named metric sets: NULL-terminated list of names; the metric list of a set. */
 typedef struct replay_metric_set {
     const char *name;
@@ -178,10 +196,13 @@ const replay_metric_set *replay_metric_set_find(const char *name);
 
 /* ---- Results ---- */
 
-#define REPLAY_RECORD_PASS_MAX   64  /* pass timestamps kept per launch (later passes counted only) */
+#define REPLAY_RECORD_PASS_MAX                                                                     \
+    64 /* pass timestamps kept per launch (later passes counted only)                              \
+        */
 #define REPLAY_RECORD_METRIC_MAX 64
 #define REPLAY_METRIC_NAME_MAX   128
-#define REPLAY_RECORD_QUEUE_MAX  1024 /* finished records waiting for the collector; beyond: dropped, counted */
+#define REPLAY_RECORD_QUEUE_MAX                                                                    \
+    1024 /* finished records waiting for the collector; beyond: dropped, counted */
 
 /* One selected launch, replayed or declined. Produced by the pass loop,
  * queued (bounded), taken by the collector and stored (store_replay.c). */
@@ -190,32 +211,37 @@ typedef struct replay_record {
     int device;
     uint64_t stream_id;
     char kernel_name[256];
-    uint64_t launch_index;     /* launches of this name before it */
-    uint32_t passes_planned;   /* 0: until a continue callback stopped it */
-    uint32_t passes_run;       /* pass 0 included; 1 when declined */
-    int declined;              /* 1: ran once; reason says why */
+    uint64_t launch_index;   /* launches of this name before it */
+    uint32_t passes_planned; /* 0: until a continue callback stopped it */
+    uint32_t passes_run;     /* pass 0 included; 1 when declined */
+    int declined;            /* 1: ran once; reason says why */
     char reason[256];
-    uint64_t begin_ns;         /* replay_launch_begin entered (flare clock) */
-    uint64_t end_ns;           /* gate released */
-    uint64_t drain_ns;         /* time in the drains before the snapshot */
-    uint64_t snapshot_bytes;   /* bytes copied once into the shadows */
-    int shadow_on_device;      /* 1: device shadows, 0: pinned host */
-    uint64_t snapshot_ns;      /* time of the snapshot copy */
-    uint64_t restore_ns;       /* total time of every restore */
-    uint64_t bytes_restored;   /* total bytes written back */
-    uint32_t pass_count_kept;  /* min(passes_run, REPLAY_RECORD_PASS_MAX) */
+    uint64_t begin_ns;        /* replay_launch_begin entered (flare clock) */
+    uint64_t end_ns;          /* gate released */
+    uint64_t drain_ns;        /* time in the drains before the snapshot */
+    uint64_t snapshot_bytes;  /* bytes copied once into the shadows */
+    int shadow_on_device;     /* 1: device shadows, 0: pinned host */
+    uint64_t snapshot_ns;     /* time of the snapshot copy */
+    uint64_t restore_ns;      /* total time of every restore */
+    uint64_t bytes_restored;  /* total bytes written back */
+    uint32_t pass_count_kept; /* min(passes_run, REPLAY_RECORD_PASS_MAX) */
     uint64_t pass_start_ns[REPLAY_RECORD_PASS_MAX];
     uint64_t pass_end_ns[REPLAY_RECORD_PASS_MAX];
     uint32_t metric_count;
     char metric_names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX];
     double metric_values[REPLAY_RECORD_METRIC_MAX]; /* NaN: not available */
-    char collector[32];        /* which metric collector ("cuda-range-profiler", "sim-metrics"), or "" */
+    char collector[32]; /* which metric collector ("cuda-range-profiler", "sim-metrics"), or "" */
 } replay_record;
 
 /* Takes up to max finished records (oldest first) into out; returns how
  * many. The caller frees each with free(). *dropped receives records lost to
  * a full queue since the last call. */
 size_t replay_records_take(replay_record **out, size_t max, uint64_t *dropped);
+
+/* Stores every queued record (the collector calls it inside its batch) and
+ * the count of records lost to a full queue. */
+struct store;
+void replay_write_records(struct store *database, int64_t pid);
 
 /* Abort path for tests: replaces abort() after the message (NULL restores). */
 void replay_set_abort_handler(void (*handler)(const char *message));

@@ -72,4 +72,23 @@ void sim_engine_stats_get(sim_engine_stats *stats);
 /* Clears the counters and the fault (tests). */
 void sim_engine_reset(void);
 
+/* ---- Kernel replay on the simulated device (sim_replay.c) ---- */
+
+struct replay_device_ops;
+struct replay_metric_collector;
+/* The drains, shadows and copies replay uses, and the "sim-metrics"
+ * collector: kernel time and launch geometry, two metrics per pass. */
+const struct replay_device_ops *sim_replay_ops(void);
+const struct replay_metric_collector *sim_replay_collector(void);
+
+/* Replay faults for tests; NULL clears them. */
+typedef struct sim_replay_fault {
+    int fail_device_shadow; /* device shadow allocations fail */
+    int fail_host_shadow;   /* pinned-host shadow allocations fail */
+    uint64_t
+        fail_copy_after; /* the Nth replay copy from now on fails, and every later one (0: none) */
+    size_t device_free_bytes; /* what device_memory_free reports (0: 64 GiB) */
+} sim_replay_fault;
+void sim_replay_fault_set(const sim_replay_fault *fault);
+
 #endif /* FLARE_BACKEND_SIM_SIM_H */

@@ -5,9 +5,16 @@
  *
  * It must never hold state of its own or behave differently from the
  * backend table; the only logic here is what the public API adds (copy
- * direction inference, millisecond timeouts).
+ * direction inference, millisecond timeouts) and the replay hooks a driver
+ * interception would add on a real GPU: allocations reported to the replay
+ * inventory, launches bracketed by replay_launch_begin/end, and copies,
+ * memsets and frees held at the device's replay gate.
  */
 #include "backend/sim/sim_internal.h"
+#include "replay/replay.h"
+
+#include <stdint.h>
+#include <string.h>
 
 /* A flare_sim_stream is the backend's stream under its public name; the
  * pointer is only ever dereferenced as the backend type. */
@@ -53,13 +60,37 @@ FLARE_API int flare_sim_stream_destroy(flare_sim_stream *stream)
 
 FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
 {
-    return sim_backend()->memory_alloc(device, bytes, out);
+    int status = sim_backend()->memory_alloc(device, bytes, out);
+    if (status == FLARE_OK) {
+        replay_inventory_add(device, (uintptr_t)*out, bytes, REPLAY_ALLOCATION_DEVICE);
+    }
+    return status;
 }
 
 FLARE_API int flare_sim_free(void *pointer)
 {
     sim_state_ensure();
-    return sim_backend()->memory_free(pointer);
+    /* A free while the device replays would let a restore write freed
+     * memory: it waits at the gate like any other device work. */
+    int device = replay_configured() ? replay_inventory_device_of((uintptr_t)pointer) : -1;
+    int token = device >= 0 ? replay_gate_enter(device) : 0;
+    replay_inventory_remove((uintptr_t)pointer);
+    int status = sim_backend()->memory_free(pointer);
+    replay_gate_exit(device, token);
+    return status;
+}
+
+/* What a relaunch needs: the stream and the launch as first submitted
+ * (its args point at the caller's block, alive during the launch call). */
+typedef struct sim_relaunch {
+    backend_stream *stream;
+    const backend_launch *launch;
+} sim_relaunch;
+
+static int relaunch(void *context)
+{
+    const sim_relaunch *relaunch_context = context;
+    return sim_backend()->launch(relaunch_context->stream, relaunch_context->launch);
 }
 
 FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
@@ -74,7 +105,30 @@ FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
         launch.grid[axis] = grid[axis];
         launch.block[axis] = block[axis];
     }
-    return sim_backend()->launch(backend_stream_of(stream), &launch);
+    backend_stream *target = backend_stream_of(stream);
+    if (!replay_configured() || target == NULL) {
+        return sim_backend()->launch(target, &launch);
+    }
+    sim_relaunch relaunch_context = {.stream = target, .launch = &launch};
+    replay_launch_request request = {.device = sim_backend()->stream_device(target),
+                                     .stream = target,
+                                     .stream_id = sim_backend()->stream_id(target),
+                                     .kernel_name = sim_kernel_name(kernel_id),
+                                     .relaunch = relaunch,
+                                     .relaunch_context = &relaunch_context};
+    memcpy(request.grid, launch.grid, sizeof request.grid);
+    memcpy(request.block, launch.block, sizeof request.block);
+    replay_launch_state state;
+    replay_launch_begin(&request, &state);
+    int status = sim_backend()->launch(target, &launch);
+    replay_launch_end(&request, &state, status);
+    return status;
+}
+
+/* Submits a copy or memset with the device's replay gate held. */
+static int gated_device(backend_stream *stream)
+{
+    return stream != NULL ? sim_backend()->stream_device(stream) : -1;
 }
 
 FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination,
@@ -90,13 +144,23 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
     } else if (source_on_device) {
         kind = BACKEND_COPY_DEVICE_TO_HOST;
     }
-    return sim_backend()->copy_async(backend_stream_of(stream), destination, source, bytes, kind);
+    backend_stream *target = backend_stream_of(stream);
+    int device = gated_device(target);
+    int token = replay_gate_enter(device);
+    int status = sim_backend()->copy_async(target, destination, source, bytes, kind);
+    replay_gate_exit(device, token);
+    return status;
 }
 
 FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination, int value,
                                      size_t bytes)
 {
-    return sim_backend()->memset_async(backend_stream_of(stream), destination, value, bytes);
+    backend_stream *target = backend_stream_of(stream);
+    int device = gated_device(target);
+    int token = replay_gate_enter(device);
+    int status = sim_backend()->memset_async(target, destination, value, bytes);
+    replay_gate_exit(device, token);
+    return status;
 }
 
 FLARE_API int flare_sim_stream_synchronize(flare_sim_stream *stream, uint32_t timeout_ms)

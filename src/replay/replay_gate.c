@@ -1,0 +1,139 @@
+/*
+ * replay_gate.c: one reader/writer gate per device.
+ *
+ * A replaying launch holds the writer side from its drains through its last
+ * pass; every other launch, asynchronous copy and memset on that device
+ * holds the reader side while it is being submitted, so nothing new reaches
+ * the device while a replay restores and re-runs memory. Writers are
+ * preferred (a waiting replay stops new readers) so a busy program cannot
+ * starve a replay. With no replay configured the gate costs one relaxed
+ * load and touches no lock. A thread running a replay loop passes through
+ * every gate: a tool callback that launches must never deadlock on it.
+ * It must never block a reader without a writer present or waiting.
+ */
+#include "replay/replay_internal.h"
+
+#include "core/clock.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+typedef struct device_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int readers;
+    int writer;
+    int writers_waiting;
+} device_gate;
+
+static device_gate gates[REPLAY_DEVICE_MAX];
+static pthread_once_t gates_once = PTHREAD_ONCE_INIT;
+
+atomic_int replay_configured_count;
+
+static void gates_init(void)
+{
+    for (int device = 0; device < REPLAY_DEVICE_MAX; device++) {
+        pthread_mutex_init(&gates[device].lock, NULL);
+        pthread_condattr_t attributes;
+        pthread_condattr_init(&attributes);
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+        pthread_cond_init(&gates[device].changed, &attributes);
+        pthread_condattr_destroy(&attributes);
+    }
+}
+
+static device_gate *gate_of(int device)
+{
+    if (device < 0 || device >= REPLAY_DEVICE_MAX) {
+        return NULL;
+    }
+    pthread_once(&gates_once, gates_init);
+    return &gates[device];
+}
+
+bool replay_configured(void)
+{
+    return atomic_load_explicit(&replay_configured_count, memory_order_relaxed) > 0;
+}
+
+int replay_gate_reader_enter_always(int device)
+{
+    device_gate *gate = gate_of(device);
+    if (gate == NULL || replay_thread()->loop_depth > 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&gate->lock);
+    while (gate->writer || gate->writers_waiting > 0) {
+        pthread_cond_wait(&gate->changed, &gate->lock);
+    }
+    gate->readers++;
+    pthread_mutex_unlock(&gate->lock);
+    replay_stats_add(0, 0, 0, 1, 0);
+    return 1;
+}
+
+int replay_gate_enter(int device)
+{
+    if (!replay_configured()) {
+        return 0;
+    }
+    return replay_gate_reader_enter_always(device);
+}
+
+void replay_gate_exit(int device, int token)
+{
+    if (token == 0) {
+        return;
+    }
+    device_gate *gate = gate_of(device);
+    if (gate == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&gate->lock);
+    gate->readers--;
+    if (gate->readers == 0) {
+        pthread_cond_broadcast(&gate->changed);
+    }
+    pthread_mutex_unlock(&gate->lock);
+}
+
+int replay_gate_writer_enter(int device, uint64_t timeout_ns)
+{
+    device_gate *gate = gate_of(device);
+    if (gate == NULL) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    struct timespec deadline = core_deadline_after_ns(timeout_ns);
+    int status = FLARE_OK;
+    pthread_mutex_lock(&gate->lock);
+    gate->writers_waiting++;
+    while (gate->writer || gate->readers > 0) {
+        if (pthread_cond_timedwait(&gate->changed, &gate->lock, &deadline) == ETIMEDOUT &&
+            (gate->writer || gate->readers > 0)) {
+            status = FLARE_ERR_TIMEOUT;
+            break;
+        }
+    }
+    gate->writers_waiting--;
+    if (status == FLARE_OK) {
+        gate->writer = 1;
+    } else {
+        /* Readers held back by this waiting writer may go again. */
+        pthread_cond_broadcast(&gate->changed);
+    }
+    pthread_mutex_unlock(&gate->lock);
+    return status;
+}
+
+void replay_gate_writer_exit(int device)
+{
+    device_gate *gate = gate_of(device);
+    if (gate == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&gate->lock);
+    gate->writer = 0;
+    pthread_cond_broadcast(&gate->changed);
+    pthread_mutex_unlock(&gate->lock);
+}

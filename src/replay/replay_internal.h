@@ -1,0 +1,79 @@
+/*
+ * replay_internal.h: what the replay module's files share. Nothing outside
+ * src/replay/ may include it; the rest of flare uses replay.h.
+ */
+#ifndef FLARE_REPLAY_REPLAY_INTERNAL_H
+#define FLARE_REPLAY_REPLAY_INTERNAL_H
+
+#include "replay/replay.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* Process-wide: how many things make replay "configured" (tools, a
+ * selection). The gate's fast path reads it with one relaxed load. */
+extern atomic_int replay_configured_count;
+
+/* Device operations and settings (replay_settings.c). */
+const replay_device_ops *replay_device_operations(void);
+void replay_settings_current(replay_settings *settings);
+
+/* Inventory (replay_inventory.c). */
+typedef struct replay_allocation {
+    uintptr_t address;
+    size_t bytes;
+    replay_allocation_kind kind;
+} replay_allocation;
+/* Copies the device's allocations into a new array (*out, free()); returns
+ * the count, or -1 when out of memory. untracked_reason (size bytes) gets
+ * the device's untracked reason, "" when none. */
+long replay_inventory_copy(int device, replay_allocation **out, char *untracked_reason,
+                           size_t untracked_reason_size);
+
+/* Gate (replay_gate.c). The writer side waits at most timeout_ns. */
+int replay_gate_writer_enter(int device, uint64_t timeout_ns);
+void replay_gate_writer_exit(int device);
+int replay_gate_reader_enter_always(int device);
+
+/* Thread state (replay_tools.c): depth of replay loops this thread runs,
+ * whether it is inside a pass_enter callback, and its context toggles. */
+typedef struct replay_thread_state {
+    int loop_depth;
+    int in_pass_enter;
+    uint32_t active_contexts; /* bit i: context i active (inside a loop) */
+} replay_thread_state;
+replay_thread_state *replay_thread(void);
+
+/* Tools and contexts (replay_tools.c). */
+typedef struct replay_tool_snapshot {
+    int count;
+    int ids[FLARE_REPLAY_TOOL_MAX];
+    flare_replay_tool tools[FLARE_REPLAY_TOOL_MAX];
+} replay_tool_snapshot;
+void replay_tools_snapshot(replay_tool_snapshot *snapshot);
+/* Context ids: 0 is the built-in metric collection. */
+#define REPLAY_CONTEXT_METRICS 0
+uint32_t replay_contexts_all_mask(void);
+
+/* Selection (replay_selection.c): whether the built-in metric collection
+ * wants this launch, and its metric list (valid until the next apply). */
+bool replay_selection_matches(const char *kernel_name);
+size_t replay_selection_metrics(const char *const **names);
+const replay_metric_collector *replay_metric_collector_current(void);
+
+/* Per-kernel launch index (replay_selection.c). */
+uint64_t replay_next_launch_index(const char *kernel_name);
+
+/* Records (replay_records.c). */
+void replay_record_queue(replay_record *record);
+
+/* Stats (replay_loop.c). */
+void replay_stats_add(uint64_t replays, uint64_t passes, uint64_t declines, uint64_t gate_waits,
+                      uint64_t bytes_restored);
+void replay_loop_reset_for_tests(void);
+void replay_inventory_reset_for_tests(void);
+void replay_selection_reset_for_tests(void);
+void replay_tools_reset_for_tests(void);
+void replay_records_reset_for_tests(void);
+
+#endif /* FLARE_REPLAY_REPLAY_INTERNAL_H */

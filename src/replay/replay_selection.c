@@ -1,0 +1,452 @@
+/*
+ * replay_selection.c: which launches flare's own metric collection replays
+ * (`flare replay --kernel/--launch/--every/--metrics/--set`, or the
+ * FLARE_REPLAY_* variables), the named metric sets, and per-kernel launch
+ * indexes.
+ *
+ * A selection is validated whole before anything is installed: a bad regex,
+ * an unknown set or conflicting options leave the previous selection as it
+ * was. Metric names themselves are checked by the device's collector, which
+ * alone knows them. Matching takes a mutex; it runs only when replay is
+ * configured, never on the plain tracing path.
+ */
+#include "replay/replay_internal.h"
+
+#include "core/capability.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const replay_metric_set metric_sets[] = {
+    {"speed-of-light", "throughput of compute and memory units against their peaks, and time",
+     "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
+     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
+     "dram__bytes_read.sum,dram__bytes_write.sum,"
+     "l1tex__throughput.avg.pct_of_peak_sustained_active,"
+     "lts__throughput.avg.pct_of_peak_sustained_elapsed,"
+     "sm__cycles_active.avg,smsp__inst_executed.sum,"
+     "sm__warps_active.avg.pct_of_peak_sustained_active"},
+    {"memory", "DRAM and L2 traffic and hit rates",
+     "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
+     "lts__t_sector_hit_rate.pct,lts__t_bytes.sum,l1tex__t_bytes.sum"},
+    {"time", "kernel duration only (one pass)", "gpu__time_duration.sum"},
+};
+
+const replay_metric_set *replay_metric_sets(size_t *count)
+{
+    *count = sizeof metric_sets / sizeof metric_sets[0];
+    return metric_sets;
+}
+
+const replay_metric_set *replay_metric_set_find(const char *name)
+{
+    size_t count = 0;
+    const replay_metric_set *sets = replay_metric_sets(&count);
+    for (size_t index = 0; name != NULL && index < count; index++) {
+        if (strcmp(sets[index].name, name) == 0) {
+            return &sets[index];
+        }
+    }
+    return NULL;
+}
+
+/* ---- The installed selection ---- */
+
+static pthread_mutex_t selection_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool selection_installed;
+static bool selection_has_regex;
+static regex_t selection_regex;
+static uint64_t selection_launch;
+static uint64_t selection_every;
+static uint64_t selection_matches_seen;
+static char selection_metric_storage[2048];
+static const char *selection_metric_names[REPLAY_RECORD_METRIC_MAX];
+static size_t selection_metric_count;
+static const replay_metric_collector *_Atomic metric_collector;
+
+void replay_set_metric_collector(const replay_metric_collector *collector)
+{
+    atomic_store(&metric_collector, collector);
+}
+
+void replay_set_metric_collector_default(const replay_metric_collector *collector)
+{
+    const replay_metric_collector *expected = NULL;
+    atomic_compare_exchange_strong(&metric_collector, &expected, collector);
+}
+
+void replay_session_begin(void)
+{
+    char error[512] = "";
+    if (replay_selection_from_environment(error, sizeof error) != FLARE_OK) {
+        core_log(CORE_LOG_ERROR, "replay: %s; no launch will be replayed", error);
+        core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", error);
+        return;
+    }
+    if (!replay_configured()) {
+        return;
+    }
+    const replay_device_ops *ops = replay_device_operations();
+    const replay_metric_collector *collector = replay_metric_collector_current();
+    core_capability_set("replay", 1,
+                        ops != NULL ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_UNAVAILABLE,
+                        "device %s, metric collector %s", ops != NULL ? ops->name : "none",
+                        collector != NULL ? collector->name : "none");
+}
+
+const replay_metric_collector *replay_metric_collector_current(void)
+{
+    return atomic_load(&metric_collector);
+}
+
+/* Splits a comma list into storage/names; 0 or -1 with error. */
+static int split_metrics(const char *list, char *storage, size_t storage_size, const char **names,
+                         size_t *count, char *error, size_t error_size)
+{
+    if (strlen(list) >= storage_size) {
+        snprintf(error, error_size, "metric list longer than %zu characters", storage_size - 1);
+        return -1;
+    }
+    snprintf(storage, storage_size, "%s", list);
+    *count = 0;
+    char *cursor = storage;
+    while (cursor != NULL) {
+        char *comma = strchr(cursor, ',');
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        if (cursor[0] == '\0') {
+            snprintf(error, error_size, "empty metric name in \"%s\"", list);
+            return -1;
+        }
+        if (strlen(cursor) >= REPLAY_METRIC_NAME_MAX) {
+            snprintf(error, error_size, "metric name \"%.40s...\" longer than %d characters",
+                     cursor, REPLAY_METRIC_NAME_MAX - 1);
+            return -1;
+        }
+        for (const char *character = cursor; *character != '\0'; character++) {
+            if (!((*character >= 'a' && *character <= 'z') ||
+                  (*character >= 'A' && *character <= 'Z') ||
+                  (*character >= '0' && *character <= '9') || *character == '_' ||
+                  *character == '.')) {
+                snprintf(error, error_size,
+                         "metric name \"%s\" has '%c'; names use letters, digits, '_' and '.'",
+                         cursor, *character);
+                return -1;
+            }
+        }
+        if (*count == REPLAY_RECORD_METRIC_MAX) {
+            snprintf(error, error_size, "more than %d metrics", REPLAY_RECORD_METRIC_MAX);
+            return -1;
+        }
+        names[(*count)++] = cursor;
+        cursor = comma != NULL ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+int replay_selection_apply(const replay_selection *selection, char *error, size_t error_size)
+{
+    if (selection == NULL) {
+        snprintf(error, error_size, "no selection");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (selection->launch != 0 && selection->every != 0) {
+        snprintf(error, error_size, "--launch and --every exclude each other");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (selection->metrics[0] != '\0' && selection->set_name[0] != '\0') {
+        snprintf(error, error_size, "--metrics and --set exclude each other");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    const char *list = selection->metrics;
+    if (selection->set_name[0] != '\0') {
+        const replay_metric_set *set = replay_metric_set_find(selection->set_name);
+        if (set == NULL) {
+            size_t count = 0;
+            const replay_metric_set *sets = replay_metric_sets(&count);
+            int written = snprintf(error, error_size,
+                                   "unknown metric set \"%s\"; sets:", selection->set_name);
+            for (size_t index = 0; index < count && written >= 0 && (size_t)written < error_size;
+                 index++) {
+                written += snprintf(error + written, error_size - (size_t)written, " %s",
+                                    sets[index].name);
+            }
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        list = set->metrics;
+    }
+    if (list[0] == '\0') {
+        list = replay_metric_set_find("speed-of-light")->metrics;
+    }
+    char storage[sizeof selection_metric_storage];
+    const char *names[REPLAY_RECORD_METRIC_MAX];
+    size_t count = 0;
+    if (split_metrics(list, storage, sizeof storage, names, &count, error, error_size) != 0) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    regex_t compiled;
+    bool has_regex = selection->kernel_regex[0] != '\0';
+    if (has_regex) {
+        int status = regcomp(&compiled, selection->kernel_regex, REG_EXTENDED | REG_NOSUB);
+        if (status != 0) {
+            char message[128];
+            regerror(status, &compiled, message, sizeof message);
+            snprintf(error, error_size, "bad kernel regex \"%s\": %s", selection->kernel_regex,
+                     message);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+    }
+
+    pthread_mutex_lock(&selection_lock);
+    if (selection_has_regex) {
+        regfree(&selection_regex);
+    }
+    selection_has_regex = has_regex;
+    if (has_regex) {
+        selection_regex = compiled;
+    }
+    selection_launch = selection->launch;
+    selection_every = selection->every;
+    selection_matches_seen = 0;
+    memcpy(selection_metric_storage, storage, sizeof storage);
+    for (size_t index = 0; index < count; index++) {
+        selection_metric_names[index] = selection_metric_storage + (names[index] - storage);
+    }
+    selection_metric_count = count;
+    if (!selection_installed) {
+        selection_installed = true;
+        atomic_fetch_add(&replay_configured_count, 1);
+    }
+    pthread_mutex_unlock(&selection_lock);
+    return FLARE_OK;
+}
+
+bool replay_selection_matches(const char *kernel_name)
+{
+    pthread_mutex_lock(&selection_lock);
+    bool wanted = false;
+    if (selection_installed &&
+        (!selection_has_regex || regexec(&selection_regex, kernel_name, 0, NULL, 0) == 0)) {
+        uint64_t ordinal = ++selection_matches_seen;
+        if (selection_launch != 0) {
+            wanted = ordinal == selection_launch;
+        } else if (selection_every != 0) {
+            wanted = ordinal % selection_every == 0;
+        } else {
+            wanted = true;
+        }
+    }
+    pthread_mutex_unlock(&selection_lock);
+    return wanted;
+}
+
+size_t replay_selection_metrics(const char *const **names)
+{
+    *names = selection_metric_names;
+    return selection_metric_count;
+}
+
+/* Parses a positive count; 0 or -1 with error. */
+static int parse_count(const char *variable, const char *text, uint64_t *out, char *error,
+                       size_t error_size)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || errno != 0 || *end != '\0' || value == 0) {
+        snprintf(error, error_size, "%s=\"%s\": expected a whole number of at least 1", variable,
+                 text);
+        return -1;
+    }
+    *out = value;
+    return 0;
+}
+
+/* Parses a duration with unit (ms, s) or a byte size with unit (B, KiB,
+ * MiB, GiB); 0 or -1 with error. */
+static int parse_scaled(const char *variable, const char *text, const char *const *units,
+                        const uint64_t *scales, size_t unit_count, uint64_t *out, char *error,
+                        size_t error_size)
+{
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (end == text || errno != 0 || !(value > 0)) {
+        snprintf(error, error_size, "%s=\"%s\": expected a positive number with a unit", variable,
+                 text);
+        return -1;
+    }
+    for (size_t index = 0; index < unit_count; index++) {
+        if (strcmp(end, units[index]) == 0) {
+            double scaled = value * (double)scales[index];
+            if (scaled >= 1.8e19) {
+                snprintf(error, error_size, "%s=\"%s\": too large", variable, text);
+                return -1;
+            }
+            *out = (uint64_t)scaled;
+            return 0;
+        }
+    }
+    int written =
+        snprintf(error, error_size, "%s=\"%s\": unknown unit \"%s\"; units:", variable, text, end);
+    for (size_t index = 0; index < unit_count && written >= 0 && (size_t)written < error_size;
+         index++) {
+        written += snprintf(error + written, error_size - (size_t)written, " %s", units[index]);
+    }
+    return -1;
+}
+
+int replay_parse_duration(const char *variable, const char *text, uint64_t *out_ns, char *error,
+                          size_t error_size)
+{
+    static const char *const units[] = {"ms", "s", "min"};
+    static const uint64_t scales[] = {1000000ull, 1000000000ull, 60000000000ull};
+    return parse_scaled(variable, text, units, scales, 3, out_ns, error, error_size);
+}
+
+int replay_parse_bytes(const char *variable, const char *text, uint64_t *out_bytes, char *error,
+                       size_t error_size)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    static const uint64_t scales[] = {1ull, 1ull << 10, 1ull << 20, 1ull << 30, 1ull << 40};
+    return parse_scaled(variable, text, units, scales, 5, out_bytes, error, error_size);
+}
+
+int replay_selection_from_environment(char *error, size_t error_size)
+{
+    const char *kernel = getenv("FLARE_REPLAY_KERNEL");
+    const char *launch = getenv("FLARE_REPLAY_LAUNCH");
+    const char *every = getenv("FLARE_REPLAY_EVERY");
+    const char *metrics = getenv("FLARE_REPLAY_METRICS");
+    const char *set = getenv("FLARE_REPLAY_SET");
+    const char *drain = getenv("FLARE_REPLAY_DRAIN_TIMEOUT");
+    const char *pass = getenv("FLARE_REPLAY_PASS_TIMEOUT");
+    const char *budget = getenv("FLARE_REPLAY_FOOTPRINT_BUDGET");
+    const char *host_only = getenv("FLARE_REPLAY_HOST_SHADOW");
+
+    replay_settings settings;
+    replay_settings_default(&settings);
+    if ((drain != NULL &&
+         replay_parse_duration("FLARE_REPLAY_DRAIN_TIMEOUT", drain, &settings.drain_timeout_ns,
+                               error, error_size) != 0) ||
+        (pass != NULL &&
+         replay_parse_duration("FLARE_REPLAY_PASS_TIMEOUT", pass, &settings.pass_timeout_ns, error,
+                               error_size) != 0) ||
+        (budget != NULL &&
+         replay_parse_bytes("FLARE_REPLAY_FOOTPRINT_BUDGET", budget, &settings.footprint_budget,
+                            error, error_size) != 0)) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (host_only != NULL) {
+        if (strcmp(host_only, "1") != 0 && strcmp(host_only, "0") != 0) {
+            snprintf(error, error_size, "FLARE_REPLAY_HOST_SHADOW=\"%s\": expected 0 or 1",
+                     host_only);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        settings.allow_device_shadow = strcmp(host_only, "1") != 0;
+    }
+    if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL) {
+        replay_settings_apply(&settings);
+        return FLARE_OK;
+    }
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    if (kernel != NULL) {
+        if (strlen(kernel) >= sizeof selection.kernel_regex) {
+            snprintf(error, error_size, "FLARE_REPLAY_KERNEL longer than %zu characters",
+                     sizeof selection.kernel_regex - 1);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        snprintf(selection.kernel_regex, sizeof selection.kernel_regex, "%s", kernel);
+    }
+    if ((launch != NULL &&
+         parse_count("FLARE_REPLAY_LAUNCH", launch, &selection.launch, error, error_size) != 0) ||
+        (every != NULL &&
+         parse_count("FLARE_REPLAY_EVERY", every, &selection.every, error, error_size) != 0)) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (metrics != NULL) {
+        if (strlen(metrics) >= sizeof selection.metrics) {
+            snprintf(error, error_size, "FLARE_REPLAY_METRICS longer than %zu characters",
+                     sizeof selection.metrics - 1);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        snprintf(selection.metrics, sizeof selection.metrics, "%s", metrics);
+    }
+    if (set != NULL) {
+        if (strlen(set) >= sizeof selection.set_name) {
+            snprintf(error, error_size, "FLARE_REPLAY_SET longer than %zu characters",
+                     sizeof selection.set_name - 1);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        snprintf(selection.set_name, sizeof selection.set_name, "%s", set);
+    }
+    int status = replay_selection_apply(&selection, error, error_size);
+    if (status == FLARE_OK) {
+        replay_settings_apply(&settings);
+    }
+    return status;
+}
+
+/* ---- Launch indexes per kernel name ---- */
+
+#define LAUNCH_INDEX_SLOTS 1024
+typedef struct launch_index_slot {
+    uint64_t hash;
+    uint64_t count;
+} launch_index_slot;
+static launch_index_slot launch_index_slots[LAUNCH_INDEX_SLOTS];
+
+static uint64_t name_hash(const char *name)
+{
+    uint64_t hash = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *character = (const unsigned char *)name; *character != '\0';
+         character++) {
+        hash = (hash ^ *character) * 1099511628211ull;
+    }
+    return hash != 0 ? hash : 1;
+}
+
+uint64_t replay_next_launch_index(const char *kernel_name)
+{
+    uint64_t hash = name_hash(kernel_name);
+    uint64_t result = 0;
+    pthread_mutex_lock(&selection_lock);
+    for (size_t probe = 0; probe < LAUNCH_INDEX_SLOTS; probe++) {
+        launch_index_slot *slot = &launch_index_slots[(hash + probe) % LAUNCH_INDEX_SLOTS];
+        if (slot->hash == hash || slot->hash == 0) {
+            slot->hash = hash;
+            result = slot->count++;
+            break;
+        }
+    }
+    /* A full table (over 1024 distinct kernels) answers 0: the index is
+     * informational and never decides anything. */
+    pthread_mutex_unlock(&selection_lock);
+    return result;
+}
+
+void replay_selection_reset_for_tests(void)
+{
+    pthread_mutex_lock(&selection_lock);
+    if (selection_has_regex) {
+        regfree(&selection_regex);
+    }
+    selection_has_regex = false;
+    if (selection_installed) {
+        selection_installed = false;
+        atomic_fetch_sub(&replay_configured_count, 1);
+    }
+    selection_launch = selection_every = selection_matches_seen = 0;
+    selection_metric_count = 0;
+    memset(launch_index_slots, 0, sizeof launch_index_slots);
+    pthread_mutex_unlock(&selection_lock);
+    atomic_store(&metric_collector, NULL);
+}

@@ -1,0 +1,936 @@
+/*
+ * test_replay.c: kernel replay on the simulated device with real threads:
+ * results after N passes equal one run, sibling streams are never reverted,
+ * ordinary work is held out of the window, every bounded wait expires into
+ * its decline or abort, the tool API's continue and toggle rules, metric
+ * collection, and replays on two devices overlapping while one device
+ * serialises them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/sim/sim.h"
+#include "core/clock.h"
+#include "flare/replay.h"
+#include "flare/sim.h"
+#include "replay/replay.h"
+
+#define TIMEOUT_MS 10000
+
+/* x[i] = x[i] * 3 + 1: a second application changes the result, so a
+ * missing restore shows. args: pointer, count. */
+typedef struct buffer_args {
+    uint64_t *values;
+    size_t count;
+} buffer_args;
+
+static void rmw_kernel(const flare_sim_launch *launch)
+{
+    const buffer_args *args = launch->args;
+    for (size_t index = 0; index < args->count; index++) {
+        args->values[index] = args->values[index] * 3 + 1;
+    }
+}
+
+static void increment_kernel(const flare_sim_launch *launch)
+{
+    const buffer_args *args = launch->args;
+    for (size_t index = 0; index < args->count; index++) {
+        args->values[index] += 1;
+    }
+}
+
+static void sleep_kernel(const flare_sim_launch *launch)
+{
+    (void)launch;
+    struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+}
+
+static int rmw_id, increment_id, hang_id, sleep_id;
+static const uint32_t one[3] = {1, 1, 1};
+
+static void release_and_clear_faults(void)
+{
+    sim_fault_set(NULL);
+    sim_fault_release_hung();
+    sim_replay_fault_set(NULL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    replay_reset_for_tests();
+    replay_set_device_ops(sim_replay_ops());
+    replay_set_metric_collector(NULL);
+    release_and_clear_faults();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    release_and_clear_faults();
+    for (int device = 0; device < flare_sim_device_count(); device++) {
+        flare_sim_device_synchronize(device, TIMEOUT_MS);
+    }
+    replay_reset_for_tests();
+    return 0;
+}
+
+static uint64_t apply_rmw(uint64_t value, int times)
+{
+    for (int index = 0; index < times; index++) {
+        value = value * 3 + 1;
+    }
+    return value;
+}
+
+/* Takes every queued record; the caller frees them. */
+static size_t take_records(replay_record **records, size_t max)
+{
+    return replay_records_take(records, max, NULL);
+}
+
+static void free_records(replay_record **records, size_t count)
+{
+    for (size_t index = 0; index < count; index++) {
+        free(records[index]);
+    }
+}
+
+/* ---- A configurable test tool ---- */
+
+typedef struct test_tool {
+    const char *kernel; /* only this kernel (NULL: all) */
+    uint32_t passes;
+    int stop_after; /* should_continue returns 0 once this many passes ran (0: never) */
+    int enters, exits, continues, finishes;
+    uint32_t last_passes_run;
+    char last_reason[256];
+    uint64_t launch_ids[64];
+    uint32_t pass_indexes[64];
+    int set_active_outside_status;
+    int toggle_pass; /* in this pass's enter, switch context off */
+    int toggle_context;
+    int active_in_exit[64];
+    int pass_data_mismatch;
+    int sleep_ms_in_enter; /* pass >= 1 */
+    int hang_in_pass;      /* in this pass's enter, make the kernel hang (0: never) */
+    int launch_from_enter; /* launch a kernel from pass 0's enter */
+    flare_sim_stream *side_stream;
+    buffer_args side_args;
+    atomic_uint_fast64_t finished_ns;
+} test_tool;
+
+static uint32_t tool_decide(const flare_replay_launch *launch, void *user)
+{
+    test_tool *tool = user;
+    if (tool->kernel != NULL && strcmp(launch->kernel_name, tool->kernel) != 0) {
+        return 1;
+    }
+    return tool->passes;
+}
+
+static void tool_enter(const flare_replay_launch *launch, const flare_replay_pass *pass, void *user)
+{
+    test_tool *tool = user;
+    if (tool->enters < 64) {
+        tool->launch_ids[tool->enters] = launch->launch_id;
+        tool->pass_indexes[tool->enters] = pass->pass;
+    }
+    tool->enters++;
+    *pass->pass_data = (void *)(uintptr_t)(1000 + pass->pass);
+    if (tool->toggle_pass != 0 && (int)pass->pass == tool->toggle_pass) {
+        assert_int_equal(flare_replay_context_set_active(tool->toggle_context, 0), FLARE_OK);
+    }
+    if (tool->sleep_ms_in_enter > 0 && pass->pass >= 1) {
+        struct timespec pause = {0, (long)tool->sleep_ms_in_enter * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    if (tool->hang_in_pass != 0 && (int)pass->pass == tool->hang_in_pass) {
+        sim_fault fault = {.hang_kernel_name = "rmw"};
+        sim_fault_set(&fault);
+    }
+    if (tool->launch_from_enter && pass->pass == 0) {
+        /* Would deadlock if the gate held this thread back. */
+        assert_int_equal(flare_sim_launch_kernel(tool->side_stream, increment_id, one, one,
+                                                 &tool->side_args, sizeof tool->side_args),
+                         FLARE_OK);
+        assert_int_equal(flare_sim_stream_synchronize(tool->side_stream, TIMEOUT_MS), FLARE_OK);
+    }
+}
+
+static void tool_exit(const flare_replay_launch *launch, const flare_replay_pass *pass, void *user)
+{
+    (void)launch;
+    test_tool *tool = user;
+    if (*pass->pass_data != (void *)(uintptr_t)(1000 + pass->pass)) {
+        tool->pass_data_mismatch++;
+    }
+    if (pass->pass < 64) {
+        tool->active_in_exit[pass->pass] = flare_replay_context_active(tool->toggle_context);
+    }
+    assert_true(pass->end_ns >= pass->start_ns);
+    tool->exits++;
+}
+
+static int tool_continue(const flare_replay_launch *launch, const flare_replay_pass *pass,
+                         void *user)
+{
+    (void)launch;
+    test_tool *tool = user;
+    tool->continues++;
+    return !(tool->stop_after != 0 && (int)pass->pass + 1 >= tool->stop_after);
+}
+
+static void tool_finished(const flare_replay_launch *launch, uint32_t passes_run,
+                          const char *reason, void *user)
+{
+    (void)launch;
+    test_tool *tool = user;
+    tool->finishes++;
+    tool->last_passes_run = passes_run;
+    snprintf(tool->last_reason, sizeof tool->last_reason, "%s", reason != NULL ? reason : "");
+    atomic_store(&tool->finished_ns, core_now_ns());
+}
+
+static int register_tool(test_tool *tool)
+{
+    flare_replay_tool description = {.struct_size = sizeof description,
+                                     .decide = tool_decide,
+                                     .pass_enter = tool_enter,
+                                     .pass_exit = tool_exit,
+                                     .should_continue = tool_continue,
+                                     .finished = tool_finished,
+                                     .user = tool};
+    int id = 0;
+    assert_int_equal(flare_replay_tool_register(&description, &id), FLARE_OK);
+    return id;
+}
+
+/* One rmw launch on a fresh buffer of count values, synchronised. */
+static void run_rmw_once(int device, uint64_t *initial_out, uint64_t **values_out,
+                         flare_sim_stream **stream_out)
+{
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(device, &stream), FLARE_OK);
+    void *memory = NULL;
+    assert_int_equal(flare_sim_malloc(device, 8 * sizeof(uint64_t), &memory), FLARE_OK);
+    uint64_t *values = memory;
+    for (int index = 0; index < 8; index++) {
+        values[index] = (uint64_t)index + 5;
+    }
+    *initial_out = 5;
+    buffer_args args = {.values = values, .count = 8};
+    assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, one, one, &args, sizeof args),
+                     FLARE_OK);
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    *values_out = values;
+    *stream_out = stream;
+}
+
+static void destroy(flare_sim_stream *stream, void *memory)
+{
+    assert_int_equal(flare_sim_free(memory), FLARE_OK);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+}
+
+/* ---- Tests ---- */
+
+static void test_unconfigured_gate_takes_nothing(void **state)
+{
+    (void)state;
+    assert_false(replay_configured());
+    assert_int_equal(replay_gate_enter(0), 0);
+    replay_stats stats;
+    replay_stats_get(&stats);
+    assert_int_equal(stats.gate_waits, 0);
+}
+
+static void test_fixed_passes_leave_one_application(void **state)
+{
+    (void)state;
+    test_tool tool = {.kernel = "rmw", .passes = 4};
+    int id = register_tool(&tool);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    for (int index = 0; index < 8; index++) {
+        assert_int_equal(values[index], apply_rmw((uint64_t)index + 5, 1));
+    }
+    assert_int_equal(tool.enters, 4);
+    assert_int_equal(tool.exits, 4);
+    assert_int_equal(tool.finishes, 1);
+    assert_int_equal(tool.last_passes_run, 4);
+    assert_string_equal(tool.last_reason, "");
+    assert_int_equal(tool.pass_data_mismatch, 0);
+    for (int pass = 0; pass < 4; pass++) {
+        assert_int_equal(tool.pass_indexes[pass], pass);
+        assert_int_equal(tool.launch_ids[pass], tool.launch_ids[0]);
+    }
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 1);
+    assert_int_equal(records[0]->passes_run, 4);
+    assert_int_equal(records[0]->passes_planned, 4);
+    assert_int_equal(records[0]->declined, 0);
+    assert_int_equal(records[0]->launch_id, tool.launch_ids[0]);
+    assert_int_equal(records[0]->snapshot_bytes, 8 * sizeof(uint64_t));
+    assert_int_equal(records[0]->bytes_restored, 3 * 8 * sizeof(uint64_t));
+    assert_int_equal(records[0]->pass_count_kept, 4);
+    for (int pass = 1; pass < 4; pass++) {
+        assert_true(records[0]->pass_start_ns[pass] >= records[0]->pass_end_ns[pass - 1]);
+    }
+    free_records(records, count);
+    destroy(stream, values);
+    assert_int_equal(flare_replay_tool_unregister(id), FLARE_OK);
+    assert_int_equal(flare_replay_tool_unregister(id), FLARE_ERR_NOT_FOUND);
+}
+
+static void test_continue_can_only_shorten(void **state)
+{
+    (void)state;
+    /* A fixed count of 5 stopped by the callback after 2 passes. */
+    test_tool tool = {.kernel = "rmw", .passes = 5, .stop_after = 2};
+    register_tool(&tool);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(tool.last_passes_run, 2);
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+
+    /* A fixed count of 3 with a callback that always says "more": still 3. */
+    tool = (test_tool){.kernel = "rmw", .passes = 3};
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(tool.last_passes_run, 3);
+    destroy(stream, values);
+
+    /* 0 = until told to stop: stops after 6. */
+    tool = (test_tool){.kernel = "rmw", .passes = 0, .stop_after = 6};
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(tool.last_passes_run, 6);
+    assert_int_equal(values[3], apply_rmw(8, 1));
+    destroy(stream, values);
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 3);
+    assert_int_equal(records[2]->passes_planned, 0);
+    assert_int_equal(records[2]->passes_run, 6);
+    free_records(records, count);
+}
+
+static void test_context_toggles(void **state)
+{
+    (void)state;
+    int context = -1;
+    assert_int_equal(flare_replay_context_register("test-context", &context), FLARE_OK);
+    assert_true(context > 0);
+    /* Outside pass_enter a toggle is refused and changes nothing. */
+    assert_int_equal(flare_replay_context_set_active(context, 0), FLARE_ERR_STATE);
+    assert_int_equal(flare_replay_context_active(context), 1);
+
+    test_tool tool = {.kernel = "rmw", .passes = 4, .toggle_pass = 2, .toggle_context = context};
+    register_tool(&tool);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    /* Active in passes 0 and 1, off from pass 2 on (sticky), and back on
+     * once the loop is over. */
+    assert_int_equal(tool.active_in_exit[0], 1);
+    assert_int_equal(tool.active_in_exit[1], 1);
+    assert_int_equal(tool.active_in_exit[2], 0);
+    assert_int_equal(tool.active_in_exit[3], 0);
+    assert_int_equal(flare_replay_context_active(context), 1);
+    destroy(stream, values);
+}
+
+/* Sibling work: thread B keeps incrementing its own buffer on another
+ * stream of the same device, with memsets and copies mixed in, while
+ * thread A's launches are replayed. B's result must count every launch. */
+typedef struct sibling_context {
+    int launches;
+    uint64_t *values;
+    uint64_t *scratch;
+    atomic_int stop;
+} sibling_context;
+
+static void *sibling_thread(void *argument)
+{
+    sibling_context *context = argument;
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    buffer_args args = {.values = context->values, .count = 4};
+    uint64_t host[4];
+    for (int launch = 0; launch < context->launches; launch++) {
+        assert_int_equal(
+            flare_sim_launch_kernel(stream, increment_id, one, one, &args, sizeof args), FLARE_OK);
+        if (launch % 16 == 0) {
+            assert_int_equal(flare_sim_memset_async(stream, context->scratch, launch & 0xff, 32),
+                             FLARE_OK);
+            assert_int_equal(flare_sim_memcpy_async(stream, host, context->scratch, sizeof host),
+                             FLARE_OK);
+        }
+    }
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+    return NULL;
+}
+
+static void test_siblings_never_reverted(void **state)
+{
+    (void)state;
+    enum { REPLAYS = 10000, SIBLING_LAUNCHES = 20000 };
+    test_tool tool = {.kernel = "rmw", .passes = 2};
+    register_tool(&tool);
+    void *a_memory = NULL, *b_memory = NULL, *scratch = NULL;
+    assert_int_equal(flare_sim_malloc(0, sizeof(uint64_t), &a_memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &b_memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 32, &scratch), FLARE_OK);
+    uint64_t *a_values = a_memory;
+    *a_values = 0;
+    sibling_context sibling = {
+        .launches = SIBLING_LAUNCHES, .values = b_memory, .scratch = scratch};
+    memset(b_memory, 0, 4 * sizeof(uint64_t));
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, sibling_thread, &sibling), 0);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    /* rmw modulo 2^64 over one value: each replay must apply it exactly once. */
+    buffer_args args = {.values = a_values, .count = 1};
+    uint64_t expected = 0;
+    for (int replay = 0; replay < REPLAYS; replay++) {
+        assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, one, one, &args, sizeof args),
+                         FLARE_OK);
+        expected = expected * 3 + 1;
+    }
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    pthread_join(thread, NULL);
+    assert_int_equal(*a_values, expected);
+    for (int index = 0; index < 4; index++) {
+        assert_int_equal(((uint64_t *)b_memory)[index], SIBLING_LAUNCHES);
+    }
+    replay_stats stats;
+    replay_stats_get(&stats);
+    assert_int_equal(stats.replays, REPLAYS);
+    assert_int_equal(stats.passes, 2 * REPLAYS);
+    assert_true(stats.gate_waits >= SIBLING_LAUNCHES);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+    flare_sim_free(a_memory);
+    flare_sim_free(b_memory);
+    flare_sim_free(scratch);
+}
+
+/* Ordinary work submitted while a loop runs returns only after the loop. */
+typedef struct held_context {
+    flare_sim_stream *stream;
+    void *memory;
+    atomic_int ready;
+    uint64_t launch_returned_ns, copy_returned_ns, memset_returned_ns;
+} held_context;
+
+static void *held_thread(void *argument)
+{
+    held_context *context = argument;
+    while (atomic_load(&context->ready) == 0) {
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+    buffer_args args = {.values = context->memory, .count = 1};
+    flare_sim_launch_kernel(context->stream, increment_id, one, one, &args, sizeof args);
+    context->launch_returned_ns = core_now_ns();
+    uint64_t host = 0;
+    flare_sim_memcpy_async(context->stream, &host, context->memory, sizeof host);
+    context->copy_returned_ns = core_now_ns();
+    flare_sim_memset_async(context->stream, context->memory, 0, 8);
+    context->memset_returned_ns = core_now_ns();
+    flare_sim_stream_synchronize(context->stream, TIMEOUT_MS);
+    return NULL;
+}
+
+static void held_enter(const flare_replay_launch *launch, const flare_replay_pass *pass, void *user)
+{
+    (void)launch;
+    held_context *context = user;
+    if (pass->pass == 0) {
+        atomic_store(&context->ready, 1);
+    }
+    struct timespec pause = {0, 20000000};
+    nanosleep(&pause, NULL);
+}
+
+static uint64_t held_finished_ns;
+static uint32_t held_decide(const flare_replay_launch *launch, void *user)
+{
+    (void)user;
+    return strcmp(launch->kernel_name, "rmw") == 0 ? 3 : 1;
+}
+static void held_finished(const flare_replay_launch *launch, uint32_t passes, const char *reason,
+                          void *user)
+{
+    (void)launch;
+    (void)passes;
+    (void)reason;
+    (void)user;
+    held_finished_ns = core_now_ns();
+}
+
+static void test_ordinary_work_held_out(void **state)
+{
+    (void)state;
+    held_context context = {0};
+    assert_int_equal(flare_sim_stream_create(0, &context.stream), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 64, &context.memory), FLARE_OK);
+    flare_replay_tool description = {.struct_size = sizeof description,
+                                     .decide = held_decide,
+                                     .pass_enter = held_enter,
+                                     .finished = held_finished,
+                                     .user = &context};
+    int id = 0;
+    assert_int_equal(flare_replay_tool_register(&description, &id), FLARE_OK);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, held_thread, &context), 0);
+    uint64_t *values;
+    uint64_t initial;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    pthread_join(thread, NULL);
+    assert_true(held_finished_ns > 0);
+    assert_true(context.launch_returned_ns >= held_finished_ns);
+    assert_true(context.copy_returned_ns >= held_finished_ns);
+    assert_true(context.memset_returned_ns >= held_finished_ns);
+    destroy(stream, values);
+    destroy(context.stream, context.memory);
+}
+
+static void set_timeouts(uint64_t drain_ms, uint64_t pass_ms)
+{
+    replay_settings settings;
+    replay_settings_default(&settings);
+    settings.drain_timeout_ns = drain_ms * 1000000ull;
+    settings.pass_timeout_ns = pass_ms * 1000000ull;
+    replay_settings_apply(&settings);
+}
+
+static void test_device_drain_timeout_declines(void **state)
+{
+    (void)state;
+    set_timeouts(50, 5000);
+    test_tool tool = {.kernel = "rmw", .passes = 3};
+    register_tool(&tool);
+    flare_sim_stream *other = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &other), FLARE_OK);
+    sim_fault fault = {.hang_kernel_name = "hang"};
+    sim_fault_set(&fault);
+    assert_int_equal(flare_sim_launch_kernel(other, hang_id, one, one, NULL, 0), FLARE_OK);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    /* Declined: ran once, normally. */
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    assert_int_equal(tool.finishes, 1);
+    assert_int_equal(tool.enters, 0);
+    assert_non_null(strstr(tool.last_reason, "device drain stuck"));
+    replay_record *records[4];
+    size_t count = take_records(records, 4);
+    assert_int_equal(count, 1);
+    assert_int_equal(records[0]->declined, 1);
+    assert_int_equal(records[0]->passes_run, 1);
+    assert_non_null(strstr(records[0]->reason, "device drain stuck"));
+    free_records(records, count);
+    sim_fault_release_hung();
+    assert_int_equal(flare_sim_stream_destroy(other), FLARE_OK);
+    destroy(stream, values);
+}
+
+static void test_stream_drain_timeout_declines(void **state)
+{
+    (void)state;
+    set_timeouts(50, 5000);
+    test_tool tool = {.kernel = "rmw", .passes = 3};
+    register_tool(&tool);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
+    *(uint64_t *)memory = 5;
+    sim_fault fault = {.hang_kernel_name = "hang"};
+    sim_fault_set(&fault);
+    assert_int_equal(flare_sim_launch_kernel(stream, hang_id, one, one, NULL, 0), FLARE_OK);
+    buffer_args args = {.values = memory, .count = 1};
+    assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, one, one, &args, sizeof args),
+                     FLARE_OK);
+    assert_non_null(strstr(tool.last_reason, "stream drain stuck"));
+    sim_fault_release_hung();
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    assert_int_equal(*(uint64_t *)memory, apply_rmw(5, 1));
+    destroy(stream, memory);
+}
+
+static char abort_message[1024];
+static int abort_calls;
+static void capture_abort(const char *message)
+{
+    abort_calls++;
+    snprintf(abort_message, sizeof abort_message, "%s", message);
+}
+
+static void test_pass_timeout_aborts(void **state)
+{
+    (void)state;
+    set_timeouts(5000, 50);
+    abort_calls = 0;
+    replay_set_abort_handler(capture_abort);
+    test_tool tool = {.kernel = "rmw", .passes = 3, .hang_in_pass = 1};
+    register_tool(&tool);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
+    buffer_args args = {.values = memory, .count = 1};
+    assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, one, one, &args, sizeof args),
+                     FLARE_OK);
+    assert_int_equal(abort_calls, 1);
+    assert_non_null(strstr(abort_message, "kernel rmw"));
+    assert_non_null(strstr(abort_message, "pass 1"));
+    assert_non_null(strstr(abort_message, "did not finish the pass"));
+    assert_non_null(strstr(tool.last_reason, "aborted"));
+    sim_fault_set(NULL);
+    sim_fault_release_hung();
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    destroy(stream, memory);
+}
+
+static void test_partial_restore_aborts(void **state)
+{
+    (void)state;
+    abort_calls = 0;
+    replay_set_abort_handler(capture_abort);
+    test_tool tool = {.kernel = "rmw", .passes = 2};
+    register_tool(&tool);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *first = NULL, *second = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &first), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 8, &second), FLARE_OK);
+    /* Two snapshot copies succeed, the restore's second copy fails. */
+    sim_replay_fault fault = {.fail_copy_after = 4};
+    sim_replay_fault_set(&fault);
+    buffer_args args = {.values = first, .count = 1};
+    assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, one, one, &args, sizeof args),
+                     FLARE_OK);
+    assert_int_equal(abort_calls, 1);
+    assert_non_null(strstr(abort_message, "restore failed part-way"));
+    assert_non_null(strstr(abort_message, "allocation 2 of 2"));
+    assert_non_null(strstr(abort_message, "kernel rmw"));
+    sim_replay_fault_set(NULL);
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    flare_sim_free(second);
+    destroy(stream, first);
+}
+
+static void test_snapshot_declines_and_fallback(void **state)
+{
+    (void)state;
+    test_tool tool = {.kernel = "rmw", .passes = 2};
+    register_tool(&tool);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+
+    /* Over the budget. */
+    replay_settings settings;
+    replay_settings_default(&settings);
+    settings.footprint_budget = 16;
+    replay_settings_apply(&settings);
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_non_null(strstr(tool.last_reason, "footprint budget"));
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+
+    /* Device memory short: pinned host shadows, replay proceeds. */
+    replay_settings_default(&settings);
+    replay_settings_apply(&settings);
+    sim_replay_fault fault = {.device_free_bytes = 1024};
+    sim_replay_fault_set(&fault);
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_string_equal(tool.last_reason, "");
+    assert_int_equal(tool.last_passes_run, 2);
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+
+    /* Device allocation fails: falls back to host. Both fail: declined. */
+    fault = (sim_replay_fault){.fail_device_shadow = 1};
+    sim_replay_fault_set(&fault);
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(tool.last_passes_run, 2);
+    destroy(stream, values);
+    fault = (sim_replay_fault){.fail_device_shadow = 1, .fail_host_shadow = 1};
+    sim_replay_fault_set(&fault);
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_non_null(strstr(tool.last_reason, "neither device nor pinned host"));
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 4);
+    assert_int_equal(records[0]->declined, 1);
+    assert_int_equal(records[1]->declined, 0);
+    assert_int_equal(records[1]->shadow_on_device, 0);
+    assert_int_equal(records[2]->shadow_on_device, 0);
+    assert_int_equal(records[3]->declined, 1);
+    free_records(records, count);
+}
+
+static void test_untracked_memory_declines(void **state)
+{
+    (void)state;
+    test_tool tool = {.kernel = "rmw", .passes = 2};
+    register_tool(&tool);
+    replay_inventory_set_untracked(0, "module globals of foo.cubin not resolved");
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_non_null(strstr(tool.last_reason, "untracked memory: module globals"));
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    replay_inventory_set_untracked(0, NULL);
+    destroy(stream, values);
+}
+
+static void test_tool_launch_does_not_deadlock(void **state)
+{
+    (void)state;
+    test_tool tool = {.kernel = "rmw", .passes = 2, .launch_from_enter = 1};
+    assert_int_equal(flare_sim_stream_create(0, &tool.side_stream), FLARE_OK);
+    void *side = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &side), FLARE_OK);
+    *(uint64_t *)side = 0;
+    tool.side_args = (buffer_args){.values = side, .count = 1};
+    register_tool(&tool);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(tool.last_passes_run, 2);
+    /* The side launch ran once and, made inside the loop, was part of the
+     * snapshot's later restore only if it preceded it: it did not. */
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+    destroy(tool.side_stream, side);
+}
+
+static void test_metric_collection_selection(void **state)
+{
+    (void)state;
+    replay_set_metric_collector(sim_replay_collector());
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.kernel_regex, sizeof selection.kernel_regex, "^rm");
+    selection.launch = 2;
+    snprintf(selection.metrics, sizeof selection.metrics,
+             "gpu__time_duration.sum,launch__grid_size,launch__thread_count,dram__bytes_read.sum");
+    char error[256];
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    for (int launch = 0; launch < 3; launch++) {
+        uint64_t initial;
+        uint64_t *values;
+        flare_sim_stream *stream;
+        run_rmw_once(0, &initial, &values, &stream);
+        assert_int_equal(values[0], apply_rmw(5, 1));
+        destroy(stream, values);
+    }
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 1);
+    replay_record *record = records[0];
+    assert_int_equal(record->launch_index, 1);
+    assert_int_equal(record->passes_run, 2); /* 4 metrics, 2 per pass */
+    assert_int_equal(record->metric_count, 4);
+    assert_string_equal(record->collector, "sim-metrics");
+    assert_string_equal(record->metric_names[1], "launch__grid_size");
+    assert_true(record->metric_values[0] > 0);
+    assert_true(record->metric_values[1] == 1.0);
+    assert_true(record->metric_values[2] == 1.0);
+    assert_true(isnan(record->metric_values[3]));
+    assert_non_null(strstr(record->reason, "not available on the simulated device"));
+    free_records(records, count);
+
+    /* Whole-selection validation: nothing half-applied. */
+    memset(&selection, 0, sizeof selection);
+    selection.launch = 1;
+    selection.every = 2;
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(error, "exclude"));
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.kernel_regex, sizeof selection.kernel_regex, "rmw(");
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(error, "bad kernel regex"));
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.set_name, sizeof selection.set_name, "nope");
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(error, "speed-of-light"));
+
+    /* Unknown metric: declined with the collector's reason, ran once. */
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.metrics, sizeof selection.metrics, "no__such_metric.sum");
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+    count = take_records(records, 8);
+    assert_int_equal(count, 1);
+    assert_int_equal(records[0]->declined, 1);
+    assert_non_null(strstr(records[0]->reason, "unknown metric \"no__such_metric.sum\""));
+    free_records(records, count);
+}
+
+static void test_graph_and_cooperative_declined(void **state)
+{
+    (void)state;
+    test_tool tool = {.passes = 3};
+    register_tool(&tool);
+    replay_launch_request request = {.device = 0, .kernel_name = "from_graph", .from_graph = true};
+    replay_launch_state launch_state;
+    replay_launch_begin(&request, &launch_state);
+    replay_launch_end(&request, &launch_state, FLARE_OK);
+    assert_non_null(strstr(tool.last_reason, "CUDA graph"));
+    request.from_graph = false;
+    request.unsupported_kind = true;
+    replay_launch_begin(&request, &launch_state);
+    replay_launch_end(&request, &launch_state, FLARE_OK);
+    assert_non_null(strstr(tool.last_reason, "cooperative"));
+    assert_int_equal(tool.enters, 0);
+}
+
+/* ---- Several devices ---- */
+
+typedef struct device_worker {
+    int device;
+    uint64_t begin_ns, end_ns;
+    uint64_t result;
+} device_worker;
+
+static void *device_worker_thread(void *argument)
+{
+    device_worker *worker = argument;
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(worker->device, &initial, &values, &stream);
+    worker->result = values[0];
+    destroy(stream, values);
+    return NULL;
+}
+
+static void records_by_device(replay_record **records, size_t count, int device, uint64_t *begin_ns,
+                              uint64_t *end_ns)
+{
+    for (size_t index = 0; index < count; index++) {
+        if (records[index]->device == device) {
+            *begin_ns = records[index]->pass_start_ns[0];
+            *end_ns = records[index]->pass_end_ns[records[index]->pass_count_kept - 1];
+        }
+    }
+}
+
+static void run_two_workers(int device_a, int device_b, uint64_t *a_begin, uint64_t *a_end,
+                            uint64_t *b_begin, uint64_t *b_end)
+{
+    test_tool tool = {.kernel = "rmw", .passes = 3, .sleep_ms_in_enter = 30};
+    int id = register_tool(&tool);
+    device_worker workers[2] = {{.device = device_a}, {.device = device_b}};
+    pthread_t threads[2];
+    for (int index = 0; index < 2; index++) {
+        assert_int_equal(
+            pthread_create(&threads[index], NULL, device_worker_thread, &workers[index]), 0);
+    }
+    for (int index = 0; index < 2; index++) {
+        pthread_join(threads[index], NULL);
+        assert_int_equal(workers[index].result, apply_rmw(5, 1));
+    }
+    flare_replay_tool_unregister(id);
+    replay_record *records[4];
+    size_t count = take_records(records, 4);
+    assert_int_equal(count, 2);
+    if (device_a == device_b) {
+        *a_begin = records[0]->pass_start_ns[0];
+        *a_end = records[0]->pass_end_ns[records[0]->pass_count_kept - 1];
+        *b_begin = records[1]->pass_start_ns[0];
+        *b_end = records[1]->pass_end_ns[records[1]->pass_count_kept - 1];
+    } else {
+        records_by_device(records, count, device_a, a_begin, a_end);
+        records_by_device(records, count, device_b, b_begin, b_end);
+    }
+    free_records(records, count);
+}
+
+static void test_devices_replay_concurrently(void **state)
+{
+    (void)state;
+    uint64_t a_begin = 0, a_end = 0, b_begin = 0, b_end = 0;
+    run_two_workers(0, 1, &a_begin, &a_end, &b_begin, &b_end);
+    /* Each loop takes over 60 ms (two sleeping passes); on two devices the
+     * loops overlap. */
+    assert_true(a_begin < b_end && b_begin < a_end);
+
+    run_two_workers(0, 0, &a_begin, &a_end, &b_begin, &b_end);
+    /* On one device they are serialised. */
+    assert_true(a_end <= b_begin || b_end <= a_begin);
+}
+
+int main(void)
+{
+    if (flare_sim_configure(2) != FLARE_OK) {
+        return 1;
+    }
+    if (flare_sim_kernel_register("rmw", rmw_kernel, &rmw_id) != FLARE_OK ||
+        flare_sim_kernel_register("increment", increment_kernel, &increment_id) != FLARE_OK ||
+        flare_sim_kernel_register("hang", sleep_kernel, &hang_id) != FLARE_OK ||
+        flare_sim_kernel_register("sleep", sleep_kernel, &sleep_id) != FLARE_OK) {
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_unconfigured_gate_takes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fixed_passes_leave_one_application, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_continue_can_only_shorten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_context_toggles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_siblings_never_reverted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ordinary_work_held_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_drain_timeout_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_drain_timeout_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pass_timeout_aborts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_restore_aborts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_declines_and_fallback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_untracked_memory_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tool_launch_does_not_deadlock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metric_collection_selection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graph_and_cooperative_declined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_devices_replay_concurrently, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
