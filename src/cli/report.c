@@ -3,13 +3,15 @@
  *
  * Reads a session database and prints: what ran, top kernels by total time
  * (count, mean, p50, p99), copies and memsets, scopes, application counters
- * (final value per counter), and every drop counter that is not zero. It
- * only reads: a missing, empty or corrupt database is a clear error (exit
- * 1), never a crash.
+ * (final value per counter), deep-profiling rules and windows, kernel
+ * replay results per kernel (only when there are any), and every drop
+ * counter that is not zero. It only reads: a missing, empty or corrupt
+ * database is a clear error (exit 1), never a crash.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +23,18 @@
 #include "cli/cli.h"
 #include "core/config.h"
 #include "store/store.h"
+#include "store/store_replay.h"
 
 static const char report_help[] =
     "usage: flare report [--top N] [DIR]\n"
     "\n"
     "Summarises a saved session: the command, top kernels by total GPU time\n"
     "(count, total, mean, p50, p99), copies and memsets, scopes, application\n"
-    "counters (final value per counter), and every non-zero drop counter\n"
-    "(events the profiler had to discard).\n"
+    "counters (final value per counter), GPU metrics, deep-profiling rules and\n"
+    "windows, kernel replay results ('flare replay': per kernel, each replayed\n"
+    "launch with its metric values, and each declined launch with its reason),\n"
+    "the capability matrix, and every non-zero drop counter (events the profiler\n"
+    "had to discard).\n"
     "\n"
     "DIR is a session directory, or a directory of sessions, in which case the\n"
     "newest is reported. Default: ./flare-out ($FLARE_OUTPUT_DIR if set).\n"
@@ -275,6 +281,289 @@ static int print_window_row(const store_window_row *row, void *user)
     return 0;
 }
 
+/* ---- Kernel replay (docs/replay.md) ---- */
+
+/* One launch copied out of the reader's callback (its strings and arrays
+ * live only for the callback), so a kernel's launches can be laid out as
+ * one table once they have all been read. */
+typedef struct replay_launch_copy {
+    store_replay_launch_row row; /* pointers cleared; the copies below hold the data */
+    char *reason;
+    char *collector;
+    size_t metric_count;
+    char **metric_names;
+    double *metric_values;
+    int *metric_has_value;
+} replay_launch_copy;
+
+typedef struct replay_section {
+    char *kernel; /* of the launches held */
+    replay_launch_copy *launches;
+    size_t count;
+    size_t capacity;
+    int failed; /* out of memory: the section says so instead of printing half */
+    /* Totals over every kernel. */
+    long long kernels;
+    long long replayed;
+    long long declined;
+    unsigned long long passes;
+    uint64_t snapshot_bytes;
+    uint64_t bytes_restored;
+    uint64_t collection_ns;
+} replay_section;
+
+static void replay_launch_copy_free(replay_launch_copy *copy)
+{
+    free(copy->reason);
+    free(copy->collector);
+    for (size_t index = 0; index < copy->metric_count; index++)
+        free(copy->metric_names[index]);
+    free(copy->metric_names);
+    free(copy->metric_values);
+    free(copy->metric_has_value);
+}
+
+static void replay_section_clear(replay_section *section)
+{
+    for (size_t index = 0; index < section->count; index++)
+        replay_launch_copy_free(&section->launches[index]);
+    section->count = 0;
+    free(section->kernel);
+    section->kernel = NULL;
+}
+
+static char *copy_text(const char *text)
+{
+    return strdup(text != NULL ? text : "");
+}
+
+static int replay_copy_launch(const store_replay_launch_row *row, replay_launch_copy *copy)
+{
+    memset(copy, 0, sizeof(*copy));
+    copy->row = *row;
+    copy->row.kernel = copy->row.reason = copy->row.collector = NULL;
+    copy->row.metric_names = NULL;
+    copy->row.metric_values = NULL;
+    copy->row.metric_has_value = NULL;
+    copy->reason = copy_text(row->reason);
+    copy->collector = copy_text(row->collector);
+    if (copy->reason == NULL || copy->collector == NULL)
+        return -1;
+    if (row->metric_count == 0)
+        return 0;
+    copy->metric_names = calloc(row->metric_count, sizeof(*copy->metric_names));
+    copy->metric_values = calloc(row->metric_count, sizeof(*copy->metric_values));
+    copy->metric_has_value = calloc(row->metric_count, sizeof(*copy->metric_has_value));
+    if (copy->metric_names == NULL || copy->metric_values == NULL || copy->metric_has_value == NULL)
+        return -1;
+    for (size_t index = 0; index < row->metric_count; index++) {
+        copy->metric_names[index] = copy_text(row->metric_names[index]);
+        if (copy->metric_names[index] == NULL)
+            return -1;
+        copy->metric_count = index + 1;
+        copy->metric_values[index] = row->metric_values[index];
+        copy->metric_has_value[index] = row->metric_has_value[index];
+    }
+    return 0;
+}
+
+static void format_metric_value(double value, int has_value, char *buffer, size_t size)
+{
+    if (!has_value || isnan(value))
+        snprintf(buffer, size, "n/a");
+    else if (value == floor(value) && fabs(value) < 1e15)
+        snprintf(buffer, size, "%.0f", value);
+    else
+        snprintf(buffer, size, "%.6g", value);
+}
+
+/* Launches side by side in the metrics table: with the metric name's 56
+ * columns, four fit a 120-column terminal. */
+#define REPLAY_METRIC_COLUMNS 4
+
+/* The metric names of the kernel's replayed launches, each once, in the
+ * order they first appear (the order they were asked for). */
+static size_t replay_metric_union(const replay_section *section, const char **names,
+                                  size_t capacity)
+{
+    size_t count = 0;
+    for (size_t launch = 0; launch < section->count; launch++) {
+        const replay_launch_copy *copy = &section->launches[launch];
+        for (size_t metric = 0; metric < copy->metric_count; metric++) {
+            size_t seen = 0;
+            while (seen < count && strcmp(names[seen], copy->metric_names[metric]) != 0)
+                seen++;
+            if (seen == count && count < capacity)
+                names[count++] = copy->metric_names[metric];
+        }
+    }
+    return count;
+}
+
+static const replay_launch_copy *replay_find_metric(const replay_launch_copy *copy,
+                                                    const char *name, double *value, int *has_value)
+{
+    for (size_t metric = 0; metric < copy->metric_count; metric++) {
+        if (strcmp(copy->metric_names[metric], name) == 0) {
+            *value = copy->metric_values[metric];
+            *has_value = copy->metric_has_value[metric];
+            return copy;
+        }
+    }
+    return NULL;
+}
+
+static void replay_print_metrics(const replay_section *section)
+{
+    /* Launches that collected anything, in table order. */
+    size_t *columns = malloc((section->count > 0 ? section->count : 1) * sizeof(*columns));
+    if (columns == NULL) {
+        printf("    (metrics not shown: out of memory)\n");
+        return;
+    }
+    size_t column_count = 0;
+    for (size_t launch = 0; launch < section->count; launch++)
+        if (!section->launches[launch].row.declined && section->launches[launch].metric_count > 0)
+            columns[column_count++] = launch;
+    const char *names[REPLAY_RECORD_METRIC_MAX * 2];
+    size_t name_count = replay_metric_union(section, names, sizeof(names) / sizeof(names[0]));
+    for (size_t first = 0; first < column_count; first += REPLAY_METRIC_COLUMNS) {
+        size_t last = first + REPLAY_METRIC_COLUMNS < column_count ? first + REPLAY_METRIC_COLUMNS
+                                                                   : column_count;
+        printf("    %-56s", "metric");
+        for (size_t column = first; column < last; column++) {
+            char heading[32];
+            snprintf(heading, sizeof(heading), "launch %llu",
+                     (unsigned long long)section->launches[columns[column]].row.launch_id);
+            printf(" %16s", heading);
+        }
+        printf("\n");
+        for (size_t name = 0; name < name_count; name++) {
+            printf("    %-56s", names[name]);
+            for (size_t column = first; column < last; column++) {
+                double value = NAN;
+                int has_value = 0;
+                char text[40] = "-"; /* not collected for this launch */
+                if (replay_find_metric(&section->launches[columns[column]], names[name], &value,
+                                       &has_value) != NULL)
+                    format_metric_value(value, has_value, text, sizeof(text));
+                printf(" %16s", text);
+            }
+            printf("\n");
+        }
+    }
+    free(columns);
+}
+
+/* One kernel: a table of its launches, the reasons, then its metrics. */
+static void replay_print_kernel(replay_section *section)
+{
+    long long replayed = 0, declined = 0;
+    unsigned long long passes = 0;
+    uint64_t collection_ns = 0;
+    const char *collector = "";
+    for (size_t index = 0; index < section->count; index++) {
+        const replay_launch_copy *copy = &section->launches[index];
+        if (copy->row.declined) {
+            declined++;
+        } else {
+            replayed++;
+            passes += copy->row.passes_run;
+            section->snapshot_bytes += copy->row.snapshot_bytes;
+            if (copy->collector[0] != '\0')
+                collector = copy->collector;
+        }
+        section->bytes_restored += copy->row.bytes_restored;
+        if (copy->row.end_ns > copy->row.begin_ns)
+            collection_ns += copy->row.end_ns - copy->row.begin_ns;
+    }
+    section->kernels++;
+    section->replayed += replayed;
+    section->declined += declined;
+    section->passes += passes;
+    section->collection_ns += collection_ns;
+    char took[32];
+    format_duration(collection_ns, took, sizeof(took));
+    printf("\n  %s\n", section->kernel);
+    printf("    %lld launch(es) replayed, %lld declined; %llu passes; %s in replay%s%s\n", replayed,
+           declined, passes, took, collector[0] ? "; metrics from " : "", collector);
+    printf("    %10s %5s %8s %4s %8s %9s %11s %11s %-6s %10s %10s %10s\n", "launch", "nth", "pid",
+           "dev", "stream", "passes", "snapshot", "restored", "shadow", "drain", "per pass",
+           "total");
+    for (size_t index = 0; index < section->count; index++) {
+        const replay_launch_copy *copy = &section->launches[index];
+        const store_replay_launch_row *row = &copy->row;
+        char passes_text[32], snapshot[32], restored[32], drain[32], per_pass[32], total[32];
+        if (row->passes_planned != 0 && row->passes_planned != row->passes_run)
+            snprintf(passes_text, sizeof(passes_text), "%u/%u", row->passes_run,
+                     row->passes_planned);
+        else
+            snprintf(passes_text, sizeof(passes_text), "%u", row->passes_run);
+        format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
+        format_bytes(row->bytes_restored, restored, sizeof(restored));
+        format_duration(row->drain_ns, drain, sizeof(drain));
+        if (row->passes_kept > 0)
+            format_duration(row->pass_mean_ns, per_pass, sizeof(per_pass));
+        else
+            snprintf(per_pass, sizeof(per_pass), "-");
+        format_duration(row->end_ns > row->begin_ns ? row->end_ns - row->begin_ns : 0, total,
+                        sizeof(total));
+        if (row->declined) {
+            printf("    %10llu %5llu %8lld %4d %8llu %9s %11s %11s %-6s %10s %10s %10s\n",
+                   (unsigned long long)row->launch_id, (unsigned long long)row->launch_index + 1,
+                   (long long)row->pid, row->device, (unsigned long long)row->stream_id, "1", "-",
+                   "-", "-", drain, "-", total);
+        } else {
+            printf("    %10llu %5llu %8lld %4d %8llu %9s %11s %11s %-6s %10s %10s %10s\n",
+                   (unsigned long long)row->launch_id, (unsigned long long)row->launch_index + 1,
+                   (long long)row->pid, row->device, (unsigned long long)row->stream_id,
+                   passes_text, snapshot, restored, row->shadow_on_device ? "device" : "host",
+                   drain, per_pass, total);
+        }
+    }
+    for (size_t index = 0; index < section->count; index++) {
+        const replay_launch_copy *copy = &section->launches[index];
+        if (copy->reason[0] == '\0')
+            continue;
+        printf("    %s launch %llu: %s\n", copy->row.declined ? "declined" : "note",
+               (unsigned long long)copy->row.launch_id, copy->reason);
+    }
+    replay_print_metrics(section);
+}
+
+static int replay_collect_launch(const store_replay_launch_row *row, void *user)
+{
+    replay_section *section = user;
+    const char *kernel = row->kernel != NULL ? row->kernel : "";
+    if (section->kernel != NULL && strcmp(section->kernel, kernel) != 0) {
+        replay_print_kernel(section);
+        replay_section_clear(section);
+    }
+    if (section->kernel == NULL) {
+        section->kernel = strdup(kernel);
+        if (section->kernel == NULL)
+            goto out_of_memory;
+    }
+    if (section->count == section->capacity) {
+        size_t capacity = section->capacity ? section->capacity * 2 : 16;
+        replay_launch_copy *launches =
+            realloc(section->launches, capacity * sizeof(*section->launches));
+        if (launches == NULL)
+            goto out_of_memory;
+        section->launches = launches;
+        section->capacity = capacity;
+    }
+    if (replay_copy_launch(row, &section->launches[section->count]) != 0) {
+        replay_launch_copy_free(&section->launches[section->count]);
+        goto out_of_memory;
+    }
+    section->count++;
+    return 0;
+out_of_memory:
+    section->failed = 1;
+    return 1;
+}
+
 int cli_report(int argc, char **argv)
 {
     const char *directory = NULL;
@@ -404,6 +693,33 @@ int cli_report(int argc, char **argv)
         status = cli_failure("report", "reading windows: %s", store_last_error(database));
     if (windows.rows == 0)
         printf("  (none)\n");
+
+    /* Kernel replay: printed only when the session has replay rows, so a
+     * plain trace's report stays as it was. */
+    store_replay_summary replay_summary;
+    if (store_read_replay_summary(database, &replay_summary) != 0) {
+        status = cli_failure("report", "reading kernel replay: %s", store_last_error(database));
+    } else if (replay_summary.launches > 0) {
+        printf("\nKernel replay (flare replay; per kernel, each chosen launch)\n");
+        replay_section replay = {0};
+        if (store_read_replay_launches(database, replay_collect_launch, &replay) != 0)
+            status = cli_failure("report", "reading kernel replay: %s", store_last_error(database));
+        else if (replay.failed)
+            status = cli_failure("report", "reading kernel replay: out of memory");
+        else if (replay.kernel != NULL)
+            replay_print_kernel(&replay);
+        replay_section_clear(&replay);
+        free(replay.launches);
+        char snapshot[32], restored[32], took[32];
+        format_bytes(replay.snapshot_bytes, snapshot, sizeof(snapshot));
+        format_bytes(replay.bytes_restored, restored, sizeof(restored));
+        format_duration(replay.collection_ns, took, sizeof(took));
+        printf(
+            "\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; %llu passes; "
+            "%s snapshotted, %s restored; %s in replay\n",
+            replay.replayed, replay.kernels, replay.declined, replay.passes, snapshot, restored,
+            took);
+    }
 
     context.rows = 0;
     printf("\nCapabilities\n");
