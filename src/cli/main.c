@@ -18,6 +18,8 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  trace    run a command under the profiler and save a session\n"
+    "  replay   run a command as trace does, replaying chosen kernel launches to\n"
+    "           collect their hardware metrics (flare replay --list-sets)\n"
     "  report   summarise a saved session (the newest one by default)\n"
     "  export   write a session as a Perfetto trace, or its kernels as CSV or JSON\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
@@ -74,6 +76,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(command, "trace") == 0)
         return cli_trace(argc - 1, argv + 1);
+    if (strcmp(command, "replay") == 0)
+        return cli_replay(argc - 1, argv + 1);
     if (strcmp(command, "report") == 0)
         return cli_report(argc - 1, argv + 1);
     if (strcmp(command, "export") == 0)
@@ -85,5 +89,6 @@ int main(int argc, char **argv)
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s'", command);
     return cli_usage_error(
-        NULL, "unknown command '%s' (commands: trace, report, export, info, rules)", command);
+        NULL, "unknown command '%s' (commands: trace, replay, report, export, info, rules)",
+        command);
 }

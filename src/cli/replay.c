@@ -1,0 +1,481 @@
+/*
+ * replay.c: `flare replay [SELECTION] -- CMD [ARGS...]` and
+ * `flare replay --list-sets`.
+ *
+ * Runs CMD exactly as `flare trace` does (launch.c), with the chosen
+ * launches replayed to collect a metric set (docs/replay.md). Every option
+ * is validated here, before anything is prepared or run, with the engine's
+ * own parsers and its own selection check, so that what passes here is what
+ * the engine accepts on the device side from the FLARE_REPLAY_* variables.
+ * Only metric names cannot be checked here: the device's collector alone
+ * knows them, and a wrong one declines the launch with its reason.
+ *
+ * Must never: run the command after a usage error; leave a FLARE_REPLAY_*
+ * variable from the caller's environment in force beside the options given
+ * (the selection is exactly what was typed); swallow the command's status.
+ */
+#include <regex.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "flare/flare.h"
+#include "replay/replay.h"
+#include "store/store.h"
+#include "store/store_replay.h"
+
+static const char replay_help[] =
+    "usage: flare replay [-o DIR] [--kernel REGEX] [--launch N | --every N]\n"
+    "                    [--metrics A,B,C | --set NAME] [--drain-timeout DURATION]\n"
+    "                    [--pass-timeout DURATION] [--footprint-budget BYTES] [-q]\n"
+    "                    -- CMD [ARGS...]\n"
+    "       flare replay --list-sets\n"
+    "\n"
+    "Runs CMD under the profiler exactly as 'flare trace' does, and replays the\n"
+    "chosen kernel launches: each is run once by the program, then again for as many\n"
+    "passes as the metric set needs, with the device memory it can change restored\n"
+    "before every pass, so the program sees one launch and its usual results. Other\n"
+    "launches, copies and memsets on that device wait while a launch replays; other\n"
+    "devices keep working. The metric values of every replayed launch, and the\n"
+    "reason for every launch that was chosen but declined (it then ran once,\n"
+    "normally), are saved in the session; 'flare report DIR' shows them per kernel.\n"
+    "\n"
+    "Which launches (counted in each process, in submission order):\n"
+    "  --kernel REGEX     kernels whose name matches REGEX (POSIX extended, anywhere\n"
+    "                     in the name unless anchored: '^saxpy$'); default: every\n"
+    "                     kernel\n"
+    "  --launch N         only the Nth launch that matches (1 = the first)\n"
+    "  --every N          every Nth launch that matches (N, 2N, 3N...)\n"
+    "                     Without --launch or --every, every matching launch is\n"
+    "                     replayed.\n"
+    "What to collect:\n"
+    "  --metrics A,B,C    these metrics (names as the device's profiler spells them,\n"
+    "                     e.g. dram__bytes_read.sum); checked on the device: an\n"
+    "                     unknown name declines the launch, with the reason\n"
+    "  --set NAME         a named set (default: speed-of-light)\n"
+    "  --list-sets        print the sets and their metrics, run nothing\n"
+    "Bounds (units: ms, s, min; B, KiB, MiB, GiB, TiB):\n"
+    "  --drain-timeout DURATION    how long to wait for the device to go idle\n"
+    "                     before a replay; on expiry the launch is declined and runs\n"
+    "                     once (default 10s)\n"
+    "  --pass-timeout DURATION     how long one pass may take; on expiry flare\n"
+    "                     stops the program, naming the kernel and pass, because its\n"
+    "                     memory can no longer be trusted (default 60s)\n"
+    "  --footprint-budget BYTES    the most device memory one replay may snapshot;\n"
+    "                     a launch whose device holds more is declined (default 32GiB)\n"
+    "Other:\n"
+    "  -o, --output DIR   session directory, as for 'flare trace'\n"
+    "  -q, --quiet        print nothing but errors and warnings\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "The options reach CMD as FLARE_REPLAY_KERNEL, _LAUNCH, _EVERY, _METRICS, _SET,\n"
+    "_DRAIN_TIMEOUT, _PASS_TIMEOUT and _FOOTPRINT_BUDGET (any such variable already in\n"
+    "the environment is replaced or removed). Kernels launched from CUDA graphs are\n"
+    "never replayed. Each pass costs a run of the kernel plus the restore of the\n"
+    "device's tracked memory: replaying every launch of a busy program is slow.\n"
+    "\n"
+    "Exit status: the command's own (128+N if signal N ended it); 2 for a usage\n"
+    "error (nothing is run); 1 if the session could not be prepared.\n"
+    "Guide: docs/replay.md. Then: flare report DIR\n";
+
+/* Every variable `flare replay` owns; cleared before the given ones are set. */
+static const char *const replay_variables[] = {
+    "FLARE_REPLAY_KERNEL",       "FLARE_REPLAY_LAUNCH",
+    "FLARE_REPLAY_EVERY",        "FLARE_REPLAY_METRICS",
+    "FLARE_REPLAY_SET",          "FLARE_REPLAY_DRAIN_TIMEOUT",
+    "FLARE_REPLAY_PASS_TIMEOUT", "FLARE_REPLAY_FOOTPRINT_BUDGET",
+};
+
+#define REPLAY_DEFAULT_SET "speed-of-light"
+
+static void print_sets(FILE *out, int with_metrics)
+{
+    size_t count = 0;
+    const replay_metric_set *sets = replay_metric_sets(&count);
+    for (size_t index = 0; index < count; index++) {
+        fprintf(out, "  %-16s %s%s\n", sets[index].name, sets[index].description,
+                strcmp(sets[index].name, REPLAY_DEFAULT_SET) == 0 ? " (the default)" : "");
+        if (!with_metrics)
+            continue;
+        /* One metric a line: the names are long and are what a user copies
+         * into --metrics. */
+        const char *cursor = sets[index].metrics;
+        while (*cursor != '\0') {
+            size_t length = strcspn(cursor, ",");
+            fprintf(out, "  %-16s   %.*s\n", "", (int)length, cursor);
+            cursor += length;
+            if (*cursor == ',')
+                cursor++;
+        }
+    }
+}
+
+static int list_sets(void)
+{
+    printf("Metric sets for 'flare replay --set NAME':\n\n");
+    print_sets(stdout, 1);
+    printf("\nAny other metric the device's profiler knows can be named with --metrics A,B,C.\n"
+           "Names are checked on the device when a chosen launch is prepared: an unknown\n"
+           "name declines that launch, and 'flare report' shows the reason. The\n"
+           "simulated device accepts the sets' metrics but measures only a few (kernel\n"
+           "time, launch geometry); the others are stored without a value.\n");
+    return CLI_EXIT_OK;
+}
+
+/* A whole number of at least 1 (launches are counted from 1). */
+static int parse_count(const char *option, const char *value, uint64_t *out)
+{
+    uint64_t result = 0;
+    int digits = 0;
+    for (const char *cursor = value; *cursor != '\0'; cursor++, digits++) {
+        if (*cursor < '0' || *cursor > '9' || result > (UINT64_MAX - 9) / 10)
+            return cli_usage_error("replay", "'%s %s': expected a whole number of at least 1",
+                                   option, value);
+        result = result * 10 + (uint64_t)(*cursor - '0');
+    }
+    if (digits == 0)
+        return cli_usage_error("replay", "'%s' needs a whole number of at least 1", option);
+    if (result == 0)
+        return cli_usage_error("replay",
+                               "'%s 0': launches are counted from 1; expected a whole number of "
+                               "at least 1",
+                               option);
+    *out = result;
+    return CLI_EXIT_OK;
+}
+
+static int is_all_digits(const char *text)
+{
+    if (*text == '\0')
+        return 0;
+    for (; *text != '\0'; text++)
+        if (*text < '0' || *text > '9')
+            return 0;
+    return 1;
+}
+
+/* A duration or a size, through the engine's parser so that the command
+ * accepts exactly what the engine will (FLARE_REPLAY_*_TIMEOUT, _BUDGET). */
+static int check_scaled(const char *option, const char *value, int is_bytes)
+{
+    const char *units = is_bytes ? "B, KiB, MiB, GiB, TiB" : "ms, s, min";
+    if (is_all_digits(value) && strspn(value, "0") == strlen(value))
+        return cli_usage_error("replay", "'%s %s': must be more than zero, with a unit (%s)",
+                               option, value, units);
+    if (is_all_digits(value))
+        return cli_usage_error("replay", "'%s %s' needs a unit: write %s%s (units: %s)", option,
+                               value, value, is_bytes ? "MiB" : "s", units);
+    char error[256];
+    uint64_t parsed = 0;
+    int status = is_bytes ? replay_parse_bytes(option, value, &parsed, error, sizeof(error))
+                          : replay_parse_duration(option, value, &parsed, error, sizeof(error));
+    if (status != 0) {
+        /* The engine's message starts with VARIABLE="VALUE": ; say it the
+         * way the other options' messages do. */
+        char prefix[256];
+        snprintf(prefix, sizeof(prefix), "%s=\"%s\": ", option, value);
+        const char *reason = error;
+        if (strncmp(error, prefix, strlen(prefix)) == 0)
+            reason += strlen(prefix);
+        return cli_usage_error("replay", "'%s %s': %s", option, value, reason);
+    }
+    /* "0.1B" or "0.0000001ms" parse as a positive number that rounds to
+     * nothing: a zero bound would decline or abort every replay. */
+    if (parsed == 0)
+        return cli_usage_error("replay", "'%s %s': rounds to zero; expected at least 1 %s", option,
+                               value, is_bytes ? "byte" : "nanosecond");
+    return CLI_EXIT_OK;
+}
+
+/* The value of the option at argv[*index], which must be there and not be
+ * '--'. */
+static int take_value(int argc, char **argv, int *index, const char *what, const char **out)
+{
+    const char *option = argv[*index];
+    if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
+        return cli_usage_error("replay", "option '%s' needs %s", option, what);
+    *out = argv[++*index];
+    if ((*out)[0] == '\0')
+        return cli_usage_error("replay", "option '%s' needs %s, not an empty string", option, what);
+    return CLI_EXIT_OK;
+}
+
+typedef struct replay_options {
+    const char *output;
+    const char *kernel;
+    const char *launch;
+    const char *every;
+    const char *metrics;
+    const char *set;
+    const char *drain_timeout;
+    const char *pass_timeout;
+    const char *footprint_budget;
+    uint64_t launch_number;
+    uint64_t every_number;
+    int quiet;
+    int list_sets;
+} replay_options;
+
+/* Checks everything that can be checked without the device; prints the
+ * first problem. */
+static int validate(const replay_options *options)
+{
+    if (options->kernel != NULL) {
+        if (strlen(options->kernel) >= sizeof(((replay_selection *)0)->kernel_regex))
+            return cli_usage_error("replay",
+                                   "'--kernel': the expression is longer than %zu "
+                                   "characters",
+                                   sizeof(((replay_selection *)0)->kernel_regex) - 1);
+        /* The same flags as the engine's matcher, so an expression that
+         * compiles here compiles there. */
+        regex_t compiled;
+        int status = regcomp(&compiled, options->kernel, REG_EXTENDED | REG_NOSUB);
+        if (status != 0) {
+            char message[256];
+            regerror(status, &compiled, message, sizeof(message));
+            return cli_usage_error("replay", "'--kernel %s': bad regular expression: %s",
+                                   options->kernel, message);
+        }
+        regfree(&compiled);
+    }
+    if (options->launch != NULL && options->every != NULL)
+        return cli_usage_error("replay",
+                               "'--launch %s' and '--every %s' exclude each other: --launch N "
+                               "replays only the Nth matching launch, --every N every Nth one",
+                               options->launch, options->every);
+    if (options->metrics != NULL && options->set != NULL)
+        return cli_usage_error("replay",
+                               "'--metrics %s' and '--set %s' exclude each other: name the "
+                               "metrics, or a set",
+                               options->metrics, options->set);
+    if (options->set != NULL && replay_metric_set_find(options->set) == NULL) {
+        fprintf(stderr, "flare replay: unknown metric set '%s'; the sets are:\n", options->set);
+        print_sets(stderr, 0);
+        fprintf(stderr, "Run 'flare replay --list-sets' for their metrics.\n"
+                        "Run 'flare replay --help' for usage.\n");
+        return CLI_EXIT_USAGE;
+    }
+    int status = CLI_EXIT_OK;
+    if (options->drain_timeout != NULL)
+        status = check_scaled("--drain-timeout", options->drain_timeout, 0);
+    if (status == CLI_EXIT_OK && options->pass_timeout != NULL)
+        status = check_scaled("--pass-timeout", options->pass_timeout, 0);
+    if (status == CLI_EXIT_OK && options->footprint_budget != NULL)
+        status = check_scaled("--footprint-budget", options->footprint_budget, 1);
+    if (status != CLI_EXIT_OK)
+        return status;
+
+    /* Last, the engine's own check of the whole selection (metric list
+     * syntax, lengths, counts): what it refuses here it would refuse in
+     * every process of CMD, where nobody would see why. */
+    replay_selection selection;
+    memset(&selection, 0, sizeof(selection));
+    if (options->kernel != NULL)
+        snprintf(selection.kernel_regex, sizeof(selection.kernel_regex), "%s", options->kernel);
+    selection.launch = options->launch_number;
+    selection.every = options->every_number;
+    if (options->metrics != NULL) {
+        if (strlen(options->metrics) >= sizeof(selection.metrics))
+            return cli_usage_error("replay", "'--metrics': the list is longer than %zu characters",
+                                   sizeof(selection.metrics) - 1);
+        snprintf(selection.metrics, sizeof(selection.metrics), "%s", options->metrics);
+    }
+    if (options->set != NULL)
+        snprintf(selection.set_name, sizeof(selection.set_name), "%s", options->set);
+    char error[512];
+    if (replay_selection_apply(&selection, error, sizeof(error)) != FLARE_OK) {
+        if (options->metrics != NULL)
+            return cli_usage_error("replay", "'--metrics %s': %s", options->metrics, error);
+        return cli_usage_error("replay", "%s", error);
+    }
+    return CLI_EXIT_OK;
+}
+
+static void export_selection(const replay_options *options)
+{
+    for (size_t index = 0; index < sizeof(replay_variables) / sizeof(replay_variables[0]); index++)
+        unsetenv(replay_variables[index]);
+    if (options->kernel != NULL)
+        setenv("FLARE_REPLAY_KERNEL", options->kernel, 1);
+    if (options->launch != NULL)
+        setenv("FLARE_REPLAY_LAUNCH", options->launch, 1);
+    if (options->every != NULL)
+        setenv("FLARE_REPLAY_EVERY", options->every, 1);
+    if (options->metrics != NULL)
+        setenv("FLARE_REPLAY_METRICS", options->metrics, 1);
+    /* Always a selection, even with no option at all: without one the
+     * engine replays nothing. */
+    if (options->metrics == NULL)
+        setenv("FLARE_REPLAY_SET", options->set != NULL ? options->set : REPLAY_DEFAULT_SET, 1);
+    if (options->drain_timeout != NULL)
+        setenv("FLARE_REPLAY_DRAIN_TIMEOUT", options->drain_timeout, 1);
+    if (options->pass_timeout != NULL)
+        setenv("FLARE_REPLAY_PASS_TIMEOUT", options->pass_timeout, 1);
+    if (options->footprint_budget != NULL)
+        setenv("FLARE_REPLAY_FOOTPRINT_BUDGET", options->footprint_budget, 1);
+}
+
+static void format_bytes(uint64_t bytes, char *buffer, size_t size)
+{
+    if (bytes < 10240ull)
+        snprintf(buffer, size, "%llu B", (unsigned long long)bytes);
+    else if (bytes < 10485760ull)
+        snprintf(buffer, size, "%.1f KiB", bytes / 1024.0);
+    else if (bytes < 10737418240ull)
+        snprintf(buffer, size, "%.1f MiB", bytes / 1048576.0);
+    else
+        snprintf(buffer, size, "%.2f GiB", bytes / 1073741824.0);
+}
+
+static void format_duration(uint64_t ns, char *buffer, size_t size)
+{
+    if (ns < 10000ull)
+        snprintf(buffer, size, "%llu ns", (unsigned long long)ns);
+    else if (ns < 10000000ull)
+        snprintf(buffer, size, "%.1f us", ns / 1e3);
+    else if (ns < 10000000000ull)
+        snprintf(buffer, size, "%.1f ms", ns / 1e6);
+    else
+        snprintf(buffer, size, "%.2f s", ns / 1e9);
+}
+
+/* The closing lines: what was replayed, from the session database. */
+static void print_summary(const cli_launch *launch, const replay_options *options)
+{
+    char error[1024];
+    store *database;
+    if (store_open(launch->session_dir, STORE_OPEN_READ, &database, error, sizeof(error)) != 0) {
+        cli_failure("replay", "cannot read the replay results: %s", error);
+        return;
+    }
+    store_replay_summary summary;
+    int status = store_read_replay_summary(database, &summary);
+    if (status != 0) {
+        cli_failure("replay", "cannot read the replay results: %s", store_last_error(database));
+        store_close(database);
+        return;
+    }
+    store_close(database);
+    if (summary.launches == 0) {
+        char selection[768] = "";
+        size_t used = 0;
+        if (options->kernel != NULL)
+            used += (size_t)snprintf(selection + used, sizeof(selection) - used, " --kernel '%s'",
+                                     options->kernel);
+        if (options->launch != NULL && used < sizeof(selection))
+            snprintf(selection + used, sizeof(selection) - used, " --launch %s", options->launch);
+        else if (options->every != NULL && used < sizeof(selection))
+            snprintf(selection + used, sizeof(selection) - used, " --every %s", options->every);
+        fprintf(
+            stderr,
+            "flare: WARNING: no launch was replayed: no kernel launch matched%s, or replay "
+            "could not start (see the replay capability in 'flare report %s', and %s/flare.log)\n",
+            selection[0] != '\0' ? selection : " (every launch was selected)", launch->session_dir,
+            launch->session_dir);
+        return;
+    }
+    if (!options->quiet) {
+        char snapshot[32], restored[32], took[32];
+        format_bytes(summary.snapshot_bytes, snapshot, sizeof(snapshot));
+        format_bytes(summary.bytes_restored, restored, sizeof(restored));
+        format_duration(summary.collection_ns, took, sizeof(took));
+        fprintf(stderr,
+                "flare: replay: %lld launch(es) of %lld kernel(s) replayed, %lld declined; "
+                "%llu passes, %s snapshotted, %s restored, %lld metric values, %s in all\n",
+                (long long)summary.replayed, (long long)summary.kernels,
+                (long long)summary.declined, (unsigned long long)summary.passes, snapshot, restored,
+                (long long)summary.metric_values, took);
+    }
+    if (summary.declined > 0)
+        fprintf(stderr, "flare: replay: %lld launch(es) declined (they ran once); the first: %s\n",
+                (long long)summary.declined, summary.first_decline);
+}
+
+int cli_replay(int argc, char **argv)
+{
+    replay_options options;
+    memset(&options, 0, sizeof(options));
+    int index = 1;
+    for (; index < argc; index++) {
+        const char *argument = argv[index];
+        if (strcmp(argument, "--") == 0)
+            break;
+        if (cli_is_help(argument)) {
+            fputs(replay_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        const char **slot = NULL;
+        const char *what = NULL;
+        if (strcmp(argument, "-o") == 0 || strcmp(argument, "--output") == 0) {
+            slot = &options.output, what = "a directory";
+        } else if (strcmp(argument, "--kernel") == 0) {
+            slot = &options.kernel, what = "a regular expression, e.g. '^saxpy$'";
+        } else if (strcmp(argument, "--launch") == 0) {
+            slot = &options.launch, what = "a whole number of at least 1";
+        } else if (strcmp(argument, "--every") == 0) {
+            slot = &options.every, what = "a whole number of at least 1";
+        } else if (strcmp(argument, "--metrics") == 0) {
+            slot = &options.metrics, what = "a comma-separated list of metric names";
+        } else if (strcmp(argument, "--set") == 0) {
+            slot = &options.set, what = "a metric set name (flare replay --list-sets)";
+        } else if (strcmp(argument, "--drain-timeout") == 0) {
+            slot = &options.drain_timeout, what = "a duration, e.g. 10s";
+        } else if (strcmp(argument, "--pass-timeout") == 0) {
+            slot = &options.pass_timeout, what = "a duration, e.g. 60s";
+        } else if (strcmp(argument, "--footprint-budget") == 0) {
+            slot = &options.footprint_budget, what = "a size, e.g. 16GiB";
+        } else if (strcmp(argument, "--list-sets") == 0) {
+            options.list_sets = 1;
+            continue;
+        } else if (strcmp(argument, "-q") == 0 || strcmp(argument, "--quiet") == 0) {
+            options.quiet = 1;
+            continue;
+        } else if (argument[0] == '-') {
+            return cli_usage_error("replay", "unknown option '%s'", argument);
+        } else {
+            return cli_usage_error("replay",
+                                   "expected '--' before the command, found '%s' "
+                                   "(flare replay [OPTIONS] -- CMD [ARGS...])",
+                                   argument);
+        }
+        /* A repeated option is refused rather than silently overridden:
+         * "--launch 2 ... --launch 3" is a mistake either way. */
+        if (*slot != NULL)
+            return cli_usage_error("replay", "option '%s' given twice", argument);
+        int status = take_value(argc, argv, &index, what, slot);
+        if (status != CLI_EXIT_OK)
+            return status;
+    }
+    if (options.list_sets)
+        return list_sets();
+    if (options.launch != NULL &&
+        parse_count("--launch", options.launch, &options.launch_number) != CLI_EXIT_OK)
+        return CLI_EXIT_USAGE;
+    if (options.every != NULL &&
+        parse_count("--every", options.every, &options.every_number) != CLI_EXIT_OK)
+        return CLI_EXIT_USAGE;
+    int status = validate(&options);
+    if (status != CLI_EXIT_OK)
+        return status;
+    if (index >= argc)
+        return cli_usage_error("replay", "missing '--' and the command to run "
+                                         "(flare replay [OPTIONS] -- CMD [ARGS...])");
+    char **command = argv + index + 1;
+    int command_count = argc - index - 1;
+    if (command_count == 0)
+        return cli_usage_error("replay", "missing the command after '--'");
+
+    export_selection(&options);
+    cli_launch launch = {.command_name = "replay",
+                         .activity = "replaying chosen kernel launches of",
+                         .output = options.output,
+                         .quiet = options.quiet};
+    if (cli_launch_prepare(&launch, command, command_count) != CLI_EXIT_OK)
+        return CLI_EXIT_FAILURE;
+    int exit_status = cli_launch_run(&launch, command);
+    if (launch.process_count > 0)
+        print_summary(&launch, &options);
+    return exit_status;
+}

@@ -1,0 +1,430 @@
+/*
+ * test_replay_cli.c: `flare replay` on the command line and the kernel
+ * replay section of `flare report`.
+ *
+ * Usage errors are exit 2 with a message naming the offending option, and
+ * nothing is prepared or run; --list-sets and --help answer without running
+ * anything; the options reach the command as FLARE_REPLAY_* (and stale ones
+ * from the caller's environment do not); the report shows replay rows per
+ * kernel and nothing when there are none; and, end to end on the simulated
+ * device, a chosen launch of a read-modify-write kernel is replayed, the
+ * program's result is unchanged and the report shows the launch's metric
+ * values. Runs the built flare (FLARE_TEST_BIN_DIR) in child processes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "flare/flare.h"
+#include "store/store.h"
+#include "store/store_replay.h"
+#include "cli_run.h"
+#include "test_util.h"
+
+static char bin_dir[1024];
+static char scratch[256];
+static char out_text[65536];
+static char err_text[65536];
+
+static int run_flare(const char *const *arguments)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/flare", bin_dir);
+    int status = cli_run_program(path, 0, arguments, scratch, out_text, sizeof(out_text), err_text,
+                                 sizeof(err_text));
+    assert_true(status >= 0);
+    return status;
+}
+
+#define FLARE(...) run_flare((const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_contains(const char *text, const char *part)
+{
+    if (strstr(text, part) == NULL)
+        fail_msg("'%s' not found in:\n%s", part, text);
+}
+
+static void expect_absent(const char *text, const char *part)
+{
+    if (strstr(text, part) != NULL)
+        fail_msg("'%s' unexpectedly found in:\n%s", part, text);
+}
+
+/* The line of text that starts with start (searched from text on), into
+ * line; fails the test when there is none. */
+static const char *line_from(const char *text, const char *start, char *line, size_t size)
+{
+    const char *found = strstr(text, start);
+    if (found == NULL)
+        fail_msg("no line starting '%s' in:\n%s", start, text);
+    snprintf(line, size, "%.*s", (int)strcspn(found, "\n"), found);
+    return line;
+}
+
+/* A usage error leaves no session behind and says where help is. */
+static void expect_usage_error(const char *message)
+{
+    expect_contains(err_text, message);
+    expect_contains(err_text, "Run 'flare replay --help' for usage.");
+    struct stat info;
+    char path[400];
+    snprintf(path, sizeof(path), "%s/out", scratch);
+    if (stat(path, &info) == 0)
+        fail_msg("a usage error prepared %s", path);
+    snprintf(path, sizeof(path), "%s/ran", scratch);
+    if (stat(path, &info) == 0)
+        fail_msg("a usage error ran the command");
+}
+
+/* Each bad option alone, with a command that would leave a trace if run. */
+#define BAD(message, ...)                                                                          \
+    do {                                                                                           \
+        assert_int_equal(FLARE("replay", "-o", "out", __VA_ARGS__, "--", "touch", "ran"), 2);      \
+        expect_usage_error(message);                                                               \
+    } while (0)
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    BAD("'--kernel (abc': bad regular expression: ", "--kernel", "(abc");
+    BAD("'--launch 2' and '--every 3' exclude each other", "--launch", "2", "--every", "3");
+    BAD("'--launch 2' and '--every 3' exclude each other", "--every", "3", "--launch", "2");
+    BAD("'--launch 0': launches are counted from 1", "--launch", "0");
+    BAD("'--every 0': launches are counted from 1", "--every", "0");
+    BAD("'--launch two': expected a whole number of at least 1", "--launch", "two");
+    BAD("'--launch -1': expected a whole number of at least 1", "--launch", "-1");
+    BAD("'--metrics a,b' and '--set time' exclude each other", "--metrics", "a,b", "--set", "time");
+    BAD("'--metrics a,,b': empty metric name", "--metrics", "a,,b");
+    BAD("'--metrics dram bytes': metric name \"dram bytes\" has ' '", "--metrics", "dram bytes");
+    BAD("'--drain-timeout 10' needs a unit: write 10s", "--drain-timeout", "10");
+    BAD("'--drain-timeout 10h': unknown unit", "--drain-timeout", "10h");
+    BAD("'--pass-timeout 0': must be more than zero", "--pass-timeout", "0");
+    BAD("'--pass-timeout 0.0000001ms': rounds to zero", "--pass-timeout", "0.0000001ms");
+    BAD("'--footprint-budget 4096' needs a unit: write 4096MiB", "--footprint-budget", "4096");
+    BAD("'--footprint-budget 4GB': unknown unit", "--footprint-budget", "4GB");
+    BAD("option '--launch' given twice", "--launch", "1", "--launch", "2");
+    BAD("unknown option '--bogus'", "--bogus");
+
+    /* An unknown set lists the sets, so the fix is on the screen. */
+    BAD("unknown metric set 'sol'; the sets are:", "--set", "sol");
+    expect_contains(err_text, "speed-of-light");
+    expect_contains(err_text, "memory");
+
+    /* Missing values and a missing command. */
+    assert_int_equal(FLARE("replay", "--kernel"), 2);
+    expect_usage_error("option '--kernel' needs a regular expression");
+    assert_int_equal(FLARE("replay", "--launch", "--", "touch", "ran"), 2);
+    expect_usage_error("option '--launch' needs a whole number of at least 1");
+    assert_int_equal(FLARE("replay", "--set", "time"), 2);
+    expect_usage_error("missing '--' and the command to run");
+    assert_int_equal(FLARE("replay", "--set", "time", "--"), 2);
+    expect_usage_error("missing the command after '--'");
+    assert_int_equal(FLARE("replay", "-o", "out", "touch", "ran"), 2);
+    expect_usage_error("expected '--' before the command, found 'touch'");
+}
+
+static void test_list_sets_and_help(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("replay", "--list-sets"), 0);
+    size_t count = 0;
+    const replay_metric_set *sets = replay_metric_sets(&count);
+    assert_true(count >= 1);
+    for (size_t index = 0; index < count; index++) {
+        expect_contains(out_text, sets[index].name);
+        expect_contains(out_text, sets[index].description);
+        /* Every metric of the set, one a line. */
+        char first[REPLAY_METRIC_NAME_MAX];
+        snprintf(first, sizeof(first), "%.*s", (int)strcspn(sets[index].metrics, ","),
+                 sets[index].metrics);
+        expect_contains(out_text, first);
+    }
+    expect_contains(out_text, "dram__bytes_read.sum");
+    expect_contains(out_text, "(the default)");
+
+    assert_int_equal(FLARE("replay", "--help"), 0);
+    const char *options[] = {"--kernel REGEX",      "--launch N",     "--every N",
+                             "--metrics A,B,C",     "--set NAME",     "--list-sets",
+                             "--drain-timeout",     "--pass-timeout", "--footprint-budget",
+                             "FLARE_REPLAY_KERNEL", "docs/replay.md", "flare report DIR"};
+    for (size_t index = 0; index < sizeof(options) / sizeof(options[0]); index++)
+        expect_contains(out_text, options[index]);
+    assert_int_equal(FLARE("--help"), 0);
+    expect_contains(out_text, "  replay ");
+}
+
+/* The options reach the command as given, and a FLARE_REPLAY_* variable in
+ * the caller's environment that no option set is removed. */
+static void test_options_reach_the_command(void **state)
+{
+    (void)state;
+    setenv("FLARE_REPLAY_EVERY", "5", 1);
+    setenv("FLARE_REPLAY_SET", "memory", 1);
+    assert_int_equal(FLARE("replay", "-o", "out", "-q", "--kernel", "^rmw_(add|sub)$", "--launch",
+                           "2", "--metrics", "gpu__time_duration.sum,launch__grid_size",
+                           "--drain-timeout", "1.5s", "--pass-timeout", "2min",
+                           "--footprint-budget", "512MiB", "--", "sh", "-c",
+                           "env | grep ^FLARE_REPLAY_ | sort > env.txt; exit 7"),
+                     7);
+    unsetenv("FLARE_REPLAY_EVERY");
+    unsetenv("FLARE_REPLAY_SET");
+    char path[400], env[4096];
+    snprintf(path, sizeof(path), "%s/env.txt", scratch);
+    cli_read_file(path, env, sizeof(env));
+    assert_string_equal(env, "FLARE_REPLAY_DRAIN_TIMEOUT=1.5s\n"
+                             "FLARE_REPLAY_FOOTPRINT_BUDGET=512MiB\n"
+                             "FLARE_REPLAY_KERNEL=^rmw_(add|sub)$\n"
+                             "FLARE_REPLAY_LAUNCH=2\n"
+                             "FLARE_REPLAY_METRICS=gpu__time_duration.sum,launch__grid_size\n"
+                             "FLARE_REPLAY_PASS_TIMEOUT=2min\n");
+
+    /* With no option at all, the default set is chosen explicitly: the
+     * engine replays nothing without a selection. */
+    assert_int_equal(FLARE("replay", "-o", "out2", "-q", "--", "sh", "-c",
+                           "env | grep ^FLARE_REPLAY_ | sort > env2.txt"),
+                     0);
+    snprintf(path, sizeof(path), "%s/env2.txt", scratch);
+    cli_read_file(path, env, sizeof(env));
+    assert_string_equal(env, "FLARE_REPLAY_SET=speed-of-light\n");
+}
+
+/* Replay rows, written through the store as the collector writes them,
+ * come out of `flare report` per kernel; a session without any has no
+ * replay section at all. */
+static void test_report_section(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("trace", "-o", "session", "-q", "--", "true"), 0);
+    assert_int_equal(FLARE("report", "session"), 0);
+    expect_absent(out_text, "Kernel replay");
+
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/session", scratch);
+    store *database = NULL;
+    char error[1024];
+    assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &database, error, sizeof(error)), 0);
+    replay_record *records[3];
+    for (int index = 0; index < 3; index++) {
+        records[index] = calloc(1, sizeof(replay_record));
+        assert_non_null(records[index]);
+    }
+    replay_record *replayed = records[0];
+    replayed->launch_id = 17;
+    snprintf(replayed->kernel_name, sizeof(replayed->kernel_name), "rmw_add");
+    replayed->launch_index = 1;
+    replayed->passes_planned = replayed->passes_run = 3;
+    replayed->begin_ns = 1000;
+    replayed->end_ns = 1000 + 2500000;
+    replayed->snapshot_bytes = 16384;
+    replayed->bytes_restored = 32768;
+    replayed->shadow_on_device = 1;
+    replayed->pass_count_kept = 3;
+    for (int pass = 0; pass < 3; pass++) {
+        replayed->pass_start_ns[pass] = 1000 + 800000ull * pass;
+        replayed->pass_end_ns[pass] = 1000 + 800000ull * pass + 600000;
+    }
+    replayed->metric_count = 2;
+    snprintf(replayed->metric_names[0], REPLAY_METRIC_NAME_MAX, "gpu__time_duration.sum");
+    replayed->metric_values[0] = 123456;
+    snprintf(replayed->metric_names[1], REPLAY_METRIC_NAME_MAX, "dram__bytes_read.sum");
+    replayed->metric_values[1] = NAN;
+    snprintf(replayed->collector, sizeof(replayed->collector), "sim-metrics");
+
+    replay_record *declined = records[1];
+    declined->launch_id = 18;
+    snprintf(declined->kernel_name, sizeof(declined->kernel_name), "rmw_add");
+    declined->launch_index = 2;
+    declined->passes_planned = 3;
+    declined->passes_run = 1;
+    declined->declined = 1;
+    snprintf(declined->reason, sizeof(declined->reason), "untracked memory: a module global");
+
+    replay_record *other = records[2];
+    other->launch_id = 40;
+    snprintf(other->kernel_name, sizeof(other->kernel_name), "bystander");
+    other->passes_planned = other->passes_run = 2;
+    other->metric_count = 1;
+    snprintf(other->metric_names[0], REPLAY_METRIC_NAME_MAX, "gpu__time_duration.sum");
+    other->metric_values[0] = 0.25;
+
+    assert_int_equal(store_write_replay_records(database, 4242, records, 3), 0);
+    store_close(database);
+    for (int index = 0; index < 3; index++)
+        free(records[index]);
+
+    assert_int_equal(FLARE("report", "session"), 0);
+    const char *section = strstr(out_text, "Kernel replay");
+    assert_non_null(section);
+    /* Kernels by name: bystander, then rmw_add. */
+    const char *bystander = strstr(section, "\n  bystander\n");
+    const char *rmw = strstr(section, "\n  rmw_add\n");
+    assert_non_null(bystander);
+    assert_non_null(rmw);
+    assert_true(bystander < rmw);
+    expect_contains(rmw,
+                    "1 launch(es) replayed, 1 declined; 3 passes; 2500.0 us in replay; metrics "
+                    "from sim-metrics");
+    expect_contains(rmw, "declined launch 18: untracked memory: a module global");
+    expect_contains(rmw, "launch 17");
+    expect_contains(rmw, "600.0 us"); /* mean pass */
+    expect_contains(rmw, "device");
+    /* The metrics table: a value, and "n/a" for the NaN, each on its
+     * metric's own line. */
+    char line[512];
+    expect_contains(line_from(rmw, "    gpu__time_duration.sum ", line, sizeof(line)), " 123456");
+    expect_contains(line_from(rmw, "    dram__bytes_read.sum ", line, sizeof(line)), " n/a");
+    expect_contains(line_from(bystander, "    gpu__time_duration.sum ", line, sizeof(line)),
+                    " 0.25");
+    expect_contains(section, "In all: 2 launch(es) of 2 kernel(s) replayed, 1 declined; 5 passes");
+}
+
+/* The metric value on the line of name within text (the first launch
+ * column); fails the test when there is no number there. */
+static double metric_value(const char *text, const char *name)
+{
+    char start[160], line[512];
+    snprintf(start, sizeof(start), "    %s ", name);
+    line_from(text, start, line, sizeof(line));
+    double value = NAN;
+    if (sscanf(line + strlen(start), "%lf", &value) != 1)
+        fail_msg("no value on the line '%s'", line);
+    return value;
+}
+
+static void read_summary(const char *session, store_replay_summary *summary)
+{
+    char dir[400], error[1024];
+    snprintf(dir, sizeof(dir), "%s/%s", scratch, session);
+    store *database = NULL;
+    assert_int_equal(store_open(dir, STORE_OPEN_READ, &database, error, sizeof(error)), 0);
+    assert_int_equal(store_read_replay_summary(database, summary), 0);
+    store_close(database);
+}
+
+/* End to end on the simulated device: the chosen launch is replayed, the
+ * program's own check of its read-modify-write result still passes (memory
+ * was restored between passes), and the report shows the launch's values. */
+static void test_end_to_end(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("replay", "-o", "one", "--kernel", "^rmw_add$", "--launch", "2", "--set",
+                           "time", "--", REPLAY_TARGET_PATH),
+                     0);
+    expect_contains(out_text, "replay_target: 4 launches of rmw_add");
+    expect_contains(out_text, ": correct");
+    expect_contains(err_text, "flare: replay: 1 launch(es) of 1 kernel(s) replayed, 0 declined");
+    assert_int_equal(FLARE("report", "one"), 0);
+    const char *section = strstr(out_text, "\n  rmw_add\n");
+    assert_non_null(section);
+    expect_absent(out_text, "\n  bystander\n"); /* not chosen */
+    expect_contains(section, "1 launch(es) replayed, 0 declined");
+    char line[512];
+    /* The launch row, under its header: the second launch of rmw_add, 1
+     * pass (the set "time" needs one). */
+    const char *header = strstr(section, "        launch   nth");
+    assert_non_null(header);
+    unsigned long long launch_id = 0, nth = 0, passes = 0;
+    long long pid = 0;
+    int device = -1;
+    unsigned long long stream = 0;
+    assert_int_equal(sscanf(strchr(header, '\n') + 1, "%llu %llu %lld %d %llu %llu", &launch_id,
+                            &nth, &pid, &device, &stream, &passes),
+                     6);
+    assert_int_equal(nth, 2);
+    assert_int_equal(device, 0);
+    assert_true(pid > 0);
+    assert_int_equal(passes, 1);
+    assert_true(metric_value(section, "gpu__time_duration.sum") > 0);
+
+    /* Several passes with restores: every second launch, metrics that need
+     * more than one pass on the simulated device. */
+    assert_int_equal(FLARE("replay", "-o", "every", "--kernel", "rmw", "--every", "2", "--metrics",
+                           "gpu__time_duration.sum,launch__grid_size,launch__block_size,"
+                           "launch__thread_count,dram__bytes_read.sum",
+                           "--", REPLAY_TARGET_PATH, "5"),
+                     0);
+    expect_contains(out_text, "replay_target: 5 launches of rmw_add");
+    expect_contains(out_text, ": correct");
+    store_replay_summary summary;
+    read_summary("every", &summary);
+    assert_int_equal(summary.replayed, 2); /* launches 2 and 4 of 5 */
+    assert_int_equal(summary.declined, 0);
+    assert_true(summary.passes >= 4);
+    assert_true(summary.bytes_restored > 0);
+    assert_int_equal(FLARE("report", "every"), 0);
+    section = strstr(out_text, "\n  rmw_add\n");
+    assert_non_null(section);
+    expect_contains(line_from(section, "    metric ", line, sizeof(line)), "launch ");
+    assert_true(metric_value(section, "launch__grid_size") == 16);
+    assert_true(metric_value(section, "launch__block_size") == 256);
+    assert_true(metric_value(section, "launch__thread_count") == 4096);
+    expect_contains(line_from(section, "    dram__bytes_read.sum ", line, sizeof(line)), " n/a");
+
+    /* A metric the device does not know: checked on the device, the launch
+     * is declined with the reason, runs once, and the program is unharmed. */
+    assert_int_equal(FLARE("replay", "-o", "unknown", "--kernel", "rmw", "--launch", "1",
+                           "--metrics", "no_such.metric", "--", REPLAY_TARGET_PATH),
+                     0);
+    expect_contains(out_text, ": correct");
+    expect_contains(err_text, "1 launch(es) declined (they ran once); the first: ");
+    expect_contains(err_text, "no_such.metric");
+    assert_int_equal(FLARE("report", "unknown"), 0);
+    expect_contains(out_text, "declined launch ");
+    expect_contains(out_text, "no_such.metric");
+
+    /* A regex that matches nothing: said loudly, not left as an empty table. */
+    assert_int_equal(
+        FLARE("replay", "-o", "none", "--kernel", "^no_kernel$", "--", REPLAY_TARGET_PATH), 0);
+    expect_contains(err_text, "WARNING: no launch was replayed: no kernel launch matched --kernel "
+                              "'^no_kernel$'");
+    assert_int_equal(FLARE("report", "none"), 0);
+    expect_absent(out_text, "Kernel replay");
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("FLARE_TEST_BIN_DIR");
+    if (dir == NULL) {
+        fprintf(stderr, "FLARE_TEST_BIN_DIR is not set (run through ctest)\n");
+        return -1;
+    }
+    snprintf(bin_dir, sizeof(bin_dir), "%s", dir);
+    unsetenv("FLARE_OUTPUT_DIR");
+    unsetenv("FLARE_SESSION_DIR");
+    return 0;
+}
+
+/* Every test in a fresh directory, so "out" and "ran" start absent. */
+static int fresh_scratch(void **state)
+{
+    (void)state;
+    test_make_temp_dir(scratch, sizeof(scratch), "replay-cli");
+    return 0;
+}
+
+static int remove_scratch(void **state)
+{
+    (void)state;
+    test_remove_dir(scratch);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_usage_errors, fresh_scratch, remove_scratch),
+        cmocka_unit_test_setup_teardown(test_list_sets_and_help, fresh_scratch, remove_scratch),
+        cmocka_unit_test_setup_teardown(test_options_reach_the_command, fresh_scratch,
+                                        remove_scratch),
+        cmocka_unit_test_setup_teardown(test_report_section, fresh_scratch, remove_scratch),
+        cmocka_unit_test_setup_teardown(test_end_to_end, fresh_scratch, remove_scratch),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
