@@ -41,6 +41,30 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     if (api->cuDeviceTotalMem == NULL && missing == NULL)
         missing = "cuDeviceTotalMem_v2";
     RESOLVE(api, library, cuGetErrorString, missing);
+    /* Optional: kernel replay checks for them itself (versioned names are
+     * the ABI the driver exports for the _v2 functions). */
+    *(void **)&api->cuCtxGetCurrent = dlsym(library, "cuCtxGetCurrent");
+    *(void **)&api->cuCtxGetDevice = dlsym(library, "cuCtxGetDevice");
+    *(void **)&api->cuCtxPushCurrent = dlsym(library, "cuCtxPushCurrent_v2");
+    *(void **)&api->cuCtxPopCurrent = dlsym(library, "cuCtxPopCurrent_v2");
+    *(void **)&api->cuStreamCreate = dlsym(library, "cuStreamCreate");
+    *(void **)&api->cuStreamQuery = dlsym(library, "cuStreamQuery");
+    *(void **)&api->cuMemAlloc = dlsym(library, "cuMemAlloc_v2");
+    *(void **)&api->cuMemFree = dlsym(library, "cuMemFree_v2");
+    *(void **)&api->cuMemAllocHost = dlsym(library, "cuMemAllocHost_v2");
+    *(void **)&api->cuMemFreeHost = dlsym(library, "cuMemFreeHost");
+    *(void **)&api->cuMemGetInfo = dlsym(library, "cuMemGetInfo_v2");
+    *(void **)&api->cuMemcpyAsync = dlsym(library, "cuMemcpyAsync");
+    *(void **)&api->cuMemGetAllocationPropertiesFromHandle =
+        dlsym(library, "cuMemGetAllocationPropertiesFromHandle");
+    *(void **)&api->cuLaunchKernel = dlsym(library, "cuLaunchKernel");
+    *(void **)&api->cuLaunchKernel_ptsz = dlsym(library, "cuLaunchKernel_ptsz");
+    *(void **)&api->cuLaunchKernelEx = dlsym(library, "cuLaunchKernelEx");
+    *(void **)&api->cuLaunchKernelEx_ptsz = dlsym(library, "cuLaunchKernelEx_ptsz");
+    *(void **)&api->cuFuncGetModule = dlsym(library, "cuFuncGetModule");
+    *(void **)&api->cuModuleGetGlobal = dlsym(library, "cuModuleGetGlobal_v2");
+    *(void **)&api->cuKernelGetLibrary = dlsym(library, "cuKernelGetLibrary");
+    *(void **)&api->cuLibraryGetGlobal = dlsym(library, "cuLibraryGetGlobal");
     if (missing != NULL) {
         snprintf(reason, reason_size, "libcuda.so.1 lacks %s (driver too old?)", missing);
         dlclose(library);

@@ -28,6 +28,41 @@ typedef struct cuda_driver_api {
     CUresult (*cuDeviceGetAttribute)(int *value, CUdevice_attribute attribute, CUdevice device);
     CUresult (*cuDeviceTotalMem)(size_t *bytes, CUdevice device);
     CUresult (*cuGetErrorString)(CUresult error, const char **text);
+    /* Optional (NULL when this driver lacks them): kernel replay uses these
+     * (cuda_replay.c, cuda_rangeprof.c); loading succeeds without them. */
+    CUresult (*cuCtxGetCurrent)(CUcontext *context);
+    CUresult (*cuCtxGetDevice)(CUdevice *device);
+    CUresult (*cuCtxPushCurrent)(CUcontext context);
+    CUresult (*cuCtxPopCurrent)(CUcontext *context);
+    CUresult (*cuStreamCreate)(CUstream *stream, unsigned int flags);
+    CUresult (*cuStreamQuery)(CUstream stream);
+    CUresult (*cuMemAlloc)(CUdeviceptr *pointer, size_t bytes);
+    CUresult (*cuMemFree)(CUdeviceptr pointer);
+    CUresult (*cuMemAllocHost)(void **pointer, size_t bytes);
+    CUresult (*cuMemFreeHost)(void *pointer);
+    CUresult (*cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);
+    CUresult (*cuMemcpyAsync)(CUdeviceptr destination, CUdeviceptr source, size_t bytes,
+                              CUstream stream);
+    CUresult (*cuMemGetAllocationPropertiesFromHandle)(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle);
+    CUresult (*cuLaunchKernel)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
+                               unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                               unsigned int block_z, unsigned int shared_bytes, CUstream stream,
+                               void **parameters, void **extra);
+    CUresult (*cuLaunchKernel_ptsz)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
+                                    unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+                                    unsigned int block_z, unsigned int shared_bytes,
+                                    CUstream stream, void **parameters, void **extra);
+    CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction function,
+                                 void **parameters, void **extra);
+    CUresult (*cuLaunchKernelEx_ptsz)(const CUlaunchConfig *config, CUfunction function,
+                                      void **parameters, void **extra);
+    CUresult (*cuFuncGetModule)(CUmodule *module, CUfunction function);
+    CUresult (*cuModuleGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUmodule module,
+                                  const char *name);
+    CUresult (*cuKernelGetLibrary)(CUlibrary *library, CUkernel kernel);
+    CUresult (*cuLibraryGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUlibrary library,
+                                   const char *name);
 } cuda_driver_api;
 
 /* ---- libcupti ---- */

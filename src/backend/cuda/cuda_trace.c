@@ -24,6 +24,7 @@
 
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_ranges.h"
+#include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -318,10 +319,15 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
         const CUpti_CallbackData *call = data;
         /* Host launches are counted at entry: they feed the launch rate and
-         * the deep windows' launch bound (one process-wide counter); this is
-         * also where the replay gate will hook. One relaxed add, nothing else. */
-        if (call->callbackSite == CUPTI_API_ENTER)
+         * the deep windows' launch bound (one process-wide counter). One
+         * relaxed add; flare's own relaunches during a replay do not count. */
+        if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_is_launch(id) &&
+            !cuda_replay_internal())
             windows_session_count_launch();
+        /* Replay: the launch bracket, the gate, the allocation inventory. */
+        cuda_replay_on_driver(id, call);
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+        cuda_replay_on_resource(id, data);
     } else if (domain == CUPTI_CB_DOMAIN_NVTX) {
         handle_nvtx(id, data);
     }
@@ -568,6 +574,13 @@ int cuda_trace_start(void)
                                 enabled > 0 ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_UNAVAILABLE,
                                 "%d of %zu launch entry points hooked", enabled,
                                 sizeof(launch_callbacks) / sizeof(launch_callbacks[0]));
+        /* Kernel replay needs the launch bracket, so it rides on the launch
+         * callbacks (its own allocation, resource and copy callbacks). */
+        if (want_launch_callbacks)
+            cuda_replay_attach(&cupti, subscriber);
+        else
+            core_capability_set("replay", 0, CORE_CAPABILITY_OFF,
+                                "launch callbacks are switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
         result = cupti.cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_NVTX);
         if (result != CUPTI_SUCCESS)
             core_capability_set("nvtx", 1, CORE_CAPABILITY_UNAVAILABLE, "cuptiEnableDomain: %s",

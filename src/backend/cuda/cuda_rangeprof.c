@@ -1,0 +1,582 @@
+/*
+ * cuda_rangeprof.c: the "cuda-range-profiler" metric collector
+ * (cuda_rangeprof.h).
+ *
+ * One replayed launch: prepare() finds or builds the host set-up for
+ * (context, metric list) (counter availability, config image, pass count:
+ * 150-600 ms on the H200, so it is cached and paid once), initialises the
+ * counter-data image and sets the config in user-replay mode with automatic
+ * ranges; each pass is Start ... kernel ... Stop; finish() decodes and
+ * evaluates range 0 (the one kernel of the pass). Automatic ranges, not
+ * pushed user ranges: a user range also times the push/pop around the
+ * kernel, which on the H200 doubled gpu__time_duration against ncu.
+ *
+ * Calls come from the launching thread inside the pass loop; replays on one
+ * device are serialised by the engine's gate, so per-context state needs a
+ * lock only to be found. Must never link libcupti or abort: every CUPTI
+ * error becomes a reason.
+ */
+#include "backend/cuda/cuda_rangeprof.h"
+
+#include <cupti_range_profiler.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_profiler_host.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "replay/replay.h"
+
+#define RANGEPROF_CONTEXTS_MAX 64
+#define RANGEPROF_SETUPS_MAX   32
+
+/* The CUPTI functions this collector uses, resolved from libcupti. */
+typedef struct rangeprof_api {
+    CUptiResult (*ProfilerInitialize)(CUpti_Profiler_Initialize_Params *);
+    CUptiResult (*DeviceGetChipName)(CUpti_Device_GetChipName_Params *);
+    CUptiResult (*GetCounterAvailability)(CUpti_Profiler_GetCounterAvailability_Params *);
+    CUptiResult (*HostInitialize)(CUpti_Profiler_Host_Initialize_Params *);
+    CUptiResult (*HostDeinitialize)(CUpti_Profiler_Host_Deinitialize_Params *);
+    CUptiResult (*HostConfigAddMetrics)(CUpti_Profiler_Host_ConfigAddMetrics_Params *);
+    CUptiResult (*HostGetConfigImageSize)(CUpti_Profiler_Host_GetConfigImageSize_Params *);
+    CUptiResult (*HostGetConfigImage)(CUpti_Profiler_Host_GetConfigImage_Params *);
+    CUptiResult (*HostGetNumOfPasses)(CUpti_Profiler_Host_GetNumOfPasses_Params *);
+    CUptiResult (*HostEvaluateToGpuValues)(CUpti_Profiler_Host_EvaluateToGpuValues_Params *);
+    CUptiResult (*Enable)(CUpti_RangeProfiler_Enable_Params *);
+    CUptiResult (*SetConfig)(CUpti_RangeProfiler_SetConfig_Params *);
+    CUptiResult (*Start)(CUpti_RangeProfiler_Start_Params *);
+    CUptiResult (*Stop)(CUpti_RangeProfiler_Stop_Params *);
+    CUptiResult (*DecodeData)(CUpti_RangeProfiler_DecodeData_Params *);
+    CUptiResult (*GetCounterDataSize)(CUpti_RangeProfiler_GetCounterDataSize_Params *);
+    CUptiResult (*CounterDataImageInitialize)(
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params *);
+    CUptiResult (*GetCounterDataInfo)(CUpti_RangeProfiler_GetCounterDataInfo_Params *);
+} rangeprof_api;
+
+static rangeprof_api api;
+static const cuda_cupti_api *cupti;
+static const cuda_driver_api *driver;
+
+/* Per context: the range-profiler object (enabled once, kept) and the
+ * counter availability image the host set-ups need. */
+typedef struct rangeprof_context {
+    CUcontext context;
+    int device;
+    int failed;
+    char reason[256];
+    char chip[64];
+    uint8_t *availability;
+    CUpti_RangeProfiler_Object *object;
+} rangeprof_context;
+
+/* Per (context, metric list): the host object, config image and counter
+ * data image. A failed set-up is kept too, so an unknown metric is
+ * diagnosed once, not at every launch. */
+typedef struct rangeprof_setup {
+    rangeprof_context *context;
+    char *key; /* the metric names joined by ',' */
+    const char **names;
+    size_t count;
+    int status; /* 0, or the flare status prepare returns */
+    char reason[256];
+    CUpti_Profiler_Host_Object *host;
+    uint8_t *config;
+    size_t config_size;
+    size_t passes;
+    uint8_t *counter_data;
+    size_t counter_data_size;
+} rangeprof_setup;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static rangeprof_context *contexts[RANGEPROF_CONTEXTS_MAX];
+static size_t context_count;
+static rangeprof_setup *setups[RANGEPROF_SETUPS_MAX];
+static size_t setup_count;
+static int profiler_initialized;
+
+/* The collection in progress on this thread (one launch at a time). */
+typedef struct rangeprof_session {
+    rangeprof_setup *setup;
+    int started; /* between Start and Stop */
+    int all_submitted;
+    uint32_t passes_stopped;
+    int failed;
+    char reason[256];
+} rangeprof_session;
+static _Thread_local rangeprof_session session;
+
+static const char *cupti_text(CUptiResult result)
+{
+    return cuda_cupti_error_text(cupti, result);
+}
+
+/* ---- Set-up (cache_lock held) ---- */
+
+static rangeprof_context *context_for(CUcontext context, int device)
+{
+    for (size_t i = 0; i < context_count; i++)
+        if (contexts[i]->context == context)
+            return contexts[i];
+    if (context_count >= RANGEPROF_CONTEXTS_MAX)
+        return NULL;
+    rangeprof_context *entry = calloc(1, sizeof(*entry));
+    if (entry == NULL)
+        return NULL;
+    entry->context = context;
+    entry->device = device;
+    contexts[context_count++] = entry;
+    CUptiResult result = CUPTI_SUCCESS;
+    if (!profiler_initialized) {
+        CUpti_Profiler_Initialize_Params initialize = {
+            .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+        result = api.ProfilerInitialize(&initialize);
+        if (result != CUPTI_SUCCESS) {
+            snprintf(entry->reason, sizeof(entry->reason), "cuptiProfilerInitialize: %s",
+                     cupti_text(result));
+            entry->failed = 1;
+            return entry;
+        }
+        profiler_initialized = 1;
+    }
+    CUpti_Device_GetChipName_Params chip = {
+        .structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE, .deviceIndex = (size_t)device};
+    result = api.DeviceGetChipName(&chip);
+    if (result != CUPTI_SUCCESS) {
+        snprintf(entry->reason, sizeof(entry->reason), "cuptiDeviceGetChipName: %s",
+                 cupti_text(result));
+        entry->failed = 1;
+        return entry;
+    }
+    snprintf(entry->chip, sizeof(entry->chip), "%s", chip.pChipName);
+    /* Availability before Enable, as CUPTI's own samples do. */
+    CUpti_Profiler_GetCounterAvailability_Params availability = {
+        .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE, .ctx = context};
+    result = api.GetCounterAvailability(&availability);
+    if (result == CUPTI_SUCCESS) {
+        entry->availability = malloc(availability.counterAvailabilityImageSize);
+        availability.pCounterAvailabilityImage = entry->availability;
+        result = entry->availability != NULL ? api.GetCounterAvailability(&availability)
+                                             : CUPTI_ERROR_OUT_OF_MEMORY;
+    }
+    if (result != CUPTI_SUCCESS) {
+        snprintf(entry->reason, sizeof(entry->reason), "cuptiProfilerGetCounterAvailability: %s",
+                 cupti_text(result));
+        entry->failed = 1;
+        return entry;
+    }
+    CUpti_RangeProfiler_Enable_Params enable = {
+        .structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE, .ctx = context};
+    result = api.Enable(&enable);
+    if (result != CUPTI_SUCCESS) {
+        snprintf(entry->reason, sizeof(entry->reason), "cuptiRangeProfilerEnable: %s",
+                 cupti_text(result));
+        entry->failed = 1;
+        return entry;
+    }
+    entry->object = enable.pRangeProfilerObject;
+    return entry;
+}
+
+static void setup_fail(rangeprof_setup *setup, int status, const char *format, const char *what,
+                       CUptiResult result)
+{
+    setup->status = status;
+    snprintf(setup->reason, sizeof(setup->reason), format, what, cupti_text(result));
+}
+
+static void build_setup(rangeprof_setup *setup)
+{
+    rangeprof_context *context = setup->context;
+    CUpti_Profiler_Host_Initialize_Params initialize = {
+        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
+        .profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+        .pChipName = context->chip,
+        .pCounterAvailabilityImage = context->availability};
+    CUptiResult result = api.HostInitialize(&initialize);
+    if (result != CUPTI_SUCCESS) {
+        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiProfilerHostInitialize", result);
+        return;
+    }
+    setup->host = initialize.pHostObject;
+    /* One metric at a time, so an unknown name is named exactly. */
+    for (size_t i = 0; i < setup->count; i++) {
+        CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+            .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
+            .pHostObject = setup->host,
+            .ppMetricNames = &setup->names[i],
+            .numMetrics = 1};
+        result = api.HostConfigAddMetrics(&add);
+        if (result != CUPTI_SUCCESS) {
+            setup->status = FLARE_ERR_INVALID_ARGUMENT;
+            snprintf(setup->reason, sizeof(setup->reason),
+                     "unknown or unsupported metric '%.100s' on %s (%s)", setup->names[i],
+                     context->chip, cupti_text(result));
+            return;
+        }
+    }
+    CUpti_Profiler_Host_GetConfigImageSize_Params size = {
+        .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE,
+        .pHostObject = setup->host};
+    result = api.HostGetConfigImageSize(&size);
+    if (result == CUPTI_SUCCESS) {
+        setup->config = malloc(size.configImageSize);
+        setup->config_size = size.configImageSize;
+        CUpti_Profiler_Host_GetConfigImage_Params image = {
+            .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE,
+            .pHostObject = setup->host,
+            .configImageSize = setup->config_size,
+            .pConfigImage = setup->config};
+        result = setup->config != NULL ? api.HostGetConfigImage(&image) : CUPTI_ERROR_OUT_OF_MEMORY;
+    }
+    if (result != CUPTI_SUCCESS) {
+        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiProfilerHostGetConfigImage", result);
+        return;
+    }
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
+        .structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE,
+        .configImageSize = setup->config_size,
+        .pConfigImage = setup->config};
+    result = api.HostGetNumOfPasses(&passes);
+    if (result != CUPTI_SUCCESS || passes.numOfPasses == 0) {
+        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiProfilerHostGetNumOfPasses", result);
+        return;
+    }
+    setup->passes = passes.numOfPasses;
+    CUpti_RangeProfiler_GetCounterDataSize_Params data = {
+        .structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = context->object,
+        .pMetricNames = setup->names,
+        .numMetrics = setup->count,
+        .maxNumOfRanges = 1,
+        .maxNumRangeTreeNodes = 1};
+    result = api.GetCounterDataSize(&data);
+    if (result == CUPTI_SUCCESS) {
+        setup->counter_data = malloc(data.counterDataSize);
+        setup->counter_data_size = data.counterDataSize;
+        if (setup->counter_data == NULL)
+            result = CUPTI_ERROR_OUT_OF_MEMORY;
+    }
+    if (result != CUPTI_SUCCESS)
+        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiRangeProfilerGetCounterDataSize",
+                   result);
+}
+
+static rangeprof_setup *setup_for(rangeprof_context *context, const char *const *metrics,
+                                  size_t count)
+{
+    size_t key_bytes = 1;
+    for (size_t i = 0; i < count; i++)
+        key_bytes += strlen(metrics[i]) + 1;
+    char *key = malloc(key_bytes);
+    if (key == NULL)
+        return NULL;
+    key[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < count; i++)
+        used += (size_t)snprintf(key + used, key_bytes - used, "%s%s", i ? "," : "", metrics[i]);
+    for (size_t i = 0; i < setup_count; i++)
+        if (setups[i]->context == context && strcmp(setups[i]->key, key) == 0) {
+            free(key);
+            return setups[i];
+        }
+    if (setup_count >= RANGEPROF_SETUPS_MAX) {
+        free(key);
+        return NULL;
+    }
+    rangeprof_setup *setup = calloc(1, sizeof(*setup));
+    const char **names = calloc(count, sizeof(*names));
+    if (setup == NULL || names == NULL) {
+        free(setup);
+        free(names);
+        free(key);
+        return NULL;
+    }
+    /* The names point into the key, split in place of the commas. */
+    char *copy = strdup(key);
+    if (copy == NULL) {
+        free(setup);
+        free(names);
+        free(key);
+        return NULL;
+    }
+    char *cursor = copy;
+    for (size_t i = 0; i < count; i++) {
+        names[i] = cursor;
+        cursor += strlen(metrics[i]);
+        *cursor++ = '\0';
+    }
+    setup->context = context;
+    setup->key = key;
+    setup->names = names;
+    setup->count = count;
+    uint64_t start = core_now_ns();
+    build_setup(setup);
+    core_log(CORE_LOG_INFO,
+             "range profiler set-up for %zu metric(s) on %s: %.1f ms, %zu pass(es)%s%s", count,
+             context->chip, (double)(core_now_ns() - start) / 1e6, setup->passes,
+             setup->status != 0 ? ": " : "", setup->status != 0 ? setup->reason : "");
+    setups[setup_count++] = setup;
+    return setup;
+}
+
+/* ---- The collector ---- */
+
+static void stop_if_started(void)
+{
+    if (!session.started || session.setup == NULL)
+        return;
+    CUpti_RangeProfiler_Stop_Params stop = {.structSize =
+                                                CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
+                                            .pRangeProfilerObject = session.setup->context->object};
+    api.Stop(&stop);
+    session.started = 0;
+}
+
+static int collector_prepare(const flare_replay_launch *launch, const char *const *metrics,
+                             size_t metric_count, char *reason, size_t reason_size)
+{
+    stop_if_started(); /* a loop that ended early must not leave a pass open */
+    memset(&session, 0, sizeof(session));
+    if (metric_count == 0) {
+        snprintf(reason, reason_size, "no metrics to collect");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    CUcontext context = NULL;
+    if (driver->cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == NULL) {
+        snprintf(reason, reason_size, "range profiler: no current CUDA context");
+        return FLARE_ERR_BACKEND;
+    }
+    pthread_mutex_lock(&cache_lock);
+    rangeprof_context *entry = context_for(context, launch->device);
+    rangeprof_setup *setup = NULL;
+    int status = FLARE_OK;
+    if (entry == NULL) {
+        snprintf(reason, reason_size, "range profiler: more than %d contexts",
+                 RANGEPROF_CONTEXTS_MAX);
+        status = FLARE_ERR_FULL;
+    } else if (entry->failed) {
+        snprintf(reason, reason_size, "range profiler: %s", entry->reason);
+        status = FLARE_ERR_BACKEND;
+    } else if ((setup = setup_for(entry, metrics, metric_count)) == NULL) {
+        snprintf(reason, reason_size, "range profiler: more than %d metric lists",
+                 RANGEPROF_SETUPS_MAX);
+        status = FLARE_ERR_FULL;
+    } else if (setup->status != 0) {
+        snprintf(reason, reason_size, "%s", setup->reason);
+        status = setup->status;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (status != FLARE_OK) {
+        if (status != FLARE_ERR_INVALID_ARGUMENT)
+            core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
+        return status;
+    }
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params initialize = {
+        .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = entry->object,
+        .counterDataSize = setup->counter_data_size,
+        .pCounterData = setup->counter_data};
+    CUptiResult result = api.CounterDataImageInitialize(&initialize);
+    const char *failed = "cuptiRangeProfilerCounterDataImageInitialize";
+    if (result == CUPTI_SUCCESS) {
+        /* One config for the whole launch: Start/Stop step through its
+         * passes (Stop reports the pass index and when all are submitted). */
+        CUpti_RangeProfiler_SetConfig_Params config = {
+            .structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
+            .pRangeProfilerObject = entry->object,
+            .configSize = setup->config_size,
+            .pConfig = setup->config,
+            .counterDataImageSize = setup->counter_data_size,
+            .pCounterDataImage = setup->counter_data,
+            .range = CUPTI_AutoRange,
+            .replayMode = CUPTI_UserReplay,
+            .maxRangesPerPass = 1,
+            .numNestingLevels = 1,
+            .minNestingLevel = 1,
+            .passIndex = 0,
+            .targetNestingLevel = 1};
+        result = api.SetConfig(&config);
+        failed = "cuptiRangeProfilerSetConfig";
+    }
+    if (result != CUPTI_SUCCESS) {
+        snprintf(reason, reason_size, "range profiler: %s: %s", failed, cupti_text(result));
+        core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
+        return FLARE_ERR_BACKEND;
+    }
+    session.setup = setup;
+    return (int)setup->passes;
+}
+
+static void session_fail(const char *what, CUptiResult result)
+{
+    if (!session.failed)
+        snprintf(session.reason, sizeof(session.reason), "range profiler: %s: %s", what,
+                 cupti_text(result));
+    session.failed = 1;
+}
+
+static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass)
+{
+    (void)launch;
+    (void)pass;
+    if (session.setup == NULL || session.failed)
+        return FLARE_ERR_STATE;
+    CUpti_RangeProfiler_Start_Params start = {
+        .structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = session.setup->context->object};
+    CUptiResult result = api.Start(&start);
+    if (result != CUPTI_SUCCESS) {
+        session_fail("cuptiRangeProfilerStart", result);
+        return FLARE_ERR_BACKEND;
+    }
+    session.started = 1;
+    return FLARE_OK;
+}
+
+static int collector_pass_end(const flare_replay_launch *launch, uint32_t pass)
+{
+    (void)launch;
+    if (session.setup == NULL || !session.started)
+        return FLARE_ERR_STATE;
+    CUpti_RangeProfiler_Stop_Params stop = {.structSize =
+                                                CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
+                                            .pRangeProfilerObject = session.setup->context->object};
+    CUptiResult result = api.Stop(&stop);
+    session.started = 0;
+    if (result != CUPTI_SUCCESS) {
+        session_fail("cuptiRangeProfilerStop", result);
+        return FLARE_ERR_BACKEND;
+    }
+    session.passes_stopped = pass + 1;
+    session.all_submitted = stop.isAllPassSubmitted != 0;
+    return FLARE_OK;
+}
+
+static int collector_finish(const flare_replay_launch *launch, double *values, size_t metric_count,
+                            char *reason, size_t reason_size)
+{
+    (void)launch;
+    for (size_t i = 0; i < metric_count; i++)
+        values[i] = NAN;
+    rangeprof_setup *setup = session.setup;
+    stop_if_started();
+    int status = FLARE_OK;
+    if (setup == NULL) {
+        snprintf(reason, reason_size, "range profiler: finish without prepare");
+        status = FLARE_ERR_STATE;
+    } else if (session.failed) {
+        snprintf(reason, reason_size, "%s", session.reason);
+        status = FLARE_ERR_BACKEND;
+    } else if (!session.all_submitted) {
+        snprintf(reason, reason_size,
+                 "range profiler: %u of %zu passes ran; CUPTI has not seen every pass",
+                 session.passes_stopped, setup->passes);
+        status = FLARE_ERR_STATE;
+    } else if (metric_count != setup->count) {
+        snprintf(reason, reason_size, "range profiler: %zu values asked for %zu metrics",
+                 metric_count, setup->count);
+        status = FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (status != FLARE_OK) {
+        memset(&session, 0, sizeof(session));
+        return status;
+    }
+    CUpti_RangeProfiler_DecodeData_Params decode = {
+        .structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = setup->context->object};
+    CUptiResult result = api.DecodeData(&decode);
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
+        .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
+        .pCounterDataImage = setup->counter_data,
+        .counterDataImageSize = setup->counter_data_size};
+    if (result == CUPTI_SUCCESS)
+        result = api.GetCounterDataInfo(&info);
+    if (result != CUPTI_SUCCESS) {
+        snprintf(reason, reason_size, "range profiler: decode: %s", cupti_text(result));
+        status = FLARE_ERR_BACKEND;
+    } else if (info.numTotalRanges == 0) {
+        snprintf(reason, reason_size,
+                 "range profiler: no range recorded (%zu dropped): the kernel was not seen",
+                 decode.numOfRangeDropped);
+        status = FLARE_ERR_NOT_FOUND;
+    } else {
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
+            .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
+            .pHostObject = setup->host,
+            .pCounterDataImage = setup->counter_data,
+            .counterDataImageSize = setup->counter_data_size,
+            .rangeIndex = 0,
+            .ppMetricNames = setup->names,
+            .numMetrics = setup->count,
+            .pMetricValues = values};
+        result = api.HostEvaluateToGpuValues(&evaluate);
+        if (result != CUPTI_SUCCESS) {
+            for (size_t i = 0; i < metric_count; i++)
+                values[i] = NAN;
+            snprintf(reason, reason_size, "range profiler: evaluate: %s", cupti_text(result));
+            status = FLARE_ERR_BACKEND;
+        } else if (info.numTotalRanges > 1 || decode.numOfRangeDropped > 0) {
+            CORE_LOG_ONCE("cuda.rangeprof.ranges", CORE_LOG_WARNING,
+                          "range profiler: a pass held %zu ranges (%zu dropped); values are the "
+                          "first kernel's",
+                          info.numTotalRanges, decode.numOfRangeDropped);
+        }
+    }
+    memset(&session, 0, sizeof(session));
+    return status;
+}
+
+static const replay_metric_collector collector = {
+    .name = "cuda-range-profiler",
+    .prepare = collector_prepare,
+    .pass_begin = collector_pass_begin,
+    .pass_end = collector_pass_end,
+    .finish = collector_finish,
+};
+
+void cuda_rangeprof_install(const cuda_cupti_api *cupti_api, const cuda_driver_api *driver_api)
+{
+    cupti = cupti_api;
+    driver = driver_api;
+    const char *missing = NULL;
+#define RESOLVE(field, symbol)                                                                     \
+    do {                                                                                           \
+        *(void **)&api.field = dlsym(cupti->library, symbol);                                      \
+        if (api.field == NULL && missing == NULL)                                                  \
+            missing = symbol;                                                                      \
+    } while (0)
+    RESOLVE(ProfilerInitialize, "cuptiProfilerInitialize");
+    RESOLVE(DeviceGetChipName, "cuptiDeviceGetChipName");
+    RESOLVE(GetCounterAvailability, "cuptiProfilerGetCounterAvailability");
+    RESOLVE(HostInitialize, "cuptiProfilerHostInitialize");
+    RESOLVE(HostDeinitialize, "cuptiProfilerHostDeinitialize");
+    RESOLVE(HostConfigAddMetrics, "cuptiProfilerHostConfigAddMetrics");
+    RESOLVE(HostGetConfigImageSize, "cuptiProfilerHostGetConfigImageSize");
+    RESOLVE(HostGetConfigImage, "cuptiProfilerHostGetConfigImage");
+    RESOLVE(HostGetNumOfPasses, "cuptiProfilerHostGetNumOfPasses");
+    RESOLVE(HostEvaluateToGpuValues, "cuptiProfilerHostEvaluateToGpuValues");
+    RESOLVE(Enable, "cuptiRangeProfilerEnable");
+    RESOLVE(SetConfig, "cuptiRangeProfilerSetConfig");
+    RESOLVE(Start, "cuptiRangeProfilerStart");
+    RESOLVE(Stop, "cuptiRangeProfilerStop");
+    RESOLVE(DecodeData, "cuptiRangeProfilerDecodeData");
+    RESOLVE(GetCounterDataSize, "cuptiRangeProfilerGetCounterDataSize");
+    RESOLVE(CounterDataImageInitialize, "cuptiRangeProfilerCounterDataImageInitialize");
+    RESOLVE(GetCounterDataInfo, "cuptiRangeProfilerGetCounterDataInfo");
+#undef RESOLVE
+    if (missing != NULL || driver->cuCtxGetCurrent == NULL) {
+        core_capability_set("range_profiler", 0, CORE_CAPABILITY_UNAVAILABLE,
+                            "%s lacks %s (CUPTI older than CUDA 13?)", cupti->path,
+                            missing != NULL ? missing : "cuCtxGetCurrent");
+        return;
+    }
+    replay_set_metric_collector(&collector);
+    core_capability_set("range_profiler", 0, CORE_CAPABILITY_ACTIVE,
+                        "CUPTI range profiler, user replay, automatic ranges (set up at the "
+                        "first replayed launch)");
+}

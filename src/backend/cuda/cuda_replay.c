@@ -1,0 +1,1194 @@
+/*
+ * cuda_replay.c: the CUDA side of kernel replay (cuda_replay.h).
+ *
+ * From CUPTI callbacks: the allocation inventory (every device allocation
+ * path, frees, module-scope __device__ variables), the launch bracket
+ * (replay_launch_begin at API_ENTER, replay_launch_end at API_EXIT, where
+ * the whole pass loop runs and relaunches from the saved kernelParams), the
+ * gate around copies, memsets and frees, and a stream registry for drains.
+ * For the engine: drains polled with cuStreamQuery, shadow memory, and
+ * copies on a private non-blocking stream, every wait bounded.
+ *
+ * Must never: block without a bound, hold the stream registry's lock while
+ * waiting for the device, record flare's own driver calls (shadows,
+ * copies, relaunches) as the program's, or crash the program on a driver
+ * or CUPTI error (the "replay" capability is degraded instead).
+ */
+#include "backend/cuda/cuda_replay.h"
+
+#include <cupti_activity.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cuda/cuda_rangeprof.h"
+#include "backend/cuda/cuda_trace.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "replay/replay.h"
+
+#define CUDA_REPLAY_STREAMS_MAX  4096
+#define CUDA_REPLAY_CONTEXTS_MAX 128
+#define CUDA_REPLAY_MODULES_MAX  1024
+#define CUDA_LAUNCH_DEPTH_MAX    4
+#define CUDA_PIN_WAIT_NS         1000000000ull /* a destroy waits this long for drains */
+#define CUDA_DRAIN_BATCH         64
+
+static cuda_driver_api driver;
+static const cuda_cupti_api *cupti;
+static CUpti_SubscriberHandle replay_subscriber;
+static CUptiResult (*get_device_id)(CUcontext context, uint32_t *device);
+static CUptiResult (*get_stream_id)(CUcontext context, CUstream stream, uint8_t per_thread,
+                                    uint32_t *id);
+static _Atomic int gates_enabled;
+static int attached;
+
+/* Depth of flare's own driver calls on this thread (see cuda_replay_internal). */
+static _Thread_local int internal_depth;
+
+bool cuda_replay_internal(void)
+{
+    return internal_depth > 0;
+}
+
+/* ---- Small helpers ---- */
+
+static void pause_briefly(uint32_t round)
+{
+    /* Spin first (a restore of 64 MiB takes ~30 us: sleeping would halve its
+     * bandwidth), then sleep in growing steps so a long wait costs no CPU. */
+    if (round < 2000) {
+        sched_yield();
+        return;
+    }
+    struct timespec pause = {0, round < 20000 ? 10000 : 200000};
+    nanosleep(&pause, NULL);
+}
+
+/* Waits until a stream has no pending work, or the deadline. */
+static int wait_stream(CUstream stream, uint64_t deadline_ns)
+{
+    for (uint32_t round = 0;; round++) {
+        CUresult result = driver.cuStreamQuery(stream);
+        if (result == CUDA_SUCCESS)
+            return FLARE_OK;
+        if (result != CUDA_ERROR_NOT_READY) {
+            CORE_LOG_ONCE("cuda.replay.stream_query", CORE_LOG_WARNING,
+                          "replay: cuStreamQuery failed: %s",
+                          cuda_driver_error_text(&driver, result));
+            return FLARE_ERR_BACKEND;
+        }
+        if (core_now_ns() >= deadline_ns)
+            return FLARE_ERR_TIMEOUT;
+        pause_briefly(round);
+    }
+}
+
+static uint64_t deadline_after(uint64_t timeout_ns)
+{
+    uint64_t now = core_now_ns();
+    return timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+}
+
+/* The device ordinal of a context (-1 when unknown). */
+static int device_of(CUcontext context)
+{
+    uint32_t device = 0;
+    if (context != NULL && get_device_id != NULL &&
+        get_device_id(context, &device) == CUPTI_SUCCESS && device < REPLAY_DEVICE_MAX)
+        return (int)device;
+    CUdevice current;
+    if (driver.cuCtxGetDevice(&current) == CUDA_SUCCESS && current >= 0 &&
+        current < REPLAY_DEVICE_MAX)
+        return (int)current;
+    return -1;
+}
+
+static CUresult result_of(const CUpti_CallbackData *call)
+{
+    return call->functionReturnValue != NULL ? *(const CUresult *)call->functionReturnValue
+                                             : CUDA_SUCCESS;
+}
+
+/* ---- Contexts and streams (for device drains) ----
+ *
+ * A drain copies (pins) a batch of entries under the lock, then polls them
+ * without it. A destroy callback marks its entry dead under the lock and
+ * then waits, bounded, until no drain has it pinned: so a drain never
+ * queries a stream or context the driver has already destroyed. */
+
+typedef struct cuda_stream_slot {
+    CUstream stream;
+    CUcontext context;
+    int device;
+    int live;
+    _Atomic int pins;
+} cuda_stream_slot;
+
+typedef struct cuda_context_slot {
+    CUcontext context;
+    int device;
+    int live;
+    _Atomic int pins;
+} cuda_context_slot;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_stream_slot stream_slots[CUDA_REPLAY_STREAMS_MAX];
+static size_t stream_slots_used; /* high-water mark */
+static cuda_context_slot context_slots[CUDA_REPLAY_CONTEXTS_MAX];
+static size_t context_slots_used;
+static _Atomic int registry_overflowed[REPLAY_DEVICE_MAX];
+
+static void wait_unpinned(_Atomic int *pins, const char *what)
+{
+    uint64_t deadline = deadline_after(CUDA_PIN_WAIT_NS);
+    for (uint32_t round = 0; atomic_load(pins) > 0; round++) {
+        if (core_now_ns() >= deadline) {
+            CORE_LOG_ONCE("cuda.replay.pin_wait", CORE_LOG_WARNING,
+                          "replay: a %s was destroyed while a drain still polled it (waited 1 s)",
+                          what);
+            return;
+        }
+        pause_briefly(round);
+    }
+}
+
+static void stream_created(CUcontext context, CUstream stream)
+{
+    int device = device_of(context);
+    if (device < 0)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    size_t free_slot = stream_slots_used;
+    for (size_t i = 0; i < stream_slots_used; i++)
+        if (!stream_slots[i].live && atomic_load(&stream_slots[i].pins) == 0) {
+            free_slot = i;
+            break;
+        }
+    if (free_slot < CUDA_REPLAY_STREAMS_MAX) {
+        cuda_stream_slot *slot = &stream_slots[free_slot];
+        slot->stream = stream;
+        slot->context = context;
+        slot->device = device;
+        slot->live = 1;
+        if (free_slot == stream_slots_used)
+            stream_slots_used++;
+    } else {
+        atomic_store(&registry_overflowed[device], 1);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (free_slot >= CUDA_REPLAY_STREAMS_MAX)
+        CORE_LOG_ONCE("cuda.replay.streams_full", CORE_LOG_WARNING,
+                      "replay: more than %d live streams; replays on device %d are declined",
+                      CUDA_REPLAY_STREAMS_MAX, device);
+}
+
+static void stream_destroying(CUstream stream)
+{
+    cuda_stream_slot *found = NULL;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < stream_slots_used; i++)
+        if (stream_slots[i].live && stream_slots[i].stream == stream) {
+            stream_slots[i].live = 0;
+            found = &stream_slots[i];
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+    if (found != NULL)
+        wait_unpinned(&found->pins, "stream");
+}
+
+static void context_created(CUcontext context)
+{
+    int device = device_of(context);
+    if (device < 0)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    size_t free_slot = context_slots_used;
+    for (size_t i = 0; i < context_slots_used; i++)
+        if (!context_slots[i].live && atomic_load(&context_slots[i].pins) == 0) {
+            free_slot = i;
+            break;
+        }
+    if (free_slot < CUDA_REPLAY_CONTEXTS_MAX) {
+        context_slots[free_slot].context = context;
+        context_slots[free_slot].device = device;
+        context_slots[free_slot].live = 1;
+        if (free_slot == context_slots_used)
+            context_slots_used++;
+    } else {
+        atomic_store(&registry_overflowed[device], 1);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void context_destroying(CUcontext context)
+{
+    cuda_context_slot *found = NULL;
+    cuda_stream_slot *streams[CUDA_DRAIN_BATCH];
+    size_t stream_count = 0;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < context_slots_used; i++)
+        if (context_slots[i].live && context_slots[i].context == context) {
+            context_slots[i].live = 0;
+            found = &context_slots[i];
+        }
+    for (size_t i = 0; i < stream_slots_used; i++)
+        if (stream_slots[i].live && stream_slots[i].context == context) {
+            stream_slots[i].live = 0;
+            if (stream_count < CUDA_DRAIN_BATCH)
+                streams[stream_count++] = &stream_slots[i];
+        }
+    pthread_mutex_unlock(&registry_lock);
+    if (found != NULL)
+        wait_unpinned(&found->pins, "context");
+    for (size_t i = 0; i < stream_count; i++)
+        wait_unpinned(&streams[i]->pins, "stream");
+}
+
+/* ---- Device operations for the engine ---- */
+
+static int op_stream_drain(void *stream, uint64_t timeout_ns)
+{
+    return wait_stream((CUstream)stream, deadline_after(timeout_ns));
+}
+
+static int drain_contexts(int device, uint64_t deadline)
+{
+    /* The legacy NULL stream of each context: not reported as a created
+     * stream, queried with its context current. */
+    for (size_t start = 0;; start += CUDA_DRAIN_BATCH) {
+        cuda_context_slot *batch[CUDA_DRAIN_BATCH];
+        size_t count = 0;
+        pthread_mutex_lock(&registry_lock);
+        size_t end = context_slots_used;
+        for (size_t i = start; i < end && i < start + CUDA_DRAIN_BATCH; i++)
+            if (context_slots[i].live && context_slots[i].device == device) {
+                atomic_fetch_add(&context_slots[i].pins, 1);
+                batch[count++] = &context_slots[i];
+            }
+        pthread_mutex_unlock(&registry_lock);
+        int status = FLARE_OK;
+        for (size_t i = 0; i < count; i++) {
+            if (status == FLARE_OK && driver.cuCtxPushCurrent(batch[i]->context) == CUDA_SUCCESS) {
+                status = wait_stream(CU_STREAM_LEGACY, deadline);
+                CUcontext popped;
+                driver.cuCtxPopCurrent(&popped);
+            }
+            atomic_fetch_sub(&batch[i]->pins, 1);
+        }
+        if (status != FLARE_OK)
+            return status;
+        if (start + CUDA_DRAIN_BATCH >= end)
+            return FLARE_OK;
+    }
+}
+
+static int op_device_drain(int device, uint64_t timeout_ns)
+{
+    if (device < 0 || device >= REPLAY_DEVICE_MAX)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    if (atomic_load(&registry_overflowed[device]))
+        return FLARE_ERR_FULL;
+    uint64_t deadline = deadline_after(timeout_ns);
+    internal_depth++;
+    int status = FLARE_OK;
+    for (size_t start = 0; status == FLARE_OK; start += CUDA_DRAIN_BATCH) {
+        cuda_stream_slot *batch[CUDA_DRAIN_BATCH];
+        size_t count = 0;
+        pthread_mutex_lock(&registry_lock);
+        size_t end = stream_slots_used;
+        for (size_t i = start; i < end && i < start + CUDA_DRAIN_BATCH; i++)
+            if (stream_slots[i].live && stream_slots[i].device == device) {
+                atomic_fetch_add(&stream_slots[i].pins, 1);
+                batch[count++] = &stream_slots[i];
+            }
+        pthread_mutex_unlock(&registry_lock);
+        for (size_t i = 0; i < count; i++) {
+            if (status == FLARE_OK) {
+                status = wait_stream(batch[i]->stream, deadline);
+                /* A stream whose context failed cannot progress: not stuck. */
+                if (status == FLARE_ERR_BACKEND)
+                    status = FLARE_OK;
+            }
+            atomic_fetch_sub(&batch[i]->pins, 1);
+        }
+        if (start + CUDA_DRAIN_BATCH >= end)
+            break;
+    }
+    if (status == FLARE_OK)
+        status = drain_contexts(device, deadline);
+    internal_depth--;
+    return status;
+}
+
+static pthread_mutex_t copy_stream_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUstream copy_streams[REPLAY_DEVICE_MAX];
+
+/* flare's own non-blocking stream on the device (in the current context):
+ * shadow copies never wait behind, nor hold up, the program's streams. */
+static CUstream copy_stream(int device)
+{
+    pthread_mutex_lock(&copy_stream_lock);
+    CUstream stream = copy_streams[device];
+    if (stream == NULL) {
+        CUresult result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+        if (result != CUDA_SUCCESS) {
+            CORE_LOG_ONCE("cuda.replay.copy_stream", CORE_LOG_WARNING,
+                          "replay: cuStreamCreate for copies failed: %s",
+                          cuda_driver_error_text(&driver, result));
+            stream = NULL;
+        } else {
+            copy_streams[device] = stream;
+        }
+    }
+    pthread_mutex_unlock(&copy_stream_lock);
+    return stream;
+}
+
+static int op_shadow_alloc(int device, bool on_device, size_t bytes, void **out)
+{
+    (void)device;
+    internal_depth++;
+    CUresult result;
+    if (on_device) {
+        CUdeviceptr pointer = 0;
+        result = driver.cuMemAlloc(&pointer, bytes);
+        *out = (void *)(uintptr_t)pointer;
+    } else {
+        result = driver.cuMemAllocHost(out, bytes);
+    }
+    internal_depth--;
+    if (result == CUDA_SUCCESS)
+        return FLARE_OK;
+    *out = NULL;
+    return result == CUDA_ERROR_OUT_OF_MEMORY ? FLARE_ERR_NO_MEMORY : FLARE_ERR_BACKEND;
+}
+
+static void op_shadow_free(int device, bool on_device, void *pointer)
+{
+    (void)device;
+    if (pointer == NULL)
+        return;
+    internal_depth++;
+    if (on_device)
+        driver.cuMemFree((CUdeviceptr)(uintptr_t)pointer);
+    else
+        driver.cuMemFreeHost(pointer);
+    internal_depth--;
+}
+
+static int op_copy(int device, void *destination, const void *source, size_t bytes,
+                   uint64_t timeout_ns)
+{
+    if (device < 0 || device >= REPLAY_DEVICE_MAX)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    uint64_t deadline = deadline_after(timeout_ns);
+    internal_depth++;
+    int status = FLARE_ERR_BACKEND;
+    CUstream stream = copy_stream(device);
+    if (stream != NULL) {
+        /* Unified addressing: one call for device, managed and pinned host. */
+        CUresult result = driver.cuMemcpyAsync((CUdeviceptr)(uintptr_t)destination,
+                                               (CUdeviceptr)(uintptr_t)source, bytes, stream);
+        if (result == CUDA_SUCCESS)
+            status = wait_stream(stream, deadline);
+        else
+            CORE_LOG_ONCE("cuda.replay.copy", CORE_LOG_WARNING,
+                          "replay: cuMemcpyAsync of %zu bytes failed: %s", bytes,
+                          cuda_driver_error_text(&driver, result));
+    }
+    internal_depth--;
+    return status;
+}
+
+static size_t op_device_memory_free(int device)
+{
+    (void)device;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (driver.cuMemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS)
+        return 0;
+    return free_bytes;
+}
+
+static const replay_device_ops cuda_ops = {
+    .name = "cuda",
+    .stream_drain = op_stream_drain,
+    .device_drain = op_device_drain,
+    .shadow_alloc = op_shadow_alloc,
+    .shadow_free = op_shadow_free,
+    .copy = op_copy,
+    .device_memory_free = op_device_memory_free,
+};
+
+/* ---- Module-scope __device__ variables ----
+ *
+ * A loaded module's cubin (an ELF image) lists its variables as symbols in
+ * the .nv.global (zero-initialised) and .nv.global.init sections. The
+ * resource callback gives the cubin but no module handle, so the names are
+ * kept as pending, and the device is marked untracked, until a launch from
+ * that module gives a handle (cuFuncGetModule, or cuKernelGetLibrary for
+ * library kernels) under which every name resolves with the ELF's size. */
+
+typedef struct cuda_module_globals {
+    uint32_t module_id;
+    int device;
+    int resolved;
+    void *handle; /* CUmodule or CUlibrary once resolved */
+    size_t count;
+    char *names;   /* count NUL-terminated names back to back */
+    size_t *sizes; /* from the symbol table */
+    uintptr_t *addresses;
+} cuda_module_globals;
+
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_module_globals *modules[CUDA_REPLAY_MODULES_MAX];
+static size_t module_count;
+static _Atomic int pending_modules[REPLAY_DEVICE_MAX];
+
+/* Re-derives the device's untracked reason from the pending modules
+ * (modules_lock held). */
+static void update_untracked(int device)
+{
+    const cuda_module_globals *first = NULL;
+    size_t pending = 0;
+    for (size_t i = 0; i < module_count; i++)
+        if (modules[i]->device == device && !modules[i]->resolved) {
+            if (first == NULL)
+                first = modules[i];
+            pending++;
+        }
+    atomic_store(&pending_modules[device], (int)pending);
+    if (first == NULL) {
+        replay_inventory_set_untracked(device, NULL);
+        return;
+    }
+    char reason[256];
+    snprintf(reason, sizeof(reason),
+             "%zu loaded module(s) have __device__ variables not yet resolved (module %u: "
+             "'%.64s' and %zu more); they resolve once a kernel of the module has launched",
+             pending, first->module_id, first->names, first->count - 1);
+    replay_inventory_set_untracked(device, reason);
+}
+
+/* Collects the names and sizes of the global variables in a cubin; returns
+ * the count (0: none), or -1 when the image is not an ELF flare can read. */
+static long scan_cubin(const unsigned char *image, size_t size, cuda_module_globals *out)
+{
+    if (image == NULL || size < sizeof(Elf64_Ehdr) || memcmp(image, ELFMAG, SELFMAG) != 0 ||
+        image[EI_CLASS] != ELFCLASS64)
+        return -1;
+    const Elf64_Ehdr *header = (const Elf64_Ehdr *)(const void *)image;
+    if (header->e_shoff == 0 || header->e_shentsize != sizeof(Elf64_Shdr) ||
+        header->e_shoff > size || (size - header->e_shoff) / sizeof(Elf64_Shdr) < header->e_shnum ||
+        header->e_shstrndx >= header->e_shnum)
+        return -1;
+    const Elf64_Shdr *sections = (const Elf64_Shdr *)(const void *)(image + header->e_shoff);
+    const Elf64_Shdr *names = &sections[header->e_shstrndx];
+    if (names->sh_offset > size || names->sh_size > size - names->sh_offset)
+        return -1;
+    const char *section_names = (const char *)image + names->sh_offset;
+    unsigned char is_global[4096] = {0};
+    int any = 0;
+    for (size_t i = 0; i < header->e_shnum && i < sizeof(is_global); i++)
+        if (sections[i].sh_name < names->sh_size &&
+            strncmp(section_names + sections[i].sh_name, ".nv.global", 10) == 0)
+            is_global[i] = 1, any = 1;
+    if (!any)
+        return 0;
+    long found = 0;
+    size_t name_bytes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t s = 0; s < header->e_shnum; s++) {
+            const Elf64_Shdr *table = &sections[s];
+            if (table->sh_type != SHT_SYMTAB || table->sh_entsize != sizeof(Elf64_Sym) ||
+                table->sh_offset > size || table->sh_size > size - table->sh_offset ||
+                table->sh_link >= header->e_shnum)
+                continue;
+            const Elf64_Shdr *strings = &sections[table->sh_link];
+            if (strings->sh_offset > size || strings->sh_size > size - strings->sh_offset)
+                continue;
+            const Elf64_Sym *symbols = (const Elf64_Sym *)(const void *)(image + table->sh_offset);
+            size_t symbol_count = table->sh_size / sizeof(Elf64_Sym);
+            for (size_t k = 0; k < symbol_count; k++) {
+                const Elf64_Sym *symbol = &symbols[k];
+                if (ELF64_ST_TYPE(symbol->st_info) != STT_OBJECT || symbol->st_size == 0 ||
+                    symbol->st_shndx >= sizeof(is_global) || !is_global[symbol->st_shndx] ||
+                    symbol->st_name >= strings->sh_size)
+                    continue;
+                const char *name = (const char *)image + strings->sh_offset + symbol->st_name;
+                size_t length = strnlen(name, strings->sh_size - symbol->st_name);
+                if (length == strings->sh_size - symbol->st_name)
+                    continue; /* not terminated inside the table */
+                if (pass == 0) {
+                    name_bytes += length + 1;
+                } else {
+                    memcpy(out->names + name_bytes, name, length + 1);
+                    name_bytes += length + 1;
+                    out->sizes[found] = symbol->st_size;
+                }
+                found++;
+            }
+        }
+        if (pass == 0) {
+            if (found == 0)
+                return 0;
+            out->names = malloc(name_bytes);
+            out->sizes = calloc((size_t)found, sizeof(size_t));
+            out->addresses = calloc((size_t)found, sizeof(uintptr_t));
+            if (out->names == NULL || out->sizes == NULL || out->addresses == NULL)
+                return -1;
+            out->count = (size_t)found;
+            found = 0;
+            name_bytes = 0;
+        }
+    }
+    return found;
+}
+
+static void free_module(cuda_module_globals *module)
+{
+    free(module->names);
+    free(module->sizes);
+    free(module->addresses);
+    free(module);
+}
+
+static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *data)
+{
+    int device = device_of(context);
+    if (device < 0 || data == NULL)
+        return;
+    cuda_module_globals *module = calloc(1, sizeof(*module));
+    if (module == NULL)
+        return;
+    module->module_id = data->moduleId;
+    module->device = device;
+    long count = scan_cubin((const unsigned char *)data->pCubin, data->cubinSize, module);
+    if (count == 0) {
+        free_module(module);
+        return;
+    }
+    pthread_mutex_lock(&modules_lock);
+    if (count < 0 || module_count >= CUDA_REPLAY_MODULES_MAX) {
+        char reason[160];
+        snprintf(reason, sizeof(reason),
+                 count < 0 ? "module %u: its cubin could not be read for __device__ variables"
+                           : "module %u: more than 1024 modules with __device__ variables",
+                 data->moduleId);
+        replay_inventory_set_untracked(device, reason);
+        atomic_store(&pending_modules[device], INT32_MAX / 2); /* never cleared */
+        pthread_mutex_unlock(&modules_lock);
+        free_module(module);
+        return;
+    }
+    modules[module_count++] = module;
+    update_untracked(device);
+    pthread_mutex_unlock(&modules_lock);
+}
+
+static void module_unloading(const CUpti_ModuleResourceData *data)
+{
+    if (data == NULL)
+        return;
+    pthread_mutex_lock(&modules_lock);
+    for (size_t i = 0; i < module_count; i++) {
+        cuda_module_globals *module = modules[i];
+        if (module->module_id != data->moduleId)
+            continue;
+        if (module->resolved)
+            for (size_t k = 0; k < module->count; k++)
+                replay_inventory_remove(module->addresses[k]);
+        modules[i] = modules[--module_count];
+        int device = module->device;
+        free_module(module);
+        update_untracked(device);
+        break;
+    }
+    pthread_mutex_unlock(&modules_lock);
+}
+
+/* Tries the module (or library) a launched function belongs to against the
+ * pending modules of its device. Cheap when nothing is pending. */
+static void resolve_globals(int device, CUfunction function)
+{
+    if (atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0 ||
+        function == NULL)
+        return;
+    CUmodule module = NULL;
+    CUlibrary library = NULL;
+    if (driver.cuFuncGetModule == NULL || driver.cuFuncGetModule(&module, function) != CUDA_SUCCESS)
+        module = NULL;
+    if (module == NULL && (driver.cuKernelGetLibrary == NULL ||
+                           driver.cuKernelGetLibrary(&library, (CUkernel)function) != CUDA_SUCCESS))
+        return;
+    void *handle = module != NULL ? (void *)module : (void *)library;
+    pthread_mutex_lock(&modules_lock);
+    int known = 0;
+    for (size_t i = 0; i < module_count && !known; i++)
+        known = modules[i]->resolved && modules[i]->handle == handle;
+    for (size_t i = 0; i < module_count && !known; i++) {
+        cuda_module_globals *candidate = modules[i];
+        if (candidate->resolved || candidate->device != device)
+            continue;
+        const char *name = candidate->names;
+        size_t k = 0;
+        for (; k < candidate->count; k++, name += strlen(name) + 1) {
+            CUdeviceptr pointer = 0;
+            size_t bytes = 0;
+            CUresult result = module != NULL
+                                  ? driver.cuModuleGetGlobal(&pointer, &bytes, module, name)
+                                  : driver.cuLibraryGetGlobal(&pointer, &bytes, library, name);
+            if (result != CUDA_SUCCESS || bytes != candidate->sizes[k])
+                break;
+            candidate->addresses[k] = (uintptr_t)pointer;
+        }
+        if (k < candidate->count)
+            continue;
+        for (k = 0; k < candidate->count; k++)
+            replay_inventory_add(device, candidate->addresses[k], candidate->sizes[k],
+                                 REPLAY_ALLOCATION_GLOBAL);
+        candidate->resolved = 1;
+        candidate->handle = handle;
+        known = 1;
+    }
+    update_untracked(device);
+    pthread_mutex_unlock(&modules_lock);
+}
+
+/* ---- Allocations ---- */
+
+static void allocation_returned(CUpti_CallbackId id, const CUpti_CallbackData *call)
+{
+    if (result_of(call) != CUDA_SUCCESS)
+        return;
+    const void *params = call->functionParams;
+    int device = device_of(call->context);
+    if (device < 0)
+        return;
+    switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+        const cuMemAlloc_v2_params *p = params;
+        replay_inventory_add(device, (uintptr_t)*p->dptr, p->bytesize, REPLAY_ALLOCATION_DEVICE);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+        const cuMemAllocPitch_v2_params *p = params;
+        replay_inventory_add(device, (uintptr_t)*p->dptr, *p->pPitch * p->Height,
+                             REPLAY_ALLOCATION_DEVICE);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+        const cuMemAllocAsync_params *p = params;
+        replay_inventory_add(device, (uintptr_t)*p->dptr, p->bytesize, REPLAY_ALLOCATION_DEVICE);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+        const cuMemAllocFromPoolAsync_params *p = params;
+        replay_inventory_add(device, (uintptr_t)*p->dptr, p->bytesize, REPLAY_ALLOCATION_DEVICE);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+        const cuMemAllocManaged_params *p = params;
+        replay_inventory_add(device, (uintptr_t)*p->dptr, p->bytesize, REPLAY_ALLOCATION_MANAGED);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+        /* The mapped virtual range is what kernels address; its owner is the
+         * physical allocation's location. */
+        const cuMemMap_params *p = params;
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof(prop));
+        if (driver.cuMemGetAllocationPropertiesFromHandle != NULL &&
+            driver.cuMemGetAllocationPropertiesFromHandle(&prop, p->handle) == CUDA_SUCCESS &&
+            prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop.location.id >= 0 &&
+            prop.location.id < REPLAY_DEVICE_MAX)
+            device = prop.location.id;
+        replay_inventory_add(device, (uintptr_t)p->ptr, p->size, REPLAY_ALLOCATION_MAPPED);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static uintptr_t freed_address(CUpti_CallbackId id, const void *params)
+{
+    switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+        return (uintptr_t)((const cuMemFree_v2_params *)params)->dptr;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+        return (uintptr_t)((const cuMemFreeAsync_params *)params)->dptr;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
+        return (uintptr_t)((const cuMemUnmap_params *)params)->ptr;
+    default:
+        return 0;
+    }
+}
+
+/* ---- Callback ids ---- */
+
+static const CUpti_CallbackId allocation_ids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,
+    CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+};
+
+static const CUpti_CallbackId free_ids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+};
+
+static const CUpti_CallbackId launch_ids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
+/* Every driver entry point that copies or sets memory (synchronous ones
+ * too: they write memory a replay would otherwise revert). */
+static const CUpti_CallbackId copy_ids[] = {
+#define X(name) CUPTI_DRIVER_TRACE_CBID_##name,
+    X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoA_v2) X(
+        cuMemcpyAtoD_v2) X(cuMemcpyHtoA_v2) X(cuMemcpyAtoH_v2) X(cuMemcpyAtoA_v2) X(cuMemcpy2D_v2)
+        X(cuMemcpy2DUnaligned_v2) X(cuMemcpy3D_v2) X(cuMemcpy) X(cuMemcpyPeer) X(cuMemcpy3DPeer) X(
+            cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2)
+            X(cuMemcpyHtoAAsync_v2) X(cuMemcpyAtoHAsync_v2) X(cuMemcpy2DAsync_v2) X(
+                cuMemcpy3DAsync_v2) X(cuMemcpyAsync) X(cuMemcpyPeerAsync) X(cuMemcpy3DPeerAsync)
+                X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD2D8_v2) X(
+                    cuMemsetD2D16_v2) X(cuMemsetD2D32_v2) X(cuMemsetD8Async) X(cuMemsetD16Async)
+                    X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(
+                        cuMemsetD2D32Async) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2_ptds)
+                        X(cuMemcpyDtoD_v2_ptds) X(cuMemcpyDtoA_v2_ptds) X(cuMemcpyAtoD_v2_ptds) X(
+                            cuMemcpyHtoA_v2_ptds) X(cuMemcpyAtoH_v2_ptds) X(cuMemcpyAtoA_v2_ptds)
+                            X(cuMemcpy2D_v2_ptds) X(cuMemcpy2DUnaligned_v2_ptds) X(
+                                cuMemcpy3D_v2_ptds) X(cuMemcpy_ptds) X(cuMemcpyPeer_ptds)
+                                X(cuMemcpy3DPeer_ptds) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2_ptds) X(
+                                    cuMemsetD32_v2_ptds) X(cuMemsetD2D8_v2_ptds)
+                                    X(cuMemsetD2D16_v2_ptds) X(cuMemsetD2D32_v2_ptds) X(
+                                        cuMemcpyAsync_ptsz) X(cuMemcpyHtoAAsync_v2_ptsz)
+                                        X(cuMemcpyAtoHAsync_v2_ptsz) X(cuMemcpyHtoDAsync_v2_ptsz) X(
+                                            cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2_ptsz)
+                                            X(cuMemcpy2DAsync_v2_ptsz) X(cuMemcpy3DAsync_v2_ptsz) X(
+                                                cuMemcpyPeerAsync_ptsz) X(cuMemcpy3DPeerAsync_ptsz)
+                                                X(
+                                                    cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz)
+                                                    X(cuMemsetD32Async_ptsz) X(
+                                                        cuMemsetD2D8Async_ptsz)
+                                                        X(cuMemsetD2D16Async_ptsz) X(
+                                                            cuMemsetD2D32Async_ptsz)
+                                                            X(cuMemcpyBatchAsync) X(
+                                                                cuMemcpyBatchAsync_ptsz)
+                                                                X(cuMemcpy3DBatchAsync) X(
+                                                                    cuMemcpy3DBatchAsync_ptsz)
+                                                                    X(cuMemcpyBatchAsync_v2) X(
+                                                                        cuMemcpyBatchAsync_v2_ptsz)
+                                                                        X(cuMemcpy3DBatchAsync_v2) X(
+                                                                            cuMemcpy3DBatchAsync_v2_ptsz)
+#undef X
+};
+
+#define CUDA_CBID_TABLE 1024
+/* What each driver callback id is to replay (filled once at attach). */
+enum { KIND_NONE = 0, KIND_ALLOCATION, KIND_FREE, KIND_LAUNCH, KIND_COPY };
+static unsigned char cbid_kind[CUDA_CBID_TABLE];
+
+#define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
+
+static void classify(const CUpti_CallbackId *ids, size_t count, unsigned char kind)
+{
+    for (size_t i = 0; i < count; i++)
+        if (ids[i] < CUDA_CBID_TABLE)
+            cbid_kind[ids[i]] = kind;
+}
+
+bool cuda_replay_is_launch(CUpti_CallbackId id)
+{
+    for (size_t i = 0; i < COUNT_OF(launch_ids); i++)
+        if (launch_ids[i] == id)
+            return true;
+    return false;
+}
+
+static int enable_ids(const CUpti_CallbackId *ids, size_t count)
+{
+    int enabled = 0;
+    for (size_t i = 0; i < count; i++)
+        enabled += cupti->cuptiEnableCallback(1, replay_subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                              ids[i]) == CUPTI_SUCCESS;
+    return enabled;
+}
+
+/* Copies and memsets are the programs' most frequent calls after launches:
+ * their callbacks are switched on only once replay is configured. */
+static void enable_gates(void)
+{
+    if (atomic_exchange(&gates_enabled, 1))
+        return;
+    int enabled = enable_ids(copy_ids, COUNT_OF(copy_ids));
+    core_log(CORE_LOG_INFO, "replay: %d copy and memset entry points gated", enabled);
+}
+
+/* ---- The gate around copies, memsets and frees ----
+ * The token and device travel from ENTER to EXIT in CUPTI's per-call
+ * correlationData slot: (token << 32) | (device + 1); 0 = nothing taken. */
+
+static void gate_call(const CUpti_CallbackData *call)
+{
+    if (call->callbackSite == CUPTI_API_ENTER) {
+        *call->correlationData = 0;
+        if (!replay_configured())
+            return;
+        int device = device_of(call->context);
+        if (device < 0)
+            return;
+        int token = replay_gate_enter(device);
+        *call->correlationData = ((uint64_t)(uint32_t)token << 32) | (uint32_t)(device + 1);
+    } else if (*call->correlationData != 0) {
+        uint64_t slot = *call->correlationData;
+        replay_gate_exit((int)(slot & 0xffffffffu) - 1, (int)(uint32_t)(slot >> 32));
+    }
+}
+
+/* ---- Launches ---- */
+
+typedef struct cuda_launch_frame {
+    replay_launch_request request;
+    replay_launch_state state;
+    CUpti_CallbackId cbid;
+    const void *params; /* functionParams of the callback: valid until its EXIT returns */
+    char kernel_name[256];
+} cuda_launch_frame;
+
+/* One frame per nesting level of launches on this thread (a tool callback
+ * inside a pass may launch; flare's own relaunches are not framed). */
+static _Thread_local cuda_launch_frame launch_frames[CUDA_LAUNCH_DEPTH_MAX];
+static _Thread_local int launch_depth;
+
+static int relaunch(void *context)
+{
+    const cuda_launch_frame *frame = context;
+    CUresult result = CUDA_ERROR_NOT_SUPPORTED;
+    internal_depth++;
+    switch (frame->cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+        const cuLaunchKernel_params *p = frame->params;
+        result = driver.cuLaunchKernel(p->f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX,
+                                       p->blockDimY, p->blockDimZ, p->sharedMemBytes, p->hStream,
+                                       p->kernelParams, p->extra);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+        const cuLaunchKernel_ptsz_params *p = frame->params;
+        if (driver.cuLaunchKernel_ptsz != NULL)
+            result = driver.cuLaunchKernel_ptsz(
+                p->f, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY,
+                p->blockDimZ, p->sharedMemBytes, p->hStream, p->kernelParams, p->extra);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+        const cuLaunchKernelEx_params *p = frame->params;
+        if (driver.cuLaunchKernelEx != NULL)
+            result = driver.cuLaunchKernelEx(p->config, p->f, p->kernelParams, p->extra);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+        const cuLaunchKernelEx_ptsz_params *p = frame->params;
+        if (driver.cuLaunchKernelEx_ptsz != NULL)
+            result = driver.cuLaunchKernelEx_ptsz(p->config, p->f, p->kernelParams, p->extra);
+        break;
+    }
+    default:
+        break;
+    }
+    internal_depth--;
+    if (result != CUDA_SUCCESS)
+        CORE_LOG_ONCE("cuda.replay.relaunch", CORE_LOG_ERROR, "replay: relaunch of %s failed: %s",
+                      frame->kernel_name, cuda_driver_error_text(&driver, result));
+    return result == CUDA_SUCCESS ? FLARE_OK : FLARE_ERR_BACKEND;
+}
+
+static bool cooperative_attribute(const CUlaunchConfig *config)
+{
+    for (unsigned int i = 0; config != NULL && i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE &&
+            config->attrs[i].value.cooperative != 0)
+            return true;
+    return false;
+}
+
+/* Fills the frame's request from the callback's parameters. */
+static void describe_launch(cuda_launch_frame *frame, CUpti_CallbackId id,
+                            const CUpti_CallbackData *call, int device)
+{
+    replay_launch_request *request = &frame->request;
+    memset(request, 0, sizeof(*request));
+    frame->cbid = id;
+    frame->params = call->functionParams;
+    CUfunction function = NULL;
+    CUstream stream = NULL;
+    int per_thread = 0;
+    switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+        per_thread = 1; /* same parameter layout as the plain call */
+        __attribute__((fallthrough));
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
+        const cuLaunchKernel_params *p = call->functionParams;
+        function = p->f;
+        stream = p->hStream;
+        request->grid[0] = p->gridDimX, request->grid[1] = p->gridDimY;
+        request->grid[2] = p->gridDimZ;
+        request->block[0] = p->blockDimX, request->block[1] = p->blockDimY;
+        request->block[2] = p->blockDimZ;
+        request->unsupported_kind = id == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel ||
+                                    id == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+        per_thread = 1;
+        __attribute__((fallthrough));
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+        const cuLaunchKernelEx_params *p = call->functionParams;
+        function = p->f;
+        if (p->config != NULL) {
+            stream = p->config->hStream;
+            request->grid[0] = p->config->gridDimX, request->grid[1] = p->config->gridDimY;
+            request->grid[2] = p->config->gridDimZ;
+            request->block[0] = p->config->blockDimX, request->block[1] = p->config->blockDimY;
+            request->block[2] = p->config->blockDimZ;
+        }
+        request->unsupported_kind = cooperative_attribute(p->config);
+        break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+        per_thread = 1;
+        __attribute__((fallthrough));
+    default: { /* cuGraphLaunch */
+        const cuGraphLaunch_params *p = call->functionParams;
+        stream = p->hStream;
+        request->from_graph = true; /* the engine warns once and records it */
+        break;
+    }
+    }
+    if (per_thread && stream == NULL)
+        stream = CU_STREAM_PER_THREAD;
+    uint32_t stream_id = 0;
+    if (get_stream_id != NULL &&
+        get_stream_id(call->context, stream == CU_STREAM_PER_THREAD ? NULL : stream,
+                      (uint8_t)(stream == CU_STREAM_PER_THREAD), &stream_id) == CUPTI_SUCCESS)
+        request->stream_id = stream_id;
+    request->device = device;
+    request->stream = stream;
+    if (request->from_graph) {
+        snprintf(frame->kernel_name, sizeof(frame->kernel_name), "(CUDA graph)");
+    } else {
+        /* Demangling allocates: remember the last name per thread (a
+         * replayed program launches the same few kernels over and over). */
+        static _Thread_local char last_symbol[512];
+        static _Thread_local char last_name[sizeof(frame->kernel_name)];
+        const char *symbol = call->symbolName != NULL ? call->symbolName : "";
+        if (symbol[0] == '\0') {
+            snprintf(last_name, sizeof(last_name), "(unknown kernel)");
+            last_symbol[0] = '\0';
+        } else if (strncmp(symbol, last_symbol, sizeof(last_symbol)) != 0 ||
+                   strlen(symbol) >= sizeof(last_symbol)) {
+            snprintf(last_name, sizeof(last_name), "%s", cuda_demangle(symbol));
+            snprintf(last_symbol, sizeof(last_symbol), "%s", symbol);
+        }
+        memcpy(frame->kernel_name, last_name, sizeof(last_name));
+    }
+    request->kernel_name = frame->kernel_name;
+    request->relaunch = relaunch;
+    request->relaunch_context = frame;
+    if (!request->from_graph)
+        resolve_globals(device, function);
+}
+
+static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
+{
+    if (call->callbackSite == CUPTI_API_ENTER) {
+        *call->correlationData = 0;
+        if (!replay_configured())
+            return;
+        if (!atomic_load_explicit(&gates_enabled, memory_order_relaxed))
+            enable_gates();
+        int device = device_of(call->context);
+        if (device < 0)
+            return;
+        if (launch_depth >= CUDA_LAUNCH_DEPTH_MAX) {
+            CORE_LOG_ONCE("cuda.replay.depth", CORE_LOG_WARNING,
+                          "replay: launches nested more than %d deep pass through unguarded",
+                          CUDA_LAUNCH_DEPTH_MAX);
+            return;
+        }
+        /* Claim the frame before begin: a tool's pass callback may launch
+         * (and so re-enter here) from inside replay_launch_begin. */
+        cuda_launch_frame *frame = &launch_frames[launch_depth++];
+        describe_launch(frame, id, call, device);
+        memset(&frame->state, 0, sizeof(frame->state));
+        *call->correlationData = (uint64_t)launch_depth;
+        replay_launch_begin(&frame->request, &frame->state);
+        return;
+    }
+    uint64_t marker = *call->correlationData;
+    if (marker == 0 || marker > CUDA_LAUNCH_DEPTH_MAX)
+        return;
+    cuda_launch_frame *frame = &launch_frames[marker - 1];
+    frame->params = call->functionParams;
+    CUresult submitted = result_of(call);
+    replay_launch_end(&frame->request, &frame->state,
+                      submitted == CUDA_SUCCESS ? FLARE_OK : FLARE_ERR_BACKEND);
+    launch_depth = (int)marker - 1;
+}
+
+/* ---- Dispatch ---- */
+
+void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
+{
+    if (!attached || internal_depth > 0 || id >= CUDA_CBID_TABLE)
+        return;
+    switch (cbid_kind[id]) {
+    case KIND_LAUNCH:
+        launch_call(id, call);
+        break;
+    case KIND_COPY:
+        gate_call(call);
+        break;
+    case KIND_ALLOCATION:
+        if (call->callbackSite == CUPTI_API_EXIT)
+            allocation_returned(id, call);
+        break;
+    case KIND_FREE:
+        /* A free waits at the gate: a replay must not restore into memory
+         * freed (and perhaps handed out again) under it. */
+        if (call->callbackSite == CUPTI_API_EXIT && result_of(call) == CUDA_SUCCESS)
+            replay_inventory_remove(freed_address(id, call->functionParams));
+        gate_call(call);
+        break;
+    default:
+        break;
+    }
+}
+
+void cuda_replay_on_resource(CUpti_CallbackId id, const void *data)
+{
+    if (!attached || internal_depth > 0)
+        return;
+    const CUpti_ResourceData *resource = data;
+    switch (id) {
+    case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
+        context_created(resource->context);
+        break;
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+        context_destroying(resource->context);
+        break;
+    case CUPTI_CBID_RESOURCE_STREAM_CREATED:
+        stream_created(resource->context, resource->resourceHandle.stream);
+        break;
+    case CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING:
+        stream_destroying(resource->resourceHandle.stream);
+        break;
+    case CUPTI_CBID_RESOURCE_MODULE_LOADED:
+        module_loaded(resource->context, resource->resourceDescriptor);
+        break;
+    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING:
+        module_unloading(resource->resourceDescriptor);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- Attach ---- */
+
+static int any_replay_variable(void)
+{
+    static const char *const names[] = {"FLARE_REPLAY_KERNEL", "FLARE_REPLAY_LAUNCH",
+                                        "FLARE_REPLAY_EVERY", "FLARE_REPLAY_METRICS",
+                                        "FLARE_REPLAY_SET"};
+    for (size_t i = 0; i < COUNT_OF(names); i++)
+        if (getenv(names[i]) != NULL)
+            return 1;
+    return 0;
+}
+
+int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle subscriber)
+{
+    char reason[512];
+    if (cuda_load_driver(&driver, reason, sizeof(reason)) != 0) {
+        core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return 0;
+    }
+    const char *missing = NULL;
+#define NEED(field)                                                                                \
+    if (driver.field == NULL && missing == NULL)                                                   \
+        missing = #field;
+    NEED(cuCtxGetCurrent)
+    NEED(cuCtxGetDevice) NEED(cuCtxPushCurrent) NEED(cuCtxPopCurrent) NEED(cuStreamCreate)
+        NEED(cuStreamQuery) NEED(cuMemAlloc) NEED(cuMemFree) NEED(cuMemAllocHost)
+            NEED(cuMemFreeHost) NEED(cuMemGetInfo) NEED(cuMemcpyAsync) NEED(cuLaunchKernel)
+                NEED(cuModuleGetGlobal)
+#undef NEED
+                    if (missing != NULL)
+    {
+        core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "libcuda.so.1 lacks %s (driver too old?)", missing);
+        return 0;
+    }
+    cupti = cupti_api;
+    replay_subscriber = subscriber;
+    *(void **)&get_device_id = dlsym(cupti->library, "cuptiGetDeviceId");
+    *(void **)&get_stream_id = dlsym(cupti->library, "cuptiGetStreamIdEx");
+    classify(allocation_ids, COUNT_OF(allocation_ids), KIND_ALLOCATION);
+    classify(free_ids, COUNT_OF(free_ids), KIND_FREE);
+    classify(launch_ids, COUNT_OF(launch_ids), KIND_LAUNCH);
+    classify(copy_ids, COUNT_OF(copy_ids), KIND_COPY);
+    replay_set_device_ops(&cuda_ops);
+    /* Allocations and resources are tracked from the start whether or not
+     * replay is configured yet: a tool registered later must not replay
+     * over an inventory that missed the program's first allocations. They
+     * are rare calls, never on a launch path. */
+    int enabled = enable_ids(allocation_ids, COUNT_OF(allocation_ids)) +
+                  enable_ids(free_ids, COUNT_OF(free_ids));
+    CUptiResult result = cupti->cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE);
+    if (result != CUPTI_SUCCESS || enabled == 0) {
+        core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "CUPTI resource or allocation callbacks unavailable: %s",
+                            cuda_cupti_error_text(cupti, result));
+        return 0;
+    }
+    attached = 1;
+    if (replay_configured() || any_replay_variable())
+        enable_gates();
+    cuda_rangeprof_install(cupti, &driver);
+    core_capability_set("replay", replay_configured() || any_replay_variable(),
+                        CORE_CAPABILITY_ACTIVE,
+                        "CUDA: %d allocation entry points tracked, launches bracketed, copies "
+                        "and memsets gated while replay is configured",
+                        enabled);
+    return enabled;
+}

@@ -1,0 +1,42 @@
+/*
+ * cuda_replay.h: the CUDA side of kernel replay. CUPTI driver and resource
+ * callbacks feed the device-independent engine (src/replay/replay.h): the
+ * allocation inventory, the gate around launches, copies and memsets, the
+ * launch bracket whose EXIT callback runs the whole pass loop, and the
+ * device operations (drains, shadow memory, bounded copies).
+ *
+ * cuda_trace.c owns the CUPTI subscriber and calls in here; this module
+ * never subscribes itself. It must never crash or stop the program: a
+ * missing driver function or a CUPTI error degrades the "replay"
+ * capability with a reason, and every wait here is bounded.
+ */
+#ifndef FLARE_BACKEND_CUDA_REPLAY_H
+#define FLARE_BACKEND_CUDA_REPLAY_H
+
+#include <cupti_callbacks.h>
+#include <stdbool.h>
+
+#include "backend/cuda/cuda_loader.h"
+
+/* Called once from cuda_trace_start (inside InitializeInjection: no driver
+ * calls are made here) after the subscription succeeded: loads the driver
+ * functions replay needs, installs the device operations and the range
+ * profiler collector, and enables the allocation, resource, copy and memset
+ * callbacks. Returns the number of callback ids enabled (0: replay is
+ * unavailable, with the reason in the capability matrix). */
+int cuda_replay_attach(const cuda_cupti_api *cupti, CUpti_SubscriberHandle subscriber);
+
+/* Whether a driver callback id is one of the kernel-launch entry points. */
+bool cuda_replay_is_launch(CUpti_CallbackId id);
+
+/* True on a thread while flare itself calls the driver for replay (shadow
+ * allocations, copies, relaunches): those calls are neither traced as the
+ * program's own nor counted as its launches. */
+bool cuda_replay_internal(void);
+
+/* Dispatch from cuda_trace.c's callback: every driver-API callback, and
+ * every resource callback. */
+void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call);
+void cuda_replay_on_resource(CUpti_CallbackId id, const void *data);
+
+#endif /* FLARE_BACKEND_CUDA_REPLAY_H */
