@@ -517,7 +517,10 @@ static void replay_print_kernel(replay_section *section)
             printf("    %10llu %5llu %8lld %4d %8llu %9s %11s %11s %-6s %10s %10s %10s\n",
                    (unsigned long long)row->launch_id, (unsigned long long)row->launch_index + 1,
                    (long long)row->pid, row->device, (unsigned long long)row->stream_id,
-                   passes_text, snapshot, restored, row->shadow_on_device ? "device" : "host",
+                   passes_text, snapshot, restored,
+                   row->snapshot_bytes == 0 ? "-"
+                   : row->shadow_on_device  ? "device"
+                                            : "host",
                    drain, per_pass, total);
         }
     }
