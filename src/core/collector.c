@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/runtime.h"
 #include "counters/counters_session.h"
+#include "pm/pm_session.h"
 #include "backend/sim/sim.h"
 #include "replay/replay.h"
 #include "rules/rules_session.h"
@@ -137,6 +138,8 @@ static void write_event(const core_event *event, void *user)
             .still_open = (event->flags & CORE_EVENT_FLAG_STILL_OPEN) != 0,
         };
         status = store_put_scope(context->store, &row);
+        pm_session_scope_closed(event->start_ns, event->end_ns, event->id, event->depth,
+                                context->thread_id, row.name);
         break;
     }
     case CORE_EVENT_EXTERNAL_CORRELATION:
@@ -266,6 +269,9 @@ static void beat(drain_context *context)
     uint64_t now = core_now_ns();
     rules_session_beat(context->store, context->pid, now);
     windows_session_beat(context->store, context->pid, now);
+    /* After the windows: a window closed on this beat has its samples
+     * queued; a complete drain lets the pending ones be attributed. */
+    pm_session_beat(context->store, context->pid, now, !context->saturated);
 }
 
 static int begin_batch(drain_context *context)

@@ -26,12 +26,24 @@ enum core_thread_state {
     CORE_THREAD_RETIRED = 2, /* owner exited; collector drains then frees */
 };
 
+/* start_ns, end_ns, instance_id and generation are written and read with
+ * __atomic builtins: PM attribution (pm/pm_session.c) snapshots the open
+ * frames of every thread from the collector while their owners run. The
+ * instance id doubles as the frame's sequence number (0 while the frame is
+ * being rewritten; unique otherwise), so a reader that sees the same non-zero
+ * id before and after reading the times has a consistent frame. */
 typedef struct core_scope_frame {
     uint64_t start_ns;
     uint64_t instance_id;
+    /* 0 while open; CORE_SCOPE_CLOSING from just before the close is timed
+     * until its time is published here, so a snapshot never takes a closing
+     * scope for a running one. */
+    uint64_t end_ns;
     uint32_t generation;
     char name[FLARE_NAME_MAX];
 } core_scope_frame;
+
+#define CORE_SCOPE_CLOSING UINT64_MAX
 
 typedef struct core_thread {
     core_ring ring;

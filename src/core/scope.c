@@ -9,6 +9,7 @@
 #include "core/runtime.h"
 
 #include "core/clock.h"
+#include "replay/replay.h"
 
 FLARE_API int flare_scope_begin(const char *name)
 {
@@ -31,17 +32,25 @@ FLARE_API int flare_scope_begin(const char *name)
         return FLARE_ERR_FULL;
     }
     core_scope_frame *frame = &thread->scopes[depth];
+    /* Id 0 first: a concurrent snapshot reading this level (it may still
+     * see the old depth) then knows the frame is being rewritten. */
+    __atomic_store_n(&frame->instance_id, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     core_copy_name(frame->name, name);
-    frame->generation = generation;
-    frame->instance_id = (thread->serial << 32) | (++thread->scope_sequence & 0xffffffffu);
-    frame->start_ns = core_now_ns();
+    __atomic_store_n(&frame->generation, generation, __ATOMIC_RELAXED);
+    __atomic_store_n(&frame->end_ns, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&frame->start_ns, core_now_ns(), __ATOMIC_RELAXED);
+    __atomic_store_n(&frame->instance_id,
+                     (thread->serial << 32) | (++thread->scope_sequence & 0xffffffffu),
+                     __ATOMIC_RELEASE);
     atomic_store_explicit(&thread->scope_depth, depth + 1, memory_order_release);
+    /* Range replay selected by scope name (one relaxed load when none is). */
+    replay_span_scope_enter(frame->name);
     return FLARE_OK;
 }
 
 FLARE_API int flare_scope_end(void)
 {
-    uint64_t end_ns = core_now_ns();
     core_thread *thread = core_current_thread;
     if (thread == NULL)
         return core_active_generation() ? FLARE_ERR_STATE : FLARE_ERR_NOT_ACTIVE;
@@ -52,20 +61,26 @@ FLARE_API int flare_scope_end(void)
     uint32_t depth = atomic_load_explicit(&thread->scope_depth, memory_order_relaxed);
     if (depth == 0)
         return core_active_generation() ? FLARE_ERR_STATE : FLARE_ERR_NOT_ACTIVE;
-    const core_scope_frame *frame = &thread->scopes[depth - 1];
+    core_scope_frame *frame = &thread->scopes[depth - 1];
+    /* The close is published with its time, as one step for a snapshot:
+     * marked closing before the time is taken, the time stored after. */
+    __atomic_store_n(&frame->end_ns, CORE_SCOPE_CLOSING, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint64_t end_ns = core_now_ns();
+    __atomic_store_n(&frame->end_ns, end_ns, __ATOMIC_RELEASE);
     int status = FLARE_OK;
     core_thread *owner;
     core_event *event = NULL;
     /* A scope begun under an earlier session is popped but not recorded. */
-    if (frame->generation == core_active_generation())
+    if (__atomic_load_n(&frame->generation, __ATOMIC_RELAXED) == core_active_generation())
         event = core_emit_reserve(&owner);
     else
         status = FLARE_ERR_NOT_ACTIVE;
     if (event != NULL) {
         event->kind = CORE_EVENT_SCOPE;
-        event->start_ns = frame->start_ns;
+        event->start_ns = __atomic_load_n(&frame->start_ns, __ATOMIC_RELAXED);
         event->end_ns = end_ns;
-        event->id = frame->instance_id;
+        event->id = __atomic_load_n(&frame->instance_id, __ATOMIC_RELAXED);
         event->stream_id = 0;
         event->device = -1;
         event->depth = depth - 1;
@@ -75,5 +90,6 @@ FLARE_API int flare_scope_end(void)
         status = FLARE_ERR_FULL;
     }
     atomic_store_explicit(&thread->scope_depth, depth - 1, memory_order_release);
+    replay_span_scope_exit(frame->name);
     return status;
 }

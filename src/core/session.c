@@ -27,6 +27,7 @@
 #include "counters/counters_session.h"
 #include "store/store.h"
 #include "replay/replay.h"
+#include "pm/pm_session.h"
 #include "rules/rules_session.h"
 #include "windows/windows_session.h"
 
@@ -279,6 +280,7 @@ FLARE_API int flare_init(const flare_options *options)
     core_capabilities_mark_all_changed();
     windows_session_begin(core_now_ns());
     rules_session_begin(core_now_ns());
+    pm_session_begin();
     replay_set_device_ops_default(sim_replay_ops());
     replay_set_metric_collector_default(sim_replay_collector());
     replay_session_begin();
@@ -346,6 +348,7 @@ FLARE_API int flare_shutdown(void)
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
         windows_session_end(current->store, current->pid, end_ns);
+        pm_session_end(current->store, current->pid, end_ns);
         rules_session_end(current->store, current->pid, end_ns);
         core_threads_for_each(record_open_scopes, &context);
         counters_scope_handles_end_session(current->store, current->pid, current->generation,

@@ -360,6 +360,20 @@ int windows_blackout_active(const windows_coordinator *coordinator)
     return get_state(coordinator) != WINDOWS_IDLE;
 }
 
+int windows_set_engine(windows_coordinator *coordinator, const backend_engine_ops *engine)
+{
+    pthread_mutex_lock(&coordinator->beat_lock);
+    pthread_mutex_lock(&coordinator->state_lock);
+    int status = FLARE_ERR_STATE;
+    if (get_state(coordinator) == WINDOWS_IDLE) {
+        coordinator->config.engine = engine;
+        status = FLARE_OK;
+    }
+    pthread_mutex_unlock(&coordinator->state_lock);
+    pthread_mutex_unlock(&coordinator->beat_lock);
+    return status;
+}
+
 windows_state windows_current_state(const windows_coordinator *coordinator)
 {
     return get_state(coordinator);

@@ -163,6 +163,12 @@ void windows_tick(windows_coordinator *coordinator, uint64_t now_ns, uint64_t la
 void windows_close_now(windows_coordinator *coordinator, const char *reason, uint64_t now_ns,
                        uint64_t launches_so_far);
 
+/* Replaces the engine from the next window on (the CUDA engine is chosen
+ * after the session, and so the coordinator, already exist). FLARE_OK, or
+ * FLARE_ERR_STATE while a window is pending, open or closing (the engine
+ * that armed it must be the one that disarms it). */
+int windows_set_engine(windows_coordinator *coordinator, const backend_engine_ops *engine);
+
 /* True while a window is pending, open or closing: the evaluator discards
  * readings then, whoever opened the window. One atomic load. */
 int windows_blackout_active(const windows_coordinator *coordinator);

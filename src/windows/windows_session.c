@@ -52,6 +52,14 @@ void windows_session_set_engine(const backend_engine_ops *engine)
 {
     atomic_store(&chosen_engine, engine);
     atomic_store(&engine_chosen, 1);
+    /* A coordinator that exists already takes it too, when no window is in
+     * flight (else from the next session). */
+    pthread_mutex_lock(&coordinator_lock);
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (coordinator != NULL && windows_set_engine(coordinator, engine) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "deep engine %s takes over from the next window session",
+                 engine != NULL ? engine->name : "none");
+    pthread_mutex_unlock(&coordinator_lock);
 }
 
 void windows_session_count_launch(void)
@@ -195,6 +203,7 @@ void windows_session_begin(uint64_t start_ns)
         windows_record discard[WINDOWS_WRITE_BATCH];
         while (windows_take_records(coordinator, discard, WINDOWS_WRITE_BATCH) > 0) {
         }
+        windows_set_engine(coordinator, engine);
     }
     pthread_mutex_unlock(&coordinator_lock);
     stored_drops = windows_record_drops(coordinator);

@@ -24,6 +24,7 @@
 typedef struct cuda_open_range {
     uint64_t id; /* 0: free slot (NVTX never hands out 0) */
     uint64_t start_ns;
+    uint64_t end_ns; /* 0 while open; set by cuda_range_close until forgotten */
     uint64_t instance_id;
     char name[FLARE_NAME_MAX];
 } cuda_open_range;
@@ -44,5 +45,18 @@ int cuda_range_start(cuda_range_table *table, uint64_t id, const char *name, uin
                      uint64_t instance_id);
 /* 0 and the range (removed from the table), or -1 when id is not open. */
 int cuda_range_end(cuda_range_table *table, uint64_t id, cuda_open_range *out);
+
+/* The close as PM attribution needs it: times the end with core_now_ns()
+ * inside the table's lock and keeps the range, marked closed with that end,
+ * until cuda_range_forget; so a snapshot (cuda_range_visit) sees it either
+ * open or closed with its end, never gone while its interval is still on
+ * its way to the store. 0 and the range, or -1 when id is not open. */
+int cuda_range_close(cuda_range_table *table, uint64_t id, cuda_open_range *out);
+/* Removes a range closed by cuda_range_close (after it was recorded). */
+void cuda_range_forget(cuda_range_table *table, uint64_t id);
+/* Calls visit for every range in the table (open or closed-not-forgotten)
+ * under the lock; visit must be quick and must not call back into the table. */
+void cuda_range_visit(cuda_range_table *table, void (*visit)(const cuda_open_range *, void *),
+                      void *user);
 
 #endif /* FLARE_BACKEND_CUDA_RANGES_H */

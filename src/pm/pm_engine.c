@@ -1,0 +1,757 @@
+/*
+ * pm_engine.c: the hardware-independent PM sampling engine (pm_engine.h):
+ * presets and settings, the lease, the decode thread and its loop, overflow
+ * flags, clock conversion and the queue to the collector.
+ *
+ * Locks: `lock` guards the state and the window fields and is never held
+ * across a hardware call; `hardware_lock` serialises every hardware call
+ * (start, stop, a whole decode round) so the decode thread and disarm never
+ * touch the hardware at once; `stats_lock` guards the counters. Order:
+ * hardware_lock before stats_lock; `lock` is never taken inside the others.
+ * The queue is single-producer (whoever holds hardware_lock), single-consumer
+ * (the collector), lock-free.
+ */
+#include "pm/pm_engine.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "tracebuf/lease.h"
+
+/* ---- presets ---- */
+
+/* Chosen so each is one pass on GH100 (checked again at prepare time with
+ * the profiler host API: a preset that needs more passes is refused). The
+ * first three metrics of overview are those measured one-pass on the H200
+ * (REFERENCES.md); the tensor slot lists the names GH100 may know it by. */
+static const pm_preset presets[] = {
+    {.name = "overview",
+     .summary = "SM activity, DRAM read/write bytes, tensor pipe activity",
+     .metric_count = 6,
+     .metrics =
+         {
+             {.label = "sm__cycles_active.avg", .candidates = {"sm__cycles_active.avg"}},
+             {.label = "gr__cycles_elapsed.max", .candidates = {"gr__cycles_elapsed.max"}},
+             {.label = "dram__bytes_read.sum", .candidates = {"dram__bytes_read.sum"}},
+             {.label = "dram__bytes_write.sum", .candidates = {"dram__bytes_write.sum"}},
+             {.label = "tensor_pipe_active",
+              .candidates = {"sm__pipe_tensor_cycles_active_realtime.avg",
+                             "sm__pipe_tensor_op_hmma_cycles_active_realtime.avg",
+                             "sm__pipe_tensor_cycles_active.avg",
+                             "sm__pipe_tensor_op_hmma_cycles_active.avg"},
+              .optional = 1},
+             {.label = "gpu__time_duration.sum", .candidates = {"gpu__time_duration.sum"}},
+         }},
+    {.name = "memory",
+     .summary = "DRAM read/write bytes and elapsed cycles",
+     .metric_count = 3,
+     .metrics =
+         {
+             {.label = "dram__bytes_read.sum", .candidates = {"dram__bytes_read.sum"}},
+             {.label = "dram__bytes_write.sum", .candidates = {"dram__bytes_write.sum"}},
+             {.label = "gr__cycles_elapsed.max", .candidates = {"gr__cycles_elapsed.max"}},
+         }},
+    {.name = "compute",
+     .summary = "SM activity and instruction rate",
+     .metric_count = 3,
+     .metrics =
+         {
+             {.label = "sm__cycles_active.avg", .candidates = {"sm__cycles_active.avg"}},
+             {.label = "sm__inst_executed_realtime.avg.per_cycle_active",
+              .candidates = {"sm__inst_executed_realtime.avg.per_cycle_active"}},
+             {.label = "gr__cycles_active.avg", .candidates = {"gr__cycles_active.avg"}},
+         }},
+};
+
+const pm_preset *pm_preset_find(const char *name)
+{
+    for (size_t i = 0; name != NULL && i < sizeof(presets) / sizeof(presets[0]); i++)
+        if (strcmp(presets[i].name, name) == 0)
+            return &presets[i];
+    return NULL;
+}
+
+const char *pm_preset_names(void)
+{
+    return "overview, memory, compute";
+}
+
+int pm_parse_interval(const char *text, uint64_t *interval_ns, char *error, size_t error_size)
+{
+    if (text == NULL || text[0] == '\0') {
+        snprintf(error, error_size, "expected an interval with a unit, e.g. 100us or 1ms");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    /* Digits by hand: strtod would follow the locale's decimal point. */
+    const char *cursor = text;
+    uint64_t whole = 0, fraction = 0, fraction_scale = 1;
+    int digits = 0;
+    while (*cursor >= '0' && *cursor <= '9') {
+        if (whole > 1000000000ull) {
+            snprintf(error, error_size, "'%s' is too large", text);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        whole = whole * 10 + (uint64_t)(*cursor++ - '0');
+        digits++;
+    }
+    if (*cursor == '.') {
+        cursor++;
+        while (*cursor >= '0' && *cursor <= '9') {
+            if (fraction_scale < 1000000000ull) {
+                fraction = fraction * 10 + (uint64_t)(*cursor - '0');
+                fraction_scale *= 10;
+            }
+            cursor++;
+            digits++;
+        }
+    }
+    if (digits == 0) {
+        snprintf(error, error_size, "'%s': expected a number and a unit (ns, us, ms or s)", text);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    uint64_t unit;
+    if (strcmp(cursor, "ns") == 0)
+        unit = 1;
+    else if (strcmp(cursor, "us") == 0)
+        unit = 1000;
+    else if (strcmp(cursor, "ms") == 0)
+        unit = 1000000;
+    else if (strcmp(cursor, "s") == 0)
+        unit = 1000000000;
+    else if (*cursor == '\0') {
+        snprintf(error, error_size, "'%s' has no unit: write %sus or %sms (ns, us, ms, s)", text,
+                 text, text);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    } else {
+        snprintf(error, error_size, "'%s': unknown unit '%s' (use ns, us, ms or s)", text, cursor);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    *interval_ns = whole * unit + fraction * unit / fraction_scale;
+    return FLARE_OK;
+}
+
+int pm_settings_from_environment(const pm_preset **preset, uint64_t *interval_ns, char *error,
+                                 size_t error_size)
+{
+    const char *preset_name = getenv("FLARE_PM_PRESET");
+    if (preset_name == NULL || preset_name[0] == '\0')
+        preset_name = "overview";
+    *preset = pm_preset_find(preset_name);
+    if (*preset == NULL) {
+        snprintf(error, error_size, "FLARE_PM_PRESET=%.32s is not a preset (presets: %s)",
+                 preset_name, pm_preset_names());
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    *interval_ns = PM_INTERVAL_DEFAULT_NS;
+    const char *interval = getenv("FLARE_PM_INTERVAL");
+    if (interval == NULL || interval[0] == '\0')
+        return FLARE_OK;
+    char parse_error[128];
+    uint64_t value = 0;
+    if (pm_parse_interval(interval, &value, parse_error, sizeof(parse_error)) != FLARE_OK) {
+        snprintf(error, error_size, "FLARE_PM_INTERVAL=%.32s: %s", interval, parse_error);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (value < PM_INTERVAL_MIN_NS) {
+        snprintf(error, error_size,
+                 "FLARE_PM_INTERVAL=%.32s is %llu ns, below the minimum of %llu ns (10us): "
+                 "shorter intervals are not verified to sample without overflow",
+                 interval, (unsigned long long)value, PM_INTERVAL_MIN_NS);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (value > PM_INTERVAL_MAX_NS) {
+        snprintf(error, error_size, "FLARE_PM_INTERVAL=%.32s is above the maximum of 1s", interval);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    *interval_ns = value;
+    return FLARE_OK;
+}
+
+const char *pm_clock_method_name(int method)
+{
+    switch (method) {
+    case PM_CLOCK_IDENTITY:
+        return "flare's clock (no conversion)";
+    case PM_CLOCK_HARDWARE:
+        return "hardware offset measured at arm";
+    case PM_CLOCK_REALTIME:
+        return "CLOCK_REALTIME shifted to CLOCK_MONOTONIC";
+    case PM_CLOCK_ALIGNED:
+        return "aligned to the decode (unverified)";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---- the engine ---- */
+
+struct pm_engine {
+    const pm_hardware_ops *ops;
+    void *hardware;
+    uint64_t context_id;
+
+    pthread_mutex_t lock; /* state, window fields, decode thread control */
+    pthread_cond_t wake;
+    _Atomic int state;
+    int device;
+    const pm_preset *preset;
+    uint64_t interval_ns;
+    pm_resolved_metrics metrics;
+    char failure[256];
+    int thread_started;
+    int thread_exit;
+    pthread_t thread;
+
+    pthread_mutex_t hardware_lock;
+    _Atomic int sampling; /* started and not yet stopped */
+    _Atomic int paused;
+    /* The current window; written by arm before sampling starts, read by
+     * whoever holds hardware_lock. */
+    uint64_t window_id;
+    uint64_t armed_ns;
+    uint64_t window_samples;
+    uint64_t previous_end_ns;
+    int gap_suspected; /* an overflow happened: the next sample may follow a gap */
+    int clock_method;
+    int64_t clock_offset_ns;
+    int first_sample_seen;
+
+    pthread_mutex_t stats_lock;
+    pm_engine_stats stats;
+
+    pm_queue_entry *queue;
+    _Atomic uint64_t queue_head; /* next to take (consumer) */
+    _Atomic uint64_t queue_tail; /* next to fill (producer) */
+};
+
+static void *decode_main(void *argument);
+
+int pm_engine_create(const pm_hardware_ops *ops, void *hardware, uint64_t context_id,
+                     pm_engine **out)
+{
+    if (ops == NULL || out == NULL || context_id == 0)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    pm_engine *engine = calloc(1, sizeof(*engine));
+    if (engine == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    engine->queue = calloc(PM_QUEUE_CAPACITY, sizeof(*engine->queue));
+    if (engine->queue == NULL) {
+        free(engine);
+        return FLARE_ERR_NO_MEMORY;
+    }
+    engine->ops = ops;
+    engine->hardware = hardware;
+    engine->context_id = context_id;
+    engine->device = -1;
+    pthread_mutex_init(&engine->lock, NULL);
+    pthread_mutex_init(&engine->hardware_lock, NULL);
+    pthread_mutex_init(&engine->stats_lock, NULL);
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_cond_init(&engine->wake, &attributes);
+    pthread_condattr_destroy(&attributes);
+    *out = engine;
+    return FLARE_OK;
+}
+
+void pm_engine_destroy(pm_engine *engine)
+{
+    if (engine == NULL)
+        return;
+    if (atomic_load(&engine->state) == PM_ENGINE_ARMED)
+        pm_engine_disarm(engine, engine->device, core_now_ns(), NULL);
+    pthread_mutex_lock(&engine->lock);
+    engine->thread_exit = 1;
+    pthread_cond_broadcast(&engine->wake);
+    int joined = engine->thread_started;
+    pthread_mutex_unlock(&engine->lock);
+    if (joined)
+        pthread_join(engine->thread, NULL);
+    if (atomic_load(&engine->state) == PM_ENGINE_PREPARED) {
+        engine->ops->release(engine->hardware);
+        tracebuf_lease_release(engine->device, engine->context_id);
+    }
+    pthread_cond_destroy(&engine->wake);
+    pthread_mutex_destroy(&engine->lock);
+    pthread_mutex_destroy(&engine->hardware_lock);
+    pthread_mutex_destroy(&engine->stats_lock);
+    free(engine->queue);
+    free(engine);
+}
+
+void pm_engine_mark_preparing(pm_engine *engine)
+{
+    pthread_mutex_lock(&engine->lock);
+    if (atomic_load(&engine->state) == PM_ENGINE_UNPREPARED)
+        atomic_store(&engine->state, PM_ENGINE_PREPARING);
+    pthread_mutex_unlock(&engine->lock);
+}
+
+void pm_engine_mark_failed(pm_engine *engine, const char *reason)
+{
+    pthread_mutex_lock(&engine->lock);
+    snprintf(engine->failure, sizeof(engine->failure), "%s", reason);
+    atomic_store(&engine->state, PM_ENGINE_FAILED);
+    pthread_mutex_unlock(&engine->lock);
+}
+
+int pm_engine_prepare(pm_engine *engine, int device, const pm_preset *preset, uint64_t interval_ns,
+                      char *reason, size_t reason_size)
+{
+    char message[256] = "";
+    uint64_t began = core_now_ns();
+    char holder[TRACEBUF_HOLDER_MAX] = "";
+    /* A prepared engine holds the device (the hardware is enabled for it),
+     * so the lease is claimed for as long as it stays prepared. */
+    int status = tracebuf_lease_acquire(device, engine->context_id, holder);
+    if (status != FLARE_OK) {
+        tracebuf_lease_busy_reason(device, holder, message, sizeof(message));
+    } else {
+        pm_resolved_metrics resolved = {0};
+        status =
+            engine->ops->prepare(engine->hardware, device, preset, interval_ns,
+                                 PM_IMAGE_SAMPLES_DEFAULT, &resolved, message, sizeof(message));
+        if (status == FLARE_OK) {
+            pthread_mutex_lock(&engine->lock);
+            engine->device = device;
+            engine->preset = preset;
+            engine->interval_ns = interval_ns;
+            engine->metrics = resolved;
+            pthread_mutex_unlock(&engine->lock);
+        } else {
+            tracebuf_lease_release(device, engine->context_id);
+            if (message[0] == '\0')
+                snprintf(message, sizeof(message), "%s: prepare failed: %s", engine->ops->name,
+                         flare_strerror(status));
+        }
+    }
+    pthread_mutex_lock(&engine->stats_lock);
+    engine->stats.prepare_ns = core_now_ns() - began;
+    pthread_mutex_unlock(&engine->stats_lock);
+    if (status != FLARE_OK) {
+        pm_engine_mark_failed(engine, message);
+        if (reason != NULL && reason_size > 0)
+            snprintf(reason, reason_size, "%s", message);
+        return status;
+    }
+    pthread_mutex_lock(&engine->lock);
+    atomic_store(&engine->state, PM_ENGINE_PREPARED);
+    if (!engine->thread_started) {
+        sigset_t all, previous;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &previous);
+        engine->thread_started = pthread_create(&engine->thread, NULL, decode_main, engine) == 0;
+        pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    }
+    int started = engine->thread_started;
+    pthread_mutex_unlock(&engine->lock);
+    if (!started) {
+        /* Disarm decodes what is left, so samples still arrive, only late. */
+        core_log(CORE_LOG_WARNING, "%s: no decode thread; samples are decoded at window close",
+                 engine->ops->name);
+    }
+    return FLARE_OK;
+}
+
+static void state_reason(pm_engine *engine, int state, char *reason, size_t reason_size)
+{
+    if (reason == NULL || reason_size == 0)
+        return;
+    switch (state) {
+    case PM_ENGINE_UNPREPARED:
+        snprintf(reason, reason_size,
+                 "%s: not prepared yet (set-up starts once the program creates its first "
+                 "context)",
+                 engine->ops->name);
+        break;
+    case PM_ENGINE_PREPARING:
+        snprintf(reason, reason_size,
+                 "%s: still preparing (config image and enable take about 0.8 s after the first "
+                 "context)",
+                 engine->ops->name);
+        break;
+    case PM_ENGINE_FAILED:
+        pthread_mutex_lock(&engine->lock);
+        snprintf(reason, reason_size, "%s", engine->failure);
+        pthread_mutex_unlock(&engine->lock);
+        break;
+    case PM_ENGINE_ARMED:
+        snprintf(reason, reason_size, "%s: already sampling", engine->ops->name);
+        break;
+    default:
+        reason[0] = '\0';
+    }
+}
+
+static int check_device(pm_engine *engine, int device, char *reason, size_t reason_size)
+{
+    if (device == -1 || device == engine->device || engine->device < 0)
+        return FLARE_OK;
+    snprintf(reason, reason_size, "%s samples device %d only, not device %d", engine->ops->name,
+             engine->device, device);
+    return FLARE_ERR_UNSUPPORTED;
+}
+
+int pm_engine_probe(pm_engine *engine, int device, char *reason, size_t reason_size)
+{
+    int state = atomic_load(&engine->state);
+    if (state == PM_ENGINE_FAILED) {
+        state_reason(engine, state, reason, reason_size);
+        return FLARE_ERR_UNSUPPORTED;
+    }
+    /* Unprepared or preparing: it will be able to arm soon; a rule is not
+     * refused for that. */
+    return check_device(engine, device, reason, reason_size);
+}
+
+int pm_engine_arm(pm_engine *engine, int device, const backend_engine_config *config,
+                  uint64_t now_ns, char *reason, size_t reason_size)
+{
+    int status = check_device(engine, device, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+    int state = atomic_load(&engine->state);
+    if (state != PM_ENGINE_PREPARED) {
+        state_reason(engine, state, reason, reason_size);
+        return state == PM_ENGINE_FAILED ? FLARE_ERR_UNSUPPORTED : FLARE_ERR_STATE;
+    }
+    int sampled_device = engine->device;
+    char holder[TRACEBUF_HOLDER_MAX] = "";
+    if (tracebuf_lease_acquire(sampled_device, engine->context_id, holder) != FLARE_OK) {
+        tracebuf_lease_busy_reason(sampled_device, holder, reason, reason_size);
+        tracebuf_lease_note_busy(sampled_device, holder);
+        return BACKEND_ENGINE_BUSY;
+    }
+    tracebuf_lease_use_begin(sampled_device, engine->context_id);
+
+    pthread_mutex_lock(&engine->hardware_lock);
+    engine->window_id = config != NULL ? config->window_id : 0;
+    engine->armed_ns = now_ns;
+    engine->window_samples = 0;
+    engine->previous_end_ns = 0;
+    engine->gap_suspected = 0;
+    engine->clock_method = PM_CLOCK_UNKNOWN;
+    engine->first_sample_seen = 0;
+    uint64_t start_began = core_now_ns();
+    status = engine->ops->start(engine->hardware, reason, reason_size);
+    uint64_t start_cost = core_now_ns() - start_began;
+    if (status == FLARE_OK)
+        atomic_store(&engine->sampling, 1);
+    pthread_mutex_unlock(&engine->hardware_lock);
+    if (status != FLARE_OK) {
+        tracebuf_lease_use_end(sampled_device, engine->context_id);
+        tracebuf_lease_release(sampled_device, engine->context_id);
+        return status;
+    }
+    pthread_mutex_lock(&engine->stats_lock);
+    engine->stats.arms++;
+    engine->stats.start_ns_cost = start_cost;
+    engine->stats.first_sample_latency_ns = 0;
+    pthread_mutex_unlock(&engine->stats_lock);
+    pthread_mutex_lock(&engine->lock);
+    atomic_store(&engine->state, PM_ENGINE_ARMED);
+    pthread_cond_broadcast(&engine->wake);
+    pthread_mutex_unlock(&engine->lock);
+    return FLARE_OK;
+}
+
+/* ---- decoding (hardware_lock held) ---- */
+
+static int queue_push(pm_engine *engine, const pm_queue_entry *entry)
+{
+    uint64_t tail = atomic_load_explicit(&engine->queue_tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&engine->queue_head, memory_order_acquire);
+    if (tail - head >= PM_QUEUE_CAPACITY)
+        return -1;
+    engine->queue[tail % PM_QUEUE_CAPACITY] = *entry;
+    atomic_store_explicit(&engine->queue_tail, tail + 1, memory_order_release);
+    return 0;
+}
+
+size_t pm_engine_take(pm_engine *engine, pm_queue_entry *out, size_t max)
+{
+    uint64_t head = atomic_load_explicit(&engine->queue_head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&engine->queue_tail, memory_order_acquire);
+    size_t count = 0;
+    while (head != tail && count < max) {
+        out[count++] = engine->queue[head % PM_QUEUE_CAPACITY];
+        head++;
+    }
+    atomic_store_explicit(&engine->queue_head, head, memory_order_release);
+    return count;
+}
+
+static uint64_t realtime_now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* A converted sample end is plausible when it lies between the window's
+ * open (less a slack for the beat) and the decode that found it. */
+#define CLOCK_SLACK_NS 200000000ll
+
+static int plausible(int64_t end_ns, uint64_t armed_ns, uint64_t decoded_ns)
+{
+    return end_ns >= (int64_t)armed_ns - CLOCK_SLACK_NS &&
+           end_ns <= (int64_t)decoded_ns + CLOCK_SLACK_NS;
+}
+
+/* Picks how this window's hardware times map to flare's clock, from the
+ * first sample seen: the first candidate that puts it where it must be. */
+static void choose_clock(pm_engine *engine, uint64_t raw_end, uint64_t decoded_ns)
+{
+    int64_t offset = 0;
+    if (plausible((int64_t)raw_end, engine->armed_ns, decoded_ns)) {
+        engine->clock_method = PM_CLOCK_IDENTITY;
+        engine->clock_offset_ns = 0;
+        return;
+    }
+    if (engine->ops->clock_offset != NULL &&
+        engine->ops->clock_offset(engine->hardware, &offset) == FLARE_OK &&
+        plausible((int64_t)raw_end + offset, engine->armed_ns, decoded_ns)) {
+        engine->clock_method = PM_CLOCK_HARDWARE;
+        engine->clock_offset_ns = offset;
+        return;
+    }
+    /* The smallest gap of a few paired reads is the best estimate. */
+    int64_t best = 0;
+    uint64_t best_span = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t before = core_now_ns();
+        uint64_t real = realtime_now_ns();
+        uint64_t after = core_now_ns();
+        if (after - before < best_span) {
+            best_span = after - before;
+            best = (int64_t)(before + (after - before) / 2) - (int64_t)real;
+        }
+    }
+    if (plausible((int64_t)raw_end + best, engine->armed_ns, decoded_ns)) {
+        engine->clock_method = PM_CLOCK_REALTIME;
+        engine->clock_offset_ns = best;
+        return;
+    }
+    engine->clock_method = PM_CLOCK_ALIGNED;
+    engine->clock_offset_ns = (int64_t)decoded_ns - (int64_t)raw_end;
+    CORE_LOG_ONCE("pm.clock_aligned", CORE_LOG_WARNING,
+                  "%s: sample times fit no known clock; aligned to the decode and flagged",
+                  engine->ops->name);
+}
+
+static uint64_t convert(pm_engine *engine, uint64_t raw)
+{
+    int64_t value = (int64_t)raw + engine->clock_offset_ns;
+    return value > 0 ? (uint64_t)value : 0;
+}
+
+/* One decode round: decode, read every completed sample, reset the image;
+ * on COUNTER_DATA_FULL decode again. Ends with a watermark offer. */
+#define DECODE_ROUNDS_MAX 64
+
+static void decode_round(pm_engine *engine)
+{
+    int overflow = 0, failed = 0, exhausted = 0, truncated = 1;
+    uint64_t newest = 0, delivered = 0, dropped = 0, lost = 0, fulls = 0, overflows = 0;
+    uint64_t failures = 0, decodes = 0, first_latency = 0;
+    char failure_reason[160] = "";
+    for (int round = 0; round < DECODE_ROUNDS_MAX; round++) {
+        pm_hardware_decode result = {0};
+        engine->ops->decode(engine->hardware, &result);
+        uint64_t decoded_ns = core_now_ns();
+        decodes++;
+        if (result.failed) {
+            failed = 1;
+            failures++;
+            snprintf(failure_reason, sizeof(failure_reason), "%s", result.reason);
+        }
+        if (result.overflow) {
+            overflow = 1;
+            overflows++;
+        }
+        size_t count = engine->ops->sample_count(engine->hardware);
+        for (size_t index = 0; index < count; index++) {
+            pm_queue_entry entry = {0};
+            pm_sample *sample = &entry.sample;
+            uint64_t raw_start = 0, raw_end = 0;
+            if (engine->ops->sample_read(engine->hardware, index, &raw_start, &raw_end,
+                                         sample->values) != FLARE_OK)
+                continue;
+            if (engine->clock_method == PM_CLOCK_UNKNOWN)
+                choose_clock(engine, raw_end, decoded_ns);
+            sample->start_ns = convert(engine, raw_start);
+            sample->end_ns = convert(engine, raw_end);
+            sample->window_id = engine->window_id;
+            sample->sample_index = engine->window_samples++;
+            sample->device = engine->device;
+            if (engine->clock_method == PM_CLOCK_ALIGNED)
+                sample->flags |= PM_SAMPLE_CLOCK_GUESS;
+            if (result.overflow)
+                sample->flags |= PM_SAMPLE_OVERFLOW;
+            if (engine->gap_suspected && engine->previous_end_ns != 0) {
+                /* Samples lost to an overflow leave a hole before the next
+                 * one: estimate their number from its width. */
+                uint64_t gap = sample->start_ns > engine->previous_end_ns
+                                   ? sample->start_ns - engine->previous_end_ns
+                                   : 0;
+                if (gap * 2 > engine->interval_ns * 3) {
+                    sample->flags |= PM_SAMPLE_AFTER_GAP;
+                    lost += gap / engine->interval_ns;
+                }
+                engine->gap_suspected = 0;
+            }
+            engine->previous_end_ns = sample->end_ns;
+            if (sample->end_ns > newest)
+                newest = sample->end_ns;
+            if (!engine->first_sample_seen) {
+                engine->first_sample_seen = 1;
+                first_latency =
+                    sample->end_ns > engine->armed_ns ? sample->end_ns - engine->armed_ns : 1;
+                sample->open_to_sample_ns = first_latency;
+                sample->open_to_delivery_ns =
+                    decoded_ns > engine->armed_ns ? decoded_ns - engine->armed_ns : 1;
+            }
+            if (queue_push(engine, &entry) == 0)
+                delivered++;
+            else
+                dropped++;
+        }
+        engine->ops->image_reset(engine->hardware);
+        if (result.overflow)
+            engine->gap_suspected = 1;
+        if (result.counter_data_full && !result.failed) {
+            fulls++;
+            continue; /* the image was full: more records wait; decode again */
+        }
+        exhausted = result.end_of_records;
+        truncated = 0;
+        break;
+    }
+    pm_queue_entry end = {.is_decode_end = 1,
+                          .exhausted = exhausted,
+                          .overflow = overflow || dropped > 0,
+                          .failed = failed,
+                          .truncated = truncated,
+                          .newest_sample_ns = newest};
+    /* A lost offer only keeps the watermark where it is: safe. */
+    (void)queue_push(engine, &end);
+    if (failed)
+        CORE_LOG_ONCE("pm.decode_failed", CORE_LOG_WARNING, "%s: decode failed: %s",
+                      engine->ops->name, failure_reason);
+    pthread_mutex_lock(&engine->stats_lock);
+    engine->stats.samples += delivered;
+    engine->stats.queue_drops += dropped;
+    engine->stats.samples_lost += lost;
+    engine->stats.overflows += overflows;
+    engine->stats.counter_data_full += fulls;
+    engine->stats.decode_failures += failures;
+    engine->stats.decodes += decodes;
+    engine->stats.clock_method = engine->clock_method;
+    if (first_latency != 0)
+        engine->stats.first_sample_latency_ns = first_latency;
+    pthread_mutex_unlock(&engine->stats_lock);
+}
+
+static void *decode_main(void *argument)
+{
+    pm_engine *engine = argument;
+    pthread_mutex_lock(&engine->lock);
+    while (!engine->thread_exit) {
+        int armed = atomic_load(&engine->state) == PM_ENGINE_ARMED;
+        int fast = 0;
+        if (armed && !atomic_load(&engine->paused)) {
+            pthread_mutex_unlock(&engine->lock);
+            pthread_mutex_lock(&engine->hardware_lock);
+            /* Disarm may have stopped and drained since the state was read. */
+            if (atomic_load(&engine->sampling))
+                decode_round(engine);
+            fast = !engine->first_sample_seen;
+            pthread_mutex_unlock(&engine->hardware_lock);
+            pthread_mutex_lock(&engine->lock);
+        }
+        /* Until a window's first sample, poll every millisecond so its
+         * latency is measured, not hidden by the decode period. */
+        uint64_t wait_ns = armed ? (fast ? 1000000ull : PM_DECODE_PERIOD_NS) : 1000000000ull;
+        struct timespec deadline = core_deadline_after_ns(wait_ns);
+        pthread_cond_timedwait(&engine->wake, &engine->lock, &deadline);
+    }
+    pthread_mutex_unlock(&engine->lock);
+    return NULL;
+}
+
+int pm_engine_disarm(pm_engine *engine, int device, uint64_t now_ns, backend_engine_result *result)
+{
+    (void)device;
+    pthread_mutex_lock(&engine->lock);
+    if (atomic_load(&engine->state) != PM_ENGINE_ARMED) {
+        pthread_mutex_unlock(&engine->lock);
+        return FLARE_ERR_STATE;
+    }
+    atomic_store(&engine->state, PM_ENGINE_PREPARED);
+    pthread_mutex_unlock(&engine->lock);
+
+    pthread_mutex_lock(&engine->hardware_lock);
+    char reason[160] = "";
+    int status = engine->ops->stop(engine->hardware, reason, sizeof(reason));
+    if (status != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "%s: stop failed: %s", engine->ops->name, reason);
+    /* Whatever the hardware still holds belongs to this window: decode it
+     * now, so the window's count is complete when it closes. */
+    decode_round(engine);
+    atomic_store(&engine->sampling, 0);
+    uint64_t samples = engine->window_samples;
+    uint64_t armed_ns = engine->armed_ns;
+    pthread_mutex_unlock(&engine->hardware_lock);
+    tracebuf_lease_use_end(engine->device, engine->context_id);
+    tracebuf_lease_release(engine->device, engine->context_id);
+    if (result != NULL) {
+        result->armed_ns = armed_ns;
+        result->disarmed_ns = now_ns;
+        result->samples = samples;
+    }
+    return status == FLARE_OK ? FLARE_OK : FLARE_ERR_BACKEND;
+}
+
+void pm_engine_stats_get(pm_engine *engine, pm_engine_stats *stats)
+{
+    pthread_mutex_lock(&engine->stats_lock);
+    *stats = engine->stats;
+    pthread_mutex_unlock(&engine->stats_lock);
+}
+
+pm_engine_state pm_engine_state_get(pm_engine *engine)
+{
+    return (pm_engine_state)atomic_load(&engine->state);
+}
+
+const pm_resolved_metrics *pm_engine_metrics(pm_engine *engine)
+{
+    return &engine->metrics;
+}
+
+int pm_engine_device(pm_engine *engine)
+{
+    return engine->device;
+}
+
+const char *pm_engine_name(pm_engine *engine)
+{
+    return engine->ops->name;
+}
+
+void pm_engine_pause_decode(pm_engine *engine, int paused)
+{
+    atomic_store(&engine->paused, paused);
+    pthread_mutex_lock(&engine->lock);
+    pthread_cond_broadcast(&engine->wake);
+    pthread_mutex_unlock(&engine->lock);
+}

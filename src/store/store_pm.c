@@ -1,0 +1,85 @@
+/*
+ * store_pm.c: the pm_samples writer (store_pm.h).
+ *
+ * A drain of samples arrives at once (a few hundred samples times a few
+ * metrics), so each call prepares its statement once and steps it per row;
+ * the rows join the collector's open transaction. Never on a hot path.
+ */
+#include "store/store_pm.h"
+
+#include <math.h>
+#include <sqlite3.h>
+
+#include "flare/flare.h"
+#include "store/store_internal.h"
+
+static const char pm_insert_sql[] =
+    "INSERT INTO pm_samples(pid, window_id, device, sample_index, start_ns, end_ns, "
+    "scope_instance_id, scope_name, overflow, metric, value) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+int store_put_pm_samples(store *handle, const store_pm_row *rows, size_t count)
+{
+    if (handle == NULL || (rows == NULL && count > 0))
+        return FLARE_ERR_INVALID_ARGUMENT;
+    if (count == 0)
+        return FLARE_OK;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    status = store_prepare(handle, pm_insert_sql, &statement, "cannot prepare the PM insert");
+    if (status != FLARE_OK)
+        return status;
+    for (size_t i = 0; i < count; i++) {
+        const store_pm_row *row = &rows[i];
+        sqlite3_reset(statement);
+        sqlite3_clear_bindings(statement);
+        sqlite3_bind_int64(statement, 1, row->pid);
+        sqlite3_bind_int64(statement, 2, (int64_t)row->window_id);
+        sqlite3_bind_int(statement, 3, row->device);
+        sqlite3_bind_int64(statement, 4, (int64_t)row->sample_index);
+        sqlite3_bind_int64(statement, 5, (int64_t)row->start_ns);
+        sqlite3_bind_int64(statement, 6, (int64_t)row->end_ns);
+        if (row->has_scope) {
+            sqlite3_bind_int64(statement, 7, (int64_t)row->scope_instance_id);
+            if (row->scope_name != NULL)
+                sqlite3_bind_text(statement, 8, row->scope_name, -1, SQLITE_TRANSIENT);
+        }
+        sqlite3_bind_int(statement, 9, (int)row->flags);
+        sqlite3_bind_text(statement, 10, row->metric != NULL ? row->metric : "", -1,
+                          SQLITE_TRANSIENT);
+        if (!isnan(row->value))
+            sqlite3_bind_double(statement, 11, row->value);
+        if (sqlite3_step(statement) != SQLITE_DONE) {
+            status = store_set_sqlite_error(handle, "cannot insert a PM sample");
+            store_batch_failed(handle);
+            break;
+        }
+    }
+    sqlite3_finalize(statement);
+    return status;
+}
+
+int store_pm_name_scope(store *handle, int64_t pid, uint64_t instance_id, const char *name)
+{
+    if (handle == NULL || name == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = NULL;
+    status = store_prepare(handle,
+                           "UPDATE pm_samples SET scope_name = ?3 WHERE pid = ?1 AND "
+                           "scope_instance_id = ?2 AND scope_name IS NULL",
+                           &statement, "cannot prepare the PM scope naming");
+    if (status != FLARE_OK)
+        return status;
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)instance_id);
+    sqlite3_bind_text(statement, 3, name, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(statement) != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot name a PM sample's scope");
+    sqlite3_finalize(statement);
+    return status;
+}
