@@ -93,6 +93,18 @@ FLARE_API int flare_replay_context_set_active(int context_id, int active);
 /* 1 when the context is active for the calling thread now, else 0. */
 FLARE_API int flare_replay_context_active(int context_id);
 
+/*
+ * Range replay: marks a span of the calling thread's work (one training
+ * step, one request) whose kernels all get the configured metric set
+ * (FLARE_REPLAY_METRICS / FLARE_REPLAY_SET, default speed-of-light) in one
+ * replay of the whole span. Everything the thread submits between begin and
+ * end must be on one device. end replays the span before it returns.
+ * FLARE_ERR_STATE: begin inside a span or replay loop, end without begin;
+ * FLARE_ERR_INVALID_ARGUMENT: NULL or empty name.
+ */
+FLARE_API int flare_replay_range_begin(const char *name);
+FLARE_API int flare_replay_range_end(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,6 +97,27 @@ void replay_gate_exit(int device, int token);
 
 /* ---- Launches ---- */
 
+/* A piece of a span's work as recorded at submission: a deep copy the
+ * backend made (kernel arguments, host-to-device source bytes) that it can
+ * submit again on the same stream. The engine calls release once at the
+ * span's end. */
+typedef enum replay_work_kind {
+    REPLAY_WORK_KERNEL = 1,
+    REPLAY_WORK_COPY = 2,
+    REPLAY_WORK_MEMSET = 3,
+} replay_work_kind;
+
+typedef struct replay_span_work {
+    replay_work_kind kind;
+    void *stream;
+    uint64_t stream_id;
+    uint32_t grid[3];
+    uint32_t block[3];
+    int (*reissue)(void *data);
+    void (*release)(void *data);
+    void *data;
+} replay_span_work;
+
 /* A launch as the backend sees it at submission. */
 typedef struct replay_launch_request {
     int device;
@@ -110,7 +131,11 @@ typedef struct replay_launch_request {
     /* Re-issues exactly this launch on its stream (passes 1..N-1). */
     int (*relaunch)(void *relaunch_context);
     void *relaunch_context;
+    /* Makes a span's deep copy of this launch (NULL: launches of this
+     * backend cannot be recorded, and a span that meets one is declined). */
+    int (*capture)(void *relaunch_context, replay_span_work *work);
 } replay_launch_request;
+
 
 /* The state of one launch between begin and end; lives on the caller's stack. */
 typedef struct replay_launch_state {
@@ -135,6 +160,42 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
 void replay_launch_end(const replay_launch_request *request, replay_launch_state *state,
                        int submit_status);
 
+/* ---- Spans (range replay) ----
+ *
+ * A span is a stretch of one thread's work on one device (a training step,
+ * a request) replayed as a whole: on its first run (pass 0, the program's
+ * own) the device's memory is snapshotted before its first piece of work
+ * and every launch, copy and memset is recorded; at its end the device is
+ * restored and the recorded work re-issued once per further pass, with the
+ * metric collector's automatic ranges giving per-kernel values. The device's
+ * writer gate is held from the first piece of work to the last pass. A span
+ * that allocates, frees, launches a graph, uses cooperative launches, copies
+ * device memory back to the host or exceeds the footprint budget is
+ * declined: it runs once and the reason is recorded.
+ */
+
+/* Starts a span on the calling thread (explicit, from
+ * flare_replay_range_begin, or from a matched scope). FLARE_ERR_STATE when
+ * the thread already records one or runs a replay loop. */
+int replay_span_begin(const char *name, uint64_t occurrence);
+/* Ends the thread's span: replays it and records the results.
+ * FLARE_ERR_STATE without one. */
+int replay_span_end(void);
+/* Whether the calling thread records a span now (a thread-local read). */
+bool replay_span_recording(void);
+/* Backends: records a copy or memset the recording thread is about to
+ * submit (takes ownership of work->data). The first piece of work of a span
+ * takes the device's gate and the snapshot. */
+void replay_span_record(int device, const replay_span_work *work);
+/* Backends: the recording thread did something a span cannot replay. */
+void replay_span_decline(const char *reason);
+/* Scope hooks (flare scopes, NVTX ranges): with FLARE_REPLAY_RANGE=name and
+ * FLARE_REPLAY_OCCURRENCE=n, the n-th scope of that name opened on any
+ * thread becomes a span, ended by its own end. Cheap when no range is
+ * selected (one relaxed load). */
+void replay_span_scope_enter(const char *name);
+void replay_span_scope_exit(const char *name);
+
 /* ---- Built-in metric collection ---- */
 
 /* A profiling context that collects metrics per pass (the CUDA range
@@ -151,6 +212,12 @@ typedef struct replay_metric_collector {
     /* After the last pass: values[i] for metrics[i] (NaN when unavailable). */
     int (*finish)(const flare_replay_launch *launch, double *values, size_t metric_count,
                   char *reason, size_t reason_size);
+    /* Spans (range replay): after the last pass, the values of range r (the
+     * span's r-th kernel, described by ranges[r]) into
+     * values[r * metric_count + m]. NULL: the collector cannot do spans. */
+    int (*finish_ranges)(const flare_replay_launch *span, const flare_replay_launch *ranges,
+                         size_t range_count, double *values, size_t metric_count, char *reason,
+                         size_t reason_size);
 } replay_metric_collector;
 
 void replay_set_metric_collector(const replay_metric_collector *collector);
@@ -169,6 +236,9 @@ typedef struct replay_selection {
     uint64_t every;         /* replay every Nth matching launch (0: unset) */
     char metrics[2048];     /* comma-separated metric names */
     char set_name[64];      /* or a named set */
+    char range_name[128];   /* spans: the scope / NVTX range name ("" none) */
+    uint64_t occurrence;    /* spans: which occurrence (1-based; 0: the first) */
+    int api_spans_only;     /* only spans marked with flare_replay_range_begin/end */
 } replay_selection;
 
 /* Validates and installs (FLARE_ERR_INVALID_ARGUMENT with error filled:
@@ -231,6 +301,14 @@ typedef struct replay_record {
     char metric_names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX];
     double metric_values[REPLAY_RECORD_METRIC_MAX]; /* NaN: not available */
     char collector[32]; /* which metric collector ("cuda-range-profiler", "sim-metrics"), or "" */
+    /* Range replay: a kernel of a span carries its span's id (0: a launch
+     * replayed on its own). The span itself is one record with is_span set:
+     * kernel_name is then the span's name, launch_index its occurrence
+     * (1-based), and span_kernels / span_copies what it recorded. */
+    uint64_t span_id;
+    int is_span;
+    uint32_t span_kernels;
+    uint32_t span_copies;
 } replay_record;
 
 /* Takes up to max finished records (oldest first) into out; returns how

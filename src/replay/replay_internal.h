@@ -64,6 +64,14 @@ const replay_metric_collector *replay_metric_collector_current(void);
 /* Per-kernel launch index (replay_selection.c). */
 uint64_t replay_next_launch_index(const char *kernel_name);
 
+/* Spans (replay_span.c). */
+void replay_span_record_launch(const replay_launch_request *request, uint64_t launch_id,
+                               uint64_t launch_index);
+void replay_span_select_range(const char *name, uint64_t occurrence);
+void replay_span_reset_for_tests(void);
+/* The abort path shared by kernel and range replay (replay_loop.c). */
+void replay_call_abort_handler(const char *message);
+
 /* Records (replay_records.c). */
 void replay_record_queue(replay_record *record);
 

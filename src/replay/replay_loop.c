@@ -65,6 +65,11 @@ static void default_abort(const char *message)
 }
 static void (*_Atomic abort_handler)(const char *message) = default_abort;
 
+void replay_call_abort_handler(const char *message)
+{
+    atomic_load (&abort_handler)(message);
+}
+
 void replay_set_abort_handler(void (*handler)(const char *message))
 {
     atomic_store(&abort_handler, handler != NULL ? handler : default_abort);
@@ -116,6 +121,7 @@ void replay_reset_for_tests(void)
     replay_inventory_reset_for_tests();
     replay_records_reset_for_tests();
     replay_loop_reset_for_tests();
+    replay_span_reset_for_tests();
     replay_settings settings;
     replay_settings_default(&settings);
     replay_settings_apply(&settings);
@@ -524,6 +530,13 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         return;
     }
     replay_thread_state *thread = replay_thread();
+    if (replay_span_recording()) {
+        /* Part of a span this thread records: it holds the gate itself. */
+        replay_span_record_launch(
+            request, atomic_fetch_add(&next_launch_id, 1),
+            replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : ""));
+        return;
+    }
     if (thread->loop_depth > 0) {
         /* A launch from a tool callback or a relaunch: runs once, ungated. */
         return;

@@ -10,6 +10,7 @@
 #include "replay/replay_internal.h"
 
 #include "core/capability.h"
+#include "core/log.h"
 #include "store/store_replay.h"
 
 #include <pthread.h>
@@ -21,6 +22,7 @@ static size_t queue_head;
 static size_t queue_count;
 static uint64_t queue_dropped;
 static uint64_t queue_dropped_total;
+static uint64_t write_failures; /* records the store refused */
 
 void replay_record_queue(replay_record *record)
 {
@@ -62,7 +64,16 @@ void replay_write_records(struct store *database, int64_t pid)
     do {
         count = replay_records_take(records, 64, &dropped);
         if (count > 0) {
-            store_write_replay_records(database, pid, (replay_record *const *)records, count);
+            if (store_write_replay_records(database, pid, (replay_record *const *)records, count) !=
+                FLARE_OK) {
+                CORE_LOG_ONCE("replay.store", CORE_LOG_ERROR,
+                              "replay: %zu records could not be stored: %s", count,
+                              store_last_error(database));
+                pthread_mutex_lock(&queue_lock);
+                write_failures += count;
+                pthread_mutex_unlock(&queue_lock);
+                core_drops_set("replay", "records (store write failed)", write_failures);
+            }
             for (size_t index = 0; index < count; index++) {
                 free(records[index]);
             }
@@ -87,6 +98,6 @@ void replay_records_reset_for_tests(void)
         }
     } while (count == 64);
     pthread_mutex_lock(&queue_lock);
-    queue_dropped = queue_dropped_total = 0;
+    queue_dropped = queue_dropped_total = write_failures = 0;
     pthread_mutex_unlock(&queue_lock);
 }

@@ -65,6 +65,7 @@ static regex_t selection_regex;
 static uint64_t selection_launch;
 static uint64_t selection_every;
 static uint64_t selection_matches_seen;
+static bool selection_spans_only; /* --range: no launch is replayed on its own */
 static char selection_metric_storage[2048];
 static const char *selection_metric_names[REPLAY_RECORD_METRIC_MAX];
 static size_t selection_metric_count;
@@ -191,6 +192,17 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     if (split_metrics(list, storage, sizeof storage, names, &count, error, error_size) != 0) {
         return FLARE_ERR_INVALID_ARGUMENT;
     }
+    if ((selection->range_name[0] != '\0' || selection->api_spans_only) &&
+        (selection->kernel_regex[0] != '\0' || selection->launch != 0 || selection->every != 0)) {
+        snprintf(error, error_size,
+                 "--range and --range-api replay whole spans; they exclude --kernel, --launch "
+                 "and --every");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (selection->occurrence != 0 && selection->range_name[0] == '\0') {
+        snprintf(error, error_size, "--occurrence needs --range");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
     regex_t compiled;
     bool has_regex = selection->kernel_regex[0] != '\0';
     if (has_regex) {
@@ -214,6 +226,8 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     }
     selection_launch = selection->launch;
     selection_every = selection->every;
+    selection_spans_only = selection->range_name[0] != '\0' || selection->api_spans_only;
+    replay_span_select_range(selection->range_name, selection->occurrence);
     selection_matches_seen = 0;
     memcpy(selection_metric_storage, storage, sizeof storage);
     for (size_t index = 0; index < count; index++) {
@@ -232,7 +246,7 @@ bool replay_selection_matches(const char *kernel_name)
 {
     pthread_mutex_lock(&selection_lock);
     bool wanted = false;
-    if (selection_installed &&
+    if (selection_installed && !selection_spans_only &&
         (!selection_has_regex || regexec(&selection_regex, kernel_name, 0, NULL, 0) == 0)) {
         uint64_t ordinal = ++selection_matches_seen;
         if (selection_launch != 0) {
@@ -277,8 +291,11 @@ static int parse_scaled(const char *variable, const char *text, const char *cons
 {
     char *end = NULL;
     errno = 0;
-    double value = strtod(text, &end);
-    if (end == text || errno != 0 || !(value > 0)) {
+    /* Plain decimal only: strtod would also take spaces, hex and "inf". */
+    bool decimal =
+        ((text[0] >= '0' && text[0] <= '9') || text[0] == '.') && strpbrk(text, "xX") == NULL;
+    double value = decimal ? strtod(text, &end) : 0;
+    if (!decimal || end == text || errno != 0 || !(value > 0)) {
         snprintf(error, error_size, "%s=\"%s\": expected a positive number with a unit", variable,
                  text);
         return -1;
@@ -286,6 +303,10 @@ static int parse_scaled(const char *variable, const char *text, const char *cons
     for (size_t index = 0; index < unit_count; index++) {
         if (strcmp(end, units[index]) == 0) {
             double scaled = value * (double)scales[index];
+            if (scaled < 1) {
+                snprintf(error, error_size, "%s=\"%s\": rounds to zero", variable, text);
+                return -1;
+            }
             if (scaled >= 1.8e19) {
                 snprintf(error, error_size, "%s=\"%s\": too large", variable, text);
                 return -1;
@@ -330,6 +351,9 @@ int replay_selection_from_environment(char *error, size_t error_size)
     const char *pass = getenv("FLARE_REPLAY_PASS_TIMEOUT");
     const char *budget = getenv("FLARE_REPLAY_FOOTPRINT_BUDGET");
     const char *host_only = getenv("FLARE_REPLAY_HOST_SHADOW");
+    const char *range = getenv("FLARE_REPLAY_RANGE");
+    const char *occurrence = getenv("FLARE_REPLAY_OCCURRENCE");
+    const char *api_spans = getenv("FLARE_REPLAY_RANGE_API");
 
     replay_settings settings;
     replay_settings_default(&settings);
@@ -352,7 +376,8 @@ int replay_selection_from_environment(char *error, size_t error_size)
         }
         settings.allow_device_shadow = strcmp(host_only, "1") != 0;
     }
-    if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL) {
+    if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL &&
+        range == NULL && occurrence == NULL && api_spans == NULL) {
         replay_settings_apply(&settings);
         return FLARE_OK;
     }
@@ -370,6 +395,25 @@ int replay_selection_from_environment(char *error, size_t error_size)
          parse_count("FLARE_REPLAY_LAUNCH", launch, &selection.launch, error, error_size) != 0) ||
         (every != NULL &&
          parse_count("FLARE_REPLAY_EVERY", every, &selection.every, error, error_size) != 0)) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (range != NULL) {
+        if (range[0] == '\0' || strlen(range) >= sizeof selection.range_name) {
+            snprintf(error, error_size, "FLARE_REPLAY_RANGE must be 1 to %zu characters",
+                     sizeof selection.range_name - 1);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        snprintf(selection.range_name, sizeof selection.range_name, "%s", range);
+    }
+    if (api_spans != NULL) {
+        if (strcmp(api_spans, "1") != 0) {
+            snprintf(error, error_size, "FLARE_REPLAY_RANGE_API=\"%s\": expected 1", api_spans);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        selection.api_spans_only = 1;
+    }
+    if (occurrence != NULL && parse_count("FLARE_REPLAY_OCCURRENCE", occurrence,
+                                          &selection.occurrence, error, error_size) != 0) {
         return FLARE_ERR_INVALID_ARGUMENT;
     }
     if (metrics != NULL) {
@@ -445,6 +489,7 @@ void replay_selection_reset_for_tests(void)
         atomic_fetch_sub(&replay_configured_count, 1);
     }
     selection_launch = selection_every = selection_matches_seen = 0;
+    selection_spans_only = false;
     selection_metric_count = 0;
     memset(launch_index_slots, 0, sizeof launch_index_slots);
     pthread_mutex_unlock(&selection_lock);

@@ -36,8 +36,11 @@ typedef struct buffer_args {
     size_t count;
 } buffer_args;
 
+static atomic_int rmw_invocations;
+
 static void rmw_kernel(const flare_sim_launch *launch)
 {
+    atomic_fetch_add(&rmw_invocations, 1);
     const buffer_args *args = launch->args;
     for (size_t index = 0; index < args->count; index++) {
         args->values[index] = args->values[index] * 3 + 1;
@@ -135,6 +138,10 @@ typedef struct test_tool {
     atomic_uint_fast64_t finished_ns;
 } test_tool;
 
+/* Two threads may share a tool (the two-device tests): callbacks update it
+ * under one lock. Sleeps and launches happen outside it. */
+static pthread_mutex_t tool_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static uint32_t tool_decide(const flare_replay_launch *launch, void *user)
 {
     test_tool *tool = user;
@@ -147,6 +154,7 @@ static uint32_t tool_decide(const flare_replay_launch *launch, void *user)
 static void tool_enter(const flare_replay_launch *launch, const flare_replay_pass *pass, void *user)
 {
     test_tool *tool = user;
+    pthread_mutex_lock(&tool_lock);
     if (tool->enters < 64) {
         tool->launch_ids[tool->enters] = launch->launch_id;
         tool->pass_indexes[tool->enters] = pass->pass;
@@ -156,6 +164,7 @@ static void tool_enter(const flare_replay_launch *launch, const flare_replay_pas
     if (tool->toggle_pass != 0 && (int)pass->pass == tool->toggle_pass) {
         assert_int_equal(flare_replay_context_set_active(tool->toggle_context, 0), FLARE_OK);
     }
+    pthread_mutex_unlock(&tool_lock);
     if (tool->sleep_ms_in_enter > 0 && pass->pass >= 1) {
         struct timespec pause = {0, (long)tool->sleep_ms_in_enter * 1000000L};
         nanosleep(&pause, NULL);
@@ -177,6 +186,7 @@ static void tool_exit(const flare_replay_launch *launch, const flare_replay_pass
 {
     (void)launch;
     test_tool *tool = user;
+    pthread_mutex_lock(&tool_lock);
     if (*pass->pass_data != (void *)(uintptr_t)(1000 + pass->pass)) {
         tool->pass_data_mismatch++;
     }
@@ -185,6 +195,7 @@ static void tool_exit(const flare_replay_launch *launch, const flare_replay_pass
     }
     assert_true(pass->end_ns >= pass->start_ns);
     tool->exits++;
+    pthread_mutex_unlock(&tool_lock);
 }
 
 static int tool_continue(const flare_replay_launch *launch, const flare_replay_pass *pass,
@@ -192,8 +203,11 @@ static int tool_continue(const flare_replay_launch *launch, const flare_replay_p
 {
     (void)launch;
     test_tool *tool = user;
+    pthread_mutex_lock(&tool_lock);
     tool->continues++;
-    return !(tool->stop_after != 0 && (int)pass->pass + 1 >= tool->stop_after);
+    int more = !(tool->stop_after != 0 && (int)pass->pass + 1 >= tool->stop_after);
+    pthread_mutex_unlock(&tool_lock);
+    return more;
 }
 
 static void tool_finished(const flare_replay_launch *launch, uint32_t passes_run,
@@ -201,10 +215,12 @@ static void tool_finished(const flare_replay_launch *launch, uint32_t passes_run
 {
     (void)launch;
     test_tool *tool = user;
+    pthread_mutex_lock(&tool_lock);
     tool->finishes++;
     tool->last_passes_run = passes_run;
     snprintf(tool->last_reason, sizeof tool->last_reason, "%s", reason != NULL ? reason : "");
     atomic_store(&tool->finished_ns, core_now_ns());
+    pthread_mutex_unlock(&tool_lock);
 }
 
 static int register_tool(test_tool *tool)
@@ -903,6 +919,245 @@ static void test_devices_replay_concurrently(void **state)
     assert_true(a_end <= b_begin || b_end <= a_begin);
 }
 
+/* ---- Range replay (spans) ---- */
+
+static void select_span_metrics(const char *range, uint64_t occurrence)
+{
+    replay_set_metric_collector(sim_replay_collector());
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    selection.api_spans_only = range == NULL;
+    snprintf(selection.metrics, sizeof selection.metrics,
+             "launch__grid_size,launch__thread_count,gpu__time_duration.sum");
+    if (range != NULL) {
+        snprintf(selection.range_name, sizeof selection.range_name, "%s", range);
+        selection.occurrence = occurrence;
+    }
+    char error[256];
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+}
+
+/* One step: upload host values, rmw then increment the same buffer (order
+ * matters), memset a second buffer. */
+static void run_step(flare_sim_stream *stream, uint64_t *device_values, uint64_t *other,
+                     uint64_t *host)
+{
+    assert_int_equal(flare_sim_memcpy_async(stream, device_values, host, 4 * sizeof(uint64_t)),
+                     FLARE_OK);
+    buffer_args args = {.values = device_values, .count = 4};
+    uint32_t grid[3] = {4, 2, 1};
+    uint32_t block[3] = {32, 1, 1};
+    assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, grid, block, &args, sizeof args),
+                     FLARE_OK);
+    assert_int_equal(flare_sim_launch_kernel(stream, increment_id, one, one, &args, sizeof args),
+                     FLARE_OK);
+    assert_int_equal(flare_sim_memset_async(stream, other, 7, 16), FLARE_OK);
+}
+
+static void test_span_replays_in_order(void **state)
+{
+    (void)state;
+    select_span_metrics(NULL, 0);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL, *other = NULL;
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    memset(other, 0, 16);
+    uint64_t host[4] = {1, 2, 3, 4};
+    atomic_store(&rmw_invocations, 0);
+    assert_int_equal(flare_replay_range_end(), FLARE_ERR_STATE);
+    assert_int_equal(flare_replay_range_begin(""), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_ERR_STATE);
+    run_step(stream, memory, other, host);
+    /* The program reuses its host buffer before the span ends: the replay
+     * passes must upload what the first run uploaded. */
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    for (int index = 0; index < 4; index++) {
+        host[index] = 999;
+    }
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    for (int index = 0; index < 4; index++) {
+        assert_int_equal(((uint64_t *)memory)[index], apply_rmw((uint64_t)index + 1, 1) + 1);
+    }
+    assert_int_equal(((unsigned char *)other)[15], 7);
+    /* 3 metrics at 2 per pass: 2 passes, so rmw ran twice. */
+    assert_int_equal(atomic_load(&rmw_invocations), 2);
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 3);
+    replay_record *rmw = records[0], *increment = records[1], *span = records[2];
+    assert_int_equal(span->is_span, 1);
+    assert_string_equal(span->kernel_name, "step");
+    assert_int_equal(span->declined, 0);
+    assert_int_equal(span->passes_run, 2);
+    assert_int_equal(span->span_kernels, 2);
+    assert_int_equal(span->span_copies, 2);
+    assert_int_equal(span->snapshot_bytes, 4 * sizeof(uint64_t) + 16);
+    assert_string_equal(rmw->kernel_name, "rmw");
+    assert_string_equal(increment->kernel_name, "increment");
+    assert_int_equal(rmw->span_id, span->span_id);
+    assert_int_equal(increment->span_id, span->span_id);
+    assert_true(increment->launch_id > rmw->launch_id);
+    assert_int_equal(rmw->metric_count, 3);
+    assert_true(rmw->metric_values[0] == 8.0);        /* grid 4 x 2 x 1 */
+    assert_true(rmw->metric_values[1] == 8.0 * 32.0); /* threads */
+    assert_true(isnan(rmw->metric_values[2]));
+    assert_true(increment->metric_values[0] == 1.0);
+    free_records(records, count);
+    destroy(stream, memory);
+    flare_sim_free(other);
+}
+
+static void test_span_declines(void **state)
+{
+    (void)state;
+    select_span_metrics(NULL, 0);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL, *other = NULL;
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    const char *expected[] = {"memory allocated inside the span", "device-to-host copy",
+                              "uses devices 0 and 1"};
+    for (int variant = 0; variant < 3; variant++) {
+        uint64_t host[4] = {1, 2, 3, 4};
+        atomic_store(&rmw_invocations, 0);
+        assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+        run_step(stream, memory, other, host);
+        void *extra = NULL;
+        flare_sim_stream *second = NULL;
+        uint64_t back[4];
+        if (variant == 0) {
+            assert_int_equal(flare_sim_malloc(0, 8, &extra), FLARE_OK);
+        } else if (variant == 1) {
+            assert_int_equal(flare_sim_memcpy_async(stream, back, memory, sizeof back), FLARE_OK);
+        } else {
+            assert_int_equal(flare_sim_stream_create(1, &second), FLARE_OK);
+            assert_int_equal(flare_sim_memset_async(second, other, 0, 1), FLARE_OK);
+        }
+        assert_int_equal(flare_replay_range_end(), FLARE_OK);
+        assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+        /* Ran once, result intact. */
+        assert_int_equal(atomic_load(&rmw_invocations), 1);
+        for (int index = 0; index < 4; index++) {
+            assert_int_equal(((uint64_t *)memory)[index], apply_rmw((uint64_t)index + 1, 1) + 1);
+        }
+        replay_record *records[8];
+        size_t count = take_records(records, 8);
+        assert_true(count >= 1);
+        replay_record *span = records[count - 1];
+        assert_int_equal(span->is_span, 1);
+        assert_int_equal(span->declined, 1);
+        assert_non_null(strstr(span->reason, expected[variant]));
+        free_records(records, count);
+        if (extra != NULL) {
+            flare_sim_free(extra);
+        }
+        if (second != NULL) {
+            assert_int_equal(flare_sim_stream_destroy(second), FLARE_OK);
+        }
+    }
+    destroy(stream, memory);
+    flare_sim_free(other);
+}
+
+typedef struct span_sibling {
+    uint64_t *values;
+    int launches;
+} span_sibling;
+
+static void *span_sibling_thread(void *argument)
+{
+    span_sibling *sibling = argument;
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    buffer_args args = {.values = sibling->values, .count = 1};
+    for (int launch = 0; launch < sibling->launches; launch++) {
+        assert_int_equal(
+            flare_sim_launch_kernel(stream, increment_id, one, one, &args, sizeof args), FLARE_OK);
+    }
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+    return NULL;
+}
+
+static void test_span_siblings_not_reverted(void **state)
+{
+    (void)state;
+    enum { SPANS = 200, SIBLING_LAUNCHES = 5000 };
+    select_span_metrics(NULL, 0);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL, *other = NULL, *sibling_memory = NULL;
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, sizeof(uint64_t), &sibling_memory), FLARE_OK);
+    *(uint64_t *)sibling_memory = 0;
+    span_sibling sibling = {.values = sibling_memory, .launches = SIBLING_LAUNCHES};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, span_sibling_thread, &sibling), 0);
+    for (int span = 0; span < SPANS; span++) {
+        uint64_t host[4] = {1, 2, 3, 4};
+        assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+        run_step(stream, memory, other, host);
+        assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    }
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    pthread_join(thread, NULL);
+    assert_int_equal(*(uint64_t *)sibling_memory, SIBLING_LAUNCHES);
+    assert_int_equal(((uint64_t *)memory)[2], apply_rmw(3, 1) + 1);
+    replay_stats stats;
+    replay_stats_get(&stats);
+    assert_int_equal(stats.replays, SPANS);
+    assert_int_equal(stats.passes, 2 * SPANS);
+    destroy(stream, memory);
+    flare_sim_free(other);
+    flare_sim_free(sibling_memory);
+}
+
+static void test_span_selected_by_scope_name(void **state)
+{
+    (void)state;
+    select_span_metrics("step", 2);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL, *other = NULL;
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    /* Launches outside spans are not replayed on their own under --range. */
+    for (int step = 1; step <= 3; step++) {
+        uint64_t host[4] = {1, 2, 3, 4};
+        atomic_store(&rmw_invocations, 0);
+        replay_span_scope_enter("step");
+        replay_span_scope_enter("inner");
+        if (step == 2) {
+            /* Inside the span a nested scope of the same name does not end it. */
+            replay_span_scope_enter("step");
+        }
+        run_step(stream, memory, other, host);
+        if (step == 2) {
+            replay_span_scope_exit("step");
+        }
+        assert_int_equal(replay_span_recording(), step == 2);
+        replay_span_scope_exit("inner");
+        replay_span_scope_exit("step");
+        assert_false(replay_span_recording());
+        assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+        assert_int_equal(atomic_load(&rmw_invocations), step == 2 ? 2 : 1);
+    }
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 3);
+    assert_int_equal(records[2]->is_span, 1);
+    assert_int_equal(records[2]->launch_index, 2);
+    free_records(records, count);
+    destroy(stream, memory);
+    flare_sim_free(other);
+}
+
 int main(void)
 {
     if (flare_sim_configure(2) != FLARE_OK) {
@@ -931,6 +1186,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metric_collection_selection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_and_cooperative_declined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_devices_replay_concurrently, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_replays_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_declines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_siblings_not_reverted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_selected_by_scope_name, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include "replay/replay.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A flare_sim_stream is the backend's stream under its public name; the
@@ -60,6 +61,9 @@ FLARE_API int flare_sim_stream_destroy(flare_sim_stream *stream)
 
 FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
 {
+    if (replay_span_recording()) {
+        replay_span_decline("memory allocated inside the span");
+    }
     int status = sim_backend()->memory_alloc(device, bytes, out);
     if (status == FLARE_OK) {
         replay_inventory_add(device, (uintptr_t)*out, bytes, REPLAY_ALLOCATION_DEVICE);
@@ -70,6 +74,9 @@ FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
 FLARE_API int flare_sim_free(void *pointer)
 {
     sim_state_ensure();
+    if (replay_span_recording()) {
+        replay_span_decline("memory freed inside the span");
+    }
     /* A free while the device replays would let a restore write freed
      * memory: it waits at the gate like any other device work. */
     int device = replay_configured() ? replay_inventory_device_of((uintptr_t)pointer) : -1;
@@ -91,6 +98,104 @@ static int relaunch(void *context)
 {
     const sim_relaunch *relaunch_context = context;
     return sim_backend()->launch(relaunch_context->stream, relaunch_context->launch);
+}
+
+/* ---- Range replay: deep copies of a span's work ---- */
+
+typedef struct sim_recorded_work {
+    backend_work_kind kind;
+    backend_stream *stream;
+    backend_launch launch; /* kernels; launch.args points at payload */
+    void *destination;     /* copies and memsets */
+    const void *source;    /* copies: the device source, or payload for host sources */
+    size_t bytes;
+    int value;
+    backend_copy_kind copy_kind;
+    unsigned char payload[]; /* kernel arguments, or host-to-device source bytes */
+} sim_recorded_work;
+
+static int reissue(void *data)
+{
+    sim_recorded_work *work = data;
+    switch (work->kind) {
+    case BACKEND_WORK_KERNEL:
+        return sim_backend()->launch(work->stream, &work->launch);
+    case BACKEND_WORK_COPY:
+        return sim_backend()->copy_async(work->stream, work->destination, work->source, work->bytes,
+                                         work->copy_kind);
+    case BACKEND_WORK_MEMSET:
+        return sim_backend()->memset_async(work->stream, work->destination, work->value,
+                                           work->bytes);
+    }
+    return FLARE_ERR_INVALID_ARGUMENT;
+}
+
+static sim_recorded_work *recorded_work_new(backend_work_kind kind, backend_stream *stream,
+                                            size_t payload_size, replay_span_work *out)
+{
+    sim_recorded_work *work = calloc(1, sizeof *work + payload_size);
+    if (work == NULL) {
+        return NULL;
+    }
+    work->kind = kind;
+    work->stream = stream;
+    *out = (replay_span_work){.kind = kind == BACKEND_WORK_KERNEL ? REPLAY_WORK_KERNEL
+                                      : kind == BACKEND_WORK_COPY ? REPLAY_WORK_COPY
+                                                                  : REPLAY_WORK_MEMSET,
+                              .stream = stream,
+                              .stream_id = sim_backend()->stream_id(stream),
+                              .reissue = reissue,
+                              .release = free,
+                              .data = work};
+    return work;
+}
+
+static int capture_launch(void *context, replay_span_work *out)
+{
+    const sim_relaunch *relaunch_context = context;
+    const backend_launch *launch = relaunch_context->launch;
+    sim_recorded_work *work =
+        recorded_work_new(BACKEND_WORK_KERNEL, relaunch_context->stream, launch->args_size, out);
+    if (work == NULL) {
+        return FLARE_ERR_NO_MEMORY;
+    }
+    work->launch = *launch;
+    if (launch->args_size > 0) {
+        memcpy(work->payload, launch->args, launch->args_size);
+        work->launch.args = work->payload;
+    }
+    memcpy(out->grid, launch->grid, sizeof out->grid);
+    memcpy(out->block, launch->block, sizeof out->block);
+    return FLARE_OK;
+}
+
+/* Records a copy or memset the span's thread submits. Host sources are
+ * copied now: the program may reuse its buffer before the replay. */
+static void record_span_work(backend_stream *stream, backend_work_kind kind, void *destination,
+                             const void *source, size_t bytes, int value,
+                             backend_copy_kind copy_kind)
+{
+    if (kind == BACKEND_WORK_COPY && copy_kind == BACKEND_COPY_DEVICE_TO_HOST) {
+        replay_span_decline("device-to-host copy inside the span (the host may act on it)");
+        return;
+    }
+    bool host_source = kind == BACKEND_WORK_COPY && copy_kind == BACKEND_COPY_HOST_TO_DEVICE;
+    replay_span_work span_work;
+    sim_recorded_work *work = recorded_work_new(kind, stream, host_source ? bytes : 0, &span_work);
+    if (work == NULL) {
+        replay_span_decline("out of host memory recording the span");
+        return;
+    }
+    work->destination = destination;
+    work->source = source;
+    work->bytes = bytes;
+    work->value = value;
+    work->copy_kind = copy_kind;
+    if (host_source) {
+        memcpy(work->payload, source, bytes);
+        work->source = work->payload;
+    }
+    replay_span_record(sim_backend()->stream_device(stream), &span_work);
 }
 
 FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
@@ -115,7 +220,8 @@ FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
                                      .stream_id = sim_backend()->stream_id(target),
                                      .kernel_name = sim_kernel_name(kernel_id),
                                      .relaunch = relaunch,
-                                     .relaunch_context = &relaunch_context};
+                                     .relaunch_context = &relaunch_context,
+                                     .capture = capture_launch};
     memcpy(request.grid, launch.grid, sizeof request.grid);
     memcpy(request.block, launch.block, sizeof request.block);
     replay_launch_state state;
@@ -145,6 +251,9 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
         kind = BACKEND_COPY_DEVICE_TO_HOST;
     }
     backend_stream *target = backend_stream_of(stream);
+    if (target != NULL && replay_span_recording()) {
+        record_span_work(target, BACKEND_WORK_COPY, destination, source, bytes, 0, kind);
+    }
     int device = gated_device(target);
     int token = replay_gate_enter(device);
     int status = sim_backend()->copy_async(target, destination, source, bytes, kind);
@@ -156,6 +265,10 @@ FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination
                                      size_t bytes)
 {
     backend_stream *target = backend_stream_of(stream);
+    if (target != NULL && replay_span_recording()) {
+        record_span_work(target, BACKEND_WORK_MEMSET, destination, NULL, bytes, value,
+                         BACKEND_COPY_UNKNOWN);
+    }
     int device = gated_device(target);
     int token = replay_gate_enter(device);
     int status = sim_backend()->memset_async(target, destination, value, bytes);

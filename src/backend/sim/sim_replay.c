@@ -257,12 +257,51 @@ static int collector_finish(const flare_replay_launch *launch, double *values, s
     return FLARE_OK;
 }
 
+/* Spans: launch geometry per kernel; the simulated device keeps no
+ * per-kernel timings inside a pass, so time and hardware metrics are NULL. */
+static int collector_finish_ranges(const flare_replay_launch *span,
+                                   const flare_replay_launch *ranges, size_t range_count,
+                                   double *values, size_t metric_count, char *reason,
+                                   size_t reason_size)
+{
+    (void)span;
+    sim_collection *collection = thread_collection();
+    bool unavailable = false;
+    for (size_t range = 0; range < range_count; range++) {
+        double grid = (double)ranges[range].grid[0] * ranges[range].grid[1] * ranges[range].grid[2];
+        double block =
+            (double)ranges[range].block[0] * ranges[range].block[1] * ranges[range].block[2];
+        for (size_t metric = 0; metric < metric_count && metric < collection->metric_count;
+             metric++) {
+            const char *name = collection->names[metric];
+            double *value = &values[range * metric_count + metric];
+            if (strcmp(name, "launch__grid_size") == 0) {
+                *value = grid;
+            } else if (strcmp(name, "launch__block_size") == 0) {
+                *value = block;
+            } else if (strcmp(name, "launch__thread_count") == 0) {
+                *value = grid * block;
+            } else {
+                *value = NAN;
+                unavailable = true;
+            }
+        }
+    }
+    if (unavailable) {
+        snprintf(reason, reason_size,
+                 "per-kernel time and hardware metrics are not available on the simulated device "
+                 "(stored as NULL)");
+    }
+    return FLARE_OK;
+}
+
 static const replay_metric_collector sim_collector = {
     .name = "sim-metrics",
     .prepare = collector_prepare,
     .pass_begin = collector_pass_begin,
     .pass_end = collector_pass_end,
     .finish = collector_finish,
+    .finish_ranges = collector_finish_ranges,
 };
 
 const replay_metric_collector *sim_replay_collector(void)

@@ -1,0 +1,669 @@
+/*
+ * replay_span.c: range replay: record a span of one thread's work on its
+ * first run, then restore and re-issue it once per further pass, so the
+ * metric collector's per-pass set-up is paid once per pass for every kernel
+ * of the span instead of once per pass per kernel.
+ *
+ * The recording thread holds the device's writer gate from the span's first
+ * piece of work to its last pass, so no other thread's work lands between
+ * snapshot and restore (and none is ever reverted). A span never guesses:
+ * anything it cannot re-issue faithfully declines it, the program's own run
+ * stands, and the reason is recorded. Once a replay pass has started,
+ * failure aborts like a kernel replay's (memory would be wrong).
+ */
+#include "replay/replay_internal.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SPAN_WORK_MAX 65536 /* recorded pieces of work; beyond: declined */
+
+typedef struct span_state {
+    replay_record *record; /* the span's own record */
+    flare_replay_launch span_launch;
+    int device; /* -1 until the first piece of work */
+    bool holding_writer;
+    bool declined;
+    replay_settings settings;
+    const replay_device_ops *ops;
+    const replay_metric_collector *collector;
+    uint32_t collector_passes;
+    bool collector_pass_open;
+    const char *const *metric_names;
+    size_t metric_count;
+    replay_span_work *work;
+    size_t work_count;
+    size_t work_capacity;
+    flare_replay_launch *kernels; /* one per recorded kernel, in order */
+    replay_record **kernel_records;
+    size_t kernel_count;
+    replay_allocation *allocations;
+    long allocation_count;
+    void **shadows;
+    uint32_t pass;
+    uint64_t pass_start_ns;
+} span_state;
+
+static _Thread_local span_state *thread_span;
+static atomic_uint_fast64_t next_span_id = 1;
+
+bool replay_span_recording(void)
+{
+    return thread_span != NULL && !thread_span->declined;
+}
+
+static void release_work(span_state *span)
+{
+    for (size_t index = 0; index < span->work_count; index++) {
+        if (span->work[index].release != NULL) {
+            span->work[index].release(span->work[index].data);
+        }
+    }
+    free(span->work);
+    span->work = NULL;
+    span->work_count = 0;
+}
+
+static void release_shadows(span_state *span)
+{
+    if (span->shadows != NULL) {
+        for (long index = 0; index < span->allocation_count; index++) {
+            if (span->shadows[index] != NULL) {
+                span->ops->shadow_free(span->device, span->record->shadow_on_device != 0,
+                                       span->shadows[index]);
+            }
+        }
+        free(span->shadows);
+        span->shadows = NULL;
+    }
+    free(span->allocations);
+    span->allocations = NULL;
+}
+
+/* Stops recording: no replay will happen, so the gate goes back at once and
+ * the thread's later work is ordinary again. */
+static void span_decline(span_state *span, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static void span_decline(span_state *span, const char *format, ...)
+{
+    if (span->declined) {
+        return;
+    }
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(span->record->reason, sizeof span->record->reason, format, arguments);
+    va_end(arguments);
+    span->declined = true;
+    span->record->declined = 1;
+    if (span->collector_pass_open) {
+        span->collector->pass_end(&span->span_launch, 0);
+        span->collector_pass_open = false;
+    }
+    release_shadows(span);
+    if (span->holding_writer) {
+        replay_gate_writer_exit(span->device);
+        span->holding_writer = false;
+    }
+    replay_thread()->loop_depth--;
+    core_log(CORE_LOG_INFO, "range replay of %s declined: %s", span->record->kernel_name,
+             span->record->reason);
+}
+
+void replay_span_decline(const char *reason)
+{
+    if (replay_span_recording()) {
+        span_decline(thread_span, "%s", reason);
+    }
+}
+
+int replay_span_begin(const char *name, uint64_t occurrence)
+{
+    if (name == NULL || name[0] == '\0') {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    replay_thread_state *thread = replay_thread();
+    if (thread_span != NULL || thread->loop_depth > 0) {
+        return FLARE_ERR_STATE;
+    }
+    span_state *span = calloc(1, sizeof *span);
+    replay_record *record = calloc(1, sizeof *record);
+    if (span == NULL || record == NULL) {
+        free(span);
+        free(record);
+        return FLARE_ERR_NO_MEMORY;
+    }
+    span->record = record;
+    span->device = -1;
+    span->ops = replay_device_operations();
+    replay_settings_current(&span->settings);
+    record->is_span = 1;
+    record->span_id = atomic_fetch_add(&next_span_id, 1);
+    record->launch_id = record->span_id;
+    record->launch_index = occurrence;
+    record->begin_ns = core_now_ns();
+    record->device = -1;
+    snprintf(record->kernel_name, sizeof record->kernel_name, "%s", name);
+    span->span_launch = (flare_replay_launch){.launch_id = record->span_id,
+                                              .device = -1,
+                                              .kernel_name = record->kernel_name,
+                                              .launch_index = occurrence};
+    thread_span = span;
+    /* The thread's own work passes through gates from now on: it will hold
+     * the writer side itself from its first piece of work. */
+    thread->loop_depth++;
+    if (span->ops == NULL) {
+        span_decline(span, "no device operations for replay on this backend");
+        return FLARE_OK;
+    }
+    span->collector = replay_metric_collector_current();
+    span->metric_count = replay_selection_metrics(&span->metric_names);
+    if (span->collector == NULL || span->collector->finish_ranges == NULL) {
+        span_decline(span, "no metric collector that can collect per-kernel ranges");
+        return FLARE_OK;
+    }
+    if (span->metric_count == 0) {
+        static const char *const default_metrics[] = {"gpu__time_duration.sum"};
+        span->metric_names = default_metrics;
+        span->metric_count = 1;
+    }
+    char reason[256] = "";
+    int passes = span->collector->prepare(&span->span_launch, span->metric_names,
+                                          span->metric_count, reason, sizeof reason);
+    if (passes < 1) {
+        span_decline(span, "metric collection: %s", reason);
+        return FLARE_OK;
+    }
+    span->collector_passes = (uint32_t)passes;
+    record->passes_planned = (uint32_t)passes;
+    snprintf(record->collector, sizeof record->collector, "%s", span->collector->name);
+    record->metric_count = (uint32_t)span->metric_count;
+    for (size_t index = 0; index < span->metric_count; index++) {
+        snprintf(record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s",
+                 span->metric_names[index]);
+    }
+    return FLARE_OK;
+}
+
+/* The span's first piece of work: gate, drains, snapshot, pass 0 opens. */
+static bool span_start_on_device(span_state *span, int device)
+{
+    span->device = device;
+    span->record->device = device;
+    span->span_launch.device = device;
+    char limit[32];
+    snprintf(limit, sizeof limit, "%.3g ms", (double)span->settings.drain_timeout_ns / 1e6);
+    uint64_t started = core_now_ns();
+    if (replay_gate_writer_enter(device, span->settings.drain_timeout_ns) != FLARE_OK) {
+        span_decline(span, "device drain stuck: the gate of device %d stayed busy for %s", device,
+                     limit);
+        return false;
+    }
+    span->holding_writer = true;
+    if (span->ops->device_drain(device, span->settings.drain_timeout_ns) != FLARE_OK) {
+        span_decline(span, "device drain stuck: device %d still had work after %s", device, limit);
+        return false;
+    }
+    span->record->drain_ns = core_now_ns() - started;
+    char untracked[256];
+    span->allocation_count =
+        replay_inventory_copy(device, &span->allocations, untracked, sizeof untracked);
+    if (untracked[0] != '\0') {
+        span_decline(span, "untracked memory: %.200s", untracked);
+        return false;
+    }
+    if (span->allocation_count < 0) {
+        span->allocation_count = 0;
+        span_decline(span, "snapshot failed: out of host memory");
+        return false;
+    }
+    uint64_t footprint = 0;
+    for (long index = 0; index < span->allocation_count; index++) {
+        footprint += span->allocations[index].bytes;
+    }
+    if (footprint > span->settings.footprint_budget) {
+        span_decline(span,
+                     "footprint budget: %" PRIu64 " bytes tracked on device %d, budget %" PRIu64,
+                     footprint, device, span->settings.footprint_budget);
+        return false;
+    }
+    span->shadows = calloc((size_t)(span->allocation_count > 0 ? span->allocation_count : 1),
+                           sizeof *span->shadows);
+    if (span->shadows == NULL) {
+        span_decline(span, "snapshot failed: out of host memory");
+        return false;
+    }
+    bool on_device = span->settings.allow_device_shadow;
+    if (on_device && span->ops->device_memory_free != NULL) {
+        size_t free_bytes = span->ops->device_memory_free(device);
+        size_t reserve = free_bytes / 8 > (256u << 20) ? free_bytes / 8 : (256u << 20);
+        on_device = free_bytes > reserve && footprint <= free_bytes - reserve;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        bool failed = false;
+        for (long index = 0; index < span->allocation_count && !failed; index++) {
+            failed = span->ops->shadow_alloc(device, on_device, span->allocations[index].bytes,
+                                             &span->shadows[index]) != FLARE_OK;
+            if (failed) {
+                span->shadows[index] = NULL;
+            }
+        }
+        span->record->shadow_on_device = on_device ? 1 : 0;
+        if (!failed) {
+            break;
+        }
+        for (long index = 0; index < span->allocation_count; index++) {
+            if (span->shadows[index] != NULL) {
+                span->ops->shadow_free(device, on_device, span->shadows[index]);
+                span->shadows[index] = NULL;
+            }
+        }
+        if (!on_device) {
+            span_decline(span,
+                         "footprint budget: neither device nor pinned host memory holds a %" PRIu64
+                         "-byte snapshot",
+                         footprint);
+            return false;
+        }
+        on_device = false;
+    }
+    started = core_now_ns();
+    for (long index = 0; index < span->allocation_count; index++) {
+        const replay_allocation *allocation = &span->allocations[index];
+        int status =
+            span->ops->copy(device, span->shadows[index], (const void *)allocation->address,
+                            allocation->bytes, span->settings.pass_timeout_ns);
+        if (status != FLARE_OK) {
+            span_decline(span, "snapshot failed: copying allocation 0x%" PRIxPTR ": %s",
+                         allocation->address, flare_strerror(status));
+            return false;
+        }
+    }
+    span->record->snapshot_ns = core_now_ns() - started;
+    span->record->snapshot_bytes = footprint;
+    span->collector_pass_open = span->collector->pass_begin(&span->span_launch, 0) == FLARE_OK;
+    span->pass_start_ns = core_now_ns();
+    return true;
+}
+
+static void append_work(span_state *span, const replay_span_work *work)
+{
+    if (span->work_count == SPAN_WORK_MAX) {
+        if (work->release != NULL) {
+            work->release(work->data);
+        }
+        span_decline(span, "more than %d pieces of work in the span", SPAN_WORK_MAX);
+        return;
+    }
+    if (span->work_count == span->work_capacity) {
+        size_t capacity = span->work_capacity != 0 ? span->work_capacity * 2 : 64;
+        replay_span_work *grown = realloc(span->work, capacity * sizeof *grown);
+        if (grown == NULL) {
+            if (work->release != NULL) {
+                work->release(work->data);
+            }
+            span_decline(span, "out of host memory recording the span");
+            return;
+        }
+        span->work = grown;
+        span->work_capacity = capacity;
+    }
+    span->work[span->work_count++] = *work;
+}
+
+void replay_span_record(int device, const replay_span_work *work)
+{
+    span_state *span = thread_span;
+    if (span == NULL || span->declined) {
+        if (work->release != NULL) {
+            work->release(work->data);
+        }
+        return;
+    }
+    if (span->device < 0 && !span_start_on_device(span, device)) {
+        if (work->release != NULL) {
+            work->release(work->data);
+        }
+        return;
+    }
+    if (device != span->device) {
+        if (work->release != NULL) {
+            work->release(work->data);
+        }
+        span_decline(span, "the span uses devices %d and %d; spans stay on one device",
+                     span->device, device);
+        return;
+    }
+    append_work(span, work);
+    if (span->declined) {
+        return;
+    }
+    if (work->kind == REPLAY_WORK_KERNEL) {
+        span->record->span_kernels++;
+    } else {
+        span->record->span_copies++;
+    }
+}
+
+/* Called from replay_launch_begin on a recording thread. */
+void replay_span_record_launch(const replay_launch_request *request, uint64_t launch_id,
+                               uint64_t launch_index)
+{
+    span_state *span = thread_span;
+    if (request->from_graph) {
+        span_decline(span, "CUDA graph launch inside the span");
+        return;
+    }
+    if (request->unsupported_kind) {
+        span_decline(span, "cooperative or device-side launch inside the span");
+        return;
+    }
+    if (request->capture == NULL) {
+        span_decline(span, "launches of this backend cannot be recorded");
+        return;
+    }
+    replay_span_work work = {0};
+    if (request->capture(request->relaunch_context, &work) != FLARE_OK) {
+        span_decline(span, "could not record the launch of %s",
+                     request->kernel_name != NULL ? request->kernel_name : "(unknown)");
+        return;
+    }
+    size_t before = span->work_count;
+    replay_span_record(request->device, &work);
+    if (span->declined || span->work_count == before) {
+        return;
+    }
+    /* One result record per kernel, keyed to the id the program saw. */
+    flare_replay_launch *kernels =
+        realloc(span->kernels, (span->kernel_count + 1) * sizeof *kernels);
+    replay_record **records =
+        realloc(span->kernel_records, (span->kernel_count + 1) * sizeof *records);
+    if (kernels != NULL) {
+        span->kernels = kernels;
+    }
+    if (records != NULL) {
+        span->kernel_records = records;
+    }
+    replay_record *record = calloc(1, sizeof *record);
+    if (kernels == NULL || records == NULL || record == NULL) {
+        free(record);
+        span_decline(span, "out of host memory recording the span");
+        return;
+    }
+    record->launch_id = launch_id;
+    record->device = request->device;
+    record->stream_id = request->stream_id;
+    snprintf(record->kernel_name, sizeof record->kernel_name, "%s",
+             request->kernel_name != NULL ? request->kernel_name : "(unknown)");
+    record->launch_index = launch_index;
+    record->span_id = span->record->span_id;
+    flare_replay_launch *kernel = &span->kernels[span->kernel_count];
+    *kernel = (flare_replay_launch){.launch_id = launch_id,
+                                    .device = request->device,
+                                    .stream_id = request->stream_id,
+                                    .kernel_name = record->kernel_name,
+                                    .launch_index = launch_index};
+    memcpy(kernel->grid, request->grid, sizeof kernel->grid);
+    memcpy(kernel->block, request->block, sizeof kernel->block);
+    span->kernel_records[span->kernel_count++] = record;
+}
+
+static void span_fail(span_state *span, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static void span_fail(span_state *span, const char *format, ...)
+{
+    char detail[512];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(detail, sizeof detail, format, arguments);
+    va_end(arguments);
+    char message[1024];
+    snprintf(message, sizeof message,
+             "range replay of %.128s (device %d) failed in pass %u: %s; the program's device "
+             "memory is no longer what it expects, so flare stops it",
+             span->record->kernel_name, span->device, span->pass, detail);
+    snprintf(span->record->reason, sizeof span->record->reason, "aborted: %.240s", detail);
+    core_log(CORE_LOG_ERROR, "%s", message);
+    replay_call_abort_handler(message);
+}
+
+/* Finishes the current pass: waits for the device, closes the collector's
+ * pass, stamps it. False after span_fail. */
+static bool span_pass_finish(span_state *span)
+{
+    int status = span->ops->device_drain(span->device, span->settings.pass_timeout_ns);
+    uint64_t end_ns = core_now_ns();
+    if (status != FLARE_OK) {
+        span_fail(span, "device %d did not finish the pass within %.3g s (%s)", span->device,
+                  (double)span->settings.pass_timeout_ns / 1e9, flare_strerror(status));
+        return false;
+    }
+    if (span->collector_pass_open) {
+        span->collector->pass_end(&span->span_launch, span->pass);
+        span->collector_pass_open = false;
+    }
+    replay_record *record = span->record;
+    if (span->pass < REPLAY_RECORD_PASS_MAX) {
+        record->pass_start_ns[span->pass] = span->pass_start_ns;
+        record->pass_end_ns[span->pass] = end_ns;
+        record->pass_count_kept = span->pass + 1;
+    }
+    record->passes_run = span->pass + 1;
+    replay_stats_add(0, 1, 0, 0, 0);
+    return true;
+}
+
+static bool span_restore(span_state *span)
+{
+    uint64_t started = core_now_ns();
+    for (long index = 0; index < span->allocation_count; index++) {
+        const replay_allocation *allocation = &span->allocations[index];
+        int status =
+            span->ops->copy(span->device, (void *)allocation->address, span->shadows[index],
+                            allocation->bytes, span->settings.pass_timeout_ns);
+        if (status != FLARE_OK) {
+            span_fail(span,
+                      "restore failed part-way: allocation %ld of %ld (0x%" PRIxPTR
+                      ") could not be written back (%s)",
+                      index + 1, span->allocation_count, allocation->address,
+                      flare_strerror(status));
+            return false;
+        }
+        span->record->bytes_restored += allocation->bytes;
+    }
+    span->record->restore_ns += core_now_ns() - started;
+    replay_stats_add(0, 0, 0, 0, span->record->snapshot_bytes);
+    return true;
+}
+
+static void queue_results(span_state *span, bool healthy)
+{
+    replay_record *record = span->record;
+    size_t metric_count = span->metric_count;
+    double *values = NULL;
+    if (healthy && !span->declined && span->kernel_count > 0) {
+        values = malloc(span->kernel_count * metric_count * sizeof *values);
+        char reason[256] = "";
+        if (values == NULL) {
+            snprintf(record->reason, sizeof record->reason, "out of host memory for the results");
+        } else {
+            for (size_t index = 0; index < span->kernel_count * metric_count; index++) {
+                values[index] = NAN;
+            }
+            if (span->collector->finish_ranges(&span->span_launch, span->kernels,
+                                               span->kernel_count, values, metric_count, reason,
+                                               sizeof reason) != FLARE_OK) {
+                snprintf(record->reason, sizeof record->reason, "metric collection: %.200s",
+                         reason);
+            } else if (reason[0] != '\0') {
+                snprintf(record->reason, sizeof record->reason, "%.250s", reason);
+            }
+        }
+    }
+    for (size_t kernel = 0; kernel < span->kernel_count; kernel++) {
+        replay_record *kernel_record = span->kernel_records[kernel];
+        kernel_record->passes_planned = record->passes_planned;
+        kernel_record->passes_run = span->declined ? 1 : record->passes_run;
+        kernel_record->declined = record->declined;
+        snprintf(kernel_record->reason, sizeof kernel_record->reason, "%s", record->reason);
+        kernel_record->begin_ns = record->begin_ns;
+        kernel_record->end_ns = core_now_ns();
+        snprintf(kernel_record->collector, sizeof kernel_record->collector, "%s",
+                 record->collector);
+        if (!span->declined) {
+            kernel_record->metric_count = (uint32_t)metric_count;
+            for (size_t metric = 0; metric < metric_count; metric++) {
+                snprintf(kernel_record->metric_names[metric], REPLAY_METRIC_NAME_MAX, "%s",
+                         record->metric_names[metric]);
+                kernel_record->metric_values[metric] =
+                    values != NULL ? values[kernel * metric_count + metric] : NAN;
+            }
+        }
+        replay_record_queue(kernel_record);
+    }
+    free(values);
+    record->metric_count = 0; /* the span row carries no values of its own */
+    record->end_ns = core_now_ns();
+    if (record->declined) {
+        record->passes_run = 1;
+        replay_stats_add(0, 0, 1, 0, 0);
+    }
+    replay_record_queue(record);
+}
+
+int replay_span_end(void)
+{
+    span_state *span = thread_span;
+    if (span == NULL) {
+        return FLARE_ERR_STATE;
+    }
+    bool healthy = true;
+    if (!span->declined && span->device < 0) {
+        span_decline(span, "the span submitted no device work");
+    }
+    if (!span->declined) {
+        healthy = span_pass_finish(span);
+        replay_stats_add(1, 0, 0, 0, 0);
+        for (span->pass = 1; healthy && span->pass < span->collector_passes; span->pass++) {
+            if (!span_restore(span)) {
+                healthy = false;
+                break;
+            }
+            span->collector_pass_open =
+                span->collector->pass_begin(&span->span_launch, span->pass) == FLARE_OK;
+            span->pass_start_ns = core_now_ns();
+            for (size_t index = 0; index < span->work_count; index++) {
+                int status = span->work[index].reissue(span->work[index].data);
+                if (status != FLARE_OK) {
+                    span_fail(span, "re-issuing piece %zu of %zu of the span failed (%s)",
+                              index + 1, span->work_count, flare_strerror(status));
+                    healthy = false;
+                    break;
+                }
+            }
+            if (healthy) {
+                healthy = span_pass_finish(span);
+            }
+        }
+        release_shadows(span);
+        if (span->holding_writer) {
+            replay_gate_writer_exit(span->device);
+            span->holding_writer = false;
+        }
+        replay_thread()->loop_depth--;
+    }
+    queue_results(span, healthy);
+    release_work(span);
+    release_shadows(span);
+    free(span->kernels);
+    free(span->kernel_records);
+    thread_span = NULL;
+    free(span);
+    return FLARE_OK;
+}
+
+FLARE_API int flare_replay_range_begin(const char *name)
+{
+    if (name == NULL || name[0] == '\0') {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    int status = replay_span_begin(name, 0);
+    if (status == FLARE_OK) {
+        atomic_fetch_add(&replay_configured_count, 1);
+    }
+    return status;
+}
+
+FLARE_API int flare_replay_range_end(void)
+{
+    int status = replay_span_end();
+    if (status == FLARE_OK) {
+        atomic_fetch_sub(&replay_configured_count, 1);
+    }
+    return status;
+}
+
+/* ---- Scope-selected spans ---- */
+
+static pthread_mutex_t range_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int range_selected;
+static char range_name[128];
+static uint64_t range_occurrence;
+static uint64_t range_seen;
+static _Thread_local int span_scope_depth; /* nesting of the span's own name */
+static _Thread_local bool span_from_scope;
+
+void replay_span_select_range(const char *name, uint64_t occurrence)
+{
+    pthread_mutex_lock(&range_lock);
+    snprintf(range_name, sizeof range_name, "%s", name != NULL ? name : "");
+    range_occurrence = occurrence != 0 ? occurrence : 1;
+    range_seen = 0;
+    atomic_store(&range_selected, range_name[0] != '\0');
+    pthread_mutex_unlock(&range_lock);
+}
+
+void replay_span_scope_enter(const char *name)
+{
+    if (!atomic_load_explicit(&range_selected, memory_order_relaxed) || name == NULL) {
+        return;
+    }
+    if (span_from_scope) {
+        if (strcmp(name, thread_span != NULL ? thread_span->record->kernel_name : "") == 0) {
+            span_scope_depth++;
+        }
+        return;
+    }
+    pthread_mutex_lock(&range_lock);
+    bool start = strcmp(name, range_name) == 0 && ++range_seen == range_occurrence;
+    uint64_t occurrence = range_seen;
+    pthread_mutex_unlock(&range_lock);
+    if (start && replay_span_begin(name, occurrence) == FLARE_OK) {
+        span_from_scope = true;
+        span_scope_depth = 1;
+    }
+}
+
+void replay_span_scope_exit(const char *name)
+{
+    if (!span_from_scope || name == NULL || thread_span == NULL ||
+        strcmp(name, thread_span->record->kernel_name) != 0) {
+        return;
+    }
+    if (--span_scope_depth == 0) {
+        span_from_scope = false;
+        replay_span_end();
+    }
+}
+
+void replay_span_reset_for_tests(void)
+{
+    replay_span_select_range(NULL, 0);
+}
