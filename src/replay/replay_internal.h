@@ -69,6 +69,9 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
                                uint64_t launch_index);
 void replay_span_select_range(const char *name, uint64_t occurrence);
 void replay_span_reset_for_tests(void);
+/* Launch and span ids share one counter (replay_loop.c), so a span's pass
+ * rows never collide with a launch's. */
+uint64_t replay_next_id(void);
 /* The abort path shared by kernel and range replay (replay_loop.c). */
 void replay_call_abort_handler(const char *message);
 

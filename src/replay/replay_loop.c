@@ -65,6 +65,11 @@ static void default_abort(const char *message)
 }
 static void (*_Atomic abort_handler)(const char *message) = default_abort;
 
+uint64_t replay_next_id(void)
+{
+    return atomic_fetch_add(&next_launch_id, 1);
+}
+
 void replay_call_abort_handler(const char *message)
 {
     atomic_load (&abort_handler)(message);

@@ -53,7 +53,6 @@ typedef struct span_state {
 } span_state;
 
 static _Thread_local span_state *thread_span;
-static atomic_uint_fast64_t next_span_id = 1;
 
 bool replay_span_recording(void)
 {
@@ -145,7 +144,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     span->ops = replay_device_operations();
     replay_settings_current(&span->settings);
     record->is_span = 1;
-    record->span_id = atomic_fetch_add(&next_span_id, 1);
+    record->span_id = replay_next_id();
     record->launch_id = record->span_id;
     record->launch_index = occurrence;
     record->begin_ns = core_now_ns();
