@@ -884,8 +884,40 @@ typedef struct cuda_launch_frame {
 
 /* One frame per nesting level of launches on this thread (a tool callback
  * inside a pass may launch; flare's own relaunches are not framed). */
-static _Thread_local cuda_launch_frame launch_frames[CUDA_LAUNCH_DEPTH_MAX];
-static _Thread_local int launch_depth;
+/* Per-thread launch state lives on the heap behind one TLS pointer:
+ * libflare uses initial-exec TLS (counters), so every thread-local byte it
+ * declares comes out of the static TLS surplus that a dlopen'ed library
+ * (CUDA injection, Python ctypes) must fit in, a few hundred bytes. */
+typedef struct cuda_launch_thread {
+    cuda_launch_frame frames[CUDA_LAUNCH_DEPTH_MAX];
+    int depth;
+    char last_symbol[512]; /* demangling cache: the last mangled name... */
+    char last_name[256];   /* ...and its demangled form */
+} cuda_launch_thread;
+
+static _Thread_local cuda_launch_thread *launch_thread;
+static pthread_key_t launch_thread_key;
+static pthread_once_t launch_thread_once = PTHREAD_ONCE_INIT;
+
+static void launch_thread_key_create(void)
+{
+    pthread_key_create(&launch_thread_key, free);
+}
+
+/* NULL when out of memory: the launch then passes through unguarded. */
+static cuda_launch_thread *current_launch_thread(void)
+{
+    if (launch_thread == NULL) {
+        pthread_once(&launch_thread_once, launch_thread_key_create);
+        cuda_launch_thread *created = calloc(1, sizeof *created);
+        if (created == NULL || pthread_setspecific(launch_thread_key, created) != 0) {
+            free(created);
+            return NULL;
+        }
+        launch_thread = created;
+    }
+    return launch_thread;
+}
 
 static int relaunch(void *context)
 {
@@ -1008,18 +1040,21 @@ static void describe_launch(cuda_launch_frame *frame, CUpti_CallbackId id,
     } else {
         /* Demangling allocates: remember the last name per thread (a
          * replayed program launches the same few kernels over and over). */
-        static _Thread_local char last_symbol[512];
-        static _Thread_local char last_name[sizeof(frame->kernel_name)];
+        cuda_launch_thread *thread = current_launch_thread();
+        char *last_symbol = thread->last_symbol;
+        char *last_name = thread->last_name;
+        _Static_assert(sizeof(thread->last_name) == sizeof(frame->kernel_name),
+                       "the cached name fills the frame's name");
         const char *symbol = call->symbolName != NULL ? call->symbolName : "";
         if (symbol[0] == '\0') {
-            snprintf(last_name, sizeof(last_name), "(unknown kernel)");
+            snprintf(last_name, sizeof(thread->last_name), "(unknown kernel)");
             last_symbol[0] = '\0';
-        } else if (strncmp(symbol, last_symbol, sizeof(last_symbol)) != 0 ||
-                   strlen(symbol) >= sizeof(last_symbol)) {
-            snprintf(last_name, sizeof(last_name), "%s", cuda_demangle(symbol));
-            snprintf(last_symbol, sizeof(last_symbol), "%s", symbol);
+        } else if (strncmp(symbol, last_symbol, sizeof(thread->last_symbol)) != 0 ||
+                   strlen(symbol) >= sizeof(thread->last_symbol)) {
+            snprintf(last_name, sizeof(thread->last_name), "%s", cuda_demangle(symbol));
+            snprintf(last_symbol, sizeof(thread->last_symbol), "%s", symbol);
         }
-        memcpy(frame->kernel_name, last_name, sizeof(last_name));
+        memcpy(frame->kernel_name, last_name, sizeof(thread->last_name));
     }
     request->kernel_name = frame->kernel_name;
     request->relaunch = relaunch;
@@ -1039,7 +1074,10 @@ static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
         int device = device_of(call->context);
         if (device < 0)
             return;
-        if (launch_depth >= CUDA_LAUNCH_DEPTH_MAX) {
+        cuda_launch_thread *thread = current_launch_thread();
+        if (thread == NULL)
+            return;
+        if (thread->depth >= CUDA_LAUNCH_DEPTH_MAX) {
             CORE_LOG_ONCE("cuda.replay.depth", CORE_LOG_WARNING,
                           "replay: launches nested more than %d deep pass through unguarded",
                           CUDA_LAUNCH_DEPTH_MAX);
@@ -1047,22 +1085,23 @@ static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
         }
         /* Claim the frame before begin: a tool's pass callback may launch
          * (and so re-enter here) from inside replay_launch_begin. */
-        cuda_launch_frame *frame = &launch_frames[launch_depth++];
+        cuda_launch_frame *frame = &thread->frames[thread->depth++];
         describe_launch(frame, id, call, device);
         memset(&frame->state, 0, sizeof(frame->state));
-        *call->correlationData = (uint64_t)launch_depth;
+        *call->correlationData = (uint64_t)thread->depth;
         replay_launch_begin(&frame->request, &frame->state);
         return;
     }
     uint64_t marker = *call->correlationData;
-    if (marker == 0 || marker > CUDA_LAUNCH_DEPTH_MAX)
+    cuda_launch_thread *thread = launch_thread;
+    if (marker == 0 || marker > CUDA_LAUNCH_DEPTH_MAX || thread == NULL)
         return;
-    cuda_launch_frame *frame = &launch_frames[marker - 1];
+    cuda_launch_frame *frame = &thread->frames[marker - 1];
     frame->params = call->functionParams;
     CUresult submitted = result_of(call);
     replay_launch_end(&frame->request, &frame->state,
                       submitted == CUDA_SUCCESS ? FLARE_OK : FLARE_ERR_BACKEND);
-    launch_depth = (int)marker - 1;
+    thread->depth = (int)marker - 1;
 }
 
 /* ---- Dispatch ---- */
@@ -1148,12 +1187,12 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     if (driver.field == NULL && missing == NULL)                                                   \
         missing = #field;
     NEED(cuCtxGetCurrent)
-    NEED(cuCtxGetDevice) NEED(cuCtxPushCurrent) NEED(cuCtxPopCurrent) NEED(cuStreamCreate)
-        NEED(cuStreamQuery) NEED(cuMemAlloc) NEED(cuMemFree) NEED(cuMemAllocHost)
-            NEED(cuMemFreeHost) NEED(cuMemGetInfo) NEED(cuMemcpyAsync) NEED(cuLaunchKernel)
-                NEED(cuModuleGetGlobal)
+    NEED(cuCtxGetDevice)
+    NEED(cuCtxPushCurrent) NEED(cuCtxPopCurrent) NEED(cuStreamCreate) NEED(cuStreamQuery)
+        NEED(cuMemAlloc) NEED(cuMemFree) NEED(cuMemAllocHost) NEED(cuMemFreeHost) NEED(cuMemGetInfo)
+            NEED(cuMemcpyAsync) NEED(cuLaunchKernel) NEED(cuModuleGetGlobal)
 #undef NEED
-                    if (missing != NULL)
+                if (missing != NULL)
     {
         core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "libcuda.so.1 lacks %s (driver too old?)", missing);
