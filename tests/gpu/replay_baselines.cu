@@ -1,0 +1,306 @@
+// replay_baselines.cu: the yardsticks flare's kernel replay is measured
+// against on the GPU machine (scripts/gpu-check-replay.sh). Not part of
+// flare: it links CUPTI and libcheckpoint directly, as any CUPTI sample does.
+//
+//   replay_baselines kernel-replay METRICS FOOTPRINT_MIB REPEATS
+//     CUPTI's own kernel-replay mode (range profiler, automatic range) on the
+//     same rmw kernel and metric list flare uses: per-pass cost = time from
+//     Start to Stop (the launch, CUPTI's save/restore and every pass) / passes.
+//   replay_baselines checkpoint FOOTPRINT_MIB...
+//     The CUPTI checkpoint API (cuptiCheckpointSave / Restore) on a context
+//     holding FOOTPRINT MiB, against a device-to-device copy of the same
+//     bytes; checks the restore really brought the memory back.
+// Each prints one JSON line per measurement.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <cupti_checkpoint.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace NV::Cupti::Checkpoint;
+
+#define CUDA_CHECK(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "replay_baselines: %s: %s\n", #call, cudaGetErrorString(e_));          \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define CUPTI_CHECK(call)                                                                          \
+    do {                                                                                           \
+        CUptiResult r_ = (call);                                                                   \
+        if (r_ != CUPTI_SUCCESS) {                                                                 \
+            const char *s_ = "";                                                                   \
+            cuptiGetResultString(r_, &s_);                                                         \
+            fprintf(stderr, "replay_baselines: %s: %s\n", #call, s_);                              \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static double now_ms()
+{
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+__global__ void rmw(float4 *x, size_t n4, float a, float b)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = x[i];
+        v.x = v.x * a + b;
+        v.y = v.y * a + b;
+        v.z = v.z * a + b;
+        v.w = v.w * a + b;
+        x[i] = v;
+    }
+}
+
+static int sm_count()
+{
+    int sms = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    return sms;
+}
+
+static int kernel_replay(const char *metric_list, size_t footprint_mib, int repeats)
+{
+    std::vector<std::string> storage;
+    for (const char *p = metric_list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        storage.emplace_back(p, n);
+        p += n + (comma ? 1 : 0);
+    }
+    std::vector<const char *> names;
+    for (auto &s : storage)
+        names.push_back(s.c_str());
+    size_t bytes = footprint_mib << 20;
+    float4 *x = nullptr;
+    CUDA_CHECK(cudaMalloc(&x, bytes));
+    CUDA_CHECK(cudaMemset(x, 0, bytes));
+    int sms = sm_count();
+    rmw<<<sms * 8, 256>>>(x, bytes / 16, 1.0001f, 0.5f);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUcontext ctx;
+    cuCtxGetCurrent(&ctx);
+
+    double setup_start = now_ms();
+    CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    CUPTI_CHECK(cuptiProfilerInitialize(&init));
+    CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    CUPTI_CHECK(cuptiDeviceGetChipName(&chip));
+    CUpti_Profiler_GetCounterAvailability_Params avail = {
+        CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+    avail.ctx = ctx;
+    CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
+    std::vector<uint8_t> avail_image(avail.counterAvailabilityImageSize);
+    avail.pCounterAvailabilityImage = avail_image.data();
+    CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
+    CUpti_Profiler_Host_Initialize_Params host_init = {
+        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    host_init.pChipName = chip.pChipName;
+    host_init.pCounterAvailabilityImage = avail_image.data();
+    CUPTI_CHECK(cuptiProfilerHostInitialize(&host_init));
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host_init.pHostObject;
+    add.ppMetricNames = names.data();
+    add.numMetrics = names.size();
+    CUPTI_CHECK(cuptiProfilerHostConfigAddMetrics(&add));
+    CUpti_Profiler_Host_GetConfigImageSize_Params config_size = {
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    config_size.pHostObject = host_init.pHostObject;
+    CUPTI_CHECK(cuptiProfilerHostGetConfigImageSize(&config_size));
+    std::vector<uint8_t> config(config_size.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params config_image = {
+        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    config_image.pHostObject = host_init.pHostObject;
+    config_image.configImageSize = config.size();
+    config_image.pConfigImage = config.data();
+    CUPTI_CHECK(cuptiProfilerHostGetConfigImage(&config_image));
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
+        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    passes.configImageSize = config.size();
+    passes.pConfigImage = config.data();
+    CUPTI_CHECK(cuptiProfilerHostGetNumOfPasses(&passes));
+    CUpti_RangeProfiler_Enable_Params enable = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    enable.ctx = ctx;
+    CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
+    CUpti_RangeProfiler_GetCounterDataSize_Params data_size = {
+        CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+    data_size.pRangeProfilerObject = enable.pRangeProfilerObject;
+    data_size.pMetricNames = names.data();
+    data_size.numMetrics = names.size();
+    data_size.maxNumOfRanges = 1;
+    data_size.maxNumRangeTreeNodes = 1;
+    CUPTI_CHECK(cuptiRangeProfilerGetCounterDataSize(&data_size));
+    std::vector<uint8_t> counter_data(data_size.counterDataSize);
+    double setup_ms = now_ms() - setup_start;
+
+    std::vector<double> per_pass;
+    std::vector<double> values(names.size());
+    for (int r = 0; r < repeats; r++) {
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params image = {
+            CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+        image.pRangeProfilerObject = enable.pRangeProfilerObject;
+        image.counterDataSize = counter_data.size();
+        image.pCounterData = counter_data.data();
+        CUPTI_CHECK(cuptiRangeProfilerCounterDataImageInitialize(&image));
+        CUpti_RangeProfiler_SetConfig_Params set = {
+            CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+        set.pRangeProfilerObject = enable.pRangeProfilerObject;
+        set.configSize = config.size();
+        set.pConfig = config.data();
+        set.counterDataImageSize = counter_data.size();
+        set.pCounterDataImage = counter_data.data();
+        set.range = CUPTI_AutoRange;
+        set.replayMode = CUPTI_KernelReplay;
+        set.maxRangesPerPass = 1;
+        set.numNestingLevels = 1;
+        set.minNestingLevel = 1;
+        set.targetNestingLevel = 1;
+        CUPTI_CHECK(cuptiRangeProfilerSetConfig(&set));
+        double t0 = now_ms();
+        CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+        start.pRangeProfilerObject = enable.pRangeProfilerObject;
+        CUPTI_CHECK(cuptiRangeProfilerStart(&start));
+        rmw<<<sms * 8, 256>>>(x, bytes / 16, 1.0001f, 0.5f);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+        stop.pRangeProfilerObject = enable.pRangeProfilerObject;
+        CUPTI_CHECK(cuptiRangeProfilerStop(&stop));
+        CUpti_RangeProfiler_DecodeData_Params decode = {
+            CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+        decode.pRangeProfilerObject = enable.pRangeProfilerObject;
+        CUPTI_CHECK(cuptiRangeProfilerDecodeData(&decode));
+        double t1 = now_ms();
+        per_pass.push_back((t1 - t0) / (double)passes.numOfPasses);
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
+            CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+        evaluate.pHostObject = host_init.pHostObject;
+        evaluate.pCounterDataImage = counter_data.data();
+        evaluate.counterDataImageSize = counter_data.size();
+        evaluate.rangeIndex = 0;
+        evaluate.ppMetricNames = names.data();
+        evaluate.numMetrics = names.size();
+        evaluate.pMetricValues = values.data();
+        CUPTI_CHECK(cuptiProfilerHostEvaluateToGpuValues(&evaluate));
+    }
+    std::sort(per_pass.begin(), per_pass.end());
+    printf("{\"baseline\":\"cupti_kernel_replay\",\"chip\":\"%s\",\"footprint_mib\":%zu,"
+           "\"passes\":%zu,\"host_setup_ms\":%.1f,\"per_pass_ms_median\":%.3f,"
+           "\"per_pass_ms_min\":%.3f,\"values\":{",
+           chip.pChipName, footprint_mib, passes.numOfPasses, setup_ms,
+           per_pass[per_pass.size() / 2], per_pass[0]);
+    for (size_t i = 0; i < names.size(); i++)
+        printf("%s\"%s\":%.6g", i ? "," : "", names[i], values[i]);
+    printf("}}\n");
+    return 0;
+}
+
+static void CUPTIAPI ignore_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *)
+{
+}
+
+static int checkpoint(int argc, char **argv)
+{
+    int sms = sm_count();
+    CUcontext ctx;
+    CUDA_CHECK(cudaFree(0));
+    cuCtxGetCurrent(&ctx);
+    int subscribed = 0;
+    for (int a = 0; a < argc; a++) {
+        size_t bytes = strtoull(argv[a], nullptr, 10) << 20;
+        float4 *x = nullptr, *copy = nullptr;
+        CUDA_CHECK(cudaMalloc(&x, bytes));
+        CUDA_CHECK(cudaMemset(x, 0, bytes));
+        rmw<<<sms * 8, 256>>>(x, bytes / 16, 1.0001f, 0.5f);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        // The copy ceiling for the same bytes (read + write counted).
+        CUDA_CHECK(cudaMalloc(&copy, bytes));
+        CUDA_CHECK(cudaMemcpy(copy, x, bytes, cudaMemcpyDeviceToDevice));
+        double best = 1e30;
+        for (int r = 0; r < 3; r++) {
+            double t0 = now_ms();
+            CUDA_CHECK(cudaMemcpy(copy, x, bytes, cudaMemcpyDeviceToDevice));
+            CUDA_CHECK(cudaDeviceSynchronize());
+            best = std::min(best, now_ms() - t0);
+        }
+        CUDA_CHECK(cudaFree(copy));
+        float before[4], after[4];
+        CUDA_CHECK(cudaMemcpy(before, x, sizeof(before), cudaMemcpyDeviceToHost));
+
+        CUpti_Checkpoint handle;
+        memset(&handle, 0, sizeof(handle));
+        handle.structSize = CUpti_Checkpoint_STRUCT_SIZE;
+        handle.ctx = ctx;
+        handle.allowOverwrite = 1;
+        double t0 = now_ms();
+        CUptiResult result = cuptiCheckpointSave(&handle);
+        if (result == CUPTI_ERROR_NOT_INITIALIZED && !subscribed) {
+            // Seen on the H200 from inside a callback; a subscriber may be what it needs.
+            CUpti_SubscriberHandle subscriber;
+            cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)ignore_callback, nullptr);
+            subscribed = 1;
+            t0 = now_ms();
+            result = cuptiCheckpointSave(&handle);
+        }
+        double save_ms = now_ms() - t0;
+        if (result != CUPTI_SUCCESS) {
+            const char *text = "";
+            cuptiGetResultString(result, &text);
+            printf("{\"baseline\":\"cupti_checkpoint\",\"footprint_mib\":%zu,\"error\":\"%s\","
+                   "\"subscribed\":%d}\n",
+                   bytes >> 20, text, subscribed);
+            CUDA_CHECK(cudaFree(x));
+            continue;
+        }
+        std::vector<double> restores;
+        int correct = 1;
+        for (int r = 0; r < 3; r++) {
+            rmw<<<sms * 8, 256>>>(x, bytes / 16, 2.0f, 1.0f); // change everything
+            CUDA_CHECK(cudaDeviceSynchronize());
+            double r0 = now_ms();
+            result = cuptiCheckpointRestore(&handle);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            restores.push_back(now_ms() - r0);
+            CUDA_CHECK(cudaMemcpy(after, x, sizeof(after), cudaMemcpyDeviceToHost));
+            correct &= result == CUPTI_SUCCESS && memcmp(before, after, sizeof(before)) == 0;
+        }
+        std::sort(restores.begin(), restores.end());
+        cuptiCheckpointFree(&handle);
+        printf("{\"baseline\":\"cupti_checkpoint\",\"footprint_mib\":%zu,\"subscribed\":%d,"
+               "\"save_ms\":%.3f,\"restore_ms_median\":%.3f,\"restore_correct\":%d,"
+               "\"dtod_ms\":%.3f,\"dtod_gbps\":%.1f,\"restore_gbps\":%.1f}\n",
+               bytes >> 20, subscribed, save_ms, restores[1], correct, best,
+               2.0 * bytes / (best * 1e-3) / 1e9, 2.0 * bytes / (restores[1] * 1e-3) / 1e9);
+        CUDA_CHECK(cudaFree(x));
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 5 && !strcmp(argv[1], "kernel-replay"))
+        return kernel_replay(argv[2], strtoull(argv[3], nullptr, 10), atoi(argv[4]));
+    if (argc >= 3 && !strcmp(argv[1], "checkpoint"))
+        return checkpoint(argc - 2, argv + 2);
+    fprintf(stderr, "usage: replay_baselines kernel-replay METRICS FOOTPRINT_MIB REPEATS\n"
+                    "       replay_baselines checkpoint FOOTPRINT_MIB...\n");
+    return 2;
+}
