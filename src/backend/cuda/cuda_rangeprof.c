@@ -108,7 +108,32 @@ typedef struct rangeprof_session {
     int failed;
     char reason[256];
 } rangeprof_session;
-static _Thread_local rangeprof_session session;
+/* On the heap behind one TLS pointer: libflare's static TLS must stay a few
+ * hundred bytes in all, or dlopen of it fails (see cuda_replay.c). Replays
+ * run on few threads, so a thread's session is kept for its lifetime. */
+static _Thread_local rangeprof_session *session_slot;
+static pthread_key_t session_key;
+static pthread_once_t session_once = PTHREAD_ONCE_INIT;
+static rangeprof_session session_fallback; /* out of memory: shared, but never NULL */
+
+static void session_key_create(void)
+{
+    pthread_key_create(&session_key, free);
+}
+
+static rangeprof_session *current_session(void)
+{
+    if (session_slot == NULL) {
+        pthread_once(&session_once, session_key_create);
+        rangeprof_session *created = calloc(1, sizeof(*created));
+        if (created == NULL || pthread_setspecific(session_key, created) != 0) {
+            free(created);
+            return &session_fallback;
+        }
+        session_slot = created;
+    }
+    return session_slot;
+}
 
 static const char *cupti_text(CUptiResult result)
 {
@@ -328,20 +353,22 @@ static rangeprof_setup *setup_for(rangeprof_context *context, const char *const 
 
 static void stop_if_started(void)
 {
-    if (!session.started || session.setup == NULL)
+    rangeprof_session *session = current_session();
+    if (!session->started || session->setup == NULL)
         return;
-    CUpti_RangeProfiler_Stop_Params stop = {.structSize =
-                                                CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
-                                            .pRangeProfilerObject = session.setup->context->object};
+    CUpti_RangeProfiler_Stop_Params stop = {
+        .structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = session->setup->context->object};
     api.Stop(&stop);
-    session.started = 0;
+    session->started = 0;
 }
 
 static int collector_prepare(const flare_replay_launch *launch, const char *const *metrics,
                              size_t metric_count, char *reason, size_t reason_size)
 {
+    rangeprof_session *session = current_session();
     stop_if_started(); /* a loop that ended early must not leave a pass open */
-    memset(&session, 0, sizeof(session));
+    memset(session, 0, sizeof(*session));
     if (metric_count == 0) {
         snprintf(reason, reason_size, "no metrics to collect");
         return FLARE_ERR_INVALID_ARGUMENT;
@@ -408,74 +435,78 @@ static int collector_prepare(const flare_replay_launch *launch, const char *cons
         core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
         return FLARE_ERR_BACKEND;
     }
-    session.setup = setup;
+    session->setup = setup;
     return (int)setup->passes;
 }
 
 static void session_fail(const char *what, CUptiResult result)
 {
-    if (!session.failed)
-        snprintf(session.reason, sizeof(session.reason), "range profiler: %s: %s", what,
+    rangeprof_session *session = current_session();
+    if (!session->failed)
+        snprintf(session->reason, sizeof(session->reason), "range profiler: %s: %s", what,
                  cupti_text(result));
-    session.failed = 1;
+    session->failed = 1;
 }
 
 static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass)
 {
+    rangeprof_session *session = current_session();
     (void)launch;
     (void)pass;
-    if (session.setup == NULL || session.failed)
+    if (session->setup == NULL || session->failed)
         return FLARE_ERR_STATE;
     CUpti_RangeProfiler_Start_Params start = {
         .structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
-        .pRangeProfilerObject = session.setup->context->object};
+        .pRangeProfilerObject = session->setup->context->object};
     CUptiResult result = api.Start(&start);
     if (result != CUPTI_SUCCESS) {
         session_fail("cuptiRangeProfilerStart", result);
         return FLARE_ERR_BACKEND;
     }
-    session.started = 1;
+    session->started = 1;
     return FLARE_OK;
 }
 
 static int collector_pass_end(const flare_replay_launch *launch, uint32_t pass)
 {
+    rangeprof_session *session = current_session();
     (void)launch;
-    if (session.setup == NULL || !session.started)
+    if (session->setup == NULL || !session->started)
         return FLARE_ERR_STATE;
-    CUpti_RangeProfiler_Stop_Params stop = {.structSize =
-                                                CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
-                                            .pRangeProfilerObject = session.setup->context->object};
+    CUpti_RangeProfiler_Stop_Params stop = {
+        .structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = session->setup->context->object};
     CUptiResult result = api.Stop(&stop);
-    session.started = 0;
+    session->started = 0;
     if (result != CUPTI_SUCCESS) {
         session_fail("cuptiRangeProfilerStop", result);
         return FLARE_ERR_BACKEND;
     }
-    session.passes_stopped = pass + 1;
-    session.all_submitted = stop.isAllPassSubmitted != 0;
+    session->passes_stopped = pass + 1;
+    session->all_submitted = stop.isAllPassSubmitted != 0;
     return FLARE_OK;
 }
 
 static int collector_finish(const flare_replay_launch *launch, double *values, size_t metric_count,
                             char *reason, size_t reason_size)
 {
+    rangeprof_session *session = current_session();
     (void)launch;
     for (size_t i = 0; i < metric_count; i++)
         values[i] = NAN;
-    rangeprof_setup *setup = session.setup;
+    rangeprof_setup *setup = session->setup;
     stop_if_started();
     int status = FLARE_OK;
     if (setup == NULL) {
         snprintf(reason, reason_size, "range profiler: finish without prepare");
         status = FLARE_ERR_STATE;
-    } else if (session.failed) {
-        snprintf(reason, reason_size, "%s", session.reason);
+    } else if (session->failed) {
+        snprintf(reason, reason_size, "%s", session->reason);
         status = FLARE_ERR_BACKEND;
-    } else if (!session.all_submitted) {
+    } else if (!session->all_submitted) {
         snprintf(reason, reason_size,
                  "range profiler: %u of %zu passes ran; CUPTI has not seen every pass",
-                 session.passes_stopped, setup->passes);
+                 session->passes_stopped, setup->passes);
         status = FLARE_ERR_STATE;
     } else if (metric_count != setup->count) {
         snprintf(reason, reason_size, "range profiler: %zu values asked for %zu metrics",
@@ -483,7 +514,7 @@ static int collector_finish(const flare_replay_launch *launch, double *values, s
         status = FLARE_ERR_INVALID_ARGUMENT;
     }
     if (status != FLARE_OK) {
-        memset(&session, 0, sizeof(session));
+        memset(session, 0, sizeof(*session));
         return status;
     }
     CUpti_RangeProfiler_DecodeData_Params decode = {
@@ -527,7 +558,7 @@ static int collector_finish(const flare_replay_launch *launch, double *values, s
                           info.numTotalRanges, decode.numOfRangeDropped);
         }
     }
-    memset(&session, 0, sizeof(session));
+    memset(session, 0, sizeof(*session));
     return status;
 }
 

@@ -1184,16 +1184,26 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     }
     const char *missing = NULL;
 #define NEED(field)                                                                                \
-    if (driver.field == NULL && missing == NULL)                                                   \
-        missing = #field;
-    NEED(cuCtxGetCurrent)
-    NEED(cuCtxGetDevice)
-    NEED(cuCtxPushCurrent) NEED(cuCtxPopCurrent) NEED(cuStreamCreate) NEED(cuStreamQuery)
-        NEED(cuMemAlloc) NEED(cuMemFree) NEED(cuMemAllocHost) NEED(cuMemFreeHost) NEED(cuMemGetInfo)
-            NEED(cuMemcpyAsync) NEED(cuLaunchKernel) NEED(cuModuleGetGlobal)
+    do {                                                                                           \
+        if (driver.field == NULL && missing == NULL)                                               \
+            missing = #field;                                                                      \
+    } while (0)
+    NEED(cuCtxGetCurrent);
+    NEED(cuCtxGetDevice);
+    NEED(cuCtxPushCurrent);
+    NEED(cuCtxPopCurrent);
+    NEED(cuStreamCreate);
+    NEED(cuStreamQuery);
+    NEED(cuMemAlloc);
+    NEED(cuMemFree);
+    NEED(cuMemAllocHost);
+    NEED(cuMemFreeHost);
+    NEED(cuMemGetInfo);
+    NEED(cuMemcpyAsync);
+    NEED(cuLaunchKernel);
+    NEED(cuModuleGetGlobal);
 #undef NEED
-                if (missing != NULL)
-    {
+    if (missing != NULL) {
         core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "libcuda.so.1 lacks %s (driver too old?)", missing);
         return 0;
