@@ -33,7 +33,7 @@ rmw="$build/gpu/replay_rmw"
 timed() { # timed NAME CMD...: stdout to NAME.json, stderr to NAME.err, start and end to NAME.wall
   local name=$1; shift
   local t0=$EPOCHREALTIME
-  "$@" > "$replay_dir/$name.json" 2> "$replay_dir/$name.err"
+  timeout 150 "$@" > "$replay_dir/$name.json" 2> "$replay_dir/$name.err"
   local rc=$?
   echo "$t0 $EPOCHREALTIME" > "$replay_dir/$name.wall"
   tail -3 "$replay_dir/$name.err"
@@ -51,6 +51,8 @@ timed flare-launch2 "$flare" replay -q -o "$replay_dir/flare-launch2" --kernel r
 # The set's metric names, as flare stored them, so ncu collects exactly the same.
 sol_metrics=$(python3 -c "import sqlite3,sys; print(','.join(r[0] for r in sqlite3.connect(sys.argv[1]).execute('SELECT DISTINCT metric FROM replay_metrics ORDER BY metric')))" \
   "$replay_dir/flare-launch2/session.db")
+[ -n "$sol_metrics" ] || sol_metrics=$("$flare" replay --list-sets \
+  | awk '/^  [a-z]/ {inside = ($1 == "speed-of-light")} inside && /__/ {print $1}' | paste -sd, -)
 echo "speed-of-light: $sol_metrics"
 [ -n "$sol_metrics" ] || fail "no replay metrics in the flare session"
 ncu_args=(--metrics "$sol_metrics" --replay-mode kernel --cache-control none --clock-control none
