@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "backend/cuda/cuda_loader.h"
+#include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_trace.h"
@@ -32,6 +33,7 @@
 #include "core/log.h"
 #include "core/runtime.h"
 #include "flare/flare.h"
+#include "pm/pm_session.h"
 #include "windows/windows_session.h"
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
@@ -259,9 +261,40 @@ static void range_started(uint64_t id, const char *name)
 
 static void range_ended(uint64_t id)
 {
+    /* Timed under the table's lock and kept there until recorded, so PM
+     * attribution's snapshot never misses a range on its way to the store. */
     cuda_open_range range;
-    if (cuda_range_end(&nvtx_ranges, id, &range) == 0)
-        core_record_interval(range.name, range.start_ns, core_now_ns(), 0, range.instance_id);
+    if (cuda_range_close(&nvtx_ranges, id, &range) == 0) {
+        core_record_interval(range.name, range.start_ns, range.end_ns, 0, range.instance_id);
+        cuda_range_forget(&nvtx_ranges, id);
+    }
+}
+
+typedef struct nvtx_snapshot {
+    pm_open_scope *out;
+    size_t capacity, count;
+} nvtx_snapshot;
+
+static void nvtx_visit(const cuda_open_range *range, void *user)
+{
+    nvtx_snapshot *snapshot = user;
+    if (snapshot->count >= snapshot->capacity)
+        return;
+    pm_open_scope *scope = &snapshot->out[snapshot->count++];
+    scope->scope = (attrib_scope){.start_ns = range->start_ns,
+                                  .end_ns = range->end_ns != 0 ? range->end_ns : ATTRIB_OPEN,
+                                  .instance_id = range->instance_id,
+                                  .depth = 0};
+    core_copy_name(scope->name, range->name);
+}
+
+/* PM attribution's view of the NVTX start/end ranges still open. */
+static size_t nvtx_open_ranges(pm_open_scope *out, size_t capacity, void *user)
+{
+    (void)user;
+    nvtx_snapshot snapshot = {.out = out, .capacity = capacity};
+    cuda_range_visit(&nvtx_ranges, nvtx_visit, &snapshot);
+    return snapshot.count;
 }
 
 static void handle_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *data)
@@ -327,6 +360,10 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
         /* Replay: the launch bracket, the gate, the allocation inventory. */
         cuda_replay_on_driver(id, call);
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+        /* PM sampling's set-up needs a context and must not run inside
+         * InitializeInjection: it starts here, on a thread of its own. */
+        if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+            cuda_pm_context_created(((const CUpti_ResourceData *)data)->context);
         cuda_replay_on_resource(id, data);
     } else if (domain == CUPTI_CB_DOMAIN_NVTX) {
         handle_nvtx(id, data);
@@ -579,8 +616,15 @@ int cuda_trace_start(void)
         if (want_launch_callbacks)
             cuda_replay_attach(&cupti, subscriber);
         else
-            core_capability_set("replay", 0, CORE_CAPABILITY_OFF,
-                                "launch callbacks are switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
+            core_capability_set(
+                "replay", 0, CORE_CAPABILITY_OFF,
+                "launch callbacks are switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
+        cuda_pm_install(&cupti);
+        pm_session_set_open_scope_source(nvtx_open_ranges, NULL);
+        if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                      CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
+            core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
+                                "cannot watch context creation (cuptiEnableCallback)");
         result = cupti.cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_NVTX);
         if (result != CUPTI_SUCCESS)
             core_capability_set("nvtx", 1, CORE_CAPABILITY_UNAVAILABLE, "cuptiEnableDomain: %s",

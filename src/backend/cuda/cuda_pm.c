@@ -1,0 +1,646 @@
+/*
+ * cuda_pm.c: the CUPTI side of the PM sampling engine (cuda_pm.h).
+ *
+ * A table of CUPTI functions resolved here with dlsym on the libcupti handle
+ * cuda_loader opened (kept in this file so the loader's owners need not
+ * change), the pm_hardware_ops steps over them, and the set-up thread.
+ * Every step returns a flare status with CUPTI's own words in the reason.
+ */
+#include "backend/cuda/cuda_pm.h"
+
+#include <cupti_pmsampling.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_profiler_host.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "pm/pm_engine.h"
+#include "pm/pm_session.h"
+#include "windows/windows_session.h"
+
+/* The raw buffer the GPU writes samples into (measured on the H200: 512 MiB
+ * enabled and configured in 460-630 ms, no overflow at 10 us with a 20 ms
+ * decode loop). */
+#define HARDWARE_BUFFER_BYTES ((size_t)512 << 20)
+
+#define PM_FUNCTIONS(X)                                                                            \
+    X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                             \
+    X(cuptiGetDeviceId, CUptiResult, (CUcontext, uint32_t *))                                      \
+    X(cuptiGetTimestamp, CUptiResult, (uint64_t *))                                                \
+    X(cuptiProfilerInitialize, CUptiResult, (CUpti_Profiler_Initialize_Params *))                  \
+    X(cuptiDeviceGetChipName, CUptiResult, (CUpti_Device_GetChipName_Params *))                    \
+    X(cuptiPmSamplingGetCounterAvailability, CUptiResult,                                          \
+      (CUpti_PmSampling_GetCounterAvailability_Params *))                                          \
+    X(cuptiProfilerHostInitialize, CUptiResult, (CUpti_Profiler_Host_Initialize_Params *))         \
+    X(cuptiProfilerHostDeinitialize, CUptiResult, (CUpti_Profiler_Host_Deinitialize_Params *))     \
+    X(cuptiProfilerHostGetMetricProperties, CUptiResult,                                           \
+      (CUpti_Profiler_Host_GetMetricProperties_Params *))                                          \
+    X(cuptiProfilerHostConfigAddMetrics, CUptiResult,                                              \
+      (CUpti_Profiler_Host_ConfigAddMetrics_Params *))                                             \
+    X(cuptiProfilerHostGetConfigImageSize, CUptiResult,                                            \
+      (CUpti_Profiler_Host_GetConfigImageSize_Params *))                                           \
+    X(cuptiProfilerHostGetConfigImage, CUptiResult, (CUpti_Profiler_Host_GetConfigImage_Params *)) \
+    X(cuptiProfilerHostGetNumOfPasses, CUptiResult, (CUpti_Profiler_Host_GetNumOfPasses_Params *)) \
+    X(cuptiProfilerHostEvaluateToGpuValues, CUptiResult,                                           \
+      (CUpti_Profiler_Host_EvaluateToGpuValues_Params *))                                          \
+    X(cuptiPmSamplingEnable, CUptiResult, (CUpti_PmSampling_Enable_Params *))                      \
+    X(cuptiPmSamplingDisable, CUptiResult, (CUpti_PmSampling_Disable_Params *))                    \
+    X(cuptiPmSamplingSetConfig, CUptiResult, (CUpti_PmSampling_SetConfig_Params *))                \
+    X(cuptiPmSamplingStart, CUptiResult, (CUpti_PmSampling_Start_Params *))                        \
+    X(cuptiPmSamplingStop, CUptiResult, (CUpti_PmSampling_Stop_Params *))                          \
+    X(cuptiPmSamplingDecodeData, CUptiResult, (CUpti_PmSampling_DecodeData_Params *))              \
+    X(cuptiPmSamplingGetCounterDataSize, CUptiResult,                                              \
+      (CUpti_PmSampling_GetCounterDataSize_Params *))                                              \
+    X(cuptiPmSamplingCounterDataImageInitialize, CUptiResult,                                      \
+      (CUpti_PmSampling_CounterDataImage_Initialize_Params *))                                     \
+    X(cuptiPmSamplingGetCounterDataInfo, CUptiResult,                                              \
+      (CUpti_PmSampling_GetCounterDataInfo_Params *))                                              \
+    X(cuptiPmSamplingCounterDataGetSampleInfo, CUptiResult,                                        \
+      (CUpti_PmSampling_CounterData_GetSampleInfo_Params *))
+
+typedef struct pm_functions {
+#define PM_FUNCTION_FIELD_(name, result, arguments) result(*name) arguments;
+    PM_FUNCTIONS(PM_FUNCTION_FIELD_)
+#undef PM_FUNCTION_FIELD_
+} pm_functions;
+
+typedef struct cuda_pm_hardware {
+    pm_functions api;
+    int device;
+    uint64_t interval_ns;
+    CUpti_Profiler_Host_Object *host;
+    CUpti_PmSampling_Object *sampler;
+    uint8_t *availability;
+    uint8_t *config;
+    size_t config_size;
+    uint8_t *image; /* the counter-data image: sized once, reused by every decode */
+    size_t image_size;
+    size_t metric_count;
+    const char *metric_names[PM_METRICS_MAX];
+    pm_resolved_metrics resolved;
+    uint64_t host_setup_ns; /* availability + config image */
+    uint64_t enable_ns;     /* enable + set config + image */
+    char chip[32];
+} cuda_pm_hardware;
+
+static cuda_pm_hardware hardware;
+static pm_engine *engine;
+static const pm_preset *chosen_preset;
+static uint64_t chosen_interval_ns;
+static _Atomic int setup_started;
+static _Atomic(CUcontext) first_context;
+
+static const char *result_text(CUptiResult result)
+{
+    const char *text = NULL;
+    if (hardware.api.cuptiGetResultString == NULL ||
+        hardware.api.cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == NULL)
+        return "unknown CUPTI error";
+    return text;
+}
+
+/* Fills reason with "what: CUPTI's text" and returns the status. */
+static int failed(CUptiResult result, const char *what, char *reason, size_t reason_size,
+                  int status)
+{
+    snprintf(reason, reason_size, "%s: %s", what, result_text(result));
+    return status;
+}
+
+static void release_host(cuda_pm_hardware *hw)
+{
+    if (hw->host != NULL) {
+        CUpti_Profiler_Host_Deinitialize_Params params = {
+            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+        params.pHostObject = hw->host;
+        hw->api.cuptiProfilerHostDeinitialize(&params);
+        hw->host = NULL;
+    }
+}
+
+/* A fresh host object (a config accumulates metrics: each try starts anew). */
+static int host_initialize(cuda_pm_hardware *hw, char *reason, size_t reason_size)
+{
+    release_host(hw);
+    CUpti_Profiler_Host_Initialize_Params init = {
+        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    init.pChipName = hw->chip;
+    init.pCounterAvailabilityImage = hw->availability;
+    CUptiResult result = hw->api.cuptiProfilerHostInitialize(&init);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerHostInitialize", reason, reason_size,
+                      FLARE_ERR_BACKEND);
+    hw->host = init.pHostObject;
+    return FLARE_OK;
+}
+
+/* Host object + config image for the names chosen so far; number of passes. */
+static int build_config(cuda_pm_hardware *hw, size_t *passes, char *reason, size_t reason_size)
+{
+    free(hw->config);
+    hw->config = NULL;
+    int status = host_initialize(hw, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+    CUptiResult result;
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = hw->host;
+    add.ppMetricNames = hw->metric_names;
+    add.numMetrics = hw->metric_count;
+    if ((result = hw->api.cuptiProfilerHostConfigAddMetrics(&add)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerHostConfigAddMetrics", reason, reason_size,
+                      FLARE_ERR_UNSUPPORTED);
+    CUpti_Profiler_Host_GetConfigImageSize_Params size = {
+        .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    size.pHostObject = hw->host;
+    if ((result = hw->api.cuptiProfilerHostGetConfigImageSize(&size)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerHostGetConfigImageSize", reason, reason_size,
+                      FLARE_ERR_BACKEND);
+    hw->config = malloc(size.configImageSize);
+    if (hw->config == NULL) {
+        snprintf(reason, reason_size, "no memory for a %zu-byte config image",
+                 size.configImageSize);
+        return FLARE_ERR_NO_MEMORY;
+    }
+    hw->config_size = size.configImageSize;
+    CUpti_Profiler_Host_GetConfigImage_Params image = {
+        .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    image.pHostObject = hw->host;
+    image.configImageSize = hw->config_size;
+    image.pConfigImage = hw->config;
+    if ((result = hw->api.cuptiProfilerHostGetConfigImage(&image)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerHostGetConfigImage", reason, reason_size,
+                      FLARE_ERR_BACKEND);
+    CUpti_Profiler_Host_GetNumOfPasses_Params count = {
+        .structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    count.configImageSize = hw->config_size;
+    count.pConfigImage = hw->config;
+    if ((result = hw->api.cuptiProfilerHostGetNumOfPasses(&count)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerHostGetNumOfPasses", reason, reason_size,
+                      FLARE_ERR_BACKEND);
+    *passes = count.numOfPasses;
+    return FLARE_OK;
+}
+
+static int metric_known(cuda_pm_hardware *hw, const char *name)
+{
+    CUpti_Profiler_Host_GetMetricProperties_Params properties = {
+        .structSize = CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
+    properties.pHostObject = hw->host;
+    properties.pMetricName = name;
+    return hw->api.cuptiProfilerHostGetMetricProperties(&properties) == CUPTI_SUCCESS;
+}
+
+static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_t interval_ns,
+                      uint32_t image_samples, pm_resolved_metrics *resolved, char *reason,
+                      size_t reason_size)
+{
+    cuda_pm_hardware *hw = opaque;
+    uint64_t began = core_now_ns();
+    hw->device = device;
+    hw->interval_ns = interval_ns;
+    CUpti_Profiler_Initialize_Params initialize = {
+        .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    CUptiResult result = hw->api.cuptiProfilerInitialize(&initialize);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerInitialize", reason, reason_size, FLARE_ERR_BACKEND);
+    CUpti_Device_GetChipName_Params chip = {.structSize =
+                                                CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    chip.deviceIndex = (size_t)device;
+    if ((result = hw->api.cuptiDeviceGetChipName(&chip)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiDeviceGetChipName", reason, reason_size, FLARE_ERR_BACKEND);
+    snprintf(hw->chip, sizeof(hw->chip), "%s", chip.pChipName);
+    CUpti_PmSampling_GetCounterAvailability_Params availability = {
+        .structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
+    availability.deviceIndex = (size_t)device;
+    if ((result = hw->api.cuptiPmSamplingGetCounterAvailability(&availability)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiPmSamplingGetCounterAvailability", reason, reason_size,
+                      result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ? FLARE_ERR_UNSUPPORTED
+                                                                    : FLARE_ERR_BACKEND);
+    free(hw->availability);
+    hw->availability = malloc(availability.counterAvailabilityImageSize);
+    if (hw->availability == NULL) {
+        snprintf(reason, reason_size, "no memory for the counter availability image");
+        return FLARE_ERR_NO_MEMORY;
+    }
+    availability.pCounterAvailabilityImage = hw->availability;
+    if ((result = hw->api.cuptiPmSamplingGetCounterAvailability(&availability)) != CUPTI_SUCCESS)
+        return failed(result, "cuptiPmSamplingGetCounterAvailability", reason, reason_size,
+                      FLARE_ERR_BACKEND);
+
+    /* Resolve each slot to the first name this chip knows. */
+    size_t passes = 0;
+    int status = host_initialize(hw, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+    hw->metric_count = 0;
+    resolved->count = 0;
+    char skipped[160] = "";
+    for (size_t slot = 0; slot < preset->metric_count; slot++) {
+        const pm_metric_slot *metric = &preset->metrics[slot];
+        const char *chosen = NULL;
+        for (size_t c = 0; c < PM_CANDIDATES_MAX && metric->candidates[c] != NULL; c++)
+            if (metric_known(hw, metric->candidates[c])) {
+                chosen = metric->candidates[c];
+                break;
+            }
+        if (chosen == NULL && !metric->optional) {
+            snprintf(reason, reason_size, "preset '%s': %s has no counter on %s", preset->name,
+                     metric->label, hw->chip);
+            release_host(hw);
+            return FLARE_ERR_UNSUPPORTED;
+        }
+        if (chosen == NULL) {
+            snprintf(skipped, sizeof(skipped), "%s not on %s", metric->label, hw->chip);
+            continue;
+        }
+        hw->metric_names[hw->metric_count] = chosen;
+        snprintf(resolved->labels[hw->metric_count], PM_METRIC_NAME_MAX, "%s", metric->label);
+        snprintf(resolved->hardware[hw->metric_count], PM_METRIC_NAME_MAX, "%s", chosen);
+        hw->metric_count++;
+    }
+    resolved->count = hw->metric_count;
+    status = build_config(hw, &passes, reason, reason_size);
+    if (status != FLARE_OK) {
+        release_host(hw);
+        return status;
+    }
+    if (passes != 1) {
+        snprintf(reason, reason_size,
+                 "preset '%s' needs %zu passes on %s; PM sampling takes single-pass presets only",
+                 preset->name, passes, hw->chip);
+        release_host(hw);
+        return FLARE_ERR_UNSUPPORTED;
+    }
+    uint64_t host_done = core_now_ns();
+    hw->host_setup_ns = host_done - began;
+
+    CUpti_PmSampling_Enable_Params enable = {.structSize =
+                                                 CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
+    enable.deviceIndex = (size_t)device;
+    if ((result = hw->api.cuptiPmSamplingEnable(&enable)) != CUPTI_SUCCESS) {
+        if (result == CUPTI_ERROR_INVALID_OPERATION)
+            snprintf(reason, reason_size,
+                     "PM sampling busy, held by another process or tool on device %d "
+                     "(cuptiPmSamplingEnable: %s)",
+                     device, result_text(result));
+        else
+            failed(result, "cuptiPmSamplingEnable", reason, reason_size, 0);
+        release_host(hw);
+        return FLARE_ERR_UNSUPPORTED;
+    }
+    hw->sampler = enable.pPmSamplingObject;
+    CUpti_PmSampling_SetConfig_Params config = {.structSize =
+                                                    CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
+    config.pPmSamplingObject = hw->sampler;
+    config.configSize = hw->config_size;
+    config.pConfig = hw->config;
+    config.hardwareBufferSize = HARDWARE_BUFFER_BYTES;
+    config.samplingInterval = interval_ns;
+    config.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+    config.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+    CUpti_PmSampling_GetCounterDataSize_Params data_size = {
+        .structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
+    data_size.pPmSamplingObject = hw->sampler;
+    data_size.pMetricNames = hw->metric_names;
+    data_size.numMetrics = hw->metric_count;
+    data_size.maxSamples = image_samples;
+    if ((result = hw->api.cuptiPmSamplingSetConfig(&config)) != CUPTI_SUCCESS ||
+        (result = hw->api.cuptiPmSamplingGetCounterDataSize(&data_size)) != CUPTI_SUCCESS) {
+        failed(result, "cuptiPmSamplingSetConfig/GetCounterDataSize", reason, reason_size, 0);
+        CUpti_PmSampling_Disable_Params disable = {.structSize =
+                                                       CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
+        disable.pPmSamplingObject = hw->sampler;
+        hw->api.cuptiPmSamplingDisable(&disable);
+        hw->sampler = NULL;
+        release_host(hw);
+        return FLARE_ERR_BACKEND;
+    }
+    free(hw->image);
+    hw->image = malloc(data_size.counterDataSize);
+    hw->image_size = data_size.counterDataSize;
+    CUpti_PmSampling_CounterDataImage_Initialize_Params image = {
+        .structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    image.pPmSamplingObject = hw->sampler;
+    image.counterDataSize = hw->image_size;
+    image.pCounterData = hw->image;
+    if (hw->image == NULL ||
+        (result = hw->api.cuptiPmSamplingCounterDataImageInitialize(&image)) != CUPTI_SUCCESS) {
+        if (hw->image == NULL)
+            snprintf(reason, reason_size, "no memory for a %zu-byte counter-data image",
+                     data_size.counterDataSize);
+        else
+            failed(result, "cuptiPmSamplingCounterDataImageInitialize", reason, reason_size, 0);
+        CUpti_PmSampling_Disable_Params disable = {.structSize =
+                                                       CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
+        disable.pPmSamplingObject = hw->sampler;
+        hw->api.cuptiPmSamplingDisable(&disable);
+        hw->sampler = NULL;
+        release_host(hw);
+        return FLARE_ERR_BACKEND;
+    }
+    hw->enable_ns = core_now_ns() - host_done;
+    hw->resolved = *resolved;
+    core_log(CORE_LOG_INFO,
+             "PM sampling prepared on device %d (%s): preset %s, %zu metrics in 1 pass, every "
+             "%llu ns; host config %.0f ms, enable+config %.0f ms; image %zu bytes for %u "
+             "samples%s%s",
+             device, hw->chip, preset->name, hw->metric_count, (unsigned long long)interval_ns,
+             hw->host_setup_ns / 1e6, hw->enable_ns / 1e6, hw->image_size, image_samples,
+             skipped[0] ? "; skipped: " : "", skipped);
+    return FLARE_OK;
+}
+
+static int hw_start(void *opaque, char *reason, size_t reason_size)
+{
+    cuda_pm_hardware *hw = opaque;
+    CUpti_PmSampling_Start_Params params = {.structSize =
+                                                CUpti_PmSampling_Start_Params_STRUCT_SIZE};
+    params.pPmSamplingObject = hw->sampler;
+    CUptiResult result = hw->api.cuptiPmSamplingStart(&params);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPmSamplingStart", reason, reason_size, FLARE_ERR_BACKEND);
+    return FLARE_OK;
+}
+
+static int hw_stop(void *opaque, char *reason, size_t reason_size)
+{
+    cuda_pm_hardware *hw = opaque;
+    CUpti_PmSampling_Stop_Params params = {.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
+    params.pPmSamplingObject = hw->sampler;
+    CUptiResult result = hw->api.cuptiPmSamplingStop(&params);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPmSamplingStop", reason, reason_size, FLARE_ERR_BACKEND);
+    return FLARE_OK;
+}
+
+static void hw_decode(void *opaque, pm_hardware_decode *out)
+{
+    cuda_pm_hardware *hw = opaque;
+    CUpti_PmSampling_DecodeData_Params params = {
+        .structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
+    params.pPmSamplingObject = hw->sampler;
+    params.pCounterDataImage = hw->image;
+    params.counterDataImageSize = hw->image_size;
+    CUptiResult result = hw->api.cuptiPmSamplingDecodeData(&params);
+    out->overflow = params.overflow != 0 || result == CUPTI_ERROR_OUT_OF_MEMORY;
+    if (result != CUPTI_SUCCESS && result != CUPTI_ERROR_OUT_OF_MEMORY) {
+        out->failed = 1;
+        snprintf(out->reason, sizeof(out->reason), "cuptiPmSamplingDecodeData: %s",
+                 result_text(result));
+        return;
+    }
+    if (result == CUPTI_SUCCESS) {
+        out->counter_data_full =
+            params.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+        out->end_of_records =
+            params.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
+    }
+}
+
+static size_t hw_sample_count(void *opaque)
+{
+    cuda_pm_hardware *hw = opaque;
+    CUpti_PmSampling_GetCounterDataInfo_Params info = {
+        .structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
+    info.pCounterDataImage = hw->image;
+    info.counterDataImageSize = hw->image_size;
+    if (hw->api.cuptiPmSamplingGetCounterDataInfo(&info) != CUPTI_SUCCESS)
+        return 0;
+    return info.numCompletedSamples;
+}
+
+static int hw_sample_read(void *opaque, size_t index, uint64_t *start, uint64_t *end,
+                          double *values)
+{
+    cuda_pm_hardware *hw = opaque;
+    CUpti_PmSampling_CounterData_GetSampleInfo_Params info = {
+        .structSize = CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
+    info.pPmSamplingObject = hw->sampler;
+    info.pCounterDataImage = hw->image;
+    info.counterDataImageSize = hw->image_size;
+    info.sampleIndex = index;
+    if (hw->api.cuptiPmSamplingCounterDataGetSampleInfo(&info) != CUPTI_SUCCESS)
+        return FLARE_ERR_BACKEND;
+    *start = info.startTimestamp;
+    *end = info.endTimestamp;
+    CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
+        .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+    evaluate.pHostObject = hw->host;
+    evaluate.pCounterDataImage = hw->image;
+    evaluate.counterDataImageSize = hw->image_size;
+    evaluate.rangeIndex = index;
+    evaluate.ppMetricNames = hw->metric_names;
+    evaluate.numMetrics = hw->metric_count;
+    evaluate.pMetricValues = values;
+    if (hw->api.cuptiProfilerHostEvaluateToGpuValues(&evaluate) != CUPTI_SUCCESS)
+        for (size_t m = 0; m < hw->metric_count; m++)
+            values[m] = __builtin_nan("");
+    return FLARE_OK;
+}
+
+static int hw_image_reset(void *opaque)
+{
+    cuda_pm_hardware *hw = opaque;
+    CUpti_PmSampling_CounterDataImage_Initialize_Params image = {
+        .structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    image.pPmSamplingObject = hw->sampler;
+    image.counterDataSize = hw->image_size;
+    image.pCounterData = hw->image;
+    return hw->api.cuptiPmSamplingCounterDataImageInitialize(&image) == CUPTI_SUCCESS
+               ? FLARE_OK
+               : FLARE_ERR_BACKEND;
+}
+
+static void hw_release(void *opaque)
+{
+    cuda_pm_hardware *hw = opaque;
+    if (hw->sampler != NULL) {
+        CUpti_PmSampling_Disable_Params disable = {.structSize =
+                                                       CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
+        disable.pPmSamplingObject = hw->sampler;
+        hw->api.cuptiPmSamplingDisable(&disable);
+        hw->sampler = NULL;
+    }
+    release_host(hw);
+}
+
+/* CUPTI's own timestamp against flare's clock, read back to back. */
+static int hw_clock_offset(void *opaque, int64_t *offset_ns)
+{
+    cuda_pm_hardware *hw = opaque;
+    uint64_t best_span = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t before = core_now_ns(), cupti_now = 0;
+        if (hw->api.cuptiGetTimestamp(&cupti_now) != CUPTI_SUCCESS)
+            return FLARE_ERR_BACKEND;
+        uint64_t after = core_now_ns();
+        if (after - before < best_span) {
+            best_span = after - before;
+            *offset_ns = (int64_t)(before + (after - before) / 2) - (int64_t)cupti_now;
+        }
+    }
+    return FLARE_OK;
+}
+
+static const pm_hardware_ops cuda_pm_ops = {
+    .name = "cuda-pm",
+    .prepare = hw_prepare,
+    .start = hw_start,
+    .stop = hw_stop,
+    .decode = hw_decode,
+    .sample_count = hw_sample_count,
+    .sample_read = hw_sample_read,
+    .image_reset = hw_image_reset,
+    .release = hw_release,
+    .clock_offset = hw_clock_offset,
+};
+
+/* ---- the backend table ---- */
+
+static int engine_arm(int device, const backend_engine_config *config, uint64_t now_ns,
+                      char *reason, size_t reason_size)
+{
+    return pm_engine_arm(engine, device, config, now_ns, reason, reason_size);
+}
+
+static int engine_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    return pm_engine_disarm(engine, device, now_ns, result);
+}
+
+static int engine_probe(int device, char *reason, size_t reason_size)
+{
+    return pm_engine_probe(engine, device, reason, reason_size);
+}
+
+static const backend_engine_ops cuda_engine_ops = {
+    .name = "cuda-pm",
+    .arm = engine_arm,
+    .disarm = engine_disarm,
+    .probe = engine_probe,
+};
+
+const backend_engine_ops *cuda_pm_engine(void)
+{
+    return &cuda_engine_ops;
+}
+
+/* ---- install and set-up ---- */
+
+static void *setup_main(void *argument)
+{
+    (void)argument;
+    CUcontext context = atomic_load(&first_context);
+    uint32_t device = 0;
+    char reason[256] = "";
+    CUptiResult result = hardware.api.cuptiGetDeviceId(context, &device);
+    if (result != CUPTI_SUCCESS) {
+        snprintf(reason, sizeof(reason), "cuptiGetDeviceId: %s", result_text(result));
+        pm_engine_mark_failed(engine, reason);
+        core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return NULL;
+    }
+    int status = pm_engine_prepare(engine, (int)device, chosen_preset, chosen_interval_ns, reason,
+                                   sizeof(reason));
+    if (status != FLARE_OK) {
+        core_log(CORE_LOG_WARNING, "PM sampling unavailable: %s", reason);
+        core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return NULL;
+    }
+    pm_engine_stats stats;
+    pm_engine_stats_get(engine, &stats);
+    char metrics[256] = "";
+    size_t used = 0;
+    for (size_t m = 0; m < hardware.resolved.count && used < sizeof(metrics); m++)
+        used += (size_t)snprintf(metrics + used, sizeof(metrics) - used, "%s%s", m ? "," : "",
+                                 hardware.resolved.hardware[m]);
+    core_capability_set("pm_sampling", 1, CORE_CAPABILITY_ACTIVE,
+                        "prepared on device %u (%s): preset %s (%s), 1 pass, every %llu ns; "
+                        "set-up %.0f ms (host config %.0f ms, enable+config %.0f ms) paid after "
+                        "the first context, not at window open",
+                        device, hardware.chip, chosen_preset->name, metrics,
+                        (unsigned long long)chosen_interval_ns, stats.prepare_ns / 1e6,
+                        hardware.host_setup_ns / 1e6, hardware.enable_ns / 1e6);
+    return NULL;
+}
+
+void cuda_pm_context_created(CUcontext context)
+{
+    if (engine == NULL || atomic_exchange(&setup_started, 1))
+        return;
+    atomic_store(&first_context, context);
+    pm_engine_mark_preparing(engine);
+    core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
+                        "preparing (config image, enable) after the first context");
+    pthread_t thread;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    int error = pthread_create(&thread, &attributes, setup_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    pthread_attr_destroy(&attributes);
+    if (error != 0) {
+        pm_engine_mark_failed(engine, "cannot start the PM sampling set-up thread");
+        core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "cannot start the PM sampling set-up thread");
+    }
+}
+
+void cuda_pm_install(const cuda_cupti_api *cupti)
+{
+    if (engine != NULL)
+        return;
+    const char *off = getenv("FLARE_PM");
+    if (off != NULL && strcmp(off, "0") == 0) {
+        core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF, "switched off (FLARE_PM=0)");
+        windows_session_set_engine(NULL);
+        return;
+    }
+    char reason[384] = "";
+    if (cupti == NULL || cupti->library == NULL) {
+        snprintf(reason, sizeof(reason), "libcupti is not loaded");
+    } else {
+#define PM_FUNCTION_RESOLVE_(name, result, arguments)                                              \
+    if (reason[0] == '\0') {                                                                       \
+        *(void **)(&hardware.api.name) = dlsym(cupti->library, #name);                             \
+        if (hardware.api.name == NULL)                                                             \
+            snprintf(reason, sizeof(reason),                                                       \
+                     "symbol %s missing in %.120s (CUPTI too old for PM "                          \
+                     "sampling)",                                                                  \
+                     #name, cupti->path);                                                          \
+    }
+        PM_FUNCTIONS(PM_FUNCTION_RESOLVE_)
+#undef PM_FUNCTION_RESOLVE_
+    }
+    if (reason[0] == '\0' && pm_settings_from_environment(&chosen_preset, &chosen_interval_ns,
+                                                          reason, sizeof(reason)) != FLARE_OK)
+        core_log(CORE_LOG_ERROR, "PM sampling off: %s", reason);
+    if (reason[0] == '\0' &&
+        pm_engine_create(&cuda_pm_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK)
+        snprintf(reason, sizeof(reason), "no memory for the PM sampling engine");
+    if (reason[0] != '\0') {
+        core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        windows_session_set_engine(NULL);
+        return;
+    }
+    pm_session_register_engine(engine);
+    windows_session_set_engine(cuda_pm_engine());
+    core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
+                        "installed: set-up starts after the first context (preset %s, every "
+                        "%llu ns)",
+                        chosen_preset->name, (unsigned long long)chosen_interval_ns);
+}

@@ -1,0 +1,38 @@
+/*
+ * cuda_pm.h: CUPTI PM sampling as flare's deep engine on CUDA ("cuda-pm").
+ *
+ * The CUPTI half of pm/pm_engine.h: the profiler host API checks a preset is
+ * one pass and builds its config image; cuptiPmSampling* enables, configures,
+ * starts, stops and decodes. The expensive set-up (about 0.8 s on the H200)
+ * runs once, on a thread of its own, after the program's first context
+ * exists, so a window later opens with only a start (under a millisecond).
+ *
+ * Must never: call the driver or CUPTI inside InitializeInjection (install
+ * only resolves symbols and reads settings), link libcupti (every function
+ * is resolved with dlsym on the handle cuda_loader opened), or let a CUPTI
+ * error reach the program (errors become capability reasons).
+ */
+#ifndef FLARE_BACKEND_CUDA_PM_H
+#define FLARE_BACKEND_CUDA_PM_H
+
+#include <cuda.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_loader.h"
+
+/* The engine's lease key on CUDA devices. */
+#define CUDA_PM_CONTEXT_ID 0xC0DAu
+
+/* After libcupti is loaded (cuda_trace_start): resolves the PM functions,
+ * reads FLARE_PM_PRESET / FLARE_PM_INTERVAL and makes the CUDA engine the
+ * windows' engine, or records why PM sampling is unavailable (capability
+ * "pm_sampling") and leaves windows without an engine. No CUPTI call. */
+void cuda_pm_install(const cuda_cupti_api *cupti);
+
+/* The CUPTI resource callback saw a context created: the first starts the
+ * set-up thread. Cheap; safe on the application's thread. */
+void cuda_pm_context_created(CUcontext context);
+
+const backend_engine_ops *cuda_pm_engine(void);
+
+#endif /* FLARE_BACKEND_CUDA_PM_H */
