@@ -192,7 +192,7 @@ static const char *const store_schema_ddl[] = {
     " sequence INTEGER NOT NULL,"
     " PRIMARY KEY (pid, rule_id))",
 
-    /* Version 5: PM samples (docs/pm-sampling.md) and kernel replay (docs/replay.md). */
+    /* Version 5: PM samples (docs/pm-sampling.md), kernel and range replay (docs/replay.md). */
     "CREATE TABLE IF NOT EXISTS pm_samples ("
     " pid INTEGER NOT NULL,"
     " window_id INTEGER NOT NULL,"
@@ -226,7 +226,36 @@ static const char *const store_schema_ddl[] = {
     " restore_ns INTEGER NOT NULL,"
     " bytes_restored INTEGER NOT NULL,"
     " collector TEXT NOT NULL,"
+    " span_id INTEGER,"
     " PRIMARY KEY (pid, launch_id))",
+
+    /* Range replay: one row per span; its kernels are replay_launches rows
+     * carrying its span_id, its pass times replay_passes rows under
+     * launch_id = span_id (span and launch ids share one counter). */
+    "CREATE TABLE IF NOT EXISTS replay_spans ("
+    " pid INTEGER NOT NULL,"
+    " span_id INTEGER NOT NULL,"
+    " name TEXT NOT NULL,"
+    " occurrence INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " kernels INTEGER NOT NULL,"
+    " copies INTEGER NOT NULL,"
+    " passes_planned INTEGER NOT NULL,"
+    " passes_run INTEGER NOT NULL,"
+    " declined INTEGER NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " begin_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL,"
+    " drain_ns INTEGER NOT NULL,"
+    " snapshot_bytes INTEGER NOT NULL,"
+    " shadow_on_device INTEGER NOT NULL,"
+    " snapshot_ns INTEGER NOT NULL,"
+    " restore_ns INTEGER NOT NULL,"
+    " bytes_restored INTEGER NOT NULL,"
+    " collector TEXT NOT NULL,"
+    " PRIMARY KEY (pid, span_id))",
+    /* A span's kernels are read per span; a step holds hundreds. */
+    "CREATE INDEX IF NOT EXISTS replay_launches_by_span ON replay_launches(pid, span_id)",
 
     "CREATE TABLE IF NOT EXISTS replay_passes ("
     " pid INTEGER NOT NULL,"

@@ -1,13 +1,17 @@
 /*
- * store_replay.c: the kernel-replay tables replay_launches, replay_passes
- * and replay_metrics (store_replay.h, docs/schema.md).
+ * store_replay.c: the kernel-replay and range-replay tables replay_launches,
+ * replay_spans, replay_passes and replay_metrics (store_replay.h,
+ * docs/schema.md).
  *
- * Replayed launches are few (each costs the program a device drain and
- * several passes), so each call prepares its statements rather than taking
- * slots in the writer's prepared table. One call's records land whole or
- * not at all: a replay row without its metrics would read as "collected
- * nothing", which is a different answer. Never aborts, never called on a
- * launch path; reports SQLite's message through store_last_error.
+ * Replayed launches and spans are few (each costs the program a device
+ * drain and several passes), so each call prepares its statements rather
+ * than taking slots in the writer's prepared table. One call's records land
+ * whole or not at all: a replay row without its metrics would read as
+ * "collected nothing", which is a different answer. A span's own record
+ * never becomes a replay_launches row: it is not a kernel, and counting it
+ * as one would put a kernel named after a scope in every launch table.
+ * Never aborts, never called on a launch path; reports SQLite's message
+ * through store_last_error.
  */
 #include <math.h>
 #include <sqlite3.h>
@@ -26,9 +30,16 @@
 static const char launch_insert_sql[] =
     "INSERT OR REPLACE INTO replay_launches(pid, launch_id, device, stream_id, kernel, "
     "launch_index, passes_planned, passes_run, declined, reason, begin_ns, end_ns, drain_ns, "
-    "snapshot_bytes, shadow_on_device, snapshot_ns, restore_ns, bytes_restored, collector) "
+    "snapshot_bytes, shadow_on_device, snapshot_ns, restore_ns, bytes_restored, collector, "
+    "span_id) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-    "?19)";
+    "?19, ?20)";
+static const char span_insert_sql[] =
+    "INSERT OR REPLACE INTO replay_spans(pid, span_id, name, occurrence, device, kernels, copies, "
+    "passes_planned, passes_run, declined, reason, begin_ns, end_ns, drain_ns, snapshot_bytes, "
+    "shadow_on_device, snapshot_ns, restore_ns, bytes_restored, collector) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+    "?19, ?20)";
 static const char pass_insert_sql[] = "INSERT OR REPLACE INTO replay_passes(pid, launch_id, pass, "
                                       "start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5)";
 static const char metric_insert_sql[] =
@@ -50,6 +61,60 @@ static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
     sqlite3_reset(statement);
     sqlite3_clear_bindings(statement);
     return status;
+}
+
+/* The engine keeps the first REPLAY_RECORD_PASS_MAX passes' times and only
+ * counts later ones (passes_run); a count beyond the arrays is clamped,
+ * never read past. A span's passes go under its span id. */
+static int write_passes(store *handle, int64_t pid, uint64_t id, const replay_record *record,
+                        sqlite3_stmt *pass)
+{
+    int status = 0;
+    uint32_t kept = record->pass_count_kept;
+    if (kept > REPLAY_RECORD_PASS_MAX)
+        kept = REPLAY_RECORD_PASS_MAX;
+    for (uint32_t index = 0; index < kept && status == 0; index++) {
+        sqlite3_bind_int64(pass, 1, pid);
+        sqlite3_bind_int64(pass, 2, (int64_t)id);
+        sqlite3_bind_int64(pass, 3, index);
+        sqlite3_bind_int64(pass, 4, (int64_t)record->pass_start_ns[index]);
+        sqlite3_bind_int64(pass, 5, (int64_t)record->pass_end_ns[index]);
+        status = step_once(handle, pass, "cannot write a replay pass");
+    }
+    return status;
+}
+
+/* A span's own record: its replay_spans row and its passes. The engine
+ * gives a span launch_id == span_id; span_id is what the kernels carry, so
+ * it is the key (launch_id only when an older record left span_id 0). */
+static int write_span(store *handle, int64_t pid, const replay_record *record, sqlite3_stmt *span,
+                      sqlite3_stmt *pass)
+{
+    uint64_t span_id = record->span_id != 0 ? record->span_id : record->launch_id;
+    sqlite3_bind_int64(span, 1, pid);
+    sqlite3_bind_int64(span, 2, (int64_t)span_id);
+    bind_fixed_text(span, 3, record->kernel_name, sizeof(record->kernel_name));
+    sqlite3_bind_int64(span, 4, (int64_t)record->launch_index);
+    sqlite3_bind_int64(span, 5, record->device);
+    sqlite3_bind_int64(span, 6, record->span_kernels);
+    sqlite3_bind_int64(span, 7, record->span_copies);
+    sqlite3_bind_int64(span, 8, record->passes_planned);
+    sqlite3_bind_int64(span, 9, record->passes_run);
+    sqlite3_bind_int64(span, 10, record->declined != 0);
+    bind_fixed_text(span, 11, record->reason, sizeof(record->reason));
+    sqlite3_bind_int64(span, 12, (int64_t)record->begin_ns);
+    sqlite3_bind_int64(span, 13, (int64_t)record->end_ns);
+    sqlite3_bind_int64(span, 14, (int64_t)record->drain_ns);
+    sqlite3_bind_int64(span, 15, (int64_t)record->snapshot_bytes);
+    sqlite3_bind_int64(span, 16, record->shadow_on_device != 0);
+    sqlite3_bind_int64(span, 17, (int64_t)record->snapshot_ns);
+    sqlite3_bind_int64(span, 18, (int64_t)record->restore_ns);
+    sqlite3_bind_int64(span, 19, (int64_t)record->bytes_restored);
+    bind_fixed_text(span, 20, record->collector, sizeof(record->collector));
+    int status = step_once(handle, span, "cannot write a replay span");
+    if (status != 0)
+        return status;
+    return write_passes(handle, pid, span_id, record, pass);
 }
 
 static int write_record(store *handle, int64_t pid, const replay_record *record,
@@ -74,24 +139,15 @@ static int write_record(store *handle, int64_t pid, const replay_record *record,
     sqlite3_bind_int64(launch, 17, (int64_t)record->restore_ns);
     sqlite3_bind_int64(launch, 18, (int64_t)record->bytes_restored);
     bind_fixed_text(launch, 19, record->collector, sizeof(record->collector));
+    /* NULL, not 0, for a launch replayed on its own: "no span" is not a
+     * span id, and NULL keeps that out of any join on span_id. */
+    if (record->span_id != 0)
+        sqlite3_bind_int64(launch, 20, (int64_t)record->span_id);
+    else
+        sqlite3_bind_null(launch, 20);
     int status = step_once(handle, launch, "cannot write a replay launch");
-    if (status != 0)
-        return status;
-
-    /* The engine keeps the first REPLAY_RECORD_PASS_MAX passes' times and
-     * only counts later ones (passes_run); a count beyond the arrays is
-     * clamped, never read past. */
-    uint32_t kept = record->pass_count_kept;
-    if (kept > REPLAY_RECORD_PASS_MAX)
-        kept = REPLAY_RECORD_PASS_MAX;
-    for (uint32_t index = 0; index < kept && status == 0; index++) {
-        sqlite3_bind_int64(pass, 1, pid);
-        sqlite3_bind_int64(pass, 2, (int64_t)record->launch_id);
-        sqlite3_bind_int64(pass, 3, index);
-        sqlite3_bind_int64(pass, 4, (int64_t)record->pass_start_ns[index]);
-        sqlite3_bind_int64(pass, 5, (int64_t)record->pass_end_ns[index]);
-        status = step_once(handle, pass, "cannot write a replay pass");
-    }
+    if (status == 0)
+        status = write_passes(handle, pid, record->launch_id, record, pass);
 
     uint32_t metrics = record->metric_count;
     if (metrics > REPLAY_RECORD_METRIC_MAX)
@@ -135,18 +191,26 @@ int store_write_replay_records(store *handle, int64_t pid, replay_record *const 
     status = run_sql(handle, "SAVEPOINT replay_records", "cannot start writing replay records");
     if (status != 0)
         return status;
-    sqlite3_stmt *launch = NULL, *pass = NULL, *metric = NULL;
+    sqlite3_stmt *launch = NULL, *span = NULL, *pass = NULL, *metric = NULL;
     status = store_prepare(handle, launch_insert_sql, &launch, "cannot prepare the replay insert");
+    if (status == 0)
+        status = store_prepare(handle, span_insert_sql, &span, "cannot prepare the replay insert");
     if (status == 0)
         status = store_prepare(handle, pass_insert_sql, &pass, "cannot prepare the replay insert");
     if (status == 0)
         status =
             store_prepare(handle, metric_insert_sql, &metric, "cannot prepare the replay insert");
     for (size_t index = 0; index < count && status == 0; index++) {
-        if (records[index] != NULL)
-            status = write_record(handle, pid, records[index], launch, pass, metric);
+        const replay_record *record = records[index];
+        if (record == NULL)
+            continue;
+        if (record->is_span)
+            status = write_span(handle, pid, record, span, pass);
+        else
+            status = write_record(handle, pid, record, launch, pass, metric);
     }
     sqlite3_finalize(launch);
+    sqlite3_finalize(span);
     sqlite3_finalize(pass);
     sqlite3_finalize(metric);
 
@@ -167,19 +231,65 @@ int store_write_replay_records(store *handle, int64_t pid, replay_record *const 
 
 /* ---- readers ---- */
 
+/* The columns of a launch row, in the order fill_launch_row reads them. */
+#define LAUNCH_COLUMNS                                                                             \
+    "SELECT l.pid, l.launch_id, l.device, l.stream_id, l.kernel, l.launch_index, "                 \
+    "l.passes_planned, l.passes_run, l.declined, l.reason, l.begin_ns, l.end_ns, l.drain_ns, "     \
+    "l.snapshot_bytes, l.shadow_on_device, l.snapshot_ns, l.restore_ns, l.bytes_restored, "        \
+    "l.collector, "                                                                                \
+    "(SELECT count(*) FROM replay_passes p WHERE p.pid = l.pid AND p.launch_id = l.launch_id), "   \
+    "(SELECT avg(p.end_ns - p.start_ns) FROM replay_passes p WHERE p.pid = l.pid AND "             \
+    "p.launch_id = l.launch_id AND p.end_ns >= p.start_ns), "                                      \
+    "l.span_id "                                                                                   \
+    "FROM replay_launches l "
+
+/* A launch row that belongs to the per-launch tables: replayed on its own,
+ * or a span kernel whose span row never arrived (a lost record), which is
+ * shown there rather than nowhere. Its negation is "a kernel of a stored
+ * span". */
+#define OWN_LAUNCH                                                                                 \
+    "(l.span_id IS NULL OR NOT EXISTS (SELECT 1 FROM replay_spans s WHERE s.pid = l.pid AND "      \
+    "s.span_id = l.span_id))"
+
 static const char launch_select_sql[] =
-    "SELECT l.pid, l.launch_id, l.device, l.stream_id, l.kernel, l.launch_index, "
-    "l.passes_planned, l.passes_run, l.declined, l.reason, l.begin_ns, l.end_ns, l.drain_ns, "
-    "l.snapshot_bytes, l.shadow_on_device, l.snapshot_ns, l.restore_ns, l.bytes_restored, "
-    "l.collector, "
-    "(SELECT count(*) FROM replay_passes p WHERE p.pid = l.pid AND p.launch_id = l.launch_id), "
-    "(SELECT avg(p.end_ns - p.start_ns) FROM replay_passes p WHERE p.pid = l.pid AND "
-    "p.launch_id = l.launch_id AND p.end_ns >= p.start_ns) "
-    "FROM replay_launches l ORDER BY l.kernel, l.pid, l.launch_index, l.launch_id";
+    LAUNCH_COLUMNS "WHERE " OWN_LAUNCH " ORDER BY l.kernel, l.pid, l.launch_index, l.launch_id";
+/* Launch ids come from one per-process counter in submission order, so
+ * launch_id order is the order the span launched its kernels. */
+static const char span_kernel_select_sql[] =
+    LAUNCH_COLUMNS "WHERE l.pid = ?1 AND l.span_id = ?2 ORDER BY l.launch_id";
 /* rowid order is the order the engine listed the metrics in (the user's
  * --metrics order, or the set's). */
 static const char metric_select_sql[] =
     "SELECT metric, value FROM replay_metrics WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid";
+
+/* Reads the current row of a LAUNCH_COLUMNS statement; text points into the
+ * statement's row, valid until its next step. */
+static void fill_launch_row(sqlite3_stmt *statement, store_replay_launch_row *row)
+{
+    memset(row, 0, sizeof(*row));
+    row->pid = sqlite3_column_int64(statement, 0);
+    row->launch_id = (uint64_t)sqlite3_column_int64(statement, 1);
+    row->device = sqlite3_column_int(statement, 2);
+    row->stream_id = (uint64_t)sqlite3_column_int64(statement, 3);
+    row->kernel = store_column_text(statement, 4);
+    row->launch_index = (uint64_t)sqlite3_column_int64(statement, 5);
+    row->passes_planned = (uint32_t)sqlite3_column_int64(statement, 6);
+    row->passes_run = (uint32_t)sqlite3_column_int64(statement, 7);
+    row->declined = sqlite3_column_int(statement, 8) != 0;
+    row->reason = store_column_text(statement, 9);
+    row->begin_ns = (uint64_t)sqlite3_column_int64(statement, 10);
+    row->end_ns = (uint64_t)sqlite3_column_int64(statement, 11);
+    row->drain_ns = (uint64_t)sqlite3_column_int64(statement, 12);
+    row->snapshot_bytes = (uint64_t)sqlite3_column_int64(statement, 13);
+    row->shadow_on_device = sqlite3_column_int(statement, 14) != 0;
+    row->snapshot_ns = (uint64_t)sqlite3_column_int64(statement, 15);
+    row->restore_ns = (uint64_t)sqlite3_column_int64(statement, 16);
+    row->bytes_restored = (uint64_t)sqlite3_column_int64(statement, 17);
+    row->collector = store_column_text(statement, 18);
+    row->passes_kept = (uint32_t)sqlite3_column_int64(statement, 19);
+    row->pass_mean_ns = (uint64_t)(sqlite3_column_double(statement, 20) + 0.5);
+    row->span_id = (uint64_t)sqlite3_column_int64(statement, 21); /* NULL reads as 0 */
+}
 
 /* One launch's metrics, copied out of SQLite's row buffers (which the next
  * step invalidates) into arrays reused from launch to launch. */
@@ -256,6 +366,14 @@ static int read_metrics(store *handle, sqlite3_stmt *statement, int64_t pid, uin
     return status;
 }
 
+static void attach_metrics(store_replay_launch_row *row, const metric_buffer *buffer)
+{
+    row->metric_count = buffer->count;
+    row->metric_names = (const char *const *)buffer->names;
+    row->metric_values = buffer->values;
+    row->metric_has_value = buffer->has_value;
+}
+
 int store_read_replay_launches(store *handle, store_replay_launch_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
@@ -272,37 +390,13 @@ int store_read_replay_launches(store *handle, store_replay_launch_callback callb
     int rc = SQLITE_DONE;
     while (status == 0 && (rc = sqlite3_step(launches)) == SQLITE_ROW) {
         store_replay_launch_row row;
-        memset(&row, 0, sizeof(row));
-        row.pid = sqlite3_column_int64(launches, 0);
-        row.launch_id = (uint64_t)sqlite3_column_int64(launches, 1);
-        row.device = sqlite3_column_int(launches, 2);
-        row.stream_id = (uint64_t)sqlite3_column_int64(launches, 3);
-        row.kernel = store_column_text(launches, 4);
-        row.launch_index = (uint64_t)sqlite3_column_int64(launches, 5);
-        row.passes_planned = (uint32_t)sqlite3_column_int64(launches, 6);
-        row.passes_run = (uint32_t)sqlite3_column_int64(launches, 7);
-        row.declined = sqlite3_column_int(launches, 8) != 0;
-        row.reason = store_column_text(launches, 9);
-        row.begin_ns = (uint64_t)sqlite3_column_int64(launches, 10);
-        row.end_ns = (uint64_t)sqlite3_column_int64(launches, 11);
-        row.drain_ns = (uint64_t)sqlite3_column_int64(launches, 12);
-        row.snapshot_bytes = (uint64_t)sqlite3_column_int64(launches, 13);
-        row.shadow_on_device = sqlite3_column_int(launches, 14) != 0;
-        row.snapshot_ns = (uint64_t)sqlite3_column_int64(launches, 15);
-        row.restore_ns = (uint64_t)sqlite3_column_int64(launches, 16);
-        row.bytes_restored = (uint64_t)sqlite3_column_int64(launches, 17);
-        row.collector = store_column_text(launches, 18);
-        row.passes_kept = (uint32_t)sqlite3_column_int64(launches, 19);
-        row.pass_mean_ns = (uint64_t)(sqlite3_column_double(launches, 20) + 0.5);
+        fill_launch_row(launches, &row);
         /* The metrics statement runs while the launch row is current; the
          * launch's text columns stay valid because it is another statement. */
         status = read_metrics(handle, metrics, row.pid, row.launch_id, &buffer);
         if (status != 0)
             break;
-        row.metric_count = buffer.count;
-        row.metric_names = (const char *const *)buffer.names;
-        row.metric_values = buffer.values;
-        row.metric_has_value = buffer.has_value;
+        attach_metrics(&row, &buffer);
         if (callback(&row, user) != 0)
             break;
     }
@@ -310,6 +404,173 @@ int store_read_replay_launches(store *handle, store_replay_launch_callback callb
         status = store_set_sqlite_error(handle, "cannot read the replay launches");
     metric_buffer_free(&buffer);
     sqlite3_finalize(launches);
+    sqlite3_finalize(metrics);
+    return status;
+}
+
+/* ---- spans ---- */
+
+static const char span_select_sql[] =
+    "SELECT s.pid, s.span_id, s.name, s.occurrence, s.device, s.kernels, s.copies, "
+    "s.passes_planned, s.passes_run, s.declined, s.reason, s.begin_ns, s.end_ns, s.drain_ns, "
+    "s.snapshot_bytes, s.shadow_on_device, s.snapshot_ns, s.restore_ns, s.bytes_restored, "
+    "s.collector, "
+    "(SELECT count(*) FROM replay_passes p WHERE p.pid = s.pid AND p.launch_id = s.span_id), "
+    "(SELECT avg(p.end_ns - p.start_ns) FROM replay_passes p WHERE p.pid = s.pid AND "
+    "p.launch_id = s.span_id AND p.end_ns >= p.start_ns) "
+    "FROM replay_spans s ORDER BY s.begin_ns, s.pid, s.span_id";
+
+/* One span kernel held for the span's callback: the row, with its text and
+ * metrics copied out (the kernel statement moves on to the next row). */
+typedef struct kernel_copy {
+    store_replay_launch_row row;
+    char *kernel;
+    char *reason;
+    char *collector;
+    metric_buffer metrics;
+} kernel_copy;
+
+typedef struct span_kernels {
+    kernel_copy *copies;
+    store_replay_launch_row *rows; /* what the callback sees, pointing into copies */
+    size_t count;
+    size_t capacity;
+} span_kernels;
+
+static void span_kernels_clear(span_kernels *kernels)
+{
+    for (size_t index = 0; index < kernels->count; index++) {
+        kernel_copy *copy = &kernels->copies[index];
+        free(copy->kernel);
+        free(copy->reason);
+        free(copy->collector);
+        metric_buffer_free(&copy->metrics);
+    }
+    kernels->count = 0;
+}
+
+static void span_kernels_free(span_kernels *kernels)
+{
+    span_kernels_clear(kernels);
+    free(kernels->copies);
+    free(kernels->rows);
+    memset(kernels, 0, sizeof(*kernels));
+}
+
+/* Appends the kernel statement's current row and its metrics. */
+static int span_kernels_add(store *handle, span_kernels *kernels, sqlite3_stmt *statement,
+                            sqlite3_stmt *metrics)
+{
+    if (kernels->count == kernels->capacity) {
+        size_t capacity = kernels->capacity ? kernels->capacity * 2 : 16;
+        kernel_copy *copies = realloc(kernels->copies, capacity * sizeof(*copies));
+        if (copies == NULL)
+            goto out_of_memory;
+        kernels->copies = copies;
+        store_replay_launch_row *rows = realloc(kernels->rows, capacity * sizeof(*rows));
+        if (rows == NULL)
+            goto out_of_memory;
+        kernels->rows = rows;
+        kernels->capacity = capacity;
+    }
+    kernel_copy *copy = &kernels->copies[kernels->count];
+    memset(copy, 0, sizeof(*copy));
+    kernels->count++; /* counted now, so a failure below frees what was taken */
+    fill_launch_row(statement, &copy->row);
+    copy->kernel = strdup(copy->row.kernel != NULL ? copy->row.kernel : "");
+    copy->reason = strdup(copy->row.reason != NULL ? copy->row.reason : "");
+    copy->collector = strdup(copy->row.collector != NULL ? copy->row.collector : "");
+    if (copy->kernel == NULL || copy->reason == NULL || copy->collector == NULL)
+        goto out_of_memory;
+    copy->row.kernel = copy->kernel;
+    copy->row.reason = copy->reason;
+    copy->row.collector = copy->collector;
+    int status = read_metrics(handle, metrics, copy->row.pid, copy->row.launch_id, &copy->metrics);
+    if (status != 0)
+        return status;
+    attach_metrics(&copy->row, &copy->metrics);
+    return 0;
+out_of_memory:
+    store_set_error(handle, "%s: out of memory reading replay spans", handle->path);
+    return FLARE_ERR_NO_MEMORY;
+}
+
+static int read_span_kernels(store *handle, sqlite3_stmt *statement, sqlite3_stmt *metrics,
+                             int64_t pid, uint64_t span_id, span_kernels *kernels)
+{
+    span_kernels_clear(kernels);
+    sqlite3_reset(statement);
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)span_id);
+    int rc, status = 0;
+    while (status == 0 && (rc = sqlite3_step(statement)) == SQLITE_ROW)
+        status = span_kernels_add(handle, kernels, statement, metrics);
+    if (status == 0 && rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read the kernels of a replay span");
+    sqlite3_reset(statement);
+    /* The rows array is filled only now: copies may have moved while it grew. */
+    for (size_t index = 0; status == 0 && index < kernels->count; index++)
+        kernels->rows[index] = kernels->copies[index].row;
+    return status;
+}
+
+int store_read_replay_spans(store *handle, store_replay_span_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_flush(handle);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *spans = NULL, *kernel_rows = NULL, *metrics = NULL;
+    status = store_prepare(handle, span_select_sql, &spans, "cannot read the replay spans");
+    if (status == 0)
+        status = store_prepare(handle, span_kernel_select_sql, &kernel_rows,
+                               "cannot read the kernels of a replay span");
+    if (status == 0)
+        status =
+            store_prepare(handle, metric_select_sql, &metrics, "cannot read the replay metrics");
+    span_kernels kernels = {0};
+    int rc = SQLITE_DONE;
+    while (status == 0 && (rc = sqlite3_step(spans)) == SQLITE_ROW) {
+        store_replay_span_row row;
+        memset(&row, 0, sizeof(row));
+        row.pid = sqlite3_column_int64(spans, 0);
+        row.span_id = (uint64_t)sqlite3_column_int64(spans, 1);
+        row.name = store_column_text(spans, 2);
+        row.occurrence = (uint64_t)sqlite3_column_int64(spans, 3);
+        row.device = sqlite3_column_int(spans, 4);
+        row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
+        row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
+        row.passes_planned = (uint32_t)sqlite3_column_int64(spans, 7);
+        row.passes_run = (uint32_t)sqlite3_column_int64(spans, 8);
+        row.declined = sqlite3_column_int(spans, 9) != 0;
+        row.reason = store_column_text(spans, 10);
+        row.begin_ns = (uint64_t)sqlite3_column_int64(spans, 11);
+        row.end_ns = (uint64_t)sqlite3_column_int64(spans, 12);
+        row.drain_ns = (uint64_t)sqlite3_column_int64(spans, 13);
+        row.snapshot_bytes = (uint64_t)sqlite3_column_int64(spans, 14);
+        row.shadow_on_device = sqlite3_column_int(spans, 15) != 0;
+        row.snapshot_ns = (uint64_t)sqlite3_column_int64(spans, 16);
+        row.restore_ns = (uint64_t)sqlite3_column_int64(spans, 17);
+        row.bytes_restored = (uint64_t)sqlite3_column_int64(spans, 18);
+        row.collector = store_column_text(spans, 19);
+        row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
+        row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
+        /* The span's text stays valid: the kernel and metric reads run on
+         * other statements. */
+        status = read_span_kernels(handle, kernel_rows, metrics, row.pid, row.span_id, &kernels);
+        if (status != 0)
+            break;
+        row.kernel_count = kernels.count;
+        row.kernel_rows = kernels.rows;
+        if (callback(&row, user) != 0)
+            break;
+    }
+    if (status == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, "cannot read the replay spans");
+    span_kernels_free(&kernels);
+    sqlite3_finalize(spans);
+    sqlite3_finalize(kernel_rows);
     sqlite3_finalize(metrics);
     return status;
 }
@@ -347,17 +608,67 @@ int store_read_replay_passes(store *handle, int64_t pid, uint64_t launch_id,
     return status;
 }
 
-static const char summary_sql[] =
+/* The launches replayed on their own (OWN_LAUNCH). */
+static const char launch_summary_sql[] =
     "SELECT count(*), coalesce(sum(declined = 0), 0), coalesce(sum(declined != 0), 0), "
     "count(DISTINCT kernel), "
     "coalesce(sum(CASE WHEN declined = 0 THEN passes_run ELSE 0 END), 0), "
     "coalesce(sum(CASE WHEN declined = 0 THEN snapshot_bytes ELSE 0 END), 0), "
     "coalesce(sum(bytes_restored), 0), "
     "coalesce(sum(CASE WHEN end_ns > begin_ns THEN end_ns - begin_ns ELSE 0 END), 0), "
-    "(SELECT count(*) FROM replay_metrics WHERE value IS NOT NULL), "
-    "(SELECT reason FROM replay_launches WHERE declined != 0 ORDER BY begin_ns, pid, launch_id "
+    "(SELECT count(*) FROM replay_metrics m JOIN replay_launches l USING (pid, launch_id) "
+    "WHERE m.value IS NOT NULL AND " OWN_LAUNCH "), "
+    "(SELECT reason FROM replay_launches l WHERE declined != 0 AND " OWN_LAUNCH
+    " ORDER BY begin_ns, pid, launch_id LIMIT 1) "
+    "FROM replay_launches l WHERE " OWN_LAUNCH;
+
+/* The spans, and their kernels (NOT OWN_LAUNCH). */
+static const char span_summary_sql[] =
+    "SELECT count(*), coalesce(sum(declined = 0), 0), coalesce(sum(declined != 0), 0), "
+    "(SELECT count(*) FROM replay_launches l WHERE NOT " OWN_LAUNCH "), "
+    "coalesce(sum(CASE WHEN declined = 0 THEN passes_run ELSE 0 END), 0), "
+    "coalesce(sum(CASE WHEN declined = 0 THEN snapshot_bytes ELSE 0 END), 0), "
+    "coalesce(sum(bytes_restored), 0), "
+    "coalesce(sum(CASE WHEN end_ns > begin_ns THEN end_ns - begin_ns ELSE 0 END), 0), "
+    "(SELECT count(*) FROM replay_metrics m JOIN replay_launches l USING (pid, launch_id) "
+    "WHERE m.value IS NOT NULL AND NOT " OWN_LAUNCH "), "
+    "(SELECT reason FROM replay_spans WHERE declined != 0 ORDER BY begin_ns, pid, span_id "
     "LIMIT 1) "
-    "FROM replay_launches";
+    "FROM replay_spans";
+
+/* The ten columns both summary statements share, in order. */
+typedef struct summary_part {
+    int64_t *count, *replayed, *declined, *kernels;
+    uint64_t *passes, *snapshot_bytes, *bytes_restored, *collection_ns;
+    int64_t *metric_values;
+    char *first_decline;
+    size_t first_decline_size;
+} summary_part;
+
+static int read_summary_part(store *handle, const char *sql, const summary_part *part)
+{
+    sqlite3_stmt *statement = NULL;
+    int status = store_prepare(handle, sql, &statement, "cannot read the replay summary");
+    if (status != 0)
+        return status;
+    if (sqlite3_step(statement) == SQLITE_ROW) {
+        *part->count = sqlite3_column_int64(statement, 0);
+        *part->replayed = sqlite3_column_int64(statement, 1);
+        *part->declined = sqlite3_column_int64(statement, 2);
+        *part->kernels = sqlite3_column_int64(statement, 3);
+        *part->passes = (uint64_t)sqlite3_column_int64(statement, 4);
+        *part->snapshot_bytes = (uint64_t)sqlite3_column_int64(statement, 5);
+        *part->bytes_restored = (uint64_t)sqlite3_column_int64(statement, 6);
+        *part->collection_ns = (uint64_t)sqlite3_column_int64(statement, 7);
+        *part->metric_values = sqlite3_column_int64(statement, 8);
+        const char *reason = store_column_text(statement, 9);
+        snprintf(part->first_decline, part->first_decline_size, "%s", reason != NULL ? reason : "");
+    } else {
+        status = store_set_sqlite_error(handle, "cannot read the replay summary");
+    }
+    sqlite3_finalize(statement);
+    return status;
+}
 
 int store_read_replay_summary(store *handle, store_replay_summary *out)
 {
@@ -367,26 +678,34 @@ int store_read_replay_summary(store *handle, store_replay_summary *out)
     int status = store_flush(handle);
     if (status != 0)
         return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, summary_sql, &statement, "cannot read the replay summary");
-    if (status != 0)
-        return status;
-    if (sqlite3_step(statement) == SQLITE_ROW) {
-        out->launches = sqlite3_column_int64(statement, 0);
-        out->replayed = sqlite3_column_int64(statement, 1);
-        out->declined = sqlite3_column_int64(statement, 2);
-        out->kernels = sqlite3_column_int64(statement, 3);
-        out->passes = (uint64_t)sqlite3_column_int64(statement, 4);
-        out->snapshot_bytes = (uint64_t)sqlite3_column_int64(statement, 5);
-        out->bytes_restored = (uint64_t)sqlite3_column_int64(statement, 6);
-        out->collection_ns = (uint64_t)sqlite3_column_int64(statement, 7);
-        out->metric_values = sqlite3_column_int64(statement, 8);
-        const char *reason = store_column_text(statement, 9);
-        snprintf(out->first_decline, sizeof(out->first_decline), "%s",
-                 reason != NULL ? reason : "");
-    } else {
-        status = store_set_sqlite_error(handle, "cannot read the replay summary");
+    summary_part launches = {&out->launches,
+                             &out->replayed,
+                             &out->declined,
+                             &out->kernels,
+                             &out->passes,
+                             &out->snapshot_bytes,
+                             &out->bytes_restored,
+                             &out->collection_ns,
+                             &out->metric_values,
+                             out->first_decline,
+                             sizeof(out->first_decline)};
+    summary_part spans = {&out->spans,
+                          &out->spans_replayed,
+                          &out->spans_declined,
+                          &out->span_kernels,
+                          &out->span_passes,
+                          &out->span_snapshot_bytes,
+                          &out->span_bytes_restored,
+                          &out->span_collection_ns,
+                          &out->span_metric_values,
+                          out->first_span_decline,
+                          sizeof(out->first_span_decline)};
+    status = read_summary_part(handle, launch_summary_sql, &launches);
+    if (status == 0)
+        status = read_summary_part(handle, span_summary_sql, &spans);
+    if (status != 0) {
+        /* Half a summary would read as fewer replays than there were. */
+        memset(out, 0, sizeof(*out));
     }
-    sqlite3_finalize(statement);
     return status;
 }

@@ -1,7 +1,7 @@
 /*
- * store_replay.h: kernel-replay results in the session database: the tables
- * replay_launches, replay_passes and replay_metrics (docs/schema.md,
- * docs/replay.md).
+ * store_replay.h: kernel-replay and range-replay results in the session
+ * database: the tables replay_launches, replay_spans, replay_passes and
+ * replay_metrics (docs/schema.md, docs/replay.md).
  *
  * The collector writes the engine's finished replay_records (src/replay/
  * replay.h) inside its open batch; `flare report` and `flare replay` read
@@ -20,9 +20,13 @@
 #include "store/store.h"
 
 /*
- * Writes count records of process pid: one replay_launches row each, its
- * kept pass timestamps (at most REPLAY_RECORD_PASS_MAX; passes_run says how
- * many ran) and its metric values (a NaN value is stored as NULL). NULL
+ * Writes count records of process pid. A launch record (is_span 0) becomes
+ * one replay_launches row (span_id NULL for a launch replayed on its own,
+ * else its span's id), its kept pass timestamps (at most
+ * REPLAY_RECORD_PASS_MAX; passes_run says how many ran) and its metric
+ * values (a NaN value is stored as NULL). A span record (is_span 1) becomes
+ * one replay_spans row and its pass timestamps under launch_id = span_id;
+ * its metric names are not stored (its kernels carry the values). NULL
  * entries of records are skipped. All the records land or none do: inside a
  * batch they are bracketed by a savepoint, so a failure leaves the batch's
  * other rows intact (unless SQLite itself rolled the batch back, which then
@@ -36,6 +40,8 @@ int store_write_replay_records(store *database, int64_t pid, replay_record *cons
 typedef struct store_replay_launch_row {
     int64_t pid;
     uint64_t launch_id;
+    /* The span the launch was recorded in (0: replayed on its own). */
+    uint64_t span_id;
     int device;
     uint64_t stream_id;
     const char *kernel;
@@ -67,12 +73,53 @@ typedef struct store_replay_launch_row {
 
 typedef int (*store_replay_launch_callback)(const store_replay_launch_row *row, void *user);
 
-/* Every replay launch row with its metrics, by kernel name, then pid, launch
- * index and launch id, so all of one kernel's launches come together. A
+/* Every launch replayed on its own, with its metrics, by kernel name, then
+ * pid, launch index and launch id, so all of one kernel's launches come
+ * together. The kernels of spans are not among them (store_read_replay_spans
+ * returns those), except a span kernel whose span row is missing (its
+ * record was lost): rather than vanish it comes here, span_id set. A
  * callback returning non-zero stops the walk (not an error). */
 int store_read_replay_launches(store *database, store_replay_launch_callback callback, void *user);
 
-/* One launch's kept pass times, by pass. */
+/* One span (range replay) as store_read_replay_spans returns it, with its
+ * kernels. Strings and arrays are valid during the callback only. */
+typedef struct store_replay_span_row {
+    int64_t pid;
+    uint64_t span_id;
+    const char *name;        /* the scope, NVTX range or flare_replay_range_begin name */
+    uint64_t occurrence;     /* which occurrence of the name (1-based); 0: an explicit span */
+    int device;              /* -1: the span submitted no device work */
+    uint32_t kernels;        /* launches recorded in the span */
+    uint32_t copies;         /* copies and memsets recorded in the span */
+    uint32_t passes_planned; /* what the metric collector asked for */
+    uint32_t passes_run;     /* pass 0 (the program's own run) included; 1 when declined */
+    int declined;
+    const char *reason; /* why it was declined, or a note on a replayed one, or "" */
+    uint64_t begin_ns;  /* the span began (flare clock) */
+    uint64_t end_ns;    /* the last pass finished and the gate was released */
+    uint64_t drain_ns;
+    uint64_t snapshot_bytes;
+    int shadow_on_device;
+    uint64_t snapshot_ns;
+    uint64_t restore_ns;
+    uint64_t bytes_restored;
+    const char *collector;
+    uint32_t passes_kept;  /* pass times kept in replay_passes */
+    uint64_t pass_mean_ns; /* mean length of one kept pass (0 when none) */
+    /* The span's kernel rows in launch order (launch id), each with its
+     * metrics; fewer than kernels when records were lost. */
+    size_t kernel_count;
+    const store_replay_launch_row *kernel_rows;
+} store_replay_span_row;
+
+typedef int (*store_replay_span_callback)(const store_replay_span_row *row, void *user);
+
+/* Every span, by begin time, then pid and span id, each with its kernels in
+ * launch order and their metrics. A callback returning non-zero stops the
+ * walk (not an error). */
+int store_read_replay_spans(store *database, store_replay_span_callback callback, void *user);
+
+/* One launch's (or span's, by span id) kept pass times, by pass. */
 typedef struct store_replay_pass_row {
     uint32_t pass;
     uint64_t start_ns;
@@ -82,18 +129,32 @@ typedef int (*store_replay_pass_callback)(const store_replay_pass_row *row, void
 int store_read_replay_passes(store *database, int64_t pid, uint64_t launch_id,
                              store_replay_pass_callback callback, void *user);
 
-/* Totals over the whole session, for `flare replay`'s closing line. */
+/* Totals over the whole session, for `flare replay`'s closing line and the
+ * report. Launches replayed on their own and spans are counted apart: the
+ * first group of fields covers the launches that store_read_replay_launches
+ * returns, the span_ fields the spans and their kernels. */
 typedef struct store_replay_summary {
-    int64_t launches; /* rows in replay_launches */
-    int64_t replayed; /* not declined */
+    int64_t launches; /* launches replayed on their own (replayed or declined) */
+    int64_t replayed; /* of those, not declined */
     int64_t declined;
-    int64_t kernels;         /* distinct kernel names */
+    int64_t kernels;         /* distinct kernel names among them */
     uint64_t passes;         /* sum of passes_run over replayed launches */
     uint64_t snapshot_bytes; /* sum over replayed launches */
     uint64_t bytes_restored;
     uint64_t collection_ns;  /* sum of end_ns - begin_ns over every launch */
-    int64_t metric_values;   /* non-NULL rows of replay_metrics */
+    int64_t metric_values;   /* non-NULL metric values of those launches */
     char first_decline[256]; /* the reason of the earliest declined launch, "" when none */
+
+    int64_t spans; /* rows in replay_spans */
+    int64_t spans_replayed;
+    int64_t spans_declined;
+    int64_t span_kernels;         /* kernel rows of spans (replayed or declined) */
+    uint64_t span_passes;         /* sum of passes_run over replayed spans */
+    uint64_t span_snapshot_bytes; /* sum over replayed spans */
+    uint64_t span_bytes_restored;
+    uint64_t span_collection_ns;  /* sum of end_ns - begin_ns over every span */
+    int64_t span_metric_values;   /* non-NULL metric values of span kernels */
+    char first_span_decline[256]; /* the reason of the earliest declined span, "" when none */
 } store_replay_summary;
 int store_read_replay_summary(store *database, store_replay_summary *out);
 

@@ -1,7 +1,8 @@
 /*
- * test_store_replay.c: kernel-replay results in the session database
- * (store_replay.h): replay_records written by the collector's batch and
- * read back as `flare report` and `flare replay` read them.
+ * test_store_replay.c: kernel-replay and range-replay results in the
+ * session database (store_replay.h): replay_records written by the
+ * collector's batch and read back as `flare report` and `flare replay`
+ * read them; spans apart from launches replayed on their own.
  *
  * Each test works in its own mkdtemp directory under /tmp and removes it.
  * Where the API cannot show a property (how many pass rows exist, that a
@@ -419,6 +420,301 @@ static void test_empty_and_early_stop(void **state)
     test_remove_dir(dir);
 }
 
+/* ---- range replay (spans) ---- */
+
+/* A span's own record as the engine queues it: name, occurrence, what it
+ * recorded, its passes; metric names for the set, but no values. */
+static replay_record *make_span(uint64_t span_id, const char *name, uint64_t occurrence,
+                                uint32_t passes, uint32_t kernels, uint32_t copies)
+{
+    replay_record *record = make_replayed(span_id, name, occurrence, passes, 0, NULL, NULL);
+    record->is_span = 1;
+    record->span_id = span_id;
+    record->device = 0;
+    record->stream_id = 0;
+    record->span_kernels = kernels;
+    record->span_copies = copies;
+    record->snapshot_bytes = 3 << 20;
+    record->bytes_restored = (uint64_t)(passes - 1) * (3 << 20);
+    record->restore_ns = 900;
+    /* The engine lists the set's names on the span but stores values only
+     * per kernel: none of these may reach replay_metrics. */
+    snprintf(record->metric_names[0], REPLAY_METRIC_NAME_MAX, "gpu__time_duration.sum");
+    return record;
+}
+
+static replay_record *make_span_kernel(uint64_t launch_id, uint64_t span_id, const char *kernel,
+                                       uint64_t index, const double *values)
+{
+    const char *names[] = {"launch__grid_size", "gpu__time_duration.sum"};
+    replay_record *record = make_replayed(launch_id, kernel, index, 2, 2, names, values);
+    record->span_id = span_id;
+    return record;
+}
+
+typedef struct captured_span {
+    store_replay_span_row row;
+    char name[256];
+    char reason[256];
+    char collector[32];
+    size_t kernel_count;
+    uint64_t kernel_ids[8];
+    uint64_t kernel_span_ids[8];
+    char kernels[8][64];
+    size_t metric_counts[8];
+    char metric_names[8][2][REPLAY_METRIC_NAME_MAX];
+    double metric_values[8][2];
+    int metric_has_value[8][2];
+} captured_span;
+
+typedef struct span_capture {
+    size_t count;
+    captured_span spans[4];
+} span_capture;
+
+static int capture_span(const store_replay_span_row *row, void *user)
+{
+    span_capture *into = user;
+    assert_true(into->count < 4);
+    captured_span *copy = &into->spans[into->count++];
+    copy->row = *row;
+    snprintf(copy->name, sizeof copy->name, "%s", row->name);
+    snprintf(copy->reason, sizeof copy->reason, "%s", row->reason);
+    snprintf(copy->collector, sizeof copy->collector, "%s", row->collector);
+    copy->kernel_count = row->kernel_count;
+    assert_true(row->kernel_count <= 8);
+    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
+        const store_replay_launch_row *launch = &row->kernel_rows[kernel];
+        copy->kernel_ids[kernel] = launch->launch_id;
+        copy->kernel_span_ids[kernel] = launch->span_id;
+        snprintf(copy->kernels[kernel], sizeof copy->kernels[kernel], "%s", launch->kernel);
+        copy->metric_counts[kernel] = launch->metric_count;
+        for (size_t metric = 0; metric < launch->metric_count && metric < 2; metric++) {
+            snprintf(copy->metric_names[kernel][metric], REPLAY_METRIC_NAME_MAX, "%s",
+                     launch->metric_names[metric]);
+            copy->metric_values[kernel][metric] = launch->metric_values[metric];
+            copy->metric_has_value[kernel][metric] = launch->metric_has_value[metric];
+        }
+    }
+    return 0;
+}
+
+/* A replayed span with three kernels (queued out of launch order, as two
+ * collector takes could deliver them), beside a launch replayed on its own:
+ * the span comes back from the span reader with its kernels in launch order
+ * and their metrics, never from the launch reader, and the summary counts
+ * the two apart. */
+static void test_span_round_trip(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    const double first[] = {8.0, 1500.0};
+    const double second[] = {1.0, NAN};
+    const double third[] = {16.0, 700.0};
+    const char *alone_names[] = {"gpu__time_duration.sum"};
+    const double alone_value[] = {42.0};
+    replay_record *records[] = {
+        make_span_kernel(12, 10, "increment", 1, second),
+        make_span_kernel(11, 10, "rmw", 0, first),
+        make_replayed(20, "solo", 0, 2, 1, alone_names, alone_value),
+        make_span_kernel(13, 10, "rmw", 1, third),
+        make_span(10, "step", 2, 2, 3, 2),
+    };
+    size_t count = sizeof records / sizeof records[0];
+
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(writer), 0);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, count), 0);
+    assert_int_equal(store_commit(writer), 0);
+    store_close(writer);
+
+    /* In the file: the span is no launch, its passes sit under its id, it
+     * has no metric rows of its own, and its kernels carry its id. */
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 4);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches WHERE launch_id = 10"), 0);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches WHERE span_id = 10"), 3);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches WHERE span_id IS NULL"), 1);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_spans"), 1);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes WHERE launch_id = 10"), 2);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_metrics WHERE launch_id = 10"), 0);
+
+    store *reader = open_store(dir, STORE_OPEN_READ);
+    span_capture spans = {0};
+    assert_int_equal(store_read_replay_spans(reader, capture_span, &spans), 0);
+    assert_int_equal(spans.count, 1);
+    const captured_span *span = &spans.spans[0];
+    assert_int_equal(span->row.pid, TEST_PID);
+    assert_int_equal(span->row.span_id, 10);
+    assert_string_equal(span->name, "step");
+    assert_int_equal(span->row.occurrence, 2);
+    assert_int_equal(span->row.device, 0);
+    assert_int_equal(span->row.kernels, 3);
+    assert_int_equal(span->row.copies, 2);
+    assert_int_equal(span->row.passes_planned, 2);
+    assert_int_equal(span->row.passes_run, 2);
+    assert_false(span->row.declined);
+    assert_string_equal(span->reason, "");
+    assert_int_equal(span->row.begin_ns, 500);
+    assert_int_equal(span->row.end_ns, 4500);
+    assert_int_equal(span->row.drain_ns, 40);
+    assert_int_equal(span->row.snapshot_bytes, 3 << 20);
+    assert_true(span->row.shadow_on_device);
+    assert_int_equal(span->row.snapshot_ns, 30);
+    assert_int_equal(span->row.restore_ns, 900);
+    assert_int_equal(span->row.bytes_restored, 3 << 20);
+    assert_string_equal(span->collector, "sim-metrics");
+    assert_int_equal(span->row.passes_kept, 2);
+    assert_int_equal(span->row.pass_mean_ns, 101); /* 100 and 101, rounded */
+    /* Kernels in launch order, each with its own values. */
+    assert_int_equal(span->kernel_count, 3);
+    assert_int_equal(span->kernel_ids[0], 11);
+    assert_int_equal(span->kernel_ids[1], 12);
+    assert_int_equal(span->kernel_ids[2], 13);
+    assert_string_equal(span->kernels[0], "rmw");
+    assert_string_equal(span->kernels[1], "increment");
+    assert_string_equal(span->kernels[2], "rmw");
+    assert_int_equal(span->kernel_span_ids[1], 10);
+    assert_int_equal(span->metric_counts[0], 2);
+    assert_string_equal(span->metric_names[0][0], "launch__grid_size");
+    assert_string_equal(span->metric_names[0][1], "gpu__time_duration.sum");
+    assert_true(span->metric_values[0][0] == 8.0);
+    assert_true(span->metric_values[0][1] == 1500.0);
+    assert_true(span->metric_values[1][0] == 1.0);
+    assert_false(span->metric_has_value[1][1]);
+    assert_true(isnan(span->metric_values[1][1]));
+    assert_true(span->metric_values[2][0] == 16.0);
+
+    /* The launch reader holds only the launch replayed on its own. */
+    capture got = {0};
+    assert_int_equal(store_read_replay_launches(reader, capture_launch, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.launches[0].kernel, "solo");
+    assert_int_equal(got.launches[0].row.span_id, 0);
+
+    store_replay_summary summary;
+    assert_int_equal(store_read_replay_summary(reader, &summary), 0);
+    assert_int_equal(summary.launches, 1);
+    assert_int_equal(summary.replayed, 1);
+    assert_int_equal(summary.kernels, 1);
+    assert_int_equal(summary.passes, 2);
+    assert_int_equal(summary.metric_values, 1);
+    assert_int_equal(summary.spans, 1);
+    assert_int_equal(summary.spans_replayed, 1);
+    assert_int_equal(summary.spans_declined, 0);
+    assert_int_equal(summary.span_kernels, 3);
+    assert_int_equal(summary.span_passes, 2);
+    assert_int_equal(summary.span_snapshot_bytes, 3 << 20);
+    assert_int_equal(summary.span_bytes_restored, 3 << 20);
+    assert_int_equal(summary.span_collection_ns, 4000);
+    assert_int_equal(summary.span_metric_values, 5); /* six values, one NaN */
+    assert_string_equal(summary.first_span_decline, "");
+
+    /* The span's passes through the pass reader, under its id. */
+    pass_capture passes = {.in_order = 1};
+    assert_int_equal(store_read_replay_passes(reader, TEST_PID, 10, capture_pass, &passes), 0);
+    assert_int_equal(passes.count, 2);
+    assert_true(passes.in_order);
+    store_close(reader);
+    for (size_t index = 0; index < count; index++)
+        free(records[index]);
+    test_remove_dir(dir);
+}
+
+/* A declined span keeps its reason and ran once; the kernels it recorded
+ * before the decline come with it, without values. A span kernel whose
+ * span record never arrived is listed with the launches rather than lost. */
+static void test_declined_span(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    replay_record *span = make_span(30, "step", 0, 1, 1, 1);
+    span->declined = 1;
+    span->passes_run = 1;
+    span->passes_planned = 2;
+    span->snapshot_bytes = 0;
+    span->bytes_restored = 0;
+    span->pass_count_kept = 0;
+    snprintf(span->reason, sizeof span->reason, "memory allocated inside the span");
+    replay_record *kernel = make_declined(31, "rmw", 4, "memory allocated inside the span");
+    kernel->span_id = 30;
+    replay_record *orphan = make_declined(41, "lost", 0, "device-to-host copy inside the span");
+    orphan->span_id = 40; /* its span's record was never written */
+    replay_record *records[] = {kernel, span, orphan};
+
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 3), 0);
+    store_close(writer);
+
+    store *reader = open_store(dir, STORE_OPEN_READ);
+    span_capture spans = {0};
+    assert_int_equal(store_read_replay_spans(reader, capture_span, &spans), 0);
+    assert_int_equal(spans.count, 1);
+    assert_true(spans.spans[0].row.declined);
+    assert_string_equal(spans.spans[0].reason, "memory allocated inside the span");
+    assert_int_equal(spans.spans[0].row.occurrence, 0); /* an explicit span */
+    assert_int_equal(spans.spans[0].row.passes_run, 1);
+    assert_int_equal(spans.spans[0].row.passes_kept, 0);
+    assert_int_equal(spans.spans[0].kernel_count, 1);
+    assert_string_equal(spans.spans[0].kernels[0], "rmw");
+    assert_int_equal(spans.spans[0].metric_counts[0], 0);
+
+    capture got = {0};
+    assert_int_equal(store_read_replay_launches(reader, capture_launch, &got), 0);
+    assert_int_equal(got.count, 1);
+    assert_string_equal(got.launches[0].kernel, "lost");
+    assert_int_equal(got.launches[0].row.span_id, 40);
+
+    store_replay_summary summary;
+    assert_int_equal(store_read_replay_summary(reader, &summary), 0);
+    assert_int_equal(summary.spans, 1);
+    assert_int_equal(summary.spans_replayed, 0);
+    assert_int_equal(summary.spans_declined, 1);
+    assert_int_equal(summary.span_kernels, 1);
+    assert_int_equal(summary.span_passes, 0);
+    assert_string_equal(summary.first_span_decline, "memory allocated inside the span");
+    assert_int_equal(summary.launches, 1); /* the orphan */
+    assert_int_equal(summary.declined, 1);
+    assert_string_equal(summary.first_decline, "device-to-host copy inside the span");
+    store_close(reader);
+    for (size_t index = 0; index < 3; index++)
+        free(records[index]);
+    test_remove_dir(dir);
+}
+
+/* A span write that fails takes its kernels with it (one call, one
+ * savepoint), and the batch's other rows still commit. */
+static void test_span_failure_is_all_or_nothing(void **state)
+{
+    (void)state;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof dir, "store-replay");
+    store_close(open_store(dir, STORE_OPEN_WRITE));
+    sql_exec(dir, "CREATE TRIGGER abort_span BEFORE INSERT ON replay_spans"
+                  " WHEN NEW.name = 'poison' BEGIN SELECT RAISE(ABORT, 'injected'); END");
+    const double values[] = {1.0, 2.0};
+    replay_record *records[] = {make_span_kernel(2, 1, "k", 0, values),
+                                make_span(1, "poison", 1, 2, 1, 0)};
+    store *writer = open_store(dir, STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(writer), 0);
+    store_kernel_row kernel = {.pid = TEST_PID, .name = "k", .start_ns = 1, .end_ns = 2};
+    assert_int_equal(store_put_kernel(writer, &kernel), 0);
+    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), FLARE_ERR_STORE);
+    assert_non_null(strstr(store_last_error(writer), "cannot write a replay span"));
+    assert_non_null(strstr(store_last_error(writer), "injected"));
+    assert_int_equal(store_commit(writer), 0);
+    store_close(writer);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM kernels"), 1);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_spans"), 0);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 0);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes"), 0);
+    assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_metrics"), 0);
+    free(records[0]);
+    free(records[1]);
+    test_remove_dir(dir);
+}
+
 static void test_invalid_arguments(void **state)
 {
     (void)state;
@@ -435,6 +731,8 @@ static void test_invalid_arguments(void **state)
     assert_int_equal(store_read_replay_passes(NULL, 1, 1, capture_pass, NULL),
                      FLARE_ERR_INVALID_ARGUMENT);
     assert_int_equal(store_read_replay_summary(reader, NULL), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_replay_spans(reader, NULL, NULL), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_replay_spans(NULL, capture_span, NULL), FLARE_ERR_INVALID_ARGUMENT);
     store_close(reader);
     assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 0);
     free(record);
@@ -449,6 +747,9 @@ int main(void)
         cmocka_unit_test(test_failure_keeps_the_batch),
         cmocka_unit_test(test_rewrite_replaces),
         cmocka_unit_test(test_empty_and_early_stop),
+        cmocka_unit_test(test_span_round_trip),
+        cmocka_unit_test(test_declined_span),
+        cmocka_unit_test(test_span_failure_is_all_or_nothing),
         cmocka_unit_test(test_invalid_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
