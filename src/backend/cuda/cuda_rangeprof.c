@@ -22,18 +22,23 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_profiler_host.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "replay/replay.h"
+#include "replay/replay_internal.h" /* replay_selection_metrics */
 
 #define RANGEPROF_CONTEXTS_MAX 64
 #define RANGEPROF_SETUPS_MAX   32
+/* How long a launch waits for a set-up another thread is running. */
+#define RANGEPROF_LOCK_WAIT_S 10
 
 /* The CUPTI functions this collector uses, resolved from libcupti. */
 typedef struct rangeprof_api {
@@ -67,8 +72,6 @@ static const cuda_driver_api *driver;
 typedef struct rangeprof_context {
     CUcontext context;
     int device;
-    int failed;
-    char reason[256];
     char chip[64];
     uint8_t *availability;
     CUpti_RangeProfiler_Object *object;
@@ -98,6 +101,7 @@ static size_t context_count;
 static rangeprof_setup *setups[RANGEPROF_SETUPS_MAX];
 static size_t setup_count;
 static int profiler_initialized;
+static int installed;
 
 /* The collection in progress on this thread (one launch at a time). */
 typedef struct rangeprof_session {
@@ -142,68 +146,70 @@ static const char *cupti_text(CUptiResult result)
 
 /* ---- Set-up (cache_lock held) ---- */
 
-static rangeprof_context *context_for(CUcontext context, int device)
+/* The context's entry, set up on first use; NULL with reason when CUPTI
+ * refused. A failure is not kept: HARDWARE_BUSY (another profiler, e.g. PM
+ * sampling, holds the device) can clear, so the next launch tries again. */
+static rangeprof_context *context_for(CUcontext context, int device, char *reason,
+                                      size_t reason_size)
 {
     for (size_t i = 0; i < context_count; i++)
         if (contexts[i]->context == context)
             return contexts[i];
-    if (context_count >= RANGEPROF_CONTEXTS_MAX)
+    if (context_count >= RANGEPROF_CONTEXTS_MAX) {
+        snprintf(reason, reason_size, "more than %d contexts", RANGEPROF_CONTEXTS_MAX);
         return NULL;
-    rangeprof_context *entry = calloc(1, sizeof(*entry));
-    if (entry == NULL)
-        return NULL;
-    entry->context = context;
-    entry->device = device;
-    contexts[context_count++] = entry;
+    }
+    uint64_t started = core_now_ns();
     CUptiResult result = CUPTI_SUCCESS;
+    const char *failed = NULL;
     if (!profiler_initialized) {
         CUpti_Profiler_Initialize_Params initialize = {
             .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
         result = api.ProfilerInitialize(&initialize);
-        if (result != CUPTI_SUCCESS) {
-            snprintf(entry->reason, sizeof(entry->reason), "cuptiProfilerInitialize: %s",
-                     cupti_text(result));
-            entry->failed = 1;
-            return entry;
-        }
-        profiler_initialized = 1;
+        if (result != CUPTI_SUCCESS)
+            failed = "cuptiProfilerInitialize";
+        else
+            profiler_initialized = 1;
     }
     CUpti_Device_GetChipName_Params chip = {
         .structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE, .deviceIndex = (size_t)device};
-    result = api.DeviceGetChipName(&chip);
-    if (result != CUPTI_SUCCESS) {
-        snprintf(entry->reason, sizeof(entry->reason), "cuptiDeviceGetChipName: %s",
-                 cupti_text(result));
-        entry->failed = 1;
-        return entry;
-    }
-    snprintf(entry->chip, sizeof(entry->chip), "%s", chip.pChipName);
+    if (failed == NULL && (result = api.DeviceGetChipName(&chip)) != CUPTI_SUCCESS)
+        failed = "cuptiDeviceGetChipName";
     /* Availability before Enable, as CUPTI's own samples do. */
     CUpti_Profiler_GetCounterAvailability_Params availability = {
         .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE, .ctx = context};
-    result = api.GetCounterAvailability(&availability);
-    if (result == CUPTI_SUCCESS) {
-        entry->availability = malloc(availability.counterAvailabilityImageSize);
-        availability.pCounterAvailabilityImage = entry->availability;
-        result = entry->availability != NULL ? api.GetCounterAvailability(&availability)
-                                             : CUPTI_ERROR_OUT_OF_MEMORY;
+    uint8_t *image = NULL;
+    if (failed == NULL && (result = api.GetCounterAvailability(&availability)) == CUPTI_SUCCESS) {
+        image = malloc(availability.counterAvailabilityImageSize);
+        availability.pCounterAvailabilityImage = image;
+        result =
+            image != NULL ? api.GetCounterAvailability(&availability) : CUPTI_ERROR_OUT_OF_MEMORY;
     }
-    if (result != CUPTI_SUCCESS) {
-        snprintf(entry->reason, sizeof(entry->reason), "cuptiProfilerGetCounterAvailability: %s",
-                 cupti_text(result));
-        entry->failed = 1;
-        return entry;
-    }
+    if (failed == NULL && result != CUPTI_SUCCESS)
+        failed = "cuptiProfilerGetCounterAvailability";
+    uint64_t available = core_now_ns();
     CUpti_RangeProfiler_Enable_Params enable = {
         .structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE, .ctx = context};
-    result = api.Enable(&enable);
-    if (result != CUPTI_SUCCESS) {
-        snprintf(entry->reason, sizeof(entry->reason), "cuptiRangeProfilerEnable: %s",
-                 cupti_text(result));
-        entry->failed = 1;
-        return entry;
+    if (failed == NULL && (result = api.Enable(&enable)) != CUPTI_SUCCESS)
+        failed = "cuptiRangeProfilerEnable";
+    rangeprof_context *entry = failed == NULL ? calloc(1, sizeof(*entry)) : NULL;
+    if (entry == NULL) {
+        snprintf(reason, reason_size, "%s: %s", failed != NULL ? failed : "calloc",
+                 failed != NULL ? cupti_text(result) : "out of memory");
+        free(image);
+        return NULL;
     }
+    entry->context = context;
+    entry->device = device;
+    snprintf(entry->chip, sizeof(entry->chip), "%s", chip.pChipName);
+    entry->availability = image;
     entry->object = enable.pRangeProfilerObject;
+    contexts[context_count++] = entry;
+    core_log(CORE_LOG_INFO,
+             "range profiler enabled on device %d (%s): counter availability %.1f ms, enable "
+             "%.1f ms",
+             device, entry->chip, (double)(available - started) / 1e6,
+             (double)(core_now_ns() - available) / 1e6);
     return entry;
 }
 
@@ -212,6 +218,38 @@ static void setup_fail(rangeprof_setup *setup, int status, const char *format, c
 {
     setup->status = status;
     snprintf(setup->reason, sizeof(setup->reason), format, what, cupti_text(result));
+}
+
+/* After the list was refused: finds the first metric CUPTI refuses on its
+ * own, in a host object of its own, so the reason names it. */
+static void name_refused_metric(rangeprof_setup *setup)
+{
+    rangeprof_context *context = setup->context;
+    for (size_t i = 0; i < setup->count; i++) {
+        CUpti_Profiler_Host_Initialize_Params initialize = {
+            .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
+            .profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+            .pChipName = context->chip,
+            .pCounterAvailabilityImage = context->availability};
+        if (api.HostInitialize(&initialize) != CUPTI_SUCCESS)
+            return;
+        CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+            .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
+            .pHostObject = initialize.pHostObject,
+            .ppMetricNames = &setup->names[i],
+            .numMetrics = 1};
+        CUptiResult result = api.HostConfigAddMetrics(&add);
+        CUpti_Profiler_Host_Deinitialize_Params deinitialize = {
+            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
+            .pHostObject = initialize.pHostObject};
+        api.HostDeinitialize(&deinitialize);
+        if (result != CUPTI_SUCCESS) {
+            snprintf(setup->reason, sizeof(setup->reason),
+                     "unknown or unsupported metric '%.100s' on %s (%s)", setup->names[i],
+                     context->chip, cupti_text(result));
+            return;
+        }
+    }
 }
 
 static void build_setup(rangeprof_setup *setup)
@@ -228,21 +266,20 @@ static void build_setup(rangeprof_setup *setup)
         return;
     }
     setup->host = initialize.pHostObject;
-    /* One metric at a time, so an unknown name is named exactly. */
-    for (size_t i = 0; i < setup->count; i++) {
-        CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-            .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
-            .pHostObject = setup->host,
-            .ppMetricNames = &setup->names[i],
-            .numMetrics = 1};
-        result = api.HostConfigAddMetrics(&add);
-        if (result != CUPTI_SUCCESS) {
-            setup->status = FLARE_ERR_INVALID_ARGUMENT;
-            snprintf(setup->reason, sizeof(setup->reason),
-                     "unknown or unsupported metric '%.100s' on %s (%s)", setup->names[i],
-                     context->chip, cupti_text(result));
-            return;
-        }
+    /* All metrics in one call: CUPTI schedules counters across passes per
+     * call (adding them one by one gave 28 passes for a 9-pass set). */
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
+        .pHostObject = setup->host,
+        .ppMetricNames = setup->names,
+        .numMetrics = setup->count};
+    result = api.HostConfigAddMetrics(&add);
+    if (result != CUPTI_SUCCESS) {
+        setup->status = FLARE_ERR_INVALID_ARGUMENT;
+        snprintf(setup->reason, sizeof(setup->reason), "the metric list was refused on %s (%s)",
+                 context->chip, cupti_text(result));
+        name_refused_metric(setup);
+        return;
     }
     CUpti_Profiler_Host_GetConfigImageSize_Params size = {
         .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE,
@@ -378,16 +415,21 @@ static int collector_prepare(const flare_replay_launch *launch, const char *cons
         snprintf(reason, reason_size, "range profiler: no current CUDA context");
         return FLARE_ERR_BACKEND;
     }
-    pthread_mutex_lock(&cache_lock);
-    rangeprof_context *entry = context_for(context, launch->device);
+    /* Bounded: the early set-up thread may hold the lock for its 100s of ms. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
+    if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0) {
+        snprintf(reason, reason_size, "range profiler: set-up still busy after %d s",
+                 RANGEPROF_LOCK_WAIT_S);
+        return FLARE_ERR_TIMEOUT;
+    }
+    char why[256] = "";
+    rangeprof_context *entry = context_for(context, launch->device, why, sizeof(why));
     rangeprof_setup *setup = NULL;
     int status = FLARE_OK;
     if (entry == NULL) {
-        snprintf(reason, reason_size, "range profiler: more than %d contexts",
-                 RANGEPROF_CONTEXTS_MAX);
-        status = FLARE_ERR_FULL;
-    } else if (entry->failed) {
-        snprintf(reason, reason_size, "range profiler: %s", entry->reason);
+        snprintf(reason, reason_size, "range profiler: %s", why);
         status = FLARE_ERR_BACKEND;
     } else if ((setup = setup_for(entry, metrics, metric_count)) == NULL) {
         snprintf(reason, reason_size, "range profiler: more than %d metric lists",
@@ -562,6 +604,61 @@ static int collector_finish(const flare_replay_launch *launch, double *values, s
     return status;
 }
 
+/* ---- Early set-up ---- */
+
+typedef struct rangeprof_warm_request {
+    CUcontext context;
+    int device;
+} rangeprof_warm_request;
+
+static void *warm_main(void *argument)
+{
+    rangeprof_warm_request request = *(rangeprof_warm_request *)argument;
+    free(argument);
+    const char *const *names = NULL;
+    size_t count = replay_selection_metrics(&names);
+    if (count == 0)
+        return NULL;
+    uint64_t started = core_now_ns();
+    char why[256] = "";
+    pthread_mutex_lock(&cache_lock);
+    rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
+    if (entry != NULL)
+        setup_for(entry, names, count);
+    pthread_mutex_unlock(&cache_lock);
+    if (entry == NULL)
+        core_log(CORE_LOG_INFO,
+                 "range profiler: early set-up on device %d failed (%s); the first replayed "
+                 "launch tries again",
+                 request.device, why);
+    else
+        core_log(CORE_LOG_INFO, "range profiler: early set-up on device %d took %.1f ms",
+                 request.device, (double)(core_now_ns() - started) / 1e6);
+    return NULL;
+}
+
+void cuda_rangeprof_context_created(CUcontext context, int device)
+{
+    if (!installed || !replay_configured())
+        return;
+    rangeprof_warm_request *request = malloc(sizeof(*request));
+    if (request == NULL)
+        return;
+    request->context = context;
+    request->device = device;
+    pthread_t thread;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous); /* the program's signals stay its own */
+    if (pthread_create(&thread, &attributes, warm_main, request) != 0)
+        free(request); /* the first replayed launch sets up instead */
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    pthread_attr_destroy(&attributes);
+}
+
 static const replay_metric_collector collector = {
     .name = "cuda-range-profiler",
     .prepare = collector_prepare,
@@ -607,6 +704,7 @@ void cuda_rangeprof_install(const cuda_cupti_api *cupti_api, const cuda_driver_a
         return;
     }
     replay_set_metric_collector(&collector);
+    installed = 1;
     core_capability_set("range_profiler", 0, CORE_CAPABILITY_ACTIVE,
                         "CUPTI range profiler, user replay, automatic ranges (set up at the "
                         "first replayed launch)");

@@ -19,4 +19,10 @@
  * runs inside InitializeInjection); set-up happens at the first prepare. */
 void cuda_rangeprof_install(const cuda_cupti_api *cupti, const cuda_driver_api *driver);
 
+/* A context was created: when replay with metrics is configured, runs the
+ * host set-up for it (availability, enable, config image: 100s of ms) on a
+ * thread of its own, so the first replayed launch does not wait for it.
+ * Never waits itself; a failure is retried by the first replayed launch. */
+void cuda_rangeprof_context_created(CUcontext context, int device);
+
 #endif /* FLARE_BACKEND_CUDA_RANGEPROF_H */

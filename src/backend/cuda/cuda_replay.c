@@ -227,6 +227,7 @@ static void context_created(CUcontext context)
         atomic_store(&registry_overflowed[device], 1);
     }
     pthread_mutex_unlock(&registry_lock);
+    cuda_rangeprof_context_created(context, device);
 }
 
 static void context_destroying(CUcontext context)
