@@ -356,8 +356,10 @@ static CUstream copy_stream(int device)
 
 static int op_shadow_alloc(int device, bool on_device, size_t bytes, void **out)
 {
-    (void)device;
     internal_depth++;
+    /* The copy stream is made here, before the engine times the snapshot. */
+    if (device >= 0 && device < REPLAY_DEVICE_MAX)
+        copy_stream(device);
     CUresult result;
     if (on_device) {
         CUdeviceptr pointer = 0;
