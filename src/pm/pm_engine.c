@@ -560,6 +560,7 @@ static uint64_t convert(pm_engine *engine, uint64_t raw)
 
 static void decode_round(pm_engine *engine)
 {
+    uint64_t round_began = core_now_ns();
     int overflow = 0, failed = 0, exhausted = 0, truncated = 1;
     uint64_t newest = 0, delivered = 0, dropped = 0, lost = 0, fulls = 0, overflows = 0;
     uint64_t failures = 0, decodes = 0, first_latency = 0;
@@ -590,6 +591,11 @@ static void decode_round(pm_engine *engine)
                 choose_clock(engine, raw_end, decoded_ns);
             sample->start_ns = convert(engine, raw_start);
             sample->end_ns = convert(engine, raw_end);
+            if (engine->window_samples == 0 && sample->start_ns < engine->armed_ns) {
+                sample->start_ns =
+                    engine->armed_ns < sample->end_ns ? engine->armed_ns : sample->end_ns;
+                sample->flags |= PM_SAMPLE_START_CLAMPED;
+            }
             sample->window_id = engine->window_id;
             sample->sample_index = engine->window_samples++;
             sample->device = engine->device;
@@ -655,6 +661,7 @@ static void decode_round(pm_engine *engine)
     engine->stats.counter_data_full += fulls;
     engine->stats.decode_failures += failures;
     engine->stats.decodes += decodes;
+    engine->stats.decode_ns += core_now_ns() - round_began;
     engine->stats.clock_method = engine->clock_method;
     if (first_latency != 0)
         engine->stats.first_sample_latency_ns = first_latency;
@@ -710,7 +717,27 @@ int pm_engine_disarm(pm_engine *engine, int device, uint64_t now_ns, backend_eng
     atomic_store(&engine->sampling, 0);
     uint64_t samples = engine->window_samples;
     uint64_t armed_ns = engine->armed_ns;
+    uint64_t tail_lost = 0;
+    if (engine->gap_suspected && engine->previous_end_ns != 0 &&
+        now_ns > engine->previous_end_ns + engine->interval_ns) {
+        /* An overflow with no sample after it: the hole runs to the stop. */
+        tail_lost = (now_ns - engine->previous_end_ns) / engine->interval_ns;
+        engine->gap_suspected = 0;
+    }
     pthread_mutex_unlock(&engine->hardware_lock);
+    pthread_mutex_lock(&engine->stats_lock);
+    engine->stats.samples_lost += tail_lost;
+    pm_engine_stats stats = engine->stats;
+    pthread_mutex_unlock(&engine->stats_lock);
+    core_log(CORE_LOG_INFO,
+             "%s: window %llu closed: %llu samples in %.3f s; so far %llu decodes (%llu stopped "
+             "by a full image), %.1f ms decoding, %llu overflows, %llu samples lost (estimated), "
+             "%llu dropped by the queue",
+             engine->ops->name, (unsigned long long)engine->window_id, (unsigned long long)samples,
+             now_ns > armed_ns ? (now_ns - armed_ns) / 1e9 : 0.0, (unsigned long long)stats.decodes,
+             (unsigned long long)stats.counter_data_full, stats.decode_ns / 1e6,
+             (unsigned long long)stats.overflows, (unsigned long long)stats.samples_lost,
+             (unsigned long long)stats.queue_drops);
     tracebuf_lease_use_end(engine->device, engine->context_id);
     tracebuf_lease_release(engine->device, engine->context_id);
     if (result != NULL) {

@@ -137,6 +137,10 @@ typedef enum pm_engine_state {
 #define PM_SAMPLE_OVERFLOW    1u /* decoded by a decode that reported overflow */
 #define PM_SAMPLE_AFTER_GAP   2u /* the first sample after samples were lost */
 #define PM_SAMPLE_CLOCK_GUESS 4u /* time aligned to the decode, not converted */
+/* The first sample after a start spans back to when the counters last
+ * stopped (seen on GH100: to the enable, seconds earlier); its start is
+ * clamped to the window's open. */
+#define PM_SAMPLE_START_CLAMPED 8u
 
 typedef struct pm_sample {
     uint64_t start_ns; /* flare's clock */
@@ -169,6 +173,7 @@ typedef struct pm_engine_stats {
     uint64_t counter_data_full; /* decodes stopped by a full image (decoded again) */
     uint64_t decode_failures;
     uint64_t decodes;
+    uint64_t decode_ns; /* time spent in decode rounds (decode, read, evaluate, reset) */
     uint64_t arms;
     uint64_t first_sample_latency_ns; /* of the last window; 0: none yet */
     uint64_t prepare_ns;              /* what prepare cost */

@@ -42,6 +42,12 @@ static uint64_t schedule_at_ns; /* 0: no scheduled window */
 static uint64_t schedule_for_ns;
 static char schedule_label[WINDOWS_LABEL_MAX];
 static uint64_t stored_drops; /* record drops last written; collector only */
+/* The deep_windows row without its engine, so a later engine choice
+ * (windows_session_set_engine, the CUDA engine after injection) can restate
+ * it. Guarded by coordinator_lock. */
+static int capability_requested;
+static const char *capability_status = CORE_CAPABILITY_ACTIVE;
+static char capability_text[192] = "on request (flare_window_open)";
 
 windows_coordinator *windows_session_coordinator(void)
 {
@@ -59,6 +65,10 @@ void windows_session_set_engine(const backend_engine_ops *engine)
     if (coordinator != NULL && windows_set_engine(coordinator, engine) != FLARE_OK)
         core_log(CORE_LOG_WARNING, "deep engine %s takes over from the next window session",
                  engine != NULL ? engine->name : "none");
+    else if (coordinator != NULL && atomic_load(&session_running))
+        core_capability_set("deep_windows", capability_requested, capability_status,
+                            "%s; engine %s", capability_text,
+                            engine != NULL ? engine->name : "none");
     pthread_mutex_unlock(&coordinator_lock);
 }
 
@@ -153,6 +163,11 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
     if (!have_after && !have_length) {
         core_capability_set("deep_windows", 0, CORE_CAPABILITY_ACTIVE,
                             "on request (flare_window_open); engine %s", engine_name);
+        pthread_mutex_lock(&coordinator_lock);
+        capability_requested = 0;
+        capability_status = CORE_CAPABILITY_ACTIVE;
+        snprintf(capability_text, sizeof(capability_text), "on request (flare_window_open)");
+        pthread_mutex_unlock(&coordinator_lock);
         return;
     }
     char error[192] = "";
@@ -172,6 +187,12 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
         core_log(CORE_LOG_WARNING, "scheduled deep window ignored: %s", error);
         core_capability_set("deep_windows", 1, CORE_CAPABILITY_DEGRADED,
                             "scheduled window ignored: %s", error);
+        pthread_mutex_lock(&coordinator_lock);
+        capability_requested = 1;
+        capability_status = CORE_CAPABILITY_DEGRADED;
+        snprintf(capability_text, sizeof(capability_text), "scheduled window ignored: %.150s",
+                 error);
+        pthread_mutex_unlock(&coordinator_lock);
         return;
     }
     schedule_at_ns = start_ns + after_ns;
@@ -179,6 +200,12 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
     snprintf(schedule_label, sizeof(schedule_label), "deep-after %s for %s", after, length);
     core_capability_set("deep_windows", 1, CORE_CAPABILITY_ACTIVE,
                         "scheduled: after %s for %s; engine %s", after, length, engine_name);
+    pthread_mutex_lock(&coordinator_lock);
+    capability_requested = 1;
+    capability_status = CORE_CAPABILITY_ACTIVE;
+    snprintf(capability_text, sizeof(capability_text), "scheduled: after %.60s for %.60s", after,
+             length);
+    pthread_mutex_unlock(&coordinator_lock);
 }
 
 void windows_session_begin(uint64_t start_ns)

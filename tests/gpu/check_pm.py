@@ -24,7 +24,7 @@ def main():
     armed = [w for w in windows if w[2] == "cuda-pm" and w[3] == "armed" and w[5] is not None]
     if not armed:
         failures.append(f"no window armed the cuda-pm engine: {windows}")
-    for log in q("SELECT level, message FROM log WHERE message LIKE '%PM%' OR message LIKE '%pm%'"):
+    for log in q("SELECT level, message FROM log WHERE message LIKE '%PM%' OR message LIKE '%pm-%' OR message LIKE '%cuda-pm%'"):
         print(f"log {log[0]}: {log[1]}")
     for window in armed:
         window_id, opened, closed, engine_samples = window[0], window[5], window[6], window[8]
@@ -42,6 +42,16 @@ def main():
         duration = (closed - opened) / 1e9
         print(f"window_seconds {duration:.3f}")
         print(f"samples_per_second {count / duration:.0f}")
+        spacing = q("SELECT b.start_ns - a.start_ns, a.end_ns - a.start_ns FROM pm_samples a JOIN pm_samples b "
+                    "ON b.window_id = a.window_id AND b.sample_index = a.sample_index + 1 AND b.metric = a.metric "
+                    "WHERE a.window_id = ? AND a.metric = 'dram__bytes_read.sum' AND a.sample_index > 0", window_id)
+        if spacing:
+            gaps = sorted(g for g, _ in spacing)
+            widths = sorted(w for _, w in spacing)
+            print(f"sample_spacing_ns median {gaps[len(gaps) // 2]} max {gaps[-1]}; "
+                  f"sample_width_ns median {widths[len(widths) // 2]}")
+        print(f"coverage first_start-open {(first_start - opened) / 1e6:.2f} ms, "
+              f"close-last_end {(closed - last_end) / 1e6:.2f} ms")
         if first_start < opened - 50_000_000 or last_end > closed + 50_000_000:
             failures.append(f"sample times [{first_start}, {last_end}] lie outside the window "
                             f"[{opened}, {closed}] (clock conversion)")

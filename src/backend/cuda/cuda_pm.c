@@ -354,10 +354,15 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
     core_log(CORE_LOG_INFO,
              "PM sampling prepared on device %d (%s): preset %s, %zu metrics in 1 pass, every "
              "%llu ns; host config %.0f ms, enable+config %.0f ms; image %zu bytes for %u "
-             "samples%s%s",
+             "samples%s%s; metrics %s %s %s %s %s %s",
              device, hw->chip, preset->name, hw->metric_count, (unsigned long long)interval_ns,
              hw->host_setup_ns / 1e6, hw->enable_ns / 1e6, hw->image_size, image_samples,
-             skipped[0] ? "; skipped: " : "", skipped);
+             skipped[0] ? "; skipped: " : "", skipped, hw->metric_names[0],
+             hw->metric_count > 1 ? hw->metric_names[1] : "",
+             hw->metric_count > 2 ? hw->metric_names[2] : "",
+             hw->metric_count > 3 ? hw->metric_names[3] : "",
+             hw->metric_count > 4 ? hw->metric_names[4] : "",
+             hw->metric_count > 5 ? hw->metric_names[5] : "");
     return FLARE_OK;
 }
 
@@ -560,16 +565,11 @@ static void *setup_main(void *argument)
     }
     pm_engine_stats stats;
     pm_engine_stats_get(engine, &stats);
-    char metrics[256] = "";
-    size_t used = 0;
-    for (size_t m = 0; m < hardware.resolved.count && used < sizeof(metrics); m++)
-        used += (size_t)snprintf(metrics + used, sizeof(metrics) - used, "%s%s", m ? "," : "",
-                                 hardware.resolved.hardware[m]);
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_ACTIVE,
-                        "prepared on device %u (%s): preset %s (%s), 1 pass, every %llu ns; "
-                        "set-up %.0f ms (host config %.0f ms, enable+config %.0f ms) paid after "
-                        "the first context, not at window open",
-                        device, hardware.chip, chosen_preset->name, metrics,
+                        "prepared on device %u (%s): preset %s, %zu metrics, 1 pass, every "
+                        "%llu ns; set-up %.0f ms (host config %.0f, enable+config %.0f) paid "
+                        "after the first context",
+                        device, hardware.chip, chosen_preset->name, hardware.resolved.count,
                         (unsigned long long)chosen_interval_ns, stats.prepare_ns / 1e6,
                         hardware.host_setup_ns / 1e6, hardware.enable_ns / 1e6);
     return NULL;
