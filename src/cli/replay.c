@@ -3,7 +3,8 @@
  * `flare replay --list-sets`.
  *
  * Runs CMD exactly as `flare trace` does (launch.c), with the chosen
- * launches replayed to collect a metric set (docs/replay.md). Every option
+ * launches, or the chosen spans of work (--range, --range-api), replayed to
+ * collect a metric set (docs/replay.md). Every option
  * is validated here, before anything is prepared or run, with the engine's
  * own parsers and its own selection check, so that what passes here is what
  * the engine accepts on the device side from the FLARE_REPLAY_* variables.
@@ -28,6 +29,7 @@
 
 static const char replay_help[] =
     "usage: flare replay [-o DIR] [--kernel REGEX] [--launch N | --every N]\n"
+    "                    [--range NAME [--occurrence N] | --range-api]\n"
     "                    [--metrics A,B,C | --set NAME] [--drain-timeout DURATION]\n"
     "                    [--pass-timeout DURATION] [--footprint-budget BYTES] [-q]\n"
     "                    -- CMD [ARGS...]\n"
@@ -50,6 +52,20 @@ static const char replay_help[] =
     "  --every N          every Nth launch that matches (N, 2N, 3N...)\n"
     "                     Without --launch or --every, every matching launch is\n"
     "                     replayed.\n"
+    "Or whole spans of work (range replay; excludes --kernel, --launch, --every):\n"
+    "  --range NAME       the span is a flare scope or NVTX range named NAME (a\n"
+    "                     training step, a request): all its kernels, copies and\n"
+    "                     memsets are recorded on its first run and replayed\n"
+    "                     together, and every kernel in it gets the metrics\n"
+    "  --occurrence N     which occurrence of NAME, counted over the process's\n"
+    "                     threads (1 = the first, the default)\n"
+    "  --range-api        only spans the program marks with\n"
+    "                     flare_replay_range_begin/end (C) or flare.replay_range\n"
+    "                     (Python); no launch is replayed on its own\n"
+    "                     A span that allocates or frees memory, copies device\n"
+    "                     memory to the host, launches a graph or a cooperative\n"
+    "                     kernel, or uses two devices is declined: it runs once\n"
+    "                     and the report says why.\n"
     "What to collect:\n"
     "  --metrics A,B,C    these metrics (names as the device's profiler spells them,\n"
     "                     e.g. dram__bytes_read.sum); checked on the device: an\n"
@@ -70,9 +86,10 @@ static const char replay_help[] =
     "  -q, --quiet        print nothing but errors and warnings\n"
     "  -h, --help         this help\n"
     "\n"
-    "The options reach CMD as FLARE_REPLAY_KERNEL, _LAUNCH, _EVERY, _METRICS, _SET,\n"
-    "_DRAIN_TIMEOUT, _PASS_TIMEOUT and _FOOTPRINT_BUDGET (any such variable already in\n"
-    "the environment is replaced or removed). Kernels launched from CUDA graphs are\n"
+    "The options reach CMD as FLARE_REPLAY_KERNEL, _LAUNCH, _EVERY, _RANGE,\n"
+    "_OCCURRENCE, _RANGE_API, _METRICS, _SET, _DRAIN_TIMEOUT, _PASS_TIMEOUT and\n"
+    "_FOOTPRINT_BUDGET (any such variable already in the environment is replaced or\n"
+    "removed). Kernels launched from CUDA graphs are\n"
     "never replayed. Each pass costs a run of the kernel plus the restore of the\n"
     "device's tracked memory: replaying every launch of a busy program is slow.\n"
     "\n"
@@ -82,10 +99,17 @@ static const char replay_help[] =
 
 /* Every variable `flare replay` owns; cleared before the given ones are set. */
 static const char *const replay_variables[] = {
-    "FLARE_REPLAY_KERNEL",       "FLARE_REPLAY_LAUNCH",
-    "FLARE_REPLAY_EVERY",        "FLARE_REPLAY_METRICS",
-    "FLARE_REPLAY_SET",          "FLARE_REPLAY_DRAIN_TIMEOUT",
-    "FLARE_REPLAY_PASS_TIMEOUT", "FLARE_REPLAY_FOOTPRINT_BUDGET",
+    "FLARE_REPLAY_KERNEL",
+    "FLARE_REPLAY_LAUNCH",
+    "FLARE_REPLAY_EVERY",
+    "FLARE_REPLAY_RANGE",
+    "FLARE_REPLAY_OCCURRENCE",
+    "FLARE_REPLAY_RANGE_API",
+    "FLARE_REPLAY_METRICS",
+    "FLARE_REPLAY_SET",
+    "FLARE_REPLAY_DRAIN_TIMEOUT",
+    "FLARE_REPLAY_PASS_TIMEOUT",
+    "FLARE_REPLAY_FOOTPRINT_BUDGET",
 };
 
 #define REPLAY_DEFAULT_SET "speed-of-light"
@@ -124,8 +148,9 @@ static int list_sets(void)
     return CLI_EXIT_OK;
 }
 
-/* A whole number of at least 1 (launches are counted from 1). */
-static int parse_count(const char *option, const char *value, uint64_t *out)
+/* A whole number of at least 1 (launches and occurrences are counted from
+ * 1); what names the things counted, for the message about 0. */
+static int parse_count(const char *option, const char *value, const char *what, uint64_t *out)
 {
     uint64_t result = 0;
     int digits = 0;
@@ -139,9 +164,9 @@ static int parse_count(const char *option, const char *value, uint64_t *out)
         return cli_usage_error("replay", "'%s' needs a whole number of at least 1", option);
     if (result == 0)
         return cli_usage_error("replay",
-                               "'%s 0': launches are counted from 1; expected a whole number of "
+                               "'%s 0': %s are counted from 1; expected a whole number of "
                                "at least 1",
-                               option);
+                               option, what);
     *out = result;
     return CLI_EXIT_OK;
 }
@@ -207,6 +232,8 @@ typedef struct replay_options {
     const char *kernel;
     const char *launch;
     const char *every;
+    const char *range;
+    const char *occurrence;
     const char *metrics;
     const char *set;
     const char *drain_timeout;
@@ -214,6 +241,8 @@ typedef struct replay_options {
     const char *footprint_budget;
     uint64_t launch_number;
     uint64_t every_number;
+    uint64_t occurrence_number;
+    int range_api;
     int quiet;
     int list_sets;
 } replay_options;
@@ -284,6 +313,14 @@ static int validate(const replay_options *options)
     }
     if (options->set != NULL)
         snprintf(selection.set_name, sizeof(selection.set_name), "%s", options->set);
+    if (options->range != NULL) {
+        if (strlen(options->range) >= sizeof(selection.range_name))
+            return cli_usage_error("replay", "'--range': the name is longer than %zu characters",
+                                   sizeof(selection.range_name) - 1);
+        snprintf(selection.range_name, sizeof(selection.range_name), "%s", options->range);
+    }
+    selection.occurrence = options->occurrence_number;
+    selection.api_spans_only = options->range_api;
     char error[512];
     if (replay_selection_apply(&selection, error, sizeof(error)) != FLARE_OK) {
         if (options->metrics != NULL)
@@ -303,6 +340,12 @@ static void export_selection(const replay_options *options)
         setenv("FLARE_REPLAY_LAUNCH", options->launch, 1);
     if (options->every != NULL)
         setenv("FLARE_REPLAY_EVERY", options->every, 1);
+    if (options->range != NULL)
+        setenv("FLARE_REPLAY_RANGE", options->range, 1);
+    if (options->occurrence != NULL)
+        setenv("FLARE_REPLAY_OCCURRENCE", options->occurrence, 1);
+    if (options->range_api)
+        setenv("FLARE_REPLAY_RANGE_API", "1", 1);
     if (options->metrics != NULL)
         setenv("FLARE_REPLAY_METRICS", options->metrics, 1);
     /* Always a selection, even with no option at all: without one the
@@ -358,7 +401,7 @@ static void print_summary(const cli_launch *launch, const replay_options *option
         return;
     }
     store_close(database);
-    if (summary.launches == 0) {
+    if (summary.launches == 0 && summary.spans == 0) {
         char selection[768] = "";
         size_t used = 0;
         if (options->kernel != NULL)
@@ -368,15 +411,31 @@ static void print_summary(const cli_launch *launch, const replay_options *option
             snprintf(selection + used, sizeof(selection) - used, " --launch %s", options->launch);
         else if (options->every != NULL && used < sizeof(selection))
             snprintf(selection + used, sizeof(selection) - used, " --every %s", options->every);
-        fprintf(
-            stderr,
-            "flare: WARNING: no launch was replayed: no kernel launch matched%s, or replay "
-            "could not start (see the replay capability in 'flare report %s', and %s/flare.log)\n",
-            selection[0] != '\0' ? selection : " (every launch was selected)", launch->session_dir,
-            launch->session_dir);
+        if (options->range != NULL)
+            fprintf(
+                stderr,
+                "flare: WARNING: no span was replayed: no flare scope or NVTX range named "
+                "'%s' reached occurrence %llu, or replay could not start (see the replay "
+                "capability in 'flare report %s', and %s/flare.log)\n",
+                options->range,
+                (unsigned long long)(options->occurrence_number ? options->occurrence_number : 1),
+                launch->session_dir, launch->session_dir);
+        else if (options->range_api)
+            fprintf(stderr,
+                    "flare: WARNING: no span was replayed: the program marked none with "
+                    "flare_replay_range_begin/end, or replay could not start (see the replay "
+                    "capability in 'flare report %s', and %s/flare.log)\n",
+                    launch->session_dir, launch->session_dir);
+        else
+            fprintf(stderr,
+                    "flare: WARNING: no launch was replayed: no kernel launch matched%s, or "
+                    "replay could not start (see the replay capability in 'flare report %s', "
+                    "and %s/flare.log)\n",
+                    selection[0] != '\0' ? selection : " (every launch was selected)",
+                    launch->session_dir, launch->session_dir);
         return;
     }
-    if (!options->quiet) {
+    if (!options->quiet && summary.launches > 0) {
         char snapshot[32], restored[32], took[32];
         format_bytes(summary.snapshot_bytes, snapshot, sizeof(snapshot));
         format_bytes(summary.bytes_restored, restored, sizeof(restored));
@@ -388,9 +447,26 @@ static void print_summary(const cli_launch *launch, const replay_options *option
                 (long long)summary.declined, (unsigned long long)summary.passes, snapshot, restored,
                 (long long)summary.metric_values, took);
     }
+    /* Spans apart: a span is many kernels in one replay, and its kernels
+     * are not launches replayed on their own. */
+    if (!options->quiet && summary.spans > 0) {
+        char snapshot[32], restored[32], took[32];
+        format_bytes(summary.span_snapshot_bytes, snapshot, sizeof(snapshot));
+        format_bytes(summary.span_bytes_restored, restored, sizeof(restored));
+        format_duration(summary.span_collection_ns, took, sizeof(took));
+        fprintf(stderr,
+                "flare: replay: %lld span(s) replayed, %lld declined; %lld kernel(s) in them, "
+                "%llu passes, %s snapshotted, %s restored, %lld metric values, %s in all\n",
+                (long long)summary.spans_replayed, (long long)summary.spans_declined,
+                (long long)summary.span_kernels, (unsigned long long)summary.span_passes, snapshot,
+                restored, (long long)summary.span_metric_values, took);
+    }
     if (summary.declined > 0)
         fprintf(stderr, "flare: replay: %lld launch(es) declined (they ran once); the first: %s\n",
                 (long long)summary.declined, summary.first_decline);
+    if (summary.spans_declined > 0)
+        fprintf(stderr, "flare: replay: %lld span(s) declined (they ran once); the first: %s\n",
+                (long long)summary.spans_declined, summary.first_span_decline);
 }
 
 int cli_replay(int argc, char **argv)
@@ -416,6 +492,13 @@ int cli_replay(int argc, char **argv)
             slot = &options.launch, what = "a whole number of at least 1";
         } else if (strcmp(argument, "--every") == 0) {
             slot = &options.every, what = "a whole number of at least 1";
+        } else if (strcmp(argument, "--range") == 0) {
+            slot = &options.range, what = "a scope or NVTX range name";
+        } else if (strcmp(argument, "--occurrence") == 0) {
+            slot = &options.occurrence, what = "a whole number of at least 1";
+        } else if (strcmp(argument, "--range-api") == 0) {
+            options.range_api = 1;
+            continue;
         } else if (strcmp(argument, "--metrics") == 0) {
             slot = &options.metrics, what = "a comma-separated list of metric names";
         } else if (strcmp(argument, "--set") == 0) {
@@ -451,10 +534,13 @@ int cli_replay(int argc, char **argv)
     if (options.list_sets)
         return list_sets();
     if (options.launch != NULL &&
-        parse_count("--launch", options.launch, &options.launch_number) != CLI_EXIT_OK)
+        parse_count("--launch", options.launch, "launches", &options.launch_number) != CLI_EXIT_OK)
         return CLI_EXIT_USAGE;
     if (options.every != NULL &&
-        parse_count("--every", options.every, &options.every_number) != CLI_EXIT_OK)
+        parse_count("--every", options.every, "launches", &options.every_number) != CLI_EXIT_OK)
+        return CLI_EXIT_USAGE;
+    if (options.occurrence != NULL && parse_count("--occurrence", options.occurrence, "occurrences",
+                                                  &options.occurrence_number) != CLI_EXIT_OK)
         return CLI_EXIT_USAGE;
     int status = validate(&options);
     if (status != CLI_EXIT_OK)
@@ -469,7 +555,9 @@ int cli_replay(int argc, char **argv)
 
     export_selection(&options);
     cli_launch launch = {.command_name = "replay",
-                         .activity = "replaying chosen kernel launches of",
+                         .activity = options.range != NULL || options.range_api
+                                         ? "replaying chosen spans of"
+                                         : "replaying chosen kernel launches of",
                          .output = options.output,
                          .quiet = options.quiet};
     if (cli_launch_prepare(&launch, command, command_count) != CLI_EXIT_OK)

@@ -4,9 +4,9 @@
  * Reads a session database and prints: what ran, top kernels by total time
  * (count, mean, p50, p99), copies and memsets, scopes, application counters
  * (final value per counter), deep-profiling rules and windows, kernel
- * replay results per kernel (only when there are any), and every drop
- * counter that is not zero. It only reads: a missing, empty or corrupt
- * database is a clear error (exit 1), never a crash.
+ * replay results per kernel and range replay results per span (each only
+ * when there are any), and every drop counter that is not zero. It only reads: a missing, empty or
+ * corrupt database is a clear error (exit 1), never a crash.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +33,8 @@ static const char report_help[] =
     "counters (final value per counter), GPU metrics, deep-profiling rules and\n"
     "windows, kernel replay results ('flare replay': per kernel, each replayed\n"
     "launch with its metric values, and each declined launch with its reason),\n"
+    "range replay results ('flare replay --range': per span, its kernels with\n"
+    "their metric values, or the reason it was declined),\n"
     "the capability matrix, and every non-zero drop counter (events the profiler\n"
     "had to discard).\n"
     "\n"
@@ -526,6 +528,11 @@ static void replay_print_kernel(replay_section *section)
     }
     for (size_t index = 0; index < section->count; index++) {
         const replay_launch_copy *copy = &section->launches[index];
+        /* Span kernels come here only when their span's record was lost;
+         * say so, or the launch would look replayed on its own. */
+        if (copy->row.span_id != 0)
+            printf("    launch %llu: recorded in span %llu, whose record was lost\n",
+                   (unsigned long long)copy->row.launch_id, (unsigned long long)copy->row.span_id);
         if (copy->reason[0] == '\0')
             continue;
         printf("    %s launch %llu: %s\n", copy->row.declined ? "declined" : "note",
@@ -565,6 +572,171 @@ static int replay_collect_launch(const store_replay_launch_row *row, void *user)
 out_of_memory:
     section->failed = 1;
     return 1;
+}
+
+/* ---- Range replay (docs/replay.md#range-replay) ---- */
+
+/* Kernel names longer than this are cut with "..." in the span table, so a
+ * demangled template name does not push the metric columns off screen; the
+ * per-kernel tables of `flare report` and the database keep it whole. */
+#define SPAN_KERNEL_NAME_WIDTH 48
+
+typedef struct span_section {
+    int spans;
+    int failed; /* out of memory while laying out a table */
+} span_section;
+
+/* The metric names of the span's kernels, each once, in the order they
+ * first appear (the order they were asked for). */
+static size_t span_metric_union(const store_replay_span_row *row, const char **names,
+                                size_t capacity)
+{
+    size_t count = 0;
+    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
+        const store_replay_launch_row *launch = &row->kernel_rows[kernel];
+        for (size_t metric = 0; metric < launch->metric_count; metric++) {
+            size_t seen = 0;
+            while (seen < count && strcmp(names[seen], launch->metric_names[metric]) != 0)
+                seen++;
+            if (seen == count && count < capacity)
+                names[count++] = launch->metric_names[metric];
+        }
+    }
+    return count;
+}
+
+/* The value of metric name for one kernel: "n/a" when stored NULL, "-" when
+ * the kernel has no such metric at all. */
+static void span_metric_text(const store_replay_launch_row *launch, const char *name, char *text,
+                             size_t size)
+{
+    snprintf(text, size, "-");
+    for (size_t metric = 0; metric < launch->metric_count; metric++) {
+        if (strcmp(launch->metric_names[metric], name) == 0) {
+            format_metric_value(launch->metric_values[metric], launch->metric_has_value[metric],
+                                text, size);
+            return;
+        }
+    }
+}
+
+/* One row per kernel in launch order, one column per metric, each column as
+ * wide as its metric's name (or its widest value). */
+static void print_span_kernels(const store_replay_span_row *row, span_section *section)
+{
+    if (row->kernel_count == 0) {
+        printf("    (no kernel recorded)\n");
+        return;
+    }
+    const char *names[REPLAY_RECORD_METRIC_MAX * 2];
+    size_t name_count = span_metric_union(row, names, sizeof(names) / sizeof(names[0]));
+    int widths[REPLAY_RECORD_METRIC_MAX * 2];
+    for (size_t name = 0; name < name_count; name++) {
+        widths[name] = (int)strlen(names[name]);
+        for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
+            char text[40];
+            span_metric_text(&row->kernel_rows[kernel], names[name], text, sizeof(text));
+            if ((int)strlen(text) > widths[name])
+                widths[name] = (int)strlen(text);
+        }
+    }
+    int name_width = 6; /* "kernel" */
+    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
+        int length = (int)strlen(row->kernel_rows[kernel].kernel);
+        if (length > name_width)
+            name_width = length;
+    }
+    if (name_width > SPAN_KERNEL_NAME_WIDTH)
+        name_width = SPAN_KERNEL_NAME_WIDTH;
+    char *line_name = malloc((size_t)name_width + 1);
+    if (line_name == NULL) {
+        printf("    (kernels not shown: out of memory)\n");
+        section->failed = 1;
+        return;
+    }
+    /* The name column is padded only when metric columns follow it. */
+    int pad = name_count > 0 ? name_width : 0;
+    printf("    %10s %5s %-*s", "launch", "nth", pad, "kernel");
+    for (size_t name = 0; name < name_count; name++)
+        printf("  %*s", widths[name], names[name]);
+    printf("\n");
+    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
+        const store_replay_launch_row *launch = &row->kernel_rows[kernel];
+        if ((int)strlen(launch->kernel) > name_width)
+            snprintf(line_name, (size_t)name_width + 1, "%.*s...", name_width - 3, launch->kernel);
+        else
+            snprintf(line_name, (size_t)name_width + 1, "%s", launch->kernel);
+        printf("    %10llu %5llu %-*s", (unsigned long long)launch->launch_id,
+               (unsigned long long)launch->launch_index + 1, pad, line_name);
+        for (size_t name = 0; name < name_count; name++) {
+            char text[40];
+            span_metric_text(launch, names[name], text, sizeof(text));
+            printf("  %*s", widths[name], text);
+        }
+        printf("\n");
+    }
+    free(line_name);
+    if (row->kernel_count < row->kernels)
+        printf("    (%u kernel(s) recorded, %zu stored: the other records were lost; see "
+               "Dropped data)\n",
+               row->kernels, row->kernel_count);
+}
+
+static int print_span(const store_replay_span_row *row, void *user)
+{
+    span_section *section = user;
+    section->spans++;
+    char which[64], device[32], took[32], snapshot[32], restore[32], per_pass[32];
+    /* Explicit spans (flare_replay_range_begin) have no occurrence. */
+    if (row->occurrence > 0)
+        snprintf(which, sizeof(which), "occurrence %llu", (unsigned long long)row->occurrence);
+    else
+        snprintf(which, sizeof(which), "flare_replay_range_begin");
+    if (row->device >= 0)
+        snprintf(device, sizeof(device), "device %d", row->device);
+    else
+        snprintf(device, sizeof(device), "no device");
+    printf("\n  span \"%s\" (%s; pid %lld, %s; span %llu): ", row->name, which, (long long)row->pid,
+           device, (unsigned long long)row->span_id);
+    if (row->declined)
+        printf("declined: %s\n", row->reason);
+    else
+        printf("replayed\n");
+    format_duration(row->end_ns > row->begin_ns ? row->end_ns - row->begin_ns : 0, took,
+                    sizeof(took));
+    format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
+    format_duration(row->restore_ns, restore, sizeof(restore));
+    if (row->passes_kept > 0)
+        format_duration(row->pass_mean_ns, per_pass, sizeof(per_pass));
+    else
+        snprintf(per_pass, sizeof(per_pass), "-");
+    if (row->declined) {
+        /* What a declined span recorded before the decline: its kernels
+         * below ran once, with no values. */
+        printf("    ran once, as without flare: nothing was snapshotted or restored; %s from its "
+               "start to its end\n",
+               took);
+        printf("    recorded before the decline: %u kernel(s), %u copies/memsets\n", row->kernels,
+               row->copies);
+    } else {
+        char passes[32];
+        if (row->passes_planned != 0 && row->passes_planned != row->passes_run)
+            snprintf(passes, sizeof(passes), "%u/%u", row->passes_run, row->passes_planned);
+        else
+            snprintf(passes, sizeof(passes), "%u", row->passes_run);
+        printf("    %u kernel(s), %u copies/memsets; %s pass(es), %s per pass; %s collecting in "
+               "all\n",
+               row->kernels, row->copies, passes, per_pass, took);
+        printf("    %s snapshotted (%s shadows); restores took %s in all%s%s\n", snapshot,
+               row->snapshot_bytes == 0 ? "no"
+               : row->shadow_on_device  ? "device"
+                                        : "host",
+               restore, row->collector[0] ? "; metrics from " : "", row->collector);
+        if (row->reason[0] != '\0')
+            printf("    note: %s\n", row->reason);
+    }
+    print_span_kernels(row, section);
+    return 0;
 }
 
 int cli_report(int argc, char **argv)
@@ -703,6 +875,8 @@ int cli_report(int argc, char **argv)
     if (store_read_replay_summary(database, &replay_summary) != 0) {
         status = cli_failure("report", "reading kernel replay: %s", store_last_error(database));
     } else if (replay_summary.launches > 0) {
+        /* Kernels recorded in spans are not here: they are listed under
+         * their span, in the Range replay section below. */
         printf("\nKernel replay (flare replay; per kernel, each chosen launch)\n");
         replay_section replay = {0};
         if (store_read_replay_launches(database, replay_collect_launch, &replay) != 0)
@@ -722,6 +896,24 @@ int cli_report(int argc, char **argv)
             "%s snapshotted, %s restored; %s in replay\n",
             replay.replayed, replay.kernels, replay.declined, replay.passes, snapshot, restored,
             took);
+    }
+    /* Range replay: a section only for sessions with spans. */
+    if (replay_summary.spans > 0) {
+        printf("\nRange replay (flare replay --range; per span, its kernels in launch order)\n");
+        span_section spans = {0};
+        if (store_read_replay_spans(database, print_span, &spans) != 0)
+            status = cli_failure("report", "reading range replay: %s", store_last_error(database));
+        else if (spans.failed)
+            status = cli_failure("report", "reading range replay: out of memory");
+        char snapshot[32], restored[32], took[32];
+        format_bytes(replay_summary.span_snapshot_bytes, snapshot, sizeof(snapshot));
+        format_bytes(replay_summary.span_bytes_restored, restored, sizeof(restored));
+        format_duration(replay_summary.span_collection_ns, took, sizeof(took));
+        printf("\n  In all: %lld span(s) replayed, %lld declined; %lld kernel(s) in them; %llu "
+               "passes; %s snapshotted, %s restored; %s collecting\n",
+               (long long)replay_summary.spans_replayed, (long long)replay_summary.spans_declined,
+               (long long)replay_summary.span_kernels,
+               (unsigned long long)replay_summary.span_passes, snapshot, restored, took);
     }
 
     context.rows = 0;

@@ -9,7 +9,10 @@
  * kernel and nothing when there are none; and, end to end on the simulated
  * device, a chosen launch of a read-modify-write kernel is replayed, the
  * program's result is unchanged and the report shows the launch's metric
- * values. Runs the built flare (FLARE_TEST_BIN_DIR) in child processes.
+ * values; and a chosen span (--range step --occurrence 2) is replayed as a
+ * whole, the program's results are unchanged, and the report shows the
+ * span's table of kernels and metrics, or the reason it was declined. Runs
+ * the built flare (FLARE_TEST_BIN_DIR) in child processes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -109,6 +112,21 @@ static void test_usage_errors(void **state)
     BAD("'--footprint-budget 4096' needs a unit: write 4096MiB", "--footprint-budget", "4096");
     BAD("'--footprint-budget 4GB': unknown unit", "--footprint-budget", "4GB");
     BAD("option '--launch' given twice", "--launch", "1", "--launch", "2");
+    /* Range replay: spans exclude launch selection, --occurrence needs a
+     * name, and both are checked by the engine's own selection check. */
+    BAD("--range and --range-api replay whole spans; they exclude --kernel, --launch and --every",
+        "--range", "step", "--kernel", "rmw");
+    BAD("--range and --range-api replay whole spans; they exclude --kernel, --launch and --every",
+        "--range-api", "--every", "2");
+    BAD("--occurrence needs --range", "--occurrence", "2");
+    BAD("'--occurrence 0': occurrences are counted from 1", "--range", "step", "--occurrence", "0");
+    BAD("'--occurrence second': expected a whole number of at least 1", "--range", "step",
+        "--occurrence", "second");
+    BAD("option '--range' given twice", "--range", "a", "--range", "b");
+    char long_name[200];
+    memset(long_name, 'n', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    BAD("'--range': the name is longer than 127 characters", "--range", long_name);
     BAD("unknown option '--bogus'", "--bogus");
 
     /* An unknown set lists the sets, so the fix is on the screen. */
@@ -149,10 +167,13 @@ static void test_list_sets_and_help(void **state)
     expect_contains(out_text, "(the default)");
 
     assert_int_equal(FLARE("replay", "--help"), 0);
-    const char *options[] = {"--kernel REGEX",      "--launch N",     "--every N",
-                             "--metrics A,B,C",     "--set NAME",     "--list-sets",
-                             "--drain-timeout",     "--pass-timeout", "--footprint-budget",
-                             "FLARE_REPLAY_KERNEL", "docs/replay.md", "flare report DIR"};
+    const char *options[] = {
+        "--kernel REGEX",      "--launch N",     "--every N",
+        "--metrics A,B,C",     "--set NAME",     "--list-sets",
+        "--drain-timeout",     "--pass-timeout", "--footprint-budget",
+        "--range NAME",        "--occurrence N", "--range-api",
+        "FLARE_REPLAY_KERNEL", "_RANGE_API",     "flare_replay_range_begin/end",
+        "FLARE_REPLAY_KERNEL", "docs/replay.md", "flare report DIR"};
     for (size_t index = 0; index < sizeof(options) / sizeof(options[0]); index++)
         expect_contains(out_text, options[index]);
     assert_int_equal(FLARE("--help"), 0);
@@ -192,6 +213,26 @@ static void test_options_reach_the_command(void **state)
     snprintf(path, sizeof(path), "%s/env2.txt", scratch);
     cli_read_file(path, env, sizeof(env));
     assert_string_equal(env, "FLARE_REPLAY_SET=speed-of-light\n");
+
+    /* Range replay's options, and a stale FLARE_REPLAY_RANGE_API removed. */
+    setenv("FLARE_REPLAY_RANGE_API", "1", 1);
+    assert_int_equal(FLARE("replay", "-o", "out3", "-q", "--range", "train step", "--occurrence",
+                           "3", "--set", "memory", "--", "sh", "-c",
+                           "env | grep ^FLARE_REPLAY_ | sort > env3.txt"),
+                     0);
+    unsetenv("FLARE_REPLAY_RANGE_API");
+    snprintf(path, sizeof(path), "%s/env3.txt", scratch);
+    cli_read_file(path, env, sizeof(env));
+    assert_string_equal(env, "FLARE_REPLAY_OCCURRENCE=3\n"
+                             "FLARE_REPLAY_RANGE=train step\n"
+                             "FLARE_REPLAY_SET=memory\n");
+    assert_int_equal(FLARE("replay", "-o", "out4", "-q", "--range-api", "--", "sh", "-c",
+                           "env | grep ^FLARE_REPLAY_ | sort > env4.txt"),
+                     0);
+    snprintf(path, sizeof(path), "%s/env4.txt", scratch);
+    cli_read_file(path, env, sizeof(env));
+    assert_string_equal(env, "FLARE_REPLAY_RANGE_API=1\n"
+                             "FLARE_REPLAY_SET=speed-of-light\n");
 }
 
 /* Replay rows, written through the store as the collector writes them,
@@ -387,6 +428,201 @@ static void test_end_to_end(void **state)
     expect_absent(out_text, "Kernel replay");
 }
 
+/* ---- range replay ---- */
+
+typedef struct span_result {
+    int spans;
+    store_replay_span_row row;
+    char name[64];
+    char reason[256];
+    size_t kernel_count;
+    char kernels[4][64];
+    uint64_t launch_ids[4];
+    uint64_t launch_indexes[4];
+    size_t metric_counts[4];
+    char metric_names[4][3][REPLAY_METRIC_NAME_MAX];
+    double values[4][3];
+    int has_value[4][3];
+} span_result;
+
+static int take_span(const store_replay_span_row *row, void *user)
+{
+    span_result *result = user;
+    if (result->spans++ > 0)
+        return 0;
+    result->row = *row;
+    snprintf(result->name, sizeof(result->name), "%s", row->name);
+    snprintf(result->reason, sizeof(result->reason), "%s", row->reason);
+    result->kernel_count = row->kernel_count;
+    for (size_t kernel = 0; kernel < row->kernel_count && kernel < 4; kernel++) {
+        const store_replay_launch_row *launch = &row->kernel_rows[kernel];
+        snprintf(result->kernels[kernel], sizeof(result->kernels[kernel]), "%s", launch->kernel);
+        result->launch_ids[kernel] = launch->launch_id;
+        result->launch_indexes[kernel] = launch->launch_index;
+        result->metric_counts[kernel] = launch->metric_count;
+        for (size_t metric = 0; metric < launch->metric_count && metric < 3; metric++) {
+            snprintf(result->metric_names[kernel][metric], REPLAY_METRIC_NAME_MAX, "%s",
+                     launch->metric_names[metric]);
+            result->values[kernel][metric] = launch->metric_values[metric];
+            result->has_value[kernel][metric] = launch->metric_has_value[metric];
+        }
+    }
+    return 0;
+}
+
+static void read_spans(const char *session, span_result *result)
+{
+    char dir[400], error[1024];
+    snprintf(dir, sizeof(dir), "%s/%s", scratch, session);
+    store *database = NULL;
+    assert_int_equal(store_open(dir, STORE_OPEN_READ, &database, error, sizeof(error)), 0);
+    memset(result, 0, sizeof(*result));
+    assert_int_equal(store_read_replay_spans(database, take_span, result), 0);
+    store_close(database);
+}
+
+/* The columns of a span table line after the launch id, nth and kernel
+ * name: the metric texts, into columns; returns how many. */
+static int span_line_columns(const char *line, char columns[][32], int capacity)
+{
+    unsigned long long launch_id = 0, nth = 0;
+    char kernel[64];
+    int used = 0;
+    if (sscanf(line, "%llu %llu %63s%n", &launch_id, &nth, kernel, &used) != 3)
+        return -1;
+    int count = 0;
+    const char *cursor = line + used;
+    int advance = 0;
+    while (count < capacity && sscanf(cursor, "%31s%n", columns[count], &advance) == 1) {
+        cursor += advance;
+        count++;
+    }
+    return count;
+}
+
+#define SPAN_METRICS "launch__grid_size,launch__thread_count,gpu__time_duration.sum"
+
+/* End to end on the simulated device: the second "step" scope of the
+ * program becomes a span; its work is replayed as a whole, the program's
+ * own check of its order-sensitive results still passes, and the report
+ * shows the span with one row per kernel and one column per metric. */
+static void test_range_end_to_end(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("replay", "-o", "span", "--range", "step", "--occurrence", "2",
+                           "--metrics", SPAN_METRICS, "--", RANGE_TARGET_PATH),
+                     0);
+    expect_contains(out_text, "range_target: 3 steps");
+    expect_contains(out_text, ": correct");
+    expect_contains(err_text, "flare: replay: 1 span(s) replayed, 0 declined; 2 kernel(s) in "
+                              "them, 2 passes");
+    expect_absent(err_text, "launch(es) of"); /* no launch replayed on its own */
+    expect_absent(err_text, "declined (they ran once)");
+
+    /* What was stored: the span and its kernels, in launch order. */
+    span_result span;
+    read_spans("span", &span);
+    assert_int_equal(span.spans, 1);
+    assert_string_equal(span.name, "step");
+    assert_int_equal(span.row.occurrence, 2);
+    assert_int_equal(span.row.device, 0);
+    assert_false(span.row.declined);
+    assert_int_equal(span.row.kernels, 2);
+    assert_int_equal(span.row.copies, 2); /* the upload and the memset */
+    assert_int_equal(span.row.passes_run, 2);
+    /* Every tracked allocation of the device: data, input, other. */
+    assert_int_equal(span.row.snapshot_bytes, 2 * 4096 * sizeof(float) + 4096);
+    assert_int_equal(span.row.bytes_restored, span.row.snapshot_bytes);
+    assert_int_equal(span.kernel_count, 2);
+    assert_string_equal(span.kernels[0], "scale_add");
+    assert_string_equal(span.kernels[1], "rmw_add");
+    assert_true(span.launch_ids[0] < span.launch_ids[1]);
+    assert_int_equal(span.launch_indexes[0], 1); /* the second launch of each */
+    assert_int_equal(span.launch_indexes[1], 1);
+    for (int kernel = 0; kernel < 2; kernel++) {
+        assert_int_equal(span.metric_counts[kernel], 3);
+        assert_string_equal(span.metric_names[kernel][0], "launch__grid_size");
+        assert_string_equal(span.metric_names[kernel][2], "gpu__time_duration.sum");
+        assert_false(span.has_value[kernel][2]); /* not measured per kernel on the sim */
+    }
+    assert_true(span.values[0][0] == 16 && span.values[0][1] == 4096);
+    assert_true(span.values[1][0] == 8 && span.values[1][1] == 1024);
+
+    /* The report: the span's header, then its table. */
+    assert_int_equal(FLARE("report", "span"), 0);
+    expect_absent(out_text, "Kernel replay"); /* span kernels stay under their span */
+    const char *section = strstr(out_text, "Range replay");
+    assert_non_null(section);
+    char line[512];
+    expect_contains(line_from(section, "  span \"step\"", line, sizeof(line)),
+                    "(occurrence 2; pid ");
+    expect_contains(line, ", device 0; span ");
+    expect_contains(line, "): replayed");
+    expect_contains(section, "2 kernel(s), 2 copies/memsets; 2 pass(es)");
+    expect_contains(section, "36.0 KiB snapshotted");
+    expect_contains(section, "metrics from sim-metrics");
+    const char *header = line_from(section, "        launch   nth kernel", line, sizeof(line));
+    const char *launch__grid = strstr(header, "launch__grid_size");
+    const char *threads = strstr(header, "launch__thread_count");
+    const char *time = strstr(header, "gpu__time_duration.sum");
+    assert_true(launch__grid != NULL && threads != NULL && time != NULL);
+    assert_true(launch__grid < threads && threads < time);
+    const char *rows = strstr(section, "        launch   nth kernel");
+    rows = strchr(rows, '\n') + 1;
+    char columns[4][32];
+    /* First row scale_add, then rmw_add: launch order. */
+    char first[512], second[512];
+    snprintf(first, sizeof(first), "%.*s", (int)strcspn(rows, "\n"), rows);
+    rows = strchr(rows, '\n') + 1;
+    snprintf(second, sizeof(second), "%.*s", (int)strcspn(rows, "\n"), rows);
+    expect_contains(first, " scale_add ");
+    assert_int_equal(span_line_columns(first, columns, 4), 3);
+    assert_string_equal(columns[0], "16");
+    assert_string_equal(columns[1], "4096");
+    assert_string_equal(columns[2], "n/a");
+    expect_contains(second, " rmw_add ");
+    assert_int_equal(span_line_columns(second, columns, 4), 3);
+    assert_string_equal(columns[0], "8");
+    assert_string_equal(columns[1], "1024");
+    assert_string_equal(columns[2], "n/a");
+    expect_contains(section, "In all: 1 span(s) replayed, 0 declined; 2 kernel(s) in them");
+
+    /* A span that allocates is declined: the program's run stands, and the
+     * reason is in the closing line and the report. */
+    assert_int_equal(FLARE("replay", "-o", "alloc", "--range", "step", "--occurrence", "2",
+                           "--metrics", SPAN_METRICS, "--", RANGE_TARGET_PATH, "3", "alloc"),
+                     0);
+    expect_contains(out_text, ": correct");
+    expect_contains(err_text, "flare: replay: 0 span(s) replayed, 1 declined");
+    expect_contains(err_text, "1 span(s) declined (they ran once); the first: memory allocated "
+                              "inside the span");
+    read_spans("alloc", &span);
+    assert_int_equal(span.spans, 1);
+    assert_true(span.row.declined);
+    assert_int_equal(span.row.passes_run, 1);
+    assert_int_equal(span.row.bytes_restored, 0);
+    assert_int_equal(span.row.kernels, 1); /* scale_add, before the allocation */
+    assert_int_equal(span.kernel_count, 1);
+    assert_string_equal(span.kernels[0], "scale_add");
+    assert_int_equal(span.metric_counts[0], 0);
+    assert_int_equal(FLARE("report", "alloc"), 0);
+    section = strstr(out_text, "Range replay");
+    assert_non_null(section);
+    expect_contains(line_from(section, "  span \"step\"", line, sizeof(line)),
+                    "): declined: memory allocated inside the span");
+    expect_contains(section, "ran once, as without flare");
+    expect_contains(section, "recorded before the decline: 1 kernel(s), 1 copies/memsets");
+    expect_contains(section, "In all: 0 span(s) replayed, 1 declined");
+
+    /* An occurrence the program never reaches: said loudly. */
+    assert_int_equal(FLARE("replay", "-o", "never", "--range", "step", "--occurrence", "4",
+                           "--metrics", SPAN_METRICS, "--", RANGE_TARGET_PATH),
+                     0);
+    expect_contains(out_text, ": correct");
+    expect_contains(err_text, "WARNING: no span was replayed: no flare scope or NVTX range named "
+                              "'step' reached occurrence 4");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -425,6 +661,7 @@ int main(void)
                                         remove_scratch),
         cmocka_unit_test_setup_teardown(test_report_section, fresh_scratch, remove_scratch),
         cmocka_unit_test_setup_teardown(test_end_to_end, fresh_scratch, remove_scratch),
+        cmocka_unit_test_setup_teardown(test_range_end_to_end, fresh_scratch, remove_scratch),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
