@@ -58,6 +58,45 @@ bool cuda_replay_internal(void)
     return internal_depth > 0;
 }
 
+/* ---- flare's own work, kept out of the program's records ---- */
+
+/* Correlation ids of flare's internal driver calls, by id modulo the table
+ * size. Ids are sequential, so an entry is overwritten only after 65,536
+ * later internal calls: far longer than an activity buffer waits. */
+#define INTERNAL_WORK_SLOTS 65536u
+static _Atomic uint32_t internal_work_ids[INTERNAL_WORK_SLOTS];
+static _Atomic int internal_work_seen;
+static _Atomic uint64_t internal_work_skipped;
+
+void cuda_replay_note_internal_work(uint32_t correlation_id)
+{
+    if (correlation_id == 0)
+        return;
+    atomic_store_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS], correlation_id,
+                          memory_order_relaxed);
+    if (!atomic_load_explicit(&internal_work_seen, memory_order_relaxed))
+        atomic_store_explicit(&internal_work_seen, 1, memory_order_release);
+}
+
+bool cuda_replay_is_internal_work(uint32_t correlation_id)
+{
+    /* Tracing without replay pays one relaxed load here. */
+    if (correlation_id == 0 || !atomic_load_explicit(&internal_work_seen, memory_order_acquire))
+        return false;
+    if (atomic_load_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS],
+                             memory_order_relaxed) != correlation_id)
+        return false;
+    uint64_t skipped =
+        atomic_fetch_add_explicit(&internal_work_skipped, 1, memory_order_relaxed) + 1;
+    /* Set, not added: the drops row always holds the running total. */
+    if ((skipped & 1023u) == 1 || skipped < 1024)
+        core_drops_set("replay",
+                       "flare's own replay kernels and copies (not stored as the "
+                       "program's)",
+                       skipped);
+    return true;
+}
+
 /* ---- Small helpers ---- */
 
 static void pause_briefly(uint32_t round)

@@ -15,6 +15,7 @@
 
 #include <cupti_callbacks.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "backend/cuda/cuda_loader.h"
 
@@ -33,6 +34,15 @@ bool cuda_replay_is_launch(CUpti_CallbackId id);
  * allocations, copies, relaunches): those calls are neither traced as the
  * program's own nor counted as its launches. */
 bool cuda_replay_internal(void);
+
+/* flare's own device work during a replay (relaunches, snapshot and
+ * restore copies) must not show up as the program's kernels and copies.
+ * The driver callback notes each internal call's correlation id (one
+ * relaxed store into a fixed table, never a lock); the activity handler
+ * asks before emitting a record, and the skipped records are counted in
+ * the drops table as flare's own work. */
+void cuda_replay_note_internal_work(uint32_t correlation_id);
+bool cuda_replay_is_internal_work(uint32_t correlation_id);
 
 /* Dispatch from cuda_trace.c's callback: every driver-API callback, and
  * every resource callback. */

@@ -195,16 +195,22 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
         switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-            emit_kernel((const CUpti_ActivityKernel10 *)record);
+            if (!cuda_replay_is_internal_work(
+                    ((const CUpti_ActivityKernel10 *)record)->correlationId))
+                emit_kernel((const CUpti_ActivityKernel10 *)record);
             break;
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const CUpti_ActivityMemcpy6 *copy = (const CUpti_ActivityMemcpy6 *)record;
+            if (cuda_replay_is_internal_work(copy->correlationId))
+                break;
             emit_copy(0, copy->start, copy->end, copy->correlationId, copy->streamId,
                       copy->deviceId, copy->bytes, copy_kind_of(copy->copyKind));
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
             const CUpti_ActivityMemset4 *set = (const CUpti_ActivityMemset4 *)record;
+            if (cuda_replay_is_internal_work(set->correlationId))
+                break;
             emit_copy(1, set->start, set->end, set->correlationId, set->streamId, set->deviceId,
                       set->bytes, 0);
             break;
@@ -357,6 +363,10 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
         if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_is_launch(id) &&
             !cuda_replay_internal())
             windows_session_count_launch();
+        /* flare's own replay work (relaunches, shadow copies): its activity
+         * records are kept out of the program's kernels and copies. */
+        if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_internal())
+            cuda_replay_note_internal_work(call->correlationId);
         /* Replay: the launch bracket, the gate, the allocation inventory. */
         cuda_replay_on_driver(id, call);
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
