@@ -1,12 +1,14 @@
 /*
  * flare_module.c: the Python module `flare` (CPython C API): counters,
- * scopes and scopes across threads, for Python programs.
+ * scopes and scopes across threads, deep-profiling windows and range-replay
+ * spans, for Python programs.
  *
  *     import flare
  *     tokens = flare.counter("tokens")    # once: registers, returns a handle
  *     tokens.add(batch_size)              # the hot path
  *     flare.tick("requests")              # name look-up per call
  *     with flare.scope("step"): ...       # nested, per thread
+ *     with flare.replay_range("step"): ...  # a span for range replay
  *
  * The module never links libflare: a second registry in the process would
  * split the counters. At import it binds to the process's runtime through
@@ -17,7 +19,8 @@
  * flare.runtime_info() says why.
  *
  * Must never: raise anything but TypeError (wrong type) and ValueError (bad
- * value) for bad arguments, or RuntimeError when the registry is full; hold
+ * value) for bad arguments, or RuntimeError when the registry is full or a
+ * window or span call is refused (the `with` forms never raise); hold
  * a handle that could dangle (handles live for the process); call into the
  * runtime except through its table.
  */
@@ -84,6 +87,18 @@ static int no_session_window_close(void)
     return FLARE_ERR_NOT_ACTIVE;
 }
 
+/* No runtime, no device work flare could replay. */
+static int no_runtime_replay_range_begin(const char *name)
+{
+    (void)name;
+    return FLARE_ERR_NOT_ACTIVE;
+}
+
+static int no_runtime_replay_range_end(void)
+{
+    return FLARE_ERR_NOT_ACTIVE;
+}
+
 static const char *private_version(void)
 {
     return FLARE_VERSION_STRING;
@@ -112,6 +127,8 @@ static const flare_runtime_abi private_table = {
     .version = private_version,
     .window_open = no_session_window_open,
     .window_close = no_session_window_close,
+    .replay_range_begin = no_runtime_replay_range_begin,
+    .replay_range_end = no_runtime_replay_range_end,
 };
 
 /* ---- argument checks ---- */
@@ -410,6 +427,64 @@ static PyTypeObject open_scope_type = {
     .tp_getset = open_scope_getset,
 };
 
+/* ---- flare.replay_range: a span for range replay ---- */
+
+typedef struct replay_range_object {
+    PyObject_HEAD PyObject *name;
+    const char *text; /* UTF-8 of name, owned by name */
+    int began;        /* this object's begin succeeded and awaits its end */
+} replay_range_object;
+
+static PyTypeObject replay_range_type;
+
+static void replay_range_dealloc(replay_range_object *self)
+{
+    Py_XDECREF(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *replay_range_enter(replay_range_object *self, PyObject *unused)
+{
+    (void)unused;
+    /* Like flare.scope, the with form never breaks the program: when the
+     * span cannot begin (no runtime, already inside a span, such as one
+     * `flare replay --range` opened from a scope) the block just runs. */
+    if (!self->began && runtime->replay_range_begin(self->text) == FLARE_OK)
+        self->began = 1;
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *replay_range_exit(replay_range_object *self, PyObject *args)
+{
+    (void)args;
+    if (self->began) {
+        self->began = 0;
+        /* The end replays the whole span (every pass): other Python threads
+         * keep running meanwhile. Only this object's own begin is ended, so
+         * a span someone else began is never cut short. */
+        Py_BEGIN_ALLOW_THREADS runtime->replay_range_end();
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_FALSE; /* never swallows the exception */
+}
+
+static PyMethodDef replay_range_methods[] = {
+    {"__enter__", (PyCFunction)replay_range_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)replay_range_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject replay_range_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "flare.ReplayRange",
+    .tp_basicsize = sizeof(replay_range_object),
+    .tp_dealloc = (destructor)replay_range_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A span of this thread's work for range replay; use as "
+              "`with flare.replay_range(name):`.",
+    .tp_methods = replay_range_methods,
+};
+
 /* ---- module functions ---- */
 
 static PyObject *module_counter(PyObject *module, PyObject *name)
@@ -567,6 +642,71 @@ static PyObject *module_window_close(PyObject *module, PyObject *unused)
     Py_END_ALLOW_THREADS return window_result(status, "window_close");
 }
 
+/* Raises the exception that fits a replay_range_begin/end status; NULL, or
+ * None on OK. */
+static PyObject *replay_range_result(int status, const char *call)
+{
+    if (status == FLARE_OK)
+        Py_RETURN_NONE;
+    if (status == FLARE_ERR_INVALID_ARGUMENT)
+        PyErr_Format(PyExc_ValueError, "flare.%s: %s (the name must not be empty)", call,
+                     status_text(status));
+    else if (status == FLARE_ERR_STATE)
+        PyErr_Format(PyExc_RuntimeError,
+                     "flare.%s: %s (begin inside a span or a replay, or end without a begin on "
+                     "this thread)",
+                     call, status_text(status));
+    else if (status == FLARE_ERR_NOT_ACTIVE)
+        PyErr_Format(PyExc_RuntimeError,
+                     "flare.%s: %s (no flare runtime in this process; see "
+                     "flare.runtime_info())",
+                     call, status_text(status));
+    else
+        PyErr_Format(PyExc_RuntimeError, "flare.%s: %s", call, status_text(status));
+    return NULL;
+}
+
+static PyObject *module_replay_range_begin(PyObject *module, PyObject *name)
+{
+    (void)module;
+    const char *text = name_argument(name, "range name");
+    if (text == NULL)
+        return NULL;
+    /* Checked here too, so an empty name is a ValueError with or without a
+     * runtime. */
+    if (text[0] == '\0')
+        return PyErr_Format(PyExc_ValueError, "range name must not be empty");
+    return replay_range_result(runtime->replay_range_begin(text), "replay_range_begin");
+}
+
+static PyObject *module_replay_range_end(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    int status;
+    /* The end replays the span: every pass, with restores and drains. */
+    Py_BEGIN_ALLOW_THREADS status = runtime->replay_range_end();
+    Py_END_ALLOW_THREADS return replay_range_result(status, "replay_range_end");
+}
+
+static PyObject *module_replay_range(PyObject *module, PyObject *name)
+{
+    (void)module;
+    const char *text = name_argument(name, "range name");
+    if (text == NULL)
+        return NULL;
+    if (text[0] == '\0')
+        return PyErr_Format(PyExc_ValueError, "range name must not be empty");
+    replay_range_object *self = PyObject_New(replay_range_object, &replay_range_type);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(name);
+    self->name = name;
+    self->text = text;
+    self->began = 0;
+    return (PyObject *)self;
+}
+
 static PyObject *module_scope(PyObject *module, PyObject *name)
 {
     (void)module;
@@ -639,6 +779,18 @@ static PyMethodDef module_methods[] = {
      "arguments."},
     {"window_close", (PyCFunction)module_window_close, METH_NOARGS,
      "window_close()\n--\n\nCloses the open or queued window (reason \"manual\")."},
+    {"replay_range_begin", (PyCFunction)module_replay_range_begin, METH_O,
+     "replay_range_begin(name)\n--\n\nBegins a span of this thread's work for range replay "
+     "(flare_replay_range_begin): under `flare replay --range-api`, every kernel the thread "
+     "launches until replay_range_end() gets the metric set, in one replay of the whole span. "
+     "RuntimeError inside a span or a replay, or without a flare runtime; ValueError for an "
+     "empty name."},
+    {"replay_range_end", module_replay_range_end, METH_NOARGS,
+     "replay_range_end()\n--\n\nEnds the thread's span and replays it before returning "
+     "(flare_replay_range_end). RuntimeError without a span begun on this thread."},
+    {"replay_range", (PyCFunction)module_replay_range, METH_O,
+     "replay_range(name)\n--\n\nThe span as a with block: `with flare.replay_range(name):`. "
+     "Never raises for the runtime's state: when a span cannot begin the block just runs."},
     {"tick", (PyCFunction)(void (*)(void))module_tick, METH_FASTCALL | METH_KEYWORDS,
      "tick(name, n=1)\n--\n\nflare.counter(name).add(n) with a look-up per call: for code "
      "outside hot loops."},
@@ -661,7 +813,8 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef flare_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "flare",
-    .m_doc = "flare: application counters and scopes for the flare GPU profiler.",
+    .m_doc = "flare: application counters, scopes, deep-profiling windows and range-replay "
+             "spans for the flare GPU profiler.",
     .m_size = -1,
     .m_methods = module_methods,
 };
@@ -686,7 +839,7 @@ PyMODINIT_FUNC PyInit_flare(void)
     if (runtime == NULL)
         bind_runtime();
     if (PyType_Ready(&counter_type) < 0 || PyType_Ready(&scope_type) < 0 ||
-        PyType_Ready(&open_scope_type) < 0)
+        PyType_Ready(&open_scope_type) < 0 || PyType_Ready(&replay_range_type) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&flare_module);
     if (module == NULL)

@@ -244,6 +244,9 @@ typedef struct flare_runtime_abi {
     /* Deep-profiling windows (flare_window_open's options as plain fields). */
     int (*window_open)(uint32_t max_duration_ms, uint64_t max_launches, const char *label);
     int (*window_close)(void);
+    /* Range replay: flare_replay_range_begin/end (flare/replay.h). */
+    int (*replay_range_begin)(const char *name);
+    int (*replay_range_end)(void);
 } flare_runtime_abi;
 
 /* The table for abi_version, or NULL when this runtime cannot serve it.

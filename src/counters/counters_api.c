@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "flare/replay.h"
 #include "counters/counters.h"
 #include "counters/counters_session.h"
 #include "counters/runtime_resolve.h"
@@ -68,6 +69,8 @@ static const flare_runtime_abi own_table = {
     .version = flare_version,
     .window_open = abi_window_open,
     .window_close = flare_window_close,
+    .replay_range_begin = flare_replay_range_begin,
+    .replay_range_end = flare_replay_range_end,
 };
 
 void counters_log_rejection(const char *message)

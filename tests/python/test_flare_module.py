@@ -296,6 +296,135 @@ class Session(unittest.TestCase):
         shutil.rmtree(directory)
 
 
+# A program for `flare replay --range-api`: a kernel written in Python
+# (data = data * 2 + 1, so running it twice over the same memory shows) in
+# two spans, one per form; prints the values and how often the kernel ran.
+RANGE_PROGRAM = r"""
+import ctypes, sys
+import flare
+
+lib = ctypes.CDLL(sys.argv[1])
+
+class Launch(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_int), ("grid", ctypes.c_uint32 * 3),
+                ("block", ctypes.c_uint32 * 3), ("args", ctypes.c_void_p),
+                ("args_size", ctypes.c_size_t)]
+
+runs = []
+
+@ctypes.CFUNCTYPE(None, ctypes.POINTER(Launch))
+def double_plus_one(launch):
+    address = ctypes.cast(launch.contents.args, ctypes.POINTER(ctypes.c_void_p))[0]
+    values = (ctypes.c_float * 4).from_address(address)
+    for i in range(4):
+        values[i] = values[i] * 2 + 1
+    runs.append(1)
+
+lib.flare_sim_launch_kernel.argtypes = [ctypes.c_void_p, ctypes.c_int,
+                                        ctypes.POINTER(ctypes.c_uint32),
+                                        ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p,
+                                        ctypes.c_size_t]
+lib.flare_sim_stream_synchronize.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+assert lib.flare_sim_configure(1) == 0
+kernel = ctypes.c_int()
+assert lib.flare_sim_kernel_register(b"py_double", double_plus_one, ctypes.byref(kernel)) == 0
+stream = ctypes.c_void_p()
+assert lib.flare_sim_stream_create(0, ctypes.byref(stream)) == 0
+memory = ctypes.c_void_p()
+assert lib.flare_sim_malloc(0, 16, ctypes.byref(memory)) == 0
+one = (ctypes.c_uint32 * 3)(1, 1, 1)
+args = ctypes.c_void_p(memory.value)
+
+def launch():
+    assert lib.flare_sim_launch_kernel(stream, kernel.value, one, one, ctypes.byref(args),
+                                       ctypes.sizeof(args)) == 0
+
+with flare.replay_range("py.with"):
+    launch()
+flare.replay_range_begin("py.explicit")
+launch()
+flare.replay_range_end()
+assert lib.flare_sim_stream_synchronize(stream, 30000) == 0
+values = (ctypes.c_float * 4).from_address(memory.value)
+print("values", list(values), "runs", len(runs))
+"""
+
+
+class ReplayRange(unittest.TestCase):
+    def test_arguments_and_state(self):
+        with self.assertRaises(TypeError):
+            flare.replay_range_begin(3)
+        with self.assertRaises(TypeError):
+            flare.replay_range(None)
+        with self.assertRaisesRegex(ValueError, "must not be empty"):
+            flare.replay_range_begin("")
+        with self.assertRaisesRegex(ValueError, "must not be empty"):
+            flare.replay_range("")
+        # The explicit calls say when they are misused: end without begin,
+        # begin inside a span.
+        with self.assertRaisesRegex(RuntimeError, "end without a begin"):
+            flare.replay_range_end()
+        self.assertIsNone(flare.replay_range_begin("py.state"))
+        with self.assertRaisesRegex(RuntimeError, "begin inside a span"):
+            flare.replay_range_begin("py.nested")
+        self.assertIsNone(flare.replay_range_end())
+        with self.assertRaises(RuntimeError):
+            flare.replay_range_end()
+        # The with form never raises for state: nested, the inner block just
+        # runs, and only the outer one's span is ended (by the outer block).
+        with flare.replay_range("py.outer"):
+            with flare.replay_range("py.inner"):
+                pass
+            with self.assertRaisesRegex(RuntimeError, "begin inside a span"):
+                flare.replay_range_begin("py.still-inside")
+        with self.assertRaises(RuntimeError):
+            flare.replay_range_end()  # the outer block ended its span
+        with self.assertRaises(KeyError):
+            with flare.replay_range("py.raises"):
+                raise KeyError("not swallowed")
+        with self.assertRaises(RuntimeError):
+            flare.replay_range_end()  # ended on the way out of the failed block
+
+    def test_without_a_runtime(self):
+        directory = isolated_module()
+        code = ("import flare\n"
+                "try:\n    flare.replay_range_begin('x')\nexcept RuntimeError as e:\n"
+                "    print('refused:', e)\n"
+                "with flare.replay_range('x'):\n    print('block ran')\n")
+        result = run_python(code, pythonpath=directory)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("refused: flare.replay_range_begin:", result.stdout)
+        self.assertIn("no flare runtime in this process", result.stdout)
+        self.assertIn("block ran", result.stdout)
+        shutil.rmtree(directory)
+
+    def test_spans_replayed_under_flare_replay(self):
+        flare_command = os.path.join(os.environ["FLARE_TEST_BIN_DIR"], "flare")
+        directory = tempfile.mkdtemp(prefix="flare-test-pyrange-")
+        run = subprocess.run(
+            [flare_command, "replay", "-o", directory, "--range-api", "--metrics",
+             "launch__grid_size,launch__thread_count,gpu__time_duration.sum", "--",
+             sys.executable, "-c", RANGE_PROGRAM, LIBRARY],
+            capture_output=True, text=True, timeout=120, env=dict(os.environ))
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        # Two spans of two passes each: the kernel ran four times, and memory
+        # was restored before each second pass: 0 -> 1 -> 3, as without flare.
+        self.assertIn("values [3.0, 3.0, 3.0, 3.0] runs 4", run.stdout)
+        self.assertIn("flare: replay: 2 span(s) replayed, 0 declined; 2 kernel(s) in them",
+                      run.stderr)
+        with sqlite3.connect("file:%s/session.db?mode=ro" % directory, uri=True) as db:
+            spans = db.execute("SELECT name, occurrence, kernels, passes_run, declined "
+                               "FROM replay_spans ORDER BY begin_ns").fetchall()
+            kernels = db.execute("SELECT l.kernel, m.value FROM replay_launches l JOIN "
+                                 "replay_spans s ON s.pid = l.pid AND s.span_id = l.span_id "
+                                 "JOIN replay_metrics m ON m.pid = l.pid AND "
+                                 "m.launch_id = l.launch_id WHERE m.metric = "
+                                 "'launch__grid_size' ORDER BY l.launch_id").fetchall()
+        self.assertEqual(spans, [("py.with", 0, 1, 2, 0), ("py.explicit", 0, 1, 2, 0)])
+        self.assertEqual(kernels, [("py_double", 1.0), ("py_double", 1.0)])
+        shutil.rmtree(directory)
+
+
 class PipInstall(unittest.TestCase):
     def test_pip_install_from_the_repository(self):
         source = os.environ.get("FLARE_TEST_PYTHON_SOURCE")
