@@ -22,6 +22,13 @@
 
 #define REPLAY_DEVICE_MAX 64
 
+/* One copy of a batch. */
+typedef struct replay_copy {
+    void *destination;
+    const void *source;
+    size_t bytes;
+} replay_copy;
+
 /* What the engine needs from a device. Every wait is bounded by timeout_ns
  * and answers FLARE_ERR_TIMEOUT when it expires. */
 typedef struct replay_device_ops {
@@ -40,6 +47,11 @@ typedef struct replay_device_ops {
                 uint64_t timeout_ns);
     /* Bytes of device memory free now (0 when unknown). */
     size_t (*device_memory_free)(int device);
+    /* Optional: issues every copy, then waits once (bounded). On failure
+     * *failed_index is the first copy known to have failed, or count when
+     * the wait itself failed. NULL: the engine copies one by one. */
+    int (*copy_batch)(int device, const replay_copy *copies, size_t count, uint64_t timeout_ns,
+                      size_t *failed_index);
 } replay_device_ops;
 
 /* Installs the backend's operations (one backend per process). The
@@ -135,7 +147,6 @@ typedef struct replay_launch_request {
      * backend cannot be recorded, and a span that meets one is declined). */
     int (*capture)(void *relaunch_context, replay_span_work *work);
 } replay_launch_request;
-
 
 /* The state of one launch between begin and end; lives on the caller's stack. */
 typedef struct replay_launch_state {

@@ -30,6 +30,29 @@ typedef struct replay_allocation {
 long replay_inventory_copy(int device, replay_allocation **out, char *untracked_reason,
                            size_t untracked_reason_size);
 
+/* Snapshot (replay_snapshot.c): shadows of every tracked allocation of a
+ * device, and the copies that restore them. */
+typedef struct replay_snapshot {
+    const replay_device_ops *ops;
+    int device;
+    replay_allocation *allocations;
+    long count;
+    void **shadows;
+    replay_copy *copies; /* shadow -> allocation, once taken */
+    bool on_device;
+    uint64_t bytes;
+    uint64_t copy_ns; /* time of the snapshot copy */
+} replay_snapshot;
+/* NULL on success, else the decline reason (written to reason); either way
+ * replay_snapshot_free must follow. */
+const char *replay_snapshot_take(replay_snapshot *snapshot, const replay_device_ops *ops,
+                                 const replay_settings *settings, int device, char *reason,
+                                 size_t reason_size);
+/* 0, or a failure with detail filled ("restore failed part-way: ..."). */
+int replay_snapshot_restore(replay_snapshot *snapshot, uint64_t timeout_ns, uint64_t *restore_ns,
+                            char *detail, size_t detail_size);
+void replay_snapshot_free(replay_snapshot *snapshot);
+
 /* Gate (replay_gate.c). The writer side waits at most timeout_ns. */
 int replay_gate_writer_enter(int device, uint64_t timeout_ns);
 void replay_gate_writer_exit(int device);

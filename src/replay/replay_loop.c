@@ -45,9 +45,7 @@ typedef struct replay_loop {
     bool collector_pass_open;
     const char *const *metric_names;
     size_t metric_count;
-    replay_allocation *allocations;
-    long allocation_count;
-    void **shadows;
+    replay_snapshot snapshot; /* ops == NULL until taken */
     bool needs_snapshot;
     uint32_t pass;
     uint64_t pass_start_ns;
@@ -163,18 +161,9 @@ static replay_record *record_new(const replay_launch_request *request, uint64_t 
 
 static void free_shadows(replay_loop *loop)
 {
-    if (loop->shadows != NULL) {
-        for (long index = 0; index < loop->allocation_count; index++) {
-            if (loop->shadows[index] != NULL) {
-                loop->ops->shadow_free(loop->launch.device, loop->record->shadow_on_device != 0,
-                                       loop->shadows[index]);
-            }
-        }
-        free(loop->shadows);
-        loop->shadows = NULL;
+    if (loop->snapshot.ops != NULL) {
+        replay_snapshot_free(&loop->snapshot);
     }
-    free(loop->allocations);
-    loop->allocations = NULL;
 }
 
 static void tools_finished(replay_loop *loop, const char *reason)
@@ -241,115 +230,30 @@ static void fail_loop(replay_loop *loop, const char *format, ...)
     atomic_load (&abort_handler)(message);
 }
 
-/* Allocates shadows (device first, then pinned host) and copies every
- * tracked allocation into them. Returns NULL, or the decline reason. */
+/* Takes the snapshot; NULL, or the decline reason. */
 static const char *take_snapshot(replay_loop *loop, char *reason, size_t reason_size)
 {
-    const replay_device_ops *ops = loop->ops;
-    int device = loop->launch.device;
-    char untracked[256];
-    loop->allocation_count =
-        replay_inventory_copy(device, &loop->allocations, untracked, sizeof untracked);
-    if (untracked[0] != '\0') {
-        snprintf(reason, reason_size, "untracked memory: %.200s", untracked);
-        return reason;
+    const char *declined = replay_snapshot_take(&loop->snapshot, loop->ops, &loop->settings,
+                                                loop->launch.device, reason, reason_size);
+    loop->record->shadow_on_device = loop->snapshot.on_device ? 1 : 0;
+    if (declined == NULL) {
+        loop->record->snapshot_ns = loop->snapshot.copy_ns;
+        loop->record->snapshot_bytes = loop->snapshot.bytes;
     }
-    if (loop->allocation_count < 0) {
-        loop->allocation_count = 0;
-        snprintf(reason, reason_size, "snapshot failed: out of host memory for the inventory");
-        return reason;
-    }
-    uint64_t footprint = 0;
-    for (long index = 0; index < loop->allocation_count; index++) {
-        footprint += loop->allocations[index].bytes;
-    }
-    if (footprint > loop->settings.footprint_budget) {
-        snprintf(reason, reason_size,
-                 "footprint budget: %" PRIu64 " bytes tracked on device %d, budget %" PRIu64,
-                 footprint, device, loop->settings.footprint_budget);
-        return reason;
-    }
-    loop->shadows = calloc((size_t)(loop->allocation_count > 0 ? loop->allocation_count : 1),
-                           sizeof *loop->shadows);
-    if (loop->shadows == NULL) {
-        snprintf(reason, reason_size, "snapshot failed: out of host memory");
-        return reason;
-    }
-    /* Device shadows restore at copy bandwidth; keep an eighth of free
-     * memory (at least 256 MiB) for the program and the profiler. */
-    bool on_device = loop->settings.allow_device_shadow;
-    if (on_device && ops->device_memory_free != NULL) {
-        size_t free_bytes = ops->device_memory_free(device);
-        size_t reserve = free_bytes / 8 > (256u << 20) ? free_bytes / 8 : (256u << 20);
-        on_device = free_bytes > reserve && footprint <= free_bytes - reserve;
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        bool failed = false;
-        for (long index = 0; index < loop->allocation_count; index++) {
-            if (ops->shadow_alloc(device, on_device, loop->allocations[index].bytes,
-                                  &loop->shadows[index]) != FLARE_OK) {
-                loop->shadows[index] = NULL;
-                failed = true;
-                break;
-            }
-        }
-        loop->record->shadow_on_device = on_device ? 1 : 0;
-        if (!failed) {
-            break;
-        }
-        for (long index = 0; index < loop->allocation_count; index++) {
-            if (loop->shadows[index] != NULL) {
-                ops->shadow_free(device, on_device, loop->shadows[index]);
-                loop->shadows[index] = NULL;
-            }
-        }
-        if (!on_device) {
-            snprintf(reason, reason_size,
-                     "footprint budget: neither device nor pinned host memory holds a %" PRIu64
-                     "-byte snapshot",
-                     footprint);
-            return reason;
-        }
-        on_device = false;
-    }
-    uint64_t started = core_now_ns();
-    for (long index = 0; index < loop->allocation_count; index++) {
-        const replay_allocation *allocation = &loop->allocations[index];
-        int status = ops->copy(device, loop->shadows[index], (const void *)allocation->address,
-                               allocation->bytes, loop->settings.pass_timeout_ns);
-        if (status != FLARE_OK) {
-            snprintf(reason, reason_size,
-                     "snapshot failed: copying allocation 0x%" PRIxPTR " (%zu bytes): %s",
-                     allocation->address, allocation->bytes, flare_strerror(status));
-            return reason;
-        }
-    }
-    loop->record->snapshot_ns = core_now_ns() - started;
-    loop->record->snapshot_bytes = footprint;
-    return NULL;
+    return declined;
 }
 
 /* Writes every shadow back; false (after fail_loop) when a copy failed. */
 static bool restore_snapshot(replay_loop *loop)
 {
-    uint64_t started = core_now_ns();
-    for (long index = 0; index < loop->allocation_count; index++) {
-        const replay_allocation *allocation = &loop->allocations[index];
-        int status =
-            loop->ops->copy(loop->launch.device, (void *)allocation->address, loop->shadows[index],
-                            allocation->bytes, loop->settings.pass_timeout_ns);
-        if (status != FLARE_OK) {
-            fail_loop(loop,
-                      "restore failed part-way: allocation %ld of %ld (0x%" PRIxPTR
-                      ", %zu bytes) could not be written back (%s)",
-                      index + 1, loop->allocation_count, allocation->address, allocation->bytes,
-                      flare_strerror(status));
-            return false;
-        }
-        loop->record->bytes_restored += allocation->bytes;
+    char detail[384];
+    if (replay_snapshot_restore(&loop->snapshot, loop->settings.pass_timeout_ns,
+                                &loop->record->restore_ns, detail, sizeof detail) != FLARE_OK) {
+        fail_loop(loop, "%s", detail);
+        return false;
     }
-    loop->record->restore_ns += core_now_ns() - started;
-    replay_stats_add(0, 0, 0, 0, loop->record->snapshot_bytes);
+    loop->record->bytes_restored += loop->snapshot.bytes;
+    replay_stats_add(0, 0, 0, 0, loop->snapshot.bytes);
     return true;
 }
 

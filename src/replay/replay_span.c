@@ -45,9 +45,7 @@ typedef struct span_state {
     flare_replay_launch *kernels; /* one per recorded kernel, in order */
     replay_record **kernel_records;
     size_t kernel_count;
-    replay_allocation *allocations;
-    long allocation_count;
-    void **shadows;
+    replay_snapshot snapshot; /* ops == NULL until taken */
     uint32_t pass;
     uint64_t pass_start_ns;
 } span_state;
@@ -73,18 +71,9 @@ static void release_work(span_state *span)
 
 static void release_shadows(span_state *span)
 {
-    if (span->shadows != NULL) {
-        for (long index = 0; index < span->allocation_count; index++) {
-            if (span->shadows[index] != NULL) {
-                span->ops->shadow_free(span->device, span->record->shadow_on_device != 0,
-                                       span->shadows[index]);
-            }
-        }
-        free(span->shadows);
-        span->shadows = NULL;
+    if (span->snapshot.ops != NULL) {
+        replay_snapshot_free(&span->snapshot);
     }
-    free(span->allocations);
-    span->allocations = NULL;
 }
 
 /* Stops recording: no replay will happen, so the gate goes back at once and
@@ -211,82 +200,16 @@ static bool span_start_on_device(span_state *span, int device)
         return false;
     }
     span->record->drain_ns = core_now_ns() - started;
-    char untracked[256];
-    span->allocation_count =
-        replay_inventory_copy(device, &span->allocations, untracked, sizeof untracked);
-    if (untracked[0] != '\0') {
-        span_decline(span, "untracked memory: %.200s", untracked);
+    char reason[256];
+    const char *declined = replay_snapshot_take(&span->snapshot, span->ops, &span->settings, device,
+                                                reason, sizeof reason);
+    span->record->shadow_on_device = span->snapshot.on_device ? 1 : 0;
+    if (declined != NULL) {
+        span_decline(span, "%s", reason);
         return false;
     }
-    if (span->allocation_count < 0) {
-        span->allocation_count = 0;
-        span_decline(span, "snapshot failed: out of host memory");
-        return false;
-    }
-    uint64_t footprint = 0;
-    for (long index = 0; index < span->allocation_count; index++) {
-        footprint += span->allocations[index].bytes;
-    }
-    if (footprint > span->settings.footprint_budget) {
-        span_decline(span,
-                     "footprint budget: %" PRIu64 " bytes tracked on device %d, budget %" PRIu64,
-                     footprint, device, span->settings.footprint_budget);
-        return false;
-    }
-    span->shadows = calloc((size_t)(span->allocation_count > 0 ? span->allocation_count : 1),
-                           sizeof *span->shadows);
-    if (span->shadows == NULL) {
-        span_decline(span, "snapshot failed: out of host memory");
-        return false;
-    }
-    bool on_device = span->settings.allow_device_shadow;
-    if (on_device && span->ops->device_memory_free != NULL) {
-        size_t free_bytes = span->ops->device_memory_free(device);
-        size_t reserve = free_bytes / 8 > (256u << 20) ? free_bytes / 8 : (256u << 20);
-        on_device = free_bytes > reserve && footprint <= free_bytes - reserve;
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        bool failed = false;
-        for (long index = 0; index < span->allocation_count && !failed; index++) {
-            failed = span->ops->shadow_alloc(device, on_device, span->allocations[index].bytes,
-                                             &span->shadows[index]) != FLARE_OK;
-            if (failed) {
-                span->shadows[index] = NULL;
-            }
-        }
-        span->record->shadow_on_device = on_device ? 1 : 0;
-        if (!failed) {
-            break;
-        }
-        for (long index = 0; index < span->allocation_count; index++) {
-            if (span->shadows[index] != NULL) {
-                span->ops->shadow_free(device, on_device, span->shadows[index]);
-                span->shadows[index] = NULL;
-            }
-        }
-        if (!on_device) {
-            span_decline(span,
-                         "footprint budget: neither device nor pinned host memory holds a %" PRIu64
-                         "-byte snapshot",
-                         footprint);
-            return false;
-        }
-        on_device = false;
-    }
-    started = core_now_ns();
-    for (long index = 0; index < span->allocation_count; index++) {
-        const replay_allocation *allocation = &span->allocations[index];
-        int status =
-            span->ops->copy(device, span->shadows[index], (const void *)allocation->address,
-                            allocation->bytes, span->settings.pass_timeout_ns);
-        if (status != FLARE_OK) {
-            span_decline(span, "snapshot failed: copying allocation 0x%" PRIxPTR ": %s",
-                         allocation->address, flare_strerror(status));
-            return false;
-        }
-    }
-    span->record->snapshot_ns = core_now_ns() - started;
-    span->record->snapshot_bytes = footprint;
+    span->record->snapshot_ns = span->snapshot.copy_ns;
+    span->record->snapshot_bytes = span->snapshot.bytes;
     span->collector_pass_open = span->collector->pass_begin(&span->span_launch, 0) == FLARE_OK;
     span->pass_start_ns = core_now_ns();
     return true;
@@ -461,24 +384,14 @@ static bool span_pass_finish(span_state *span)
 
 static bool span_restore(span_state *span)
 {
-    uint64_t started = core_now_ns();
-    for (long index = 0; index < span->allocation_count; index++) {
-        const replay_allocation *allocation = &span->allocations[index];
-        int status =
-            span->ops->copy(span->device, (void *)allocation->address, span->shadows[index],
-                            allocation->bytes, span->settings.pass_timeout_ns);
-        if (status != FLARE_OK) {
-            span_fail(span,
-                      "restore failed part-way: allocation %ld of %ld (0x%" PRIxPTR
-                      ") could not be written back (%s)",
-                      index + 1, span->allocation_count, allocation->address,
-                      flare_strerror(status));
-            return false;
-        }
-        span->record->bytes_restored += allocation->bytes;
+    char detail[384];
+    if (replay_snapshot_restore(&span->snapshot, span->settings.pass_timeout_ns,
+                                &span->record->restore_ns, detail, sizeof detail) != FLARE_OK) {
+        span_fail(span, "%s", detail);
+        return false;
     }
-    span->record->restore_ns += core_now_ns() - started;
-    replay_stats_add(0, 0, 0, 0, span->record->snapshot_bytes);
+    span->record->bytes_restored += span->snapshot.bytes;
+    replay_stats_add(0, 0, 0, 0, span->snapshot.bytes);
     return true;
 }
 

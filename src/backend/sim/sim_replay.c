@@ -79,8 +79,8 @@ static void replay_shadow_free(int device, bool on_device, void *pointer)
     }
 }
 
-static int replay_copy(int device, void *destination, const void *source, size_t bytes,
-                       uint64_t timeout_ns)
+static int sim_replay_copy(int device, void *destination, const void *source, size_t bytes,
+                           uint64_t timeout_ns)
 {
     (void)device;
     (void)timeout_ns;
@@ -90,6 +90,21 @@ static int replay_copy(int device, void *destination, const void *source, size_t
         return FLARE_ERR_BACKEND;
     }
     memcpy(destination, source, bytes);
+    return FLARE_OK;
+}
+
+/* The batched form: the same copies, the first failure reported by index. */
+static int sim_replay_copy_batch(int device, const replay_copy *copies, size_t count,
+                                 uint64_t timeout_ns, size_t *failed_index)
+{
+    for (size_t index = 0; index < count; index++) {
+        int status = sim_replay_copy(device, copies[index].destination, copies[index].source,
+                                     copies[index].bytes, timeout_ns);
+        if (status != FLARE_OK) {
+            *failed_index = index;
+            return status;
+        }
+    }
     return FLARE_OK;
 }
 
@@ -106,8 +121,9 @@ static const replay_device_ops sim_replay_operations = {
     .device_drain = replay_device_drain,
     .shadow_alloc = replay_shadow_alloc,
     .shadow_free = replay_shadow_free,
-    .copy = replay_copy,
+    .copy = sim_replay_copy,
     .device_memory_free = replay_device_memory_free,
+    .copy_batch = sim_replay_copy_batch,
 };
 
 const replay_device_ops *sim_replay_ops(void)
