@@ -259,6 +259,10 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
  * all are valid (and installed). */
 int replay_selection_from_environment(char *error, size_t error_size);
 
+/* The installed selection's metric names (valid until the next apply):
+ * collectors prepare their configuration from it early. */
+size_t replay_selection_metrics(const char *const **names);
+
 /* Value parsers shared with the CLI: "250ms", "10s", "2min"; "512MiB",
  * "16GiB". 0, or -1 with error naming variable and what was expected. */
 int replay_parse_duration(const char *variable, const char *text, uint64_t *out_ns, char *error,

@@ -81,7 +81,6 @@ uint32_t replay_contexts_all_mask(void);
 /* Selection (replay_selection.c): whether the built-in metric collection
  * wants this launch, and its metric list (valid until the next apply). */
 bool replay_selection_matches(const char *kernel_name);
-size_t replay_selection_metrics(const char *const **names);
 const replay_metric_collector *replay_metric_collector_current(void);
 
 /* Per-kernel launch index (replay_selection.c). */

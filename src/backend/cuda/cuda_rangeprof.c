@@ -33,7 +33,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "replay/replay.h"
-#include "replay/replay_internal.h" /* replay_selection_metrics */
+#include "replay/replay.h" /* replay_selection_metrics */
 
 #define RANGEPROF_CONTEXTS_MAX 64
 #define RANGEPROF_SETUPS_MAX   32
