@@ -288,6 +288,20 @@ void pm_engine_destroy(pm_engine *engine)
     free(engine);
 }
 
+void pm_engine_shutdown(pm_engine *engine, const char *reason)
+{
+    if (atomic_load(&engine->state) == PM_ENGINE_ARMED)
+        pm_engine_disarm(engine, engine->device, core_now_ns(), NULL);
+    int prepared = atomic_load(&engine->state) == PM_ENGINE_PREPARED;
+    pm_engine_mark_failed(engine, reason);
+    pthread_mutex_lock(&engine->hardware_lock);
+    if (prepared) {
+        engine->ops->release(engine->hardware);
+        tracebuf_lease_release(engine->device, engine->context_id);
+    }
+    pthread_mutex_unlock(&engine->hardware_lock);
+}
+
 void pm_engine_mark_preparing(pm_engine *engine)
 {
     pthread_mutex_lock(&engine->lock);

@@ -195,6 +195,10 @@ int pm_engine_create(const pm_hardware_ops *ops, void *hardware, uint64_t contex
                      pm_engine **out);
 /* Stops and releases everything (disarm, decode thread, hardware, lease). */
 void pm_engine_destroy(pm_engine *engine);
+/* Process exit: disarms if armed, gives the hardware and the lease back and
+ * leaves the engine FAILED with reason (later arms are refused, a later
+ * disarm answers FLARE_ERR_STATE); the memory stays valid. */
+void pm_engine_shutdown(pm_engine *engine, const char *reason);
 
 /*
  * The expensive set-up, run by the caller's thread (the CUDA engine runs it

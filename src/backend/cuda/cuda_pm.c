@@ -600,13 +600,49 @@ void cuda_pm_context_created(CUcontext context)
     }
 }
 
+/* At exit the device's counters are given back, not left enabled for
+ * CUPTI's own teardown. */
+static void release_at_exit(void)
+{
+    if (engine != NULL)
+        pm_engine_shutdown(engine, "cuda-pm: the process is exiting");
+}
+
+/* Kernel replay (FLARE_REPLAY_*) needs the device's counters for the range
+ * profiler; a prepared PM engine would hold them (HARDWARE_BUSY). */
+static const char *replay_requested(void)
+{
+    static const char *const names[] = {"FLARE_REPLAY_KERNEL",  "FLARE_REPLAY_LAUNCH",
+                                        "FLARE_REPLAY_EVERY",   "FLARE_REPLAY_RANGE",
+                                        "FLARE_REPLAY_METRICS", "FLARE_REPLAY_SET"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *value = getenv(names[i]);
+        if (value != NULL && value[0] != '\0')
+            return names[i];
+    }
+    return NULL;
+}
+
 void cuda_pm_install(const cuda_cupti_api *cupti)
 {
     if (engine != NULL)
         return;
-    const char *off = getenv("FLARE_PM");
-    if (off != NULL && strcmp(off, "0") == 0) {
+    const char *wanted = getenv("FLARE_PM");
+    if (wanted != NULL && strcmp(wanted, "0") != 0 && strcmp(wanted, "1") != 0) {
+        core_log(CORE_LOG_WARNING, "FLARE_PM='%.16s' is not 0 or 1; using the default", wanted);
+        wanted = NULL;
+    }
+    if (wanted != NULL && strcmp(wanted, "0") == 0) {
         core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF, "switched off (FLARE_PM=0)");
+        windows_session_set_engine(NULL);
+        return;
+    }
+    const char *replay = replay_requested();
+    if (wanted == NULL && replay != NULL) {
+        core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF,
+                            "off: %s asks for kernel replay, whose range profiler needs the "
+                            "device's counters (FLARE_PM=1 forces PM sampling on)",
+                            replay);
         windows_session_set_engine(NULL);
         return;
     }
@@ -639,6 +675,7 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     }
     pm_session_register_engine(engine);
     windows_session_set_engine(cuda_pm_engine());
+    atexit(release_at_exit);
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
                         "installed: set-up starts after the first context (preset %s, every "
                         "%llu ns)",
