@@ -185,6 +185,10 @@ void replay_launch_end(const replay_launch_request *request, replay_launch_state
  * declined: it runs once and the reason is recorded.
  */
 
+/* Kernels one span may hold (the collector sizes its counter data for it);
+ * a span that launches more is declined. */
+#define REPLAY_SPAN_KERNELS_MAX 2048
+
 /* Starts a span on the calling thread (explicit, from
  * flare_replay_range_begin, or from a matched scope). FLARE_ERR_STATE when
  * the thread already records one or runs a replay loop. */
@@ -223,6 +227,10 @@ typedef struct replay_metric_collector {
     /* After the last pass: values[i] for metrics[i] (NaN when unavailable). */
     int (*finish)(const flare_replay_launch *launch, double *values, size_t metric_count,
                   char *reason, size_t reason_size);
+    /* Spans (range replay): like prepare, for a span of at most max_ranges
+     * kernels (NULL: prepare is used). */
+    int (*prepare_span)(const flare_replay_launch *span, const char *const *metrics,
+                        size_t metric_count, size_t max_ranges, char *reason, size_t reason_size);
     /* Spans (range replay): after the last pass, the values of range r (the
      * span's r-th kernel, described by ranges[r]) into
      * values[r * metric_count + m]. NULL: the collector cannot do spans. */
@@ -319,7 +327,8 @@ typedef struct replay_record {
     /* Range replay: a kernel of a span carries its span's id (0: a launch
      * replayed on its own). The span itself is one record with is_span set:
      * kernel_name is then the span's name, launch_index its occurrence
-     * (1-based), and span_kernels / span_copies what it recorded. */
+     * (1-based; 0 for a span marked with flare_replay_range_begin), and
+     * span_kernels / span_copies what it recorded. */
     uint64_t span_id;
     int is_span;
     uint32_t span_kernels;

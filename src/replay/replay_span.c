@@ -32,6 +32,8 @@ typedef struct span_state {
     int device; /* -1 until the first piece of work */
     bool holding_writer;
     bool declined;
+    bool replaying; /* later passes: the backend re-issues; nothing is recorded */
+    bool from_api;  /* begun by flare_replay_range_begin (only its end may end it) */
     replay_settings settings;
     const replay_device_ops *ops;
     const replay_metric_collector *collector;
@@ -54,7 +56,7 @@ static _Thread_local span_state *thread_span;
 
 bool replay_span_recording(void)
 {
-    return thread_span != NULL && !thread_span->declined;
+    return thread_span != NULL && !thread_span->declined && !thread_span->replaying;
 }
 
 static void release_work(span_state *span)
@@ -163,8 +165,12 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         span->metric_count = 1;
     }
     char reason[256] = "";
-    int passes = span->collector->prepare(&span->span_launch, span->metric_names,
-                                          span->metric_count, reason, sizeof reason);
+    int passes = span->collector->prepare_span != NULL
+                     ? span->collector->prepare_span(&span->span_launch, span->metric_names,
+                                                     span->metric_count, REPLAY_SPAN_KERNELS_MAX,
+                                                     reason, sizeof reason)
+                     : span->collector->prepare(&span->span_launch, span->metric_names,
+                                                span->metric_count, reason, sizeof reason);
     if (passes < 1) {
         span_decline(span, "metric collection: %s", reason);
         return FLARE_OK;
@@ -295,6 +301,13 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
     if (request->capture(request->relaunch_context, &work) != FLARE_OK) {
         span_decline(span, "could not record the launch of %s",
                      request->kernel_name != NULL ? request->kernel_name : "(unknown)");
+        return;
+    }
+    if (span->kernel_count == REPLAY_SPAN_KERNELS_MAX) {
+        if (work.release != NULL) {
+            work.release(work.data);
+        }
+        span_decline(span, "more than %d kernels in the span", REPLAY_SPAN_KERNELS_MAX);
         return;
     }
     size_t before = span->work_count;
@@ -461,6 +474,7 @@ int replay_span_end(void)
         span_decline(span, "the span submitted no device work");
     }
     if (!span->declined) {
+        span->replaying = true;
         healthy = span_pass_finish(span);
         replay_stats_add(1, 0, 0, 0, 0);
         for (span->pass = 1; healthy && span->pass < span->collector_passes; span->pass++) {
@@ -508,6 +522,7 @@ FLARE_API int flare_replay_range_begin(const char *name)
     }
     int status = replay_span_begin(name, 0);
     if (status == FLARE_OK) {
+        thread_span->from_api = true;
         atomic_fetch_add(&replay_configured_count, 1);
     }
     return status;
@@ -515,6 +530,10 @@ FLARE_API int flare_replay_range_begin(const char *name)
 
 FLARE_API int flare_replay_range_end(void)
 {
+    /* A span a scope began is ended by that scope's end, never here. */
+    if (thread_span == NULL || !thread_span->from_api) {
+        return FLARE_ERR_STATE;
+    }
     int status = replay_span_end();
     if (status == FLARE_OK) {
         atomic_fetch_sub(&replay_configured_count, 1);

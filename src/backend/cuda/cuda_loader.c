@@ -65,6 +65,11 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     *(void **)&api->cuModuleGetGlobal = dlsym(library, "cuModuleGetGlobal_v2");
     *(void **)&api->cuKernelGetLibrary = dlsym(library, "cuKernelGetLibrary");
     *(void **)&api->cuLibraryGetGlobal = dlsym(library, "cuLibraryGetGlobal");
+    *(void **)&api->cuFuncGetParamInfo = dlsym(library, "cuFuncGetParamInfo");
+    *(void **)&api->cuPointerGetAttribute = dlsym(library, "cuPointerGetAttribute");
+    *(void **)&api->cuMemsetD8Async = dlsym(library, "cuMemsetD8Async");
+    *(void **)&api->cuMemsetD16Async = dlsym(library, "cuMemsetD16Async");
+    *(void **)&api->cuMemsetD32Async = dlsym(library, "cuMemsetD32Async");
     if (missing != NULL) {
         snprintf(reason, reason_size, "libcuda.so.1 lacks %s (driver too old?)", missing);
         dlclose(library);

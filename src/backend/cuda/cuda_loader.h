@@ -63,6 +63,17 @@ typedef struct cuda_driver_api {
     CUresult (*cuKernelGetLibrary)(CUlibrary *library, CUkernel kernel);
     CUresult (*cuLibraryGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUlibrary library,
                                    const char *name);
+    /* Range replay (cuda_span.c): deep copies of kernel arguments, and the
+     * asynchronous forms recorded copies and memsets are re-issued with. */
+    CUresult (*cuFuncGetParamInfo)(CUfunction function, size_t index, size_t *offset, size_t *size);
+    CUresult (*cuPointerGetAttribute)(void *data, CUpointer_attribute attribute,
+                                      CUdeviceptr pointer);
+    CUresult (*cuMemsetD8Async)(CUdeviceptr destination, unsigned char value, size_t count,
+                                CUstream stream);
+    CUresult (*cuMemsetD16Async)(CUdeviceptr destination, unsigned short value, size_t count,
+                                 CUstream stream);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr destination, unsigned int value, size_t count,
+                                 CUstream stream);
 } cuda_driver_api;
 
 /* ---- libcupti ---- */

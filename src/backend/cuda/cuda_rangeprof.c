@@ -82,7 +82,8 @@ typedef struct rangeprof_context {
  * diagnosed once, not at every launch. */
 typedef struct rangeprof_setup {
     rangeprof_context *context;
-    char *key; /* the metric names joined by ',' */
+    char *key;         /* the range count and metric names: "<ranges>:a,b,c" */
+    size_t max_ranges; /* 1 for a kernel replay, RANGEPROF_SPAN_RANGES for spans */
     const char **names;
     size_t count;
     int status; /* 0, or the flare status prepare returns */
@@ -106,6 +107,7 @@ static int installed;
 /* The collection in progress on this thread (one launch at a time). */
 typedef struct rangeprof_session {
     rangeprof_setup *setup;
+    size_t max_ranges;
     int started; /* between Start and Stop */
     int all_submitted;
     uint32_t passes_stopped;
@@ -314,8 +316,8 @@ static void build_setup(rangeprof_setup *setup)
         .pRangeProfilerObject = context->object,
         .pMetricNames = setup->names,
         .numMetrics = setup->count,
-        .maxNumOfRanges = 1,
-        .maxNumRangeTreeNodes = 1};
+        .maxNumOfRanges = setup->max_ranges,
+        .maxNumRangeTreeNodes = setup->max_ranges};
     result = api.GetCounterDataSize(&data);
     if (result == CUPTI_SUCCESS) {
         setup->counter_data = malloc(data.counterDataSize);
@@ -329,16 +331,16 @@ static void build_setup(rangeprof_setup *setup)
 }
 
 static rangeprof_setup *setup_for(rangeprof_context *context, const char *const *metrics,
-                                  size_t count)
+                                  size_t count, size_t max_ranges)
 {
-    size_t key_bytes = 1;
+    size_t key_bytes = 32;
     for (size_t i = 0; i < count; i++)
         key_bytes += strlen(metrics[i]) + 1;
     char *key = malloc(key_bytes);
     if (key == NULL)
         return NULL;
-    key[0] = '\0';
-    size_t used = 0;
+    size_t used = (size_t)snprintf(key, key_bytes, "%zu:", max_ranges);
+    size_t names_start = used;
     for (size_t i = 0; i < count; i++)
         used += (size_t)snprintf(key + used, key_bytes - used, "%s%s", i ? "," : "", metrics[i]);
     for (size_t i = 0; i < setup_count; i++)
@@ -358,8 +360,9 @@ static rangeprof_setup *setup_for(rangeprof_context *context, const char *const 
         free(key);
         return NULL;
     }
-    /* The names point into the key, split in place of the commas. */
-    char *copy = strdup(key);
+    /* The names point into a copy of the key's name part, split in place of
+     * the commas. */
+    char *copy = strdup(key + names_start);
     if (copy == NULL) {
         free(setup);
         free(names);
@@ -373,6 +376,7 @@ static rangeprof_setup *setup_for(rangeprof_context *context, const char *const 
         *cursor++ = '\0';
     }
     setup->context = context;
+    setup->max_ranges = max_ranges;
     setup->key = key;
     setup->names = names;
     setup->count = count;
@@ -400,8 +404,8 @@ static void stop_if_started(void)
     session->started = 0;
 }
 
-static int collector_prepare(const flare_replay_launch *launch, const char *const *metrics,
-                             size_t metric_count, char *reason, size_t reason_size)
+static int prepare_ranges(const flare_replay_launch *launch, const char *const *metrics,
+                          size_t metric_count, size_t max_ranges, char *reason, size_t reason_size)
 {
     rangeprof_session *session = current_session();
     stop_if_started(); /* a loop that ended early must not leave a pass open */
@@ -431,7 +435,7 @@ static int collector_prepare(const flare_replay_launch *launch, const char *cons
     if (entry == NULL) {
         snprintf(reason, reason_size, "range profiler: %s", why);
         status = FLARE_ERR_BACKEND;
-    } else if ((setup = setup_for(entry, metrics, metric_count)) == NULL) {
+    } else if ((setup = setup_for(entry, metrics, metric_count, max_ranges)) == NULL) {
         snprintf(reason, reason_size, "range profiler: more than %d metric lists",
                  RANGEPROF_SETUPS_MAX);
         status = FLARE_ERR_FULL;
@@ -464,7 +468,7 @@ static int collector_prepare(const flare_replay_launch *launch, const char *cons
             .pCounterDataImage = setup->counter_data,
             .range = CUPTI_AutoRange,
             .replayMode = CUPTI_UserReplay,
-            .maxRangesPerPass = 1,
+            .maxRangesPerPass = max_ranges,
             .numNestingLevels = 1,
             .minNestingLevel = 1,
             .passIndex = 0,
@@ -478,7 +482,21 @@ static int collector_prepare(const flare_replay_launch *launch, const char *cons
         return FLARE_ERR_BACKEND;
     }
     session->setup = setup;
+    session->max_ranges = max_ranges;
     return (int)setup->passes;
+}
+
+static int collector_prepare(const flare_replay_launch *launch, const char *const *metrics,
+                             size_t metric_count, char *reason, size_t reason_size)
+{
+    return prepare_ranges(launch, metrics, metric_count, 1, reason, reason_size);
+}
+
+static int collector_prepare_span(const flare_replay_launch *span, const char *const *metrics,
+                                  size_t metric_count, size_t max_ranges, char *reason,
+                                  size_t reason_size)
+{
+    return prepare_ranges(span, metrics, metric_count, max_ranges, reason, reason_size);
 }
 
 static void session_fail(const char *what, CUptiResult result)
@@ -604,6 +622,83 @@ static int collector_finish(const flare_replay_launch *launch, double *values, s
     return status;
 }
 
+/* Spans: decodes once and evaluates every range (one per kernel, in
+ * execution order: automatic range names are just that order). */
+static int collector_finish_ranges(const flare_replay_launch *span,
+                                   const flare_replay_launch *ranges, size_t range_count,
+                                   double *values, size_t metric_count, char *reason,
+                                   size_t reason_size)
+{
+    (void)span;
+    (void)ranges;
+    rangeprof_session *session = current_session();
+    for (size_t i = 0; i < range_count * metric_count; i++)
+        values[i] = NAN;
+    rangeprof_setup *setup = session->setup;
+    stop_if_started();
+    int status = FLARE_OK;
+    if (setup == NULL) {
+        snprintf(reason, reason_size, "range profiler: finish without prepare");
+        status = FLARE_ERR_STATE;
+    } else if (session->failed) {
+        snprintf(reason, reason_size, "%s", session->reason);
+        status = FLARE_ERR_BACKEND;
+    } else if (!session->all_submitted) {
+        snprintf(reason, reason_size,
+                 "range profiler: %u of %zu passes ran; CUPTI has not seen every pass",
+                 session->passes_stopped, setup->passes);
+        status = FLARE_ERR_STATE;
+    } else if (metric_count != setup->count) {
+        snprintf(reason, reason_size, "range profiler: %zu values asked for %zu metrics",
+                 metric_count, setup->count);
+        status = FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (status != FLARE_OK) {
+        memset(session, 0, sizeof(*session));
+        return status;
+    }
+    CUpti_RangeProfiler_DecodeData_Params decode = {
+        .structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
+        .pRangeProfilerObject = setup->context->object};
+    CUptiResult result = api.DecodeData(&decode);
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
+        .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
+        .pCounterDataImage = setup->counter_data,
+        .counterDataImageSize = setup->counter_data_size};
+    if (result == CUPTI_SUCCESS)
+        result = api.GetCounterDataInfo(&info);
+    if (result != CUPTI_SUCCESS) {
+        snprintf(reason, reason_size, "range profiler: decode: %s", cupti_text(result));
+        memset(session, 0, sizeof(*session));
+        return FLARE_ERR_BACKEND;
+    }
+    size_t evaluated = info.numTotalRanges < range_count ? info.numTotalRanges : range_count;
+    for (size_t range = 0; range < evaluated && status == FLARE_OK; range++) {
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
+            .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
+            .pHostObject = setup->host,
+            .pCounterDataImage = setup->counter_data,
+            .counterDataImageSize = setup->counter_data_size,
+            .rangeIndex = range,
+            .ppMetricNames = setup->names,
+            .numMetrics = setup->count,
+            .pMetricValues = values + range * metric_count};
+        result = api.HostEvaluateToGpuValues(&evaluate);
+        if (result != CUPTI_SUCCESS) {
+            snprintf(reason, reason_size, "range profiler: evaluate range %zu: %s", range,
+                     cupti_text(result));
+            status = FLARE_ERR_BACKEND;
+        }
+    }
+    if (status == FLARE_OK && (info.numTotalRanges != range_count || decode.numOfRangeDropped))
+        snprintf(reason, reason_size,
+                 "range profiler: %zu ranges (%zu dropped) for %zu recorded kernels; values "
+                 "mapped in execution order",
+                 info.numTotalRanges, decode.numOfRangeDropped, range_count);
+    memset(session, 0, sizeof(*session));
+    return status;
+}
+
 /* ---- Early set-up ---- */
 
 typedef struct rangeprof_warm_request {
@@ -624,7 +719,7 @@ static void *warm_main(void *argument)
     pthread_mutex_lock(&cache_lock);
     rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
     if (entry != NULL)
-        setup_for(entry, names, count);
+        setup_for(entry, names, count, 1);
     pthread_mutex_unlock(&cache_lock);
     if (entry == NULL)
         core_log(CORE_LOG_INFO,
@@ -660,6 +755,8 @@ void cuda_rangeprof_context_created(CUcontext context, int device)
 }
 
 static const replay_metric_collector collector = {
+    .prepare_span = collector_prepare_span,
+    .finish_ranges = collector_finish_ranges,
     .name = "cuda-range-profiler",
     .prepare = collector_prepare,
     .pass_begin = collector_pass_begin,

@@ -15,6 +15,7 @@
  * or CUPTI error (the "replay" capability is degraded instead).
  */
 #include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_span.h"
 
 #include <cupti_activity.h>
 #include <dlfcn.h>
@@ -850,46 +851,34 @@ static const CUpti_CallbackId launch_ids[] = {
 
 /* Every driver entry point that copies or sets memory (synchronous ones
  * too: they write memory a replay would otherwise revert). */
+/* clang-format off */
 static const CUpti_CallbackId copy_ids[] = {
 #define X(name) CUPTI_DRIVER_TRACE_CBID_##name,
-    X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoA_v2) X(
-        cuMemcpyAtoD_v2) X(cuMemcpyHtoA_v2) X(cuMemcpyAtoH_v2) X(cuMemcpyAtoA_v2) X(cuMemcpy2D_v2)
-        X(cuMemcpy2DUnaligned_v2) X(cuMemcpy3D_v2) X(cuMemcpy) X(cuMemcpyPeer) X(cuMemcpy3DPeer) X(
-            cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2)
-            X(cuMemcpyHtoAAsync_v2) X(cuMemcpyAtoHAsync_v2) X(cuMemcpy2DAsync_v2) X(
-                cuMemcpy3DAsync_v2) X(cuMemcpyAsync) X(cuMemcpyPeerAsync) X(cuMemcpy3DPeerAsync)
-                X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD2D8_v2) X(
-                    cuMemsetD2D16_v2) X(cuMemsetD2D32_v2) X(cuMemsetD8Async) X(cuMemsetD16Async)
-                    X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(
-                        cuMemsetD2D32Async) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2_ptds)
-                        X(cuMemcpyDtoD_v2_ptds) X(cuMemcpyDtoA_v2_ptds) X(cuMemcpyAtoD_v2_ptds) X(
-                            cuMemcpyHtoA_v2_ptds) X(cuMemcpyAtoH_v2_ptds) X(cuMemcpyAtoA_v2_ptds)
-                            X(cuMemcpy2D_v2_ptds) X(cuMemcpy2DUnaligned_v2_ptds) X(
-                                cuMemcpy3D_v2_ptds) X(cuMemcpy_ptds) X(cuMemcpyPeer_ptds)
-                                X(cuMemcpy3DPeer_ptds) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2_ptds) X(
-                                    cuMemsetD32_v2_ptds) X(cuMemsetD2D8_v2_ptds)
-                                    X(cuMemsetD2D16_v2_ptds) X(cuMemsetD2D32_v2_ptds) X(
-                                        cuMemcpyAsync_ptsz) X(cuMemcpyHtoAAsync_v2_ptsz)
-                                        X(cuMemcpyAtoHAsync_v2_ptsz) X(cuMemcpyHtoDAsync_v2_ptsz) X(
-                                            cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2_ptsz)
-                                            X(cuMemcpy2DAsync_v2_ptsz) X(cuMemcpy3DAsync_v2_ptsz) X(
-                                                cuMemcpyPeerAsync_ptsz) X(cuMemcpy3DPeerAsync_ptsz)
-                                                X(
-                                                    cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz)
-                                                    X(cuMemsetD32Async_ptsz) X(
-                                                        cuMemsetD2D8Async_ptsz)
-                                                        X(cuMemsetD2D16Async_ptsz) X(
-                                                            cuMemsetD2D32Async_ptsz)
-                                                            X(cuMemcpyBatchAsync) X(
-                                                                cuMemcpyBatchAsync_ptsz)
-                                                                X(cuMemcpy3DBatchAsync) X(
-                                                                    cuMemcpy3DBatchAsync_ptsz)
-                                                                    X(cuMemcpyBatchAsync_v2) X(
-                                                                        cuMemcpyBatchAsync_v2_ptsz)
-                                                                        X(cuMemcpy3DBatchAsync_v2) X(
-                                                                            cuMemcpy3DBatchAsync_v2_ptsz)
+    X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoA_v2)
+    X(cuMemcpyAtoD_v2) X(cuMemcpyHtoA_v2) X(cuMemcpyAtoH_v2) X(cuMemcpyAtoA_v2) X(cuMemcpy2D_v2)
+    X(cuMemcpy2DUnaligned_v2) X(cuMemcpy3D_v2) X(cuMemcpy) X(cuMemcpyPeer) X(cuMemcpy3DPeer)
+    X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2) X(cuMemcpyHtoAAsync_v2)
+    X(cuMemcpyAtoHAsync_v2) X(cuMemcpy2DAsync_v2) X(cuMemcpy3DAsync_v2) X(cuMemcpyAsync)
+    X(cuMemcpyPeerAsync) X(cuMemcpy3DPeerAsync) X(cuMemsetD8_v2) X(cuMemsetD16_v2)
+    X(cuMemsetD32_v2) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2) X(cuMemsetD2D32_v2) X(cuMemsetD8Async)
+    X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemsetD2D16Async)
+    X(cuMemsetD2D32Async) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyDtoH_v2_ptds) X(cuMemcpyDtoD_v2_ptds)
+    X(cuMemcpyDtoA_v2_ptds) X(cuMemcpyAtoD_v2_ptds) X(cuMemcpyHtoA_v2_ptds) X(cuMemcpyAtoH_v2_ptds)
+    X(cuMemcpyAtoA_v2_ptds) X(cuMemcpy2D_v2_ptds) X(cuMemcpy2DUnaligned_v2_ptds)
+    X(cuMemcpy3D_v2_ptds) X(cuMemcpy_ptds) X(cuMemcpyPeer_ptds) X(cuMemcpy3DPeer_ptds)
+    X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2_ptds) X(cuMemsetD32_v2_ptds) X(cuMemsetD2D8_v2_ptds)
+    X(cuMemsetD2D16_v2_ptds) X(cuMemsetD2D32_v2_ptds) X(cuMemcpyAsync_ptsz)
+    X(cuMemcpyHtoAAsync_v2_ptsz) X(cuMemcpyAtoHAsync_v2_ptsz) X(cuMemcpyHtoDAsync_v2_ptsz)
+    X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoDAsync_v2_ptsz) X(cuMemcpy2DAsync_v2_ptsz)
+    X(cuMemcpy3DAsync_v2_ptsz) X(cuMemcpyPeerAsync_ptsz) X(cuMemcpy3DPeerAsync_ptsz)
+    X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz) X(cuMemsetD32Async_ptsz)
+    X(cuMemsetD2D8Async_ptsz) X(cuMemsetD2D16Async_ptsz) X(cuMemsetD2D32Async_ptsz)
+    X(cuMemcpyBatchAsync) X(cuMemcpyBatchAsync_ptsz) X(cuMemcpy3DBatchAsync)
+    X(cuMemcpy3DBatchAsync_ptsz) X(cuMemcpyBatchAsync_v2) X(cuMemcpyBatchAsync_v2_ptsz)
+    X(cuMemcpy3DBatchAsync_v2) X(cuMemcpy3DBatchAsync_v2_ptsz)
 #undef X
 };
+/* clang-format on */
 
 #define CUDA_CBID_TABLE 1024
 /* What each driver callback id is to replay (filled once at attach). */
@@ -951,6 +940,26 @@ static void gate_call(const CUpti_CallbackData *call)
         uint64_t slot = *call->correlationData;
         replay_gate_exit((int)(slot & 0xffffffffu) - 1, (int)(uint32_t)(slot >> 32));
     }
+}
+
+/* ---- Range replay hooks (cuda_span.c) ---- */
+
+static void internal_begin(void)
+{
+    internal_depth++;
+}
+
+static void internal_end(void)
+{
+    internal_depth--;
+}
+
+static CUstream span_replay_stream(int device)
+{
+    internal_depth++;
+    CUstream stream = copy_stream(device);
+    internal_depth--;
+    return stream;
 }
 
 /* ---- Launches ---- */
@@ -1041,6 +1050,14 @@ static int relaunch(void *context)
         CORE_LOG_ONCE("cuda.replay.relaunch", CORE_LOG_ERROR, "replay: relaunch of %s failed: %s",
                       frame->kernel_name, cuda_driver_error_text(&driver, result));
     return result == CUDA_SUCCESS ? FLARE_OK : FLARE_ERR_BACKEND;
+}
+
+/* A span's deep copy of this launch (the frame's parameters are valid:
+ * capture runs inside the launch's ENTER callback). */
+static int capture_for_span(void *context, replay_span_work *work)
+{
+    const cuda_launch_frame *frame = context;
+    return cuda_span_capture_launch(frame->cbid, frame->params, frame->request.device, work);
 }
 
 static bool cooperative_attribute(const CUlaunchConfig *config)
@@ -1140,6 +1157,7 @@ static void describe_launch(cuda_launch_frame *frame, CUpti_CallbackId id,
     request->kernel_name = frame->kernel_name;
     request->relaunch = relaunch;
     request->relaunch_context = frame;
+    request->capture = capture_for_span;
     if (!request->from_graph)
         resolve_globals(device, function);
 }
@@ -1196,13 +1214,23 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
         launch_call(id, call);
         break;
     case KIND_COPY:
+        /* A span's thread records its copies and memsets before they run. */
+        if (call->callbackSite == CUPTI_API_ENTER && replay_span_recording()) {
+            int device = device_of(call->context);
+            if (device >= 0)
+                cuda_span_record_copy(id, call, device);
+        }
         gate_call(call);
         break;
     case KIND_ALLOCATION:
+        if (call->callbackSite == CUPTI_API_ENTER && replay_span_recording())
+            replay_span_decline("memory allocated inside the span");
         if (call->callbackSite == CUPTI_API_EXIT)
             allocation_returned(id, call);
         break;
     case KIND_FREE:
+        if (call->callbackSite == CUPTI_API_ENTER && replay_span_recording())
+            replay_span_decline("memory freed inside the span");
         /* A free waits at the gate: a replay must not restore into memory
          * freed (and perhaps handed out again) under it. */
         if (call->callbackSite == CUPTI_API_EXIT && result_of(call) == CUDA_SUCCESS)
@@ -1247,9 +1275,10 @@ void cuda_replay_on_resource(CUpti_CallbackId id, const void *data)
 
 static int any_replay_variable(void)
 {
-    static const char *const names[] = {"FLARE_REPLAY_KERNEL", "FLARE_REPLAY_LAUNCH",
-                                        "FLARE_REPLAY_EVERY", "FLARE_REPLAY_METRICS",
-                                        "FLARE_REPLAY_SET"};
+    static const char *const names[] = {"FLARE_REPLAY_KERNEL",   "FLARE_REPLAY_LAUNCH",
+                                        "FLARE_REPLAY_EVERY",    "FLARE_REPLAY_METRICS",
+                                        "FLARE_REPLAY_SET",      "FLARE_REPLAY_RANGE",
+                                        "FLARE_REPLAY_RANGE_API"};
     for (size_t i = 0; i < COUNT_OF(names); i++)
         if (getenv(names[i]) != NULL)
             return 1;
@@ -1298,6 +1327,7 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     classify(launch_ids, COUNT_OF(launch_ids), KIND_LAUNCH);
     classify(copy_ids, COUNT_OF(copy_ids), KIND_COPY);
     replay_set_device_ops(&cuda_ops);
+    cuda_span_attach(&driver, internal_begin, internal_end, span_replay_stream);
     /* Allocations and resources are tracked from the start whether or not
      * replay is configured yet: a tool registered later must not replay
      * over an inventory that missed the program's first allocations. They
