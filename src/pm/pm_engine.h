@@ -167,7 +167,8 @@ typedef struct pm_queue_entry {
 
 typedef struct pm_engine_stats {
     uint64_t samples;           /* delivered to the queue */
-    uint64_t samples_lost;      /* estimated from gaps after an overflow */
+    uint64_t samples_lost;      /* estimated from gaps after an overflow, plus discarded */
+    uint64_t samples_discarded; /* decoded at a window's close but not read (decoder behind) */
     uint64_t queue_drops;       /* decoded but the queue was full */
     uint64_t overflows;         /* decodes that reported overflow */
     uint64_t counter_data_full; /* decodes stopped by a full image (decoded again) */

@@ -522,6 +522,10 @@ static void publish(void)
         if (engine_stats.overflows != 0)
             core_drops_set("pm_sampling", "decodes that found the hardware buffer overflowed",
                            engine_stats.overflows);
+        if (engine_stats.samples_discarded != 0)
+            core_drops_set("pm_sampling",
+                           "samples discarded at window close: the decoder was behind",
+                           engine_stats.samples_discarded);
         if (engine_stats.queue_drops != 0)
             core_drops_set("pm_sampling", "decoded samples dropped: queue to the collector full",
                            engine_stats.queue_drops);

@@ -128,10 +128,14 @@ static void run_window(run_result *result, int window_ms, int pause_ms, int burs
     if (pause_ms > 0) {
         pm_engine_pause_decode(sim_pm_core(), 1);
         sleep_ms(pause_ms);
-        pm_engine_pause_decode(sim_pm_core(), 0);
+        /* Paused for the whole window: the close finds the decoder behind. */
+        if (pause_ms < window_ms)
+            pm_engine_pause_decode(sim_pm_core(), 0);
     }
-    sleep_ms(window_ms - pause_ms);
+    if (window_ms > pause_ms)
+        sleep_ms(window_ms - pause_ms);
     assert_int_equal(flare_window_close(), FLARE_OK);
+    pm_engine_pause_decode(sim_pm_core(), 0);
     sleep_ms(50);
     atomic_store(&worker.stop, 1);
     pthread_join(worker.thread, NULL);
@@ -252,6 +256,27 @@ static void test_overflow_counted_and_flagged(void **state)
                               "LIKE 'samples lost%'") >= 1000);
     assert_true(query_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND detail "
                               "LIKE 'decodes that found%'") >= 1);
+    sqlite3_close(db);
+    finish(&result);
+}
+
+/* A close that finds the decoder far behind reads a bounded number of image
+ * fills and discards the rest, counted: it never holds the collector for
+ * long, and no stale record is left for the next window. */
+static void test_close_with_decoder_behind_is_bounded(void **state)
+{
+    (void)state;
+    sim_pm_faults faults = {.image_samples = 16};
+    sim_pm_set_faults(&faults);
+    run_result result;
+    run_window(&result, 150, 150, 0); /* ~1500 samples wait; 4 fills of 16 are read */
+    assert_true(result.engine.samples_discarded >= 1000);
+    sqlite3 *db = open_db(result.dir);
+    int64_t stored = query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
+    assert_true(stored >= 16 && stored <= 4 * 16);
+    assert_int_equal(query_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND "
+                                   "detail LIKE 'samples discarded%'"),
+                     (int64_t)result.engine.samples_discarded);
     sqlite3_close(db);
     finish(&result);
 }
@@ -436,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_window_samples_attributed),
         cmocka_unit_test(test_counter_data_full_decodes_again),
         cmocka_unit_test(test_overflow_counted_and_flagged),
+        cmocka_unit_test(test_close_with_decoder_behind_is_bounded),
         cmocka_unit_test(test_failed_decodes_counted),
         cmocka_unit_test(test_realtime_clock_converted),
         cmocka_unit_test(test_busy_lease_window_runs_without),
