@@ -5,10 +5,11 @@
 # PyTorch training loop, and runs the overhead benchmarks. Logs and results
 # go to $OUT (default ./gpu-check-out).
 #
-# usage: scripts/gpu-check.sh [checks|bench|storm|pm|replay|all]   (default all;
+# usage: scripts/gpu-check.sh [checks|bench|storm|pm|replay|span|all]   (default all;
 #        storm: only the CUDA C launch-storm benchmark with its per-feature
 #        breakdown; pm: PM sampling (scripts/gpu-check-pm.sh); replay: kernel
-#        and range replay against ncu (scripts/gpu-check-replay.sh))
+#        replay against ncu (scripts/gpu-check-replay.sh); span: range replay
+#        against ncu (scripts/gpu-check-span.sh))
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -109,7 +110,7 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay; do
+for part in pm replay span; do
   if [ "$what" = all ] || [ "$what" = "$part" ]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"

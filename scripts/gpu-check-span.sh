@@ -1,0 +1,54 @@
+# gpu-check-span.sh: range replay on a real GPU, sourced by scripts/gpu-check.sh
+# (`span` or `all`), which provides $flare, $build, $work, $OUT and fail().
+#
+# Two workloads with NVTX step ranges: tests/gpu/span_steps.cu (three integer
+# kernels, a copy and a memset per step) and tests/gpu/train_step.py (a small
+# PyTorch MLP: forward, backward, Adam). Each runs unprofiled, under
+# `flare replay --range step --set speed-of-light`, and under ncu restricted
+# to the same step (--nvtx-include step/) and to nothing (to subtract ncu's
+# own start-up). tests/gpu/check_span.py judges; numbers land in
+# $OUT/span-summary.json. Never touches anything outside $work and $OUT.
+
+echo "== range replay"
+# Until PM sampling steps aside for replay by itself, keep it off here: it would
+# hold the counters the range profiler needs (CUPTI_ERROR_HARDWARE_BUSY).
+export FLARE_PM=0
+command -v ncu >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
+span_dir="$work/span"
+rm -rf "$span_dir"
+mkdir -p "$span_dir"
+nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/span_steps" tests/gpu/span_steps.cu -ldl \
+  || fail "nvcc span_steps"
+sol=$("$flare" replay --list-sets | awk '/^  [a-z]/ {inside = ($1 == "speed-of-light")} inside && /__/ {print $1}' | paste -sd, -)
+echo "speed-of-light: $sol"
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+span_timed() { # span_timed NAME CMD...: stdout NAME.json, stderr NAME.err, times NAME.wall
+  local name=$1; shift
+  local t0=$EPOCHREALTIME
+  timeout 240 "$@" > "$span_dir/$name.json" 2> "$span_dir/$name.err"
+  local rc=$?
+  echo "$t0 $EPOCHREALTIME" > "$span_dir/$name.wall"
+  tail -3 "$span_dir/$name.err"
+  [ $rc -eq 0 ] || fail "$name exited $rc"
+}
+ncu_span=(ncu --nvtx --replay-mode kernel --cache-control none --clock-control none
+  --print-units base --csv --metrics "$sol")
+for workload in c torch; do
+  if [ "$workload" = c ]; then
+    program=("$build/gpu/span_steps" --footprint-mib 256 --steps 5 --mark 3)
+  else
+    program=(python3 tests/gpu/train_step.py --steps 6 --mark 4)
+  fi
+  echo "-- $workload: unprofiled, flare replay --range step, ncu on the step, ncu on nothing"
+  span_timed "$workload-plain" "${program[@]}"
+  span_timed "$workload-flare" "$flare" replay -q -o "$span_dir/$workload-flare" --range step \
+    --set speed-of-light -- "${program[@]}"
+  "$flare" report "$span_dir/$workload-flare" > "$span_dir/$workload-report.txt" 2>&1
+  grep -A30 "Range replay" "$span_dir/$workload-report.txt" | head -40
+  span_timed "$workload-ncu" "${ncu_span[@]}" --nvtx-include "step/" \
+    --log-file "$span_dir/$workload-ncu.csv" "${program[@]}"
+  span_timed "$workload-ncu-off" "${ncu_span[@]}" --nvtx-include "nostep/" \
+    --log-file "$span_dir/$workload-ncu-off.csv" "${program[@]}"
+done
+python3 tests/gpu/check_span.py "$span_dir" "$OUT/span-summary.json" || fail "range replay checks"
+cp "$span_dir"/*-report.txt "$OUT/" 2>/dev/null
