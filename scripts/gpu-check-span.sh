@@ -52,3 +52,6 @@ for workload in c torch; do
 done
 python3 tests/gpu/check_span.py "$span_dir" "$OUT/span-summary.json" || fail "range replay checks"
 cp "$span_dir"/*-report.txt "$OUT/" 2>/dev/null
+# flare's own logs of the replayed runs, one archive (the device tool brings
+# back few files).
+tar -czf "$OUT/span-logs.tar.gz" -C "$span_dir" $(cd "$span_dir" && ls -d *-flare/flare.log *.err 2>/dev/null) 2>/dev/null

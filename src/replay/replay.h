@@ -52,6 +52,9 @@ typedef struct replay_device_ops {
      * the wait itself failed. NULL: the engine copies one by one. */
     int (*copy_batch)(int device, const replay_copy *copies, size_t count, uint64_t timeout_ns,
                       size_t *failed_index);
+    /* The calling thread's current device (range replay starts its span
+     * there), or -1. NULL: range replay is unavailable. */
+    int (*current_device)(void);
 } replay_device_ops;
 
 /* Installs the backend's operations (one backend per process). The
@@ -196,14 +199,21 @@ int replay_span_begin(const char *name, uint64_t occurrence);
 /* Ends the thread's span: replays it and records the results.
  * FLARE_ERR_STATE without one. */
 int replay_span_end(void);
-/* Whether the calling thread records a span now (a thread-local read). */
+/* Whether the calling thread has a span recording (a thread-local read). */
 bool replay_span_recording(void);
-/* Backends: records a copy or memset the recording thread is about to
- * submit (takes ownership of work->data). The first piece of work of a span
- * takes the device's gate and the snapshot. */
+/* Whether the device has a span recording now: any thread's work on it is
+ * part of the span (one relaxed load when no span is open anywhere). */
+bool replay_span_active_on(int device);
+/* Backends, for a copy or memset about to be submitted on device, with the
+ * device's reader gate already held: whether the device's span records it.
+ * Work of a span's own thread on another device declines that span. */
+bool replay_span_claims(int device);
+/* Backends: records a copy or memset (takes ownership of work->data), with
+ * the reader gate held from before this call until after its submission. */
 void replay_span_record(int device, const replay_span_work *work);
-/* Backends: the recording thread did something a span cannot replay. */
-void replay_span_decline(const char *reason);
+/* Backends: work on device that a span cannot replay (an allocation, a
+ * free, a device-to-host copy) declines the span recording there. */
+void replay_span_decline(int device, const char *reason);
 /* Scope hooks (flare scopes, NVTX ranges): with FLARE_REPLAY_RANGE=name and
  * FLARE_REPLAY_OCCURRENCE=n, the n-th scope of that name opened on any
  * thread becomes a span, ended by its own end. Cheap when no range is

@@ -30,6 +30,7 @@
 enum { MODE_UNTOUCHED = 0, MODE_READER = 1, MODE_REPLAYING = 2 };
 
 typedef struct replay_loop {
+    const replay_launch_request *request; /* valid until replay_launch_end */
     replay_record *record;
     flare_replay_launch launch;
     const replay_device_ops *ops;
@@ -176,6 +177,20 @@ static void tools_finished(replay_loop *loop, const char *reason)
     }
 }
 
+/* Takes the reader side for a launch that runs once. A span recording on
+ * the device records it: checked with the gate held, so no span can begin
+ * between the check and the submission (its begin takes the writer side). */
+static void enter_reader(const replay_launch_request *request, replay_launch_state *state)
+{
+    state->mode = MODE_READER;
+    state->gate_token = replay_gate_reader_enter_always(request->device);
+    if (replay_span_claims(request->device)) {
+        replay_span_record_launch(
+            request, replay_next_id(),
+            replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : ""));
+    }
+}
+
 /* Ends a loop that never ran a pass: the launch runs once as an ordinary
  * one (reader side), the reason is recorded. */
 static void decline(replay_loop *loop, replay_launch_state *state, bool holding_writer,
@@ -200,11 +215,10 @@ static void decline(replay_loop *loop, replay_launch_state *state, bool holding_
              record->launch_id, record->reason);
     replay_stats_add(0, 0, 1, 0, 0);
     replay_record_queue(record);
-    int device = loop->launch.device;
+    const replay_launch_request *request = loop->request;
     free(loop);
     state->loop = NULL;
-    state->mode = MODE_READER;
-    state->gate_token = replay_gate_reader_enter_always(device);
+    enter_reader(request, state);
 }
 
 /* Fails the loop after pass 0 ran: memory is no longer what the program
@@ -439,11 +453,10 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         return;
     }
     replay_thread_state *thread = replay_thread();
-    if (replay_span_recording()) {
-        /* Part of a span this thread records: it holds the gate itself. */
-        replay_span_record_launch(
-            request, atomic_fetch_add(&next_launch_id, 1),
-            replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : ""));
+    if (replay_span_recording() || replay_span_active_on(request->device)) {
+        /* Part of a span: recorded and submitted under the reader gate,
+         * never replayed on its own. */
+        enter_reader(request, state);
         return;
     }
     if (thread->loop_depth > 0) {
@@ -452,8 +465,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
     }
     const replay_device_ops *ops = replay_device_operations();
     if (ops == NULL || request->device < 0 || request->device >= REPLAY_DEVICE_MAX) {
-        state->mode = MODE_READER;
-        state->gate_token = replay_gate_enter(request->device);
+        enter_reader(request, state);
         return;
     }
     replay_loop *loop = calloc(1, sizeof *loop);
@@ -465,10 +477,10 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         free(loop);
         CORE_LOG_ONCE("replay.no_memory", CORE_LOG_WARNING,
                       "replay: out of memory deciding a launch; it runs once");
-        state->mode = MODE_READER;
-        state->gate_token = replay_gate_enter(request->device);
+        enter_reader(request, state);
         return;
     }
+    loop->request = request;
     loop->record = record;
     loop->ops = ops;
     replay_settings_current(&loop->settings);
@@ -491,8 +503,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         }
         free(record);
         free(loop);
-        state->mode = MODE_READER;
-        state->gate_token = replay_gate_enter(request->device);
+        enter_reader(request, state);
         return;
     }
     record->passes_planned = planned;
@@ -521,6 +532,10 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
     if (replay_gate_writer_enter(request->device, loop->settings.drain_timeout_ns) != FLARE_OK) {
         decline(loop, state, false, "device drain stuck: the gate of device %d stayed busy for %s",
                 request->device, limit);
+        return;
+    }
+    if (replay_span_active_on(request->device)) {
+        decline(loop, state, true, "a range replay is recording on device %d", request->device);
         return;
     }
     if (ops->stream_drain(request->stream, loop->settings.drain_timeout_ns) != FLARE_OK) {

@@ -4,9 +4,13 @@
  * metric collector's per-pass set-up is paid once per pass for every kernel
  * of the span instead of once per pass per kernel.
  *
- * The recording thread holds the device's writer gate from the span's first
- * piece of work to its last pass, so no other thread's work lands between
- * snapshot and restore (and none is ever reverted). A span never guesses:
+ * A span belongs to the thread that began it, but records every thread's
+ * work on its device while it is open (PyTorch runs backward on its own
+ * threads): each submission holds the device's reader gate around its
+ * record and submit, and the span takes the writer side at its begin (for
+ * the drain and snapshot) and at its end (for the passes), so nothing lands
+ * between snapshot and restore unrecorded, and nothing is ever reverted.
+ * Collector calls all run on the span's own thread. A span never guesses:
  * anything it cannot re-issue faithfully declines it, the program's own run
  * stands, and the reason is recorded. Once a replay pass has started,
  * failure aborts like a kernel replay's (memory would be wrong).
@@ -27,10 +31,10 @@
 #define SPAN_WORK_MAX 65536 /* recorded pieces of work; beyond: declined */
 
 typedef struct span_state {
+    pthread_mutex_t lock;  /* recording from several threads; declines */
     replay_record *record; /* the span's own record */
     flare_replay_launch span_launch;
     int device; /* -1 until the first piece of work */
-    bool holding_writer;
     bool declined;
     bool replaying; /* later passes: the backend re-issues; nothing is recorded */
     bool from_api;  /* begun by flare_replay_range_begin (only its end may end it) */
@@ -53,10 +57,39 @@ typedef struct span_state {
 } span_state;
 
 static _Thread_local span_state *thread_span;
+/* The span recording on each device (NULL: none), for other threads' work. */
+static span_state *_Atomic device_spans[REPLAY_DEVICE_MAX];
+static atomic_int open_spans; /* the backends' cheap "any span?" check */
+
+static span_state *span_on(int device)
+{
+    if (atomic_load_explicit(&open_spans, memory_order_relaxed) == 0 || device < 0 ||
+        device >= REPLAY_DEVICE_MAX) {
+        return NULL;
+    }
+    return atomic_load_explicit(&device_spans[device], memory_order_acquire);
+}
+
+bool replay_span_active_on(int device)
+{
+    span_state *span = span_on(device);
+    return span != NULL && !span->declined && !span->replaying;
+}
 
 bool replay_span_recording(void)
 {
     return thread_span != NULL && !thread_span->declined && !thread_span->replaying;
+}
+
+/* Stops recording on the device (lock held): later work there is ordinary. */
+static void detach_from_device(span_state *span)
+{
+    if (span->device >= 0) {
+        span_state *expected = span;
+        if (atomic_compare_exchange_strong(&device_spans[span->device], &expected, NULL)) {
+            atomic_fetch_sub(&open_spans, 1);
+        }
+    }
 }
 
 static void release_work(span_state *span)
@@ -78,11 +111,12 @@ static void release_shadows(span_state *span)
     }
 }
 
-/* Stops recording: no replay will happen, so the gate goes back at once and
- * the thread's later work is ordinary again. */
-static void span_decline(span_state *span, const char *format, ...)
+/* Stops recording (lock held): no replay will happen; the shadows, the
+ * collector's open pass and the record are settled at the span's end, on
+ * its own thread. Later work on the device is ordinary again. */
+static void span_decline_locked(span_state *span, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
-static void span_decline(span_state *span, const char *format, ...)
+static void span_decline_locked(span_state *span, const char *format, ...)
 {
     if (span->declined) {
         return;
@@ -93,24 +127,33 @@ static void span_decline(span_state *span, const char *format, ...)
     va_end(arguments);
     span->declined = true;
     span->record->declined = 1;
-    if (span->collector_pass_open) {
-        span->collector->pass_end(&span->span_launch, 0);
-        span->collector_pass_open = false;
-    }
-    release_shadows(span);
-    if (span->holding_writer) {
-        replay_gate_writer_exit(span->device);
-        span->holding_writer = false;
-    }
-    replay_thread()->loop_depth--;
+    detach_from_device(span);
     core_log(CORE_LOG_INFO, "range replay of %s declined: %s", span->record->kernel_name,
              span->record->reason);
 }
 
-void replay_span_decline(const char *reason)
+static void span_decline(span_state *span, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static void span_decline(span_state *span, const char *format, ...)
 {
-    if (replay_span_recording()) {
-        span_decline(thread_span, "%s", reason);
+    char reason[256];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(reason, sizeof reason, format, arguments);
+    va_end(arguments);
+    pthread_mutex_lock(&span->lock);
+    span_decline_locked(span, "%s", reason);
+    pthread_mutex_unlock(&span->lock);
+}
+
+void replay_span_decline(int device, const char *reason)
+{
+    span_state *span = span_on(device);
+    if (span == NULL && thread_span != NULL && thread_span->device == device) {
+        span = thread_span;
+    }
+    if (span != NULL) {
+        span_decline(span, "%s", reason);
     }
 }
 
@@ -130,6 +173,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         free(record);
         return FLARE_ERR_NO_MEMORY;
     }
+    pthread_mutex_init(&span->lock, NULL);
     span->record = record;
     span->device = -1;
     span->ops = replay_device_operations();
@@ -146,13 +190,18 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                                               .kernel_name = record->kernel_name,
                                               .launch_index = occurrence};
     thread_span = span;
-    /* The thread's own work passes through gates from now on: it will hold
-     * the writer side itself from its first piece of work. */
-    thread->loop_depth++;
-    if (span->ops == NULL) {
-        span_decline(span, "no device operations for replay on this backend");
+    if (span->ops == NULL || span->ops->current_device == NULL) {
+        span_decline(span, "no device operations for range replay on this backend");
         return FLARE_OK;
     }
+    int device = span->ops->current_device();
+    if (device < 0 || device >= REPLAY_DEVICE_MAX) {
+        span_decline(span, "no current device when the span began");
+        return FLARE_OK;
+    }
+    span->device = device;
+    record->device = device;
+    span->span_launch.device = device;
     span->collector = replay_metric_collector_current();
     span->metric_count = replay_selection_metrics(&span->metric_names);
     if (span->collector == NULL || span->collector->finish_ranges == NULL) {
@@ -183,108 +232,118 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         snprintf(record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s",
                  span->metric_names[index]);
     }
-    return FLARE_OK;
-}
 
-/* The span's first piece of work: gate, drains, snapshot, pass 0 opens. */
-static bool span_start_on_device(span_state *span, int device)
-{
-    span->device = device;
-    span->record->device = device;
-    span->span_launch.device = device;
+    /* The writer side for the drain and the snapshot only: nothing in
+     * flight may change memory under the copy. */
     char limit[32];
     snprintf(limit, sizeof limit, "%.3g ms", (double)span->settings.drain_timeout_ns / 1e6);
     uint64_t started = core_now_ns();
     if (replay_gate_writer_enter(device, span->settings.drain_timeout_ns) != FLARE_OK) {
         span_decline(span, "device drain stuck: the gate of device %d stayed busy for %s", device,
                      limit);
-        return false;
+        return FLARE_OK;
     }
-    span->holding_writer = true;
+    bool ready = false;
     if (span->ops->device_drain(device, span->settings.drain_timeout_ns) != FLARE_OK) {
         span_decline(span, "device drain stuck: device %d still had work after %s", device, limit);
-        return false;
+    } else {
+        record->drain_ns = core_now_ns() - started;
+        ready = true;
+        /* One pass needs no restore, so no snapshot either. */
+        if (span->collector_passes > 1) {
+            const char *declined = replay_snapshot_take(&span->snapshot, span->ops, &span->settings,
+                                                        device, reason, sizeof reason);
+            record->shadow_on_device = span->snapshot.on_device ? 1 : 0;
+            if (declined != NULL) {
+                span_decline(span, "%s", reason);
+                ready = false;
+            } else {
+                record->snapshot_ns = span->snapshot.copy_ns;
+                record->snapshot_bytes = span->snapshot.bytes;
+            }
+        }
     }
-    span->record->drain_ns = core_now_ns() - started;
-    char reason[256];
-    const char *declined = replay_snapshot_take(&span->snapshot, span->ops, &span->settings, device,
-                                                reason, sizeof reason);
-    span->record->shadow_on_device = span->snapshot.on_device ? 1 : 0;
-    if (declined != NULL) {
-        span_decline(span, "%s", reason);
-        return false;
+    if (ready) {
+        span->collector_pass_open = span->collector->pass_begin(&span->span_launch, 0) == FLARE_OK;
+        span->pass_start_ns = core_now_ns();
+        span_state *expected = NULL;
+        if (atomic_compare_exchange_strong(&device_spans[device], &expected, span)) {
+            atomic_fetch_add(&open_spans, 1);
+        } else {
+            span_decline(span, "another span is already recording on device %d", device);
+        }
     }
-    span->record->snapshot_ns = span->snapshot.copy_ns;
-    span->record->snapshot_bytes = span->snapshot.bytes;
-    span->collector_pass_open = span->collector->pass_begin(&span->span_launch, 0) == FLARE_OK;
-    span->pass_start_ns = core_now_ns();
-    return true;
+    replay_gate_writer_exit(device);
+    return FLARE_OK;
 }
 
-static void append_work(span_state *span, const replay_span_work *work)
+bool replay_span_claims(int device)
+{
+    span_state *own = thread_span;
+    if (own != NULL && !own->declined && !own->replaying && own->device != device) {
+        span_decline(own, "the span uses devices %d and %d; spans stay on one device", own->device,
+                     device);
+    }
+    return replay_span_active_on(device);
+}
+
+static void release_work_item(const replay_span_work *work)
+{
+    if (work->release != NULL) {
+        work->release(work->data);
+    }
+}
+
+/* Appends (lock held); declines instead when over a bound or out of memory. */
+static bool append_work_locked(span_state *span, const replay_span_work *work)
 {
     if (span->work_count == SPAN_WORK_MAX) {
-        if (work->release != NULL) {
-            work->release(work->data);
-        }
-        span_decline(span, "more than %d pieces of work in the span", SPAN_WORK_MAX);
-        return;
+        span_decline_locked(span, "more than %d pieces of work in the span", SPAN_WORK_MAX);
+        return false;
     }
     if (span->work_count == span->work_capacity) {
         size_t capacity = span->work_capacity != 0 ? span->work_capacity * 2 : 64;
         replay_span_work *grown = realloc(span->work, capacity * sizeof *grown);
         if (grown == NULL) {
-            if (work->release != NULL) {
-                work->release(work->data);
-            }
-            span_decline(span, "out of host memory recording the span");
-            return;
+            span_decline_locked(span, "out of host memory recording the span");
+            return false;
         }
         span->work = grown;
         span->work_capacity = capacity;
     }
     span->work[span->work_count++] = *work;
-}
-
-void replay_span_record(int device, const replay_span_work *work)
-{
-    span_state *span = thread_span;
-    if (span == NULL || span->declined) {
-        if (work->release != NULL) {
-            work->release(work->data);
-        }
-        return;
-    }
-    if (span->device < 0 && !span_start_on_device(span, device)) {
-        if (work->release != NULL) {
-            work->release(work->data);
-        }
-        return;
-    }
-    if (device != span->device) {
-        if (work->release != NULL) {
-            work->release(work->data);
-        }
-        span_decline(span, "the span uses devices %d and %d; spans stay on one device",
-                     span->device, device);
-        return;
-    }
-    append_work(span, work);
-    if (span->declined) {
-        return;
-    }
     if (work->kind == REPLAY_WORK_KERNEL) {
         span->record->span_kernels++;
     } else {
         span->record->span_copies++;
     }
+    return true;
 }
 
-/* Called from replay_launch_begin on a recording thread. */
+void replay_span_record(int device, const replay_span_work *work)
+{
+    span_state *span = span_on(device);
+    if (span == NULL) {
+        release_work_item(work);
+        return;
+    }
+    pthread_mutex_lock(&span->lock);
+    bool kept = !span->declined && !span->replaying && append_work_locked(span, work);
+    pthread_mutex_unlock(&span->lock);
+    if (!kept) {
+        release_work_item(work);
+    }
+}
+
+/* Called from replay_launch_begin, with the device's reader gate held,
+ * when the launch's device has a span recording. */
 void replay_span_record_launch(const replay_launch_request *request, uint64_t launch_id,
                                uint64_t launch_index)
 {
-    span_state *span = thread_span;
+    span_state *span = span_on(request->device);
+    if (span == NULL) {
+        return;
+    }
     if (request->from_graph) {
         span_decline(span, "CUDA graph launch inside the span");
         return;
@@ -299,55 +358,60 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
     }
     replay_span_work work = {0};
     if (request->capture(request->relaunch_context, &work) != FLARE_OK) {
-        span_decline(span, "could not record the launch of %s",
+        span_decline(span, "could not record the launch of %.200s",
                      request->kernel_name != NULL ? request->kernel_name : "(unknown)");
         return;
     }
-    if (span->kernel_count == REPLAY_SPAN_KERNELS_MAX) {
-        if (work.release != NULL) {
-            work.release(work.data);
-        }
-        span_decline(span, "more than %d kernels in the span", REPLAY_SPAN_KERNELS_MAX);
-        return;
-    }
-    size_t before = span->work_count;
-    replay_span_record(request->device, &work);
-    if (span->declined || span->work_count == before) {
-        return;
-    }
-    /* One result record per kernel, keyed to the id the program saw. */
-    flare_replay_launch *kernels =
-        realloc(span->kernels, (span->kernel_count + 1) * sizeof *kernels);
-    replay_record **records =
-        realloc(span->kernel_records, (span->kernel_count + 1) * sizeof *records);
-    if (kernels != NULL) {
-        span->kernels = kernels;
-    }
-    if (records != NULL) {
-        span->kernel_records = records;
-    }
     replay_record *record = calloc(1, sizeof *record);
-    if (kernels == NULL || records == NULL || record == NULL) {
-        free(record);
-        span_decline(span, "out of host memory recording the span");
-        return;
+    if (record != NULL) {
+        record->launch_id = launch_id;
+        record->device = request->device;
+        record->stream_id = request->stream_id;
+        snprintf(record->kernel_name, sizeof record->kernel_name, "%s",
+                 request->kernel_name != NULL ? request->kernel_name : "(unknown)");
+        record->launch_index = launch_index;
+        record->span_id = span->record->span_id;
     }
-    record->launch_id = launch_id;
-    record->device = request->device;
-    record->stream_id = request->stream_id;
-    snprintf(record->kernel_name, sizeof record->kernel_name, "%s",
-             request->kernel_name != NULL ? request->kernel_name : "(unknown)");
-    record->launch_index = launch_index;
-    record->span_id = span->record->span_id;
-    flare_replay_launch *kernel = &span->kernels[span->kernel_count];
-    *kernel = (flare_replay_launch){.launch_id = launch_id,
-                                    .device = request->device,
-                                    .stream_id = request->stream_id,
-                                    .kernel_name = record->kernel_name,
-                                    .launch_index = launch_index};
-    memcpy(kernel->grid, request->grid, sizeof kernel->grid);
-    memcpy(kernel->block, request->block, sizeof kernel->block);
-    span->kernel_records[span->kernel_count++] = record;
+    pthread_mutex_lock(&span->lock);
+    bool kept = false;
+    if (record == NULL) {
+        span_decline_locked(span, "out of host memory recording the span");
+    } else if (!span->declined && !span->replaying) {
+        if (span->kernel_count == REPLAY_SPAN_KERNELS_MAX) {
+            span_decline_locked(span, "more than %d kernels in the span", REPLAY_SPAN_KERNELS_MAX);
+        } else {
+            flare_replay_launch *kernels =
+                realloc(span->kernels, (span->kernel_count + 1) * sizeof *kernels);
+            if (kernels != NULL) {
+                span->kernels = kernels;
+            }
+            replay_record **records =
+                realloc(span->kernel_records, (span->kernel_count + 1) * sizeof *records);
+            if (records != NULL) {
+                span->kernel_records = records;
+            }
+            if (kernels == NULL || records == NULL) {
+                span_decline_locked(span, "out of host memory recording the span");
+            } else if (append_work_locked(span, &work)) {
+                /* One result record per kernel, keyed to the id the program saw. */
+                flare_replay_launch *kernel = &span->kernels[span->kernel_count];
+                *kernel = (flare_replay_launch){.launch_id = launch_id,
+                                                .device = request->device,
+                                                .stream_id = request->stream_id,
+                                                .kernel_name = record->kernel_name,
+                                                .launch_index = launch_index};
+                memcpy(kernel->grid, request->grid, sizeof kernel->grid);
+                memcpy(kernel->block, request->block, sizeof kernel->block);
+                span->kernel_records[span->kernel_count++] = record;
+                kept = true;
+            }
+        }
+    }
+    pthread_mutex_unlock(&span->lock);
+    if (!kept) {
+        free(record);
+        release_work_item(&work);
+    }
 }
 
 static void span_fail(span_state *span, const char *format, ...)
@@ -373,7 +437,30 @@ static void span_fail(span_state *span, const char *format, ...)
  * pass, stamps it. False after span_fail. */
 static bool span_pass_finish(span_state *span)
 {
-    int status = span->ops->device_drain(span->device, span->settings.pass_timeout_ns);
+    int status = FLARE_OK;
+    if (span->pass >= 1) {
+        /* Re-issued work may run on streams of flare's own that the device
+         * drain does not watch: wait for each distinct one first. */
+        void *drained[16];
+        size_t drained_count = 0;
+        for (size_t index = 0; index < span->work_count && status == FLARE_OK; index++) {
+            void *stream = span->work[index].stream;
+            bool seen = false;
+            for (size_t known = 0; known < drained_count && !seen; known++) {
+                seen = drained[known] == stream;
+            }
+            if (seen || stream == NULL) {
+                continue;
+            }
+            status = span->ops->stream_drain(stream, span->settings.pass_timeout_ns);
+            if (drained_count < 16) {
+                drained[drained_count++] = stream;
+            }
+        }
+    }
+    if (status == FLARE_OK) {
+        status = span->ops->device_drain(span->device, span->settings.pass_timeout_ns);
+    }
     uint64_t end_ns = core_now_ns();
     if (status != FLARE_OK) {
         span_fail(span, "device %d did not finish the pass within %.3g s (%s)", span->device,
@@ -470,11 +557,31 @@ int replay_span_end(void)
         return FLARE_ERR_STATE;
     }
     bool healthy = true;
-    if (!span->declined && span->device < 0) {
+    bool holding_writer = false;
+    if (span->device >= 0) {
+        /* The writer side: every submission in progress (record + submit)
+         * completes first, and nothing new starts until the passes end. */
+        if (replay_gate_writer_enter(span->device, span->settings.drain_timeout_ns) == FLARE_OK) {
+            holding_writer = true;
+        } else {
+            span_decline(span, "the gate of device %d stayed busy at the span's end", span->device);
+        }
+    }
+    pthread_mutex_lock(&span->lock);
+    span->replaying = true;
+    detach_from_device(span);
+    pthread_mutex_unlock(&span->lock);
+    if (!span->declined && span->work_count == 0) {
         span_decline(span, "the span submitted no device work");
     }
-    if (!span->declined) {
-        span->replaying = true;
+    if (span->declined) {
+        if (span->collector_pass_open) {
+            /* Close pass 0 on this thread; its values are not used. */
+            span->ops->device_drain(span->device, span->settings.pass_timeout_ns);
+            span->collector->pass_end(&span->span_launch, 0);
+            span->collector_pass_open = false;
+        }
+    } else {
         healthy = span_pass_finish(span);
         replay_stats_add(1, 0, 0, 0, 0);
         for (span->pass = 1; healthy && span->pass < span->collector_passes; span->pass++) {
@@ -498,19 +605,17 @@ int replay_span_end(void)
                 healthy = span_pass_finish(span);
             }
         }
-        release_shadows(span);
-        if (span->holding_writer) {
-            replay_gate_writer_exit(span->device);
-            span->holding_writer = false;
-        }
-        replay_thread()->loop_depth--;
+    }
+    release_shadows(span);
+    if (holding_writer) {
+        replay_gate_writer_exit(span->device);
     }
     queue_results(span, healthy);
     release_work(span);
-    release_shadows(span);
     free(span->kernels);
     free(span->kernel_records);
     thread_span = NULL;
+    pthread_mutex_destroy(&span->lock);
     free(span);
     return FLARE_OK;
 }

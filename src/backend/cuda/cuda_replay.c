@@ -490,6 +490,17 @@ static int op_copy_batch(int device, const replay_copy *copies, size_t count, ui
     return status;
 }
 
+static int op_current_device(void)
+{
+    CUdevice device = -1;
+    if (driver.cuCtxGetDevice == NULL)
+        return -1;
+    internal_depth++;
+    CUresult result = driver.cuCtxGetDevice(&device);
+    internal_depth--;
+    return result == CUDA_SUCCESS && device >= 0 && device < REPLAY_DEVICE_MAX ? (int)device : -1;
+}
+
 static size_t op_device_memory_free(int device)
 {
     (void)device;
@@ -508,6 +519,7 @@ static const replay_device_ops cuda_ops = {
     .copy = op_copy,
     .device_memory_free = op_device_memory_free,
     .copy_batch = op_copy_batch,
+    .current_device = op_current_device,
 };
 
 /* ---- Module-scope __device__ variables ----
@@ -1214,23 +1226,30 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
         launch_call(id, call);
         break;
     case KIND_COPY:
-        /* A span's thread records its copies and memsets before they run. */
-        if (call->callbackSite == CUPTI_API_ENTER && replay_span_recording()) {
+        gate_call(call);
+        /* With the reader gate held: a span recording on the device records
+         * the copy or memset before it runs. */
+        if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
             int device = device_of(call->context);
-            if (device >= 0)
+            if (device >= 0 && replay_span_claims(device))
                 cuda_span_record_copy(id, call, device);
         }
-        gate_call(call);
         break;
     case KIND_ALLOCATION:
-        if (call->callbackSite == CUPTI_API_ENTER && replay_span_recording())
-            replay_span_decline("memory allocated inside the span");
+        if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
+            int device = device_of(call->context);
+            if (device >= 0 && replay_span_active_on(device))
+                replay_span_decline(device, "memory allocated inside the span");
+        }
         if (call->callbackSite == CUPTI_API_EXIT)
             allocation_returned(id, call);
         break;
     case KIND_FREE:
-        if (call->callbackSite == CUPTI_API_ENTER && replay_span_recording())
-            replay_span_decline("memory freed inside the span");
+        if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
+            int device = device_of(call->context);
+            if (device >= 0 && replay_span_active_on(device))
+                replay_span_decline(device, "memory freed inside the span");
+        }
         /* A free waits at the gate: a replay must not restore into memory
          * freed (and perhaps handed out again) under it. */
         if (call->callbackSite == CUPTI_API_EXIT && result_of(call) == CUDA_SUCCESS)

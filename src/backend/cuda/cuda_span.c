@@ -11,6 +11,7 @@
  */
 #include "backend/cuda/cuda_span.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,36 +89,72 @@ static int reissue_launch(void *data)
     return FLARE_OK;
 }
 
-/* Copies the arguments by the function's parameter layout. */
-static int copy_parameters(recorded_launch *launch, void **parameters)
+/* Reads a kernel's parameter layout through one of the two queries; returns
+ * the count, and in *stopped what ended the walk. */
+static size_t parameter_layout(CUfunction function, int as_kernel, size_t *offsets, size_t *sizes,
+                               size_t *total, CUresult *stopped)
 {
-    if (driver->cuFuncGetParamInfo == NULL)
-        return FLARE_ERR_UNSUPPORTED;
-    size_t offsets[SPAN_PARAMETERS_MAX];
-    size_t sizes[SPAN_PARAMETERS_MAX];
     size_t count = 0;
-    size_t total = 0;
-    while (count < SPAN_PARAMETERS_MAX &&
-           driver->cuFuncGetParamInfo(launch->function, count, &offsets[count], &sizes[count]) ==
-               CUDA_SUCCESS) {
-        if (offsets[count] + sizes[count] > total)
-            total = offsets[count] + sizes[count];
+    *total = 0;
+    *stopped = CUDA_SUCCESS;
+    while (count < SPAN_PARAMETERS_MAX) {
+        CUresult result =
+            as_kernel ? driver->cuKernelGetParamInfo((CUkernel)function, count, &offsets[count],
+                                                     &sizes[count])
+                      : driver->cuFuncGetParamInfo(function, count, &offsets[count], &sizes[count]);
+        if (result != CUDA_SUCCESS) {
+            *stopped = result;
+            break;
+        }
+        if (offsets[count] + sizes[count] > *total)
+            *total = offsets[count] + sizes[count];
         count++;
     }
-    if (count == SPAN_PARAMETERS_MAX)
+    return count;
+}
+
+/* Copies the arguments by the function's parameter layout. The runtime may
+ * hand the driver a context-independent CUkernel where a CUfunction is
+ * expected, so both queries are tried; a walk that stops on anything but
+ * "index out of range" is not trusted. */
+static int copy_parameters(recorded_launch *launch, void **parameters)
+{
+    static size_t offsets[SPAN_PARAMETERS_MAX];
+    static size_t sizes[SPAN_PARAMETERS_MAX];
+    static pthread_mutex_t layout_lock = PTHREAD_MUTEX_INITIALIZER;
+    if (driver->cuFuncGetParamInfo == NULL && driver->cuKernelGetParamInfo == NULL)
         return FLARE_ERR_UNSUPPORTED;
-    if (count > 0 && parameters == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    launch->parameter_count = count;
-    launch->parameter_bytes = calloc(total > 0 ? total : 1, 1);
-    launch->parameter_pointers = calloc(count > 0 ? count : 1, sizeof(void *));
-    if (launch->parameter_bytes == NULL || launch->parameter_pointers == NULL)
-        return FLARE_ERR_NO_MEMORY;
-    for (size_t index = 0; index < count; index++) {
-        memcpy(launch->parameter_bytes + offsets[index], parameters[index], sizes[index]);
-        launch->parameter_pointers[index] = launch->parameter_bytes + offsets[index];
+    pthread_mutex_lock(&layout_lock);
+    size_t total = 0;
+    CUresult stopped = CUDA_ERROR_NOT_SUPPORTED;
+    size_t count = 0;
+    if (driver->cuFuncGetParamInfo != NULL)
+        count = parameter_layout(launch->function, 0, offsets, sizes, &total, &stopped);
+    if (count == 0 && stopped != CUDA_ERROR_INVALID_VALUE && driver->cuKernelGetParamInfo != NULL)
+        count = parameter_layout(launch->function, 1, offsets, sizes, &total, &stopped);
+    int status = FLARE_OK;
+    if (count == SPAN_PARAMETERS_MAX || stopped != CUDA_ERROR_INVALID_VALUE) {
+        CORE_LOG_ONCE("cuda.span.layout", CORE_LOG_WARNING,
+                      "range replay: a kernel's parameter layout could not be read (%s)",
+                      cuda_driver_error_text(driver, stopped));
+        status = FLARE_ERR_UNSUPPORTED;
+    } else if (count > 0 && parameters == NULL) {
+        status = FLARE_ERR_INVALID_ARGUMENT;
+    } else {
+        launch->parameter_count = count;
+        launch->parameter_bytes = calloc(total > 0 ? total : 1, 1);
+        launch->parameter_pointers = calloc(count > 0 ? count : 1, sizeof(void *));
+        if (launch->parameter_bytes == NULL || launch->parameter_pointers == NULL) {
+            status = FLARE_ERR_NO_MEMORY;
+        } else {
+            for (size_t index = 0; index < count; index++) {
+                memcpy(launch->parameter_bytes + offsets[index], parameters[index], sizes[index]);
+                launch->parameter_pointers[index] = launch->parameter_bytes + offsets[index];
+            }
+        }
     }
-    return FLARE_OK;
+    pthread_mutex_unlock(&layout_lock);
+    return status;
 }
 
 int cuda_span_capture_launch(CUpti_CallbackId id, const void *params, int device,
@@ -253,7 +290,7 @@ static void record(int device, recorded_copy *copy)
     copy->stream = replay_stream_of != NULL ? replay_stream_of(device) : NULL;
     if (copy->stream == NULL) {
         free(copy);
-        replay_span_decline("no replay stream on this device");
+        replay_span_decline(device, "no replay stream on this device");
         return;
     }
     replay_span_work work = {.kind = copy->is_memset ? REPLAY_WORK_MEMSET : REPLAY_WORK_COPY,
@@ -270,12 +307,12 @@ static void record_copy(int device, CUdeviceptr destination, CUdeviceptr source,
                         CUstream stream, int source_on_host, int destination_on_host)
 {
     if (destination_on_host) {
-        replay_span_decline("device-to-host copy inside the span (the host may act on it)");
+        replay_span_decline(device, "device-to-host copy inside the span (the host may act on it)");
         return;
     }
     recorded_copy *copy = calloc(1, sizeof *copy + (source_on_host ? bytes : 0));
     if (copy == NULL) {
-        replay_span_decline("out of host memory recording the span");
+        replay_span_decline(device, "out of host memory recording the span");
         return;
     }
     (void)stream; /* re-issued on the replay stream, in submission order */
@@ -295,7 +332,7 @@ static void record_memset(int device, CUdeviceptr destination, unsigned int valu
 {
     recorded_copy *copy = calloc(1, sizeof *copy);
     if (copy == NULL) {
-        replay_span_decline("out of host memory recording the span");
+        replay_span_decline(device, "out of host memory recording the span");
         return;
     }
     copy->is_memset = 1;
@@ -355,7 +392,7 @@ void cuda_span_record_copy(CUpti_CallbackId id, const CUpti_CallbackData *call, 
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
-        replay_span_decline("device-to-host copy inside the span (the host may act on it)");
+        replay_span_decline(device, "device-to-host copy inside the span (the host may act on it)");
         return;
     case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds: {
@@ -399,7 +436,7 @@ void cuda_span_record_copy(CUpti_CallbackId id, const CUpti_CallbackData *call, 
                  "a copy or memset range replay does not record (driver callback %u: 2D, 3D, "
                  "array, peer or batched)",
                  (unsigned int)id);
-        replay_span_decline(reason);
+        replay_span_decline(device, reason);
         return;
     }
     }

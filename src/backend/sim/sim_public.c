@@ -14,6 +14,7 @@
 #include "replay/replay.h"
 
 #include <stdint.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,8 +62,8 @@ FLARE_API int flare_sim_stream_destroy(flare_sim_stream *stream)
 
 FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
 {
-    if (replay_span_recording()) {
-        replay_span_decline("memory allocated inside the span");
+    if (replay_span_active_on(device)) {
+        replay_span_decline(device, "memory allocated inside the span");
     }
     int status = sim_backend()->memory_alloc(device, bytes, out);
     if (status == FLARE_OK) {
@@ -74,12 +75,12 @@ FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
 FLARE_API int flare_sim_free(void *pointer)
 {
     sim_state_ensure();
-    if (replay_span_recording()) {
-        replay_span_decline("memory freed inside the span");
-    }
     /* A free while the device replays would let a restore write freed
      * memory: it waits at the gate like any other device work. */
     int device = replay_configured() ? replay_inventory_device_of((uintptr_t)pointer) : -1;
+    if (device >= 0 && replay_span_active_on(device)) {
+        replay_span_decline(device, "memory freed inside the span");
+    }
     int token = device >= 0 ? replay_gate_enter(device) : 0;
     replay_inventory_remove((uintptr_t)pointer);
     int status = sim_backend()->memory_free(pointer);
@@ -114,6 +115,27 @@ typedef struct sim_recorded_work {
     unsigned char payload[]; /* kernel arguments, or host-to-device source bytes */
 } sim_recorded_work;
 
+/* flare's own stream per device, for re-issued span work: the program may
+ * destroy its streams before the span ends, and one stream in submission
+ * order keeps every ordering the program could rely on. */
+static pthread_mutex_t replay_streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static backend_stream *replay_streams[SIM_DEVICE_MAX];
+
+static backend_stream *replay_stream(int device)
+{
+    if (device < 0 || device >= SIM_DEVICE_MAX) {
+        return NULL;
+    }
+    pthread_mutex_lock(&replay_streams_lock);
+    if (replay_streams[device] == NULL &&
+        sim_backend()->stream_create(device, &replay_streams[device]) != FLARE_OK) {
+        replay_streams[device] = NULL;
+    }
+    backend_stream *stream = replay_streams[device];
+    pthread_mutex_unlock(&replay_streams_lock);
+    return stream;
+}
+
 static int reissue(void *data)
 {
     sim_recorded_work *work = data;
@@ -133,12 +155,14 @@ static int reissue(void *data)
 static sim_recorded_work *recorded_work_new(backend_work_kind kind, backend_stream *stream,
                                             size_t payload_size, replay_span_work *out)
 {
-    sim_recorded_work *work = calloc(1, sizeof *work + payload_size);
+    backend_stream *own = replay_stream(sim_backend()->stream_device(stream));
+    sim_recorded_work *work = own != NULL ? calloc(1, sizeof *work + payload_size) : NULL;
     if (work == NULL) {
         return NULL;
     }
     work->kind = kind;
-    work->stream = stream;
+    work->stream = own;
+    stream = own;
     *out = (replay_span_work){.kind = kind == BACKEND_WORK_KERNEL ? REPLAY_WORK_KERNEL
                                       : kind == BACKEND_WORK_COPY ? REPLAY_WORK_COPY
                                                                   : REPLAY_WORK_MEMSET,
@@ -175,15 +199,16 @@ static void record_span_work(backend_stream *stream, backend_work_kind kind, voi
                              const void *source, size_t bytes, int value,
                              backend_copy_kind copy_kind)
 {
+    int device = sim_backend()->stream_device(stream);
     if (kind == BACKEND_WORK_COPY && copy_kind == BACKEND_COPY_DEVICE_TO_HOST) {
-        replay_span_decline("device-to-host copy inside the span (the host may act on it)");
+        replay_span_decline(device, "device-to-host copy inside the span (the host may act on it)");
         return;
     }
     bool host_source = kind == BACKEND_WORK_COPY && copy_kind == BACKEND_COPY_HOST_TO_DEVICE;
     replay_span_work span_work;
     sim_recorded_work *work = recorded_work_new(kind, stream, host_source ? bytes : 0, &span_work);
     if (work == NULL) {
-        replay_span_decline("out of host memory recording the span");
+        replay_span_decline(device, "out of host memory recording the span");
         return;
     }
     work->destination = destination;
@@ -195,7 +220,7 @@ static void record_span_work(backend_stream *stream, backend_work_kind kind, voi
         memcpy(work->payload, source, bytes);
         work->source = work->payload;
     }
-    replay_span_record(sim_backend()->stream_device(stream), &span_work);
+    replay_span_record(device, &span_work);
 }
 
 FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
@@ -251,11 +276,11 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
         kind = BACKEND_COPY_DEVICE_TO_HOST;
     }
     backend_stream *target = backend_stream_of(stream);
-    if (target != NULL && replay_span_recording()) {
-        record_span_work(target, BACKEND_WORK_COPY, destination, source, bytes, 0, kind);
-    }
     int device = gated_device(target);
     int token = replay_gate_enter(device);
+    if (target != NULL && replay_span_claims(device)) {
+        record_span_work(target, BACKEND_WORK_COPY, destination, source, bytes, 0, kind);
+    }
     int status = sim_backend()->copy_async(target, destination, source, bytes, kind);
     replay_gate_exit(device, token);
     return status;
@@ -265,12 +290,12 @@ FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination
                                      size_t bytes)
 {
     backend_stream *target = backend_stream_of(stream);
-    if (target != NULL && replay_span_recording()) {
+    int device = gated_device(target);
+    int token = replay_gate_enter(device);
+    if (target != NULL && replay_span_claims(device)) {
         record_span_work(target, BACKEND_WORK_MEMSET, destination, NULL, bytes, value,
                          BACKEND_COPY_UNKNOWN);
     }
-    int device = gated_device(target);
-    int token = replay_gate_enter(device);
     int status = sim_backend()->memset_async(target, destination, value, bytes);
     replay_gate_exit(device, token);
     return status;

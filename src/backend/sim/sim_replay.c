@@ -115,6 +115,13 @@ static size_t replay_device_memory_free(int device)
     return current.device_free_bytes != 0 ? current.device_free_bytes : (size_t)64 << 30;
 }
 
+/* The simulated device has no notion of a current device: spans start on
+ * device 0 (work on another device declines them). */
+static int replay_current_device(void)
+{
+    return 0;
+}
+
 static const replay_device_ops sim_replay_operations = {
     .name = "sim",
     .stream_drain = replay_stream_drain,
@@ -124,6 +131,7 @@ static const replay_device_ops sim_replay_operations = {
     .copy = sim_replay_copy,
     .device_memory_free = replay_device_memory_free,
     .copy_batch = sim_replay_copy_batch,
+    .current_device = replay_current_device,
 };
 
 const replay_device_ops *sim_replay_ops(void)
