@@ -584,7 +584,7 @@ static void decode_round(pm_engine *engine, int read_rounds)
     uint64_t round_began = core_now_ns();
     int overflow = 0, failed = 0, exhausted = 0, truncated = 1;
     uint64_t newest = 0, delivered = 0, dropped = 0, lost = 0, fulls = 0, overflows = 0;
-    uint64_t failures = 0, decodes = 0, first_latency = 0, discarded = 0;
+    uint64_t failures = 0, decodes = 0, first_latency = 0, discarded = 0, missing = 0;
     char failure_reason[160] = "";
     /* A close goes on until the hardware is empty (unread decodes are
      * cheap); the decode thread stops after DECODE_ROUNDS_MAX. */
@@ -631,15 +631,20 @@ static void decode_round(pm_engine *engine, int read_rounds)
                 sample->flags |= PM_SAMPLE_CLOCK_GUESS;
             if (result.overflow)
                 sample->flags |= PM_SAMPLE_OVERFLOW;
-            if (engine->gap_suspected && engine->previous_end_ns != 0) {
-                /* Samples lost to an overflow leave a hole before the next
-                 * one: estimate their number from its width. */
+            if (engine->previous_end_ns != 0) {
+                /* Lost samples leave a hole before the next one: estimate
+                 * their number from its width. After an overflow they are
+                 * overflow losses; a hole without one (seen on GH100 at a
+                 * 10 us interval) is counted as missing. */
                 uint64_t gap = sample->start_ns > engine->previous_end_ns
                                    ? sample->start_ns - engine->previous_end_ns
                                    : 0;
                 if (gap * 2 > engine->interval_ns * 3) {
                     sample->flags |= PM_SAMPLE_AFTER_GAP;
-                    lost += gap / engine->interval_ns;
+                    if (engine->gap_suspected)
+                        lost += gap / engine->interval_ns;
+                    else
+                        missing += gap / engine->interval_ns;
                 }
                 engine->gap_suspected = 0;
             }
@@ -688,6 +693,7 @@ static void decode_round(pm_engine *engine, int read_rounds)
     engine->stats.queue_drops += dropped;
     engine->stats.samples_lost += lost;
     engine->stats.samples_discarded += discarded;
+    engine->stats.samples_missing += missing;
     engine->stats.overflows += overflows;
     engine->stats.counter_data_full += fulls;
     engine->stats.decode_failures += failures;

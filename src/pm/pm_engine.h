@@ -135,7 +135,7 @@ typedef enum pm_engine_state {
 
 /* Sample flags (stored in pm_samples.overflow as a bit set). */
 #define PM_SAMPLE_OVERFLOW    1u /* decoded by a decode that reported overflow */
-#define PM_SAMPLE_AFTER_GAP   2u /* the first sample after samples were lost */
+#define PM_SAMPLE_AFTER_GAP   2u /* the first sample after a hole (lost or missing samples) */
 #define PM_SAMPLE_CLOCK_GUESS 4u /* time aligned to the decode, not converted */
 /* The first sample after a start spans back to when the counters last
  * stopped (seen on GH100: to the enable, seconds earlier); its start is
@@ -169,6 +169,7 @@ typedef struct pm_engine_stats {
     uint64_t samples;           /* delivered to the queue */
     uint64_t samples_lost;      /* estimated from gaps after an overflow, plus discarded */
     uint64_t samples_discarded; /* decoded at a window's close but not read (decoder behind) */
+    uint64_t samples_missing;   /* holes in the stream with no overflow reported (estimated) */
     uint64_t queue_drops;       /* decoded but the queue was full */
     uint64_t overflows;         /* decodes that reported overflow */
     uint64_t counter_data_full; /* decodes stopped by a full image (decoded again) */

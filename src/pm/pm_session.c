@@ -526,6 +526,10 @@ static void publish(void)
             core_drops_set("pm_sampling",
                            "samples discarded at window close: the decoder was behind",
                            engine_stats.samples_discarded);
+        if (engine_stats.samples_missing != 0)
+            core_drops_set("pm_sampling",
+                           "samples missing: holes in the stream without an overflow (estimated)",
+                           engine_stats.samples_missing);
         if (engine_stats.queue_drops != 0)
             core_drops_set("pm_sampling", "decoded samples dropped: queue to the collector full",
                            engine_stats.queue_drops);

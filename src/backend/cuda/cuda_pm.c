@@ -600,14 +600,6 @@ void cuda_pm_context_created(CUcontext context)
     }
 }
 
-/* At exit the device's counters are given back, not left enabled for
- * CUPTI's own teardown. */
-static void release_at_exit(void)
-{
-    if (engine != NULL)
-        pm_engine_shutdown(engine, "cuda-pm: the process is exiting");
-}
-
 /* Kernel replay (FLARE_REPLAY_*) needs the device's counters for the range
  * profiler; a prepared PM engine would hold them (HARDWARE_BUSY). */
 static const char *replay_requested(void)
@@ -675,7 +667,9 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     }
     pm_session_register_engine(engine);
     windows_session_set_engine(cuda_pm_engine());
-    atexit(release_at_exit);
+    /* Not disabled at exit: cuptiPmSamplingDisable from an atexit handler
+     * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
+     * down); the driver releases the counters with the process. */
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
                         "installed: set-up starts after the first context (preset %s, every "
                         "%llu ns)",
