@@ -25,7 +25,7 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8
 span_timed() { # span_timed NAME CMD...: stdout NAME.json, stderr NAME.err, times NAME.wall
   local name=$1; shift
   local t0=$EPOCHREALTIME
-  timeout 240 "$@" > "$span_dir/$name.json" 2> "$span_dir/$name.err"
+  timeout "${span_timeout:-240}" "$@" > "$span_dir/$name.json" 2> "$span_dir/$name.err"
   local rc=$?
   echo "$t0 $EPOCHREALTIME" > "$span_dir/$name.wall"
   tail -3 "$span_dir/$name.err"
@@ -41,10 +41,15 @@ for workload in c torch; do
   fi
   echo "-- $workload: unprofiled, flare replay --range step, ncu on the step, ncu on nothing"
   span_timed "$workload-plain" "${program[@]}"
-  span_timed "$workload-flare" "$flare" replay -q -o "$span_dir/$workload-flare" --range step \
-    --set speed-of-light -- "${program[@]}"
+  span_timeout=120 span_timed "$workload-flare" "$flare" replay -q -o "$span_dir/$workload-flare" \
+    --range step --set speed-of-light -- "${program[@]}"
   "$flare" report "$span_dir/$workload-flare" > "$span_dir/$workload-report.txt" 2>&1
-  grep -A30 "Range replay" "$span_dir/$workload-report.txt" | head -40
+  grep -A12 "Range replay" "$span_dir/$workload-report.txt" | cut -c1-160 | head -14
+  grep "range replay" "$span_dir/$workload-flare/flare.log" | cut -c1-200
+  if ! grep -q '"checksum"' "$span_dir/$workload-flare.json"; then
+    echo "-- $workload: no result under flare; ncu skipped"
+    continue
+  fi
   span_timed "$workload-ncu" "${ncu_span[@]}" --nvtx-include "step/" \
     --log-file "$span_dir/$workload-ncu.csv" "${program[@]}"
   span_timed "$workload-ncu-off" "${ncu_span[@]}" --nvtx-include "nostep/" \

@@ -6,7 +6,7 @@
 # go to $OUT (default ./gpu-check-out).
 #
 # usage: scripts/gpu-check.sh [checks|bench|storm|pm|replay|span|all]   (default all;
-#        storm: only the CUDA C launch-storm benchmark with its per-feature
+#        parts may be combined with commas, e.g. pm,span; storm: only the CUDA C launch-storm benchmark with its per-feature
 #        breakdown; pm: PM sampling (scripts/gpu-check-pm.sh); replay: kernel
 #        replay against ncu (scripts/gpu-check-replay.sh); span: range replay
 #        against ncu (scripts/gpu-check-span.sh))
@@ -111,7 +111,7 @@ fi
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
 for part in pm replay span; do
-  if [ "$what" = all ] || [ "$what" = "$part" ]; then
+  if [ "$what" = all ] || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else

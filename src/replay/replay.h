@@ -190,7 +190,7 @@ void replay_launch_end(const replay_launch_request *request, replay_launch_state
 
 /* Kernels one span may hold (the collector sizes its counter data for it);
  * a span that launches more is declined. */
-#define REPLAY_SPAN_KERNELS_MAX 2048
+#define REPLAY_SPAN_KERNELS_MAX 512
 
 /* Starts a span on the calling thread (explicit, from
  * flare_replay_range_begin, or from a matched scope). FLARE_ERR_STATE when

@@ -23,6 +23,7 @@ typedef struct device_gate {
     pthread_cond_t changed;
     int readers;
     int writer;
+    pthread_t writer_thread; /* valid while writer is set */
     int writers_waiting;
 } device_gate;
 
@@ -64,6 +65,13 @@ int replay_gate_reader_enter_always(int device)
         return 0;
     }
     pthread_mutex_lock(&gate->lock);
+    /* The writer's own thread passes: work it submits while holding the
+     * writer side (a profiler library launching from inside a pass) must
+     * never wait for itself. */
+    if (gate->writer && pthread_equal(gate->writer_thread, pthread_self())) {
+        pthread_mutex_unlock(&gate->lock);
+        return 0;
+    }
     while (gate->writer || gate->writers_waiting > 0) {
         pthread_cond_wait(&gate->changed, &gate->lock);
     }
@@ -118,6 +126,7 @@ int replay_gate_writer_enter(int device, uint64_t timeout_ns)
     gate->writers_waiting--;
     if (status == FLARE_OK) {
         gate->writer = 1;
+        gate->writer_thread = pthread_self();
     } else {
         /* Readers held back by this waiting writer may go again. */
         pthread_cond_broadcast(&gate->changed);

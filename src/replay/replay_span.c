@@ -233,6 +233,10 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                  span->metric_names[index]);
     }
 
+    core_log(CORE_LOG_INFO,
+             "range replay: span %s (occurrence %" PRIu64 ") begins on device %d, "
+             "%d pass(es) prepared",
+             name, occurrence, device, passes);
     /* The writer side for the drain and the snapshot only: nothing in
      * flight may change memory under the copy. */
     char limit[32];
@@ -264,6 +268,11 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         }
     }
     if (ready) {
+        core_log(CORE_LOG_INFO,
+                 "range replay: span %s drained in %.3f ms, %" PRIu64
+                 " bytes snapshotted in %.3f ms; recording",
+                 name, (double)record->drain_ns / 1e6, record->snapshot_bytes,
+                 (double)record->snapshot_ns / 1e6);
         span->collector_pass_open = span->collector->pass_begin(&span->span_launch, 0) == FLARE_OK;
         span->pass_start_ns = core_now_ns();
         span_state *expected = NULL;
@@ -571,6 +580,9 @@ int replay_span_end(void)
     span->replaying = true;
     detach_from_device(span);
     pthread_mutex_unlock(&span->lock);
+    core_log(CORE_LOG_INFO, "range replay: span %s ends: %zu pieces of work, %zu kernels%s%s",
+             span->record->kernel_name, span->work_count, span->kernel_count,
+             span->declined ? "; declined: " : "", span->declined ? span->record->reason : "");
     if (!span->declined && span->work_count == 0) {
         span_decline(span, "the span submitted no device work");
     }

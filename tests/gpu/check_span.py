@@ -130,13 +130,22 @@ def judge(directory, name, summary):
         fail(f"{name}: ncu profiled {len(ncu)} kernels in the step, flare {len(kernels)}")
     worst = 0.0
     compared = 0
+    write_worst = 0.0
     for (ours_name, ours), (theirs_name, theirs) in zip(kernels, ncu):
         for metric in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
             a, b = ours.get(metric), theirs.get(metric)
+            print(f"  {name} {ours_name[:40]:40} {metric:24} flare {a} ncu {b}")
             if a is None or b is None or b < 1 << 20:
                 continue  # tiny traffic: cache effects dominate, not a fair comparison
+            if metric == "dram__bytes_write.sum":
+                # Write-backs of the previous kernel's dirty L2 lines land in
+                # the next kernel inside a span; ncu replays each kernel
+                # alone. Reported, not judged.
+                write_worst = max(write_worst, abs(a - b) / b)
+                continue
             compared += 1
             worst = max(worst, abs(a - b) / b)
+    result["dram_write_worst_relative_difference"] = write_worst
     result["dram_compared"] = compared
     result["dram_worst_relative_difference"] = worst
     if compared == 0:
