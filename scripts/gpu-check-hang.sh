@@ -5,7 +5,7 @@
 echo "== hang diagnosis: PyTorch range replay"
 hang_dir="$work/hang"
 rm -rf "$hang_dir"; mkdir -p "$hang_dir"
-export CUBLAS_WORKSPACE_CONFIG=:4096:8 FLARE_PM=0
+export CUBLAS_WORKSPACE_CONFIG=:4096:8 FLARE_PM=0 PYTHONFAULTHANDLER=1
 "$flare" replay -q -o "$hang_dir/session" --range step --set speed-of-light -- \
   python3 tests/gpu/train_step.py --steps 6 --mark 4 > "$hang_dir/out.json" 2> "$hang_dir/err.txt" &
 launcher=$!
@@ -14,7 +14,7 @@ for second in $(seq 1 45); do
   sleep 1
 done
 if kill -0 $launcher 2>/dev/null; then
-  target=$(pgrep -f "train_step.py" | head -1)
+  target=$(pgrep -P $launcher | head -1)
   echo "still running after 45 s: pid $target"
   {
     if command -v gdb >/dev/null; then
@@ -26,6 +26,11 @@ if kill -0 $launcher 2>/dev/null; then
     fi
   } > "$OUT/hang-stacks.txt"
   grep -E "^#|^Thread" "$OUT/hang-stacks.txt" | grep -E "Thread|replay|span|gate|flare|cupti|cuda_|pthread" | head -60
+  awk '/^\/proc/ {print}' "$OUT/hang-stacks.txt" | head -40
+  # Python's own view of every thread (faulthandler prints it on SIGABRT).
+  kill -ABRT "$target" 2>/dev/null
+  sleep 2
+  tail -60 "$hang_dir/err.txt"
   kill -9 "$target" 2>/dev/null
   fail "PyTorch range replay hung"
 else
