@@ -711,6 +711,31 @@ static void module_unloading(const CUpti_ModuleResourceData *data)
 
 /* Tries the module (or library) a launched function belongs to against the
  * pending modules of its device. Cheap when nothing is pending. */
+/* One unresolved module's variables, copied out from under modules_lock. */
+typedef struct globals_attempt {
+    uint32_t module_id;
+    size_t count;
+    char *names;
+    size_t *sizes;
+    uintptr_t *addresses;
+} globals_attempt;
+
+static void attempts_free(globals_attempt *attempts, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        free(attempts[i].names);
+        free(attempts[i].sizes);
+        free(attempts[i].addresses);
+    }
+    free(attempts);
+}
+
+/* Resolves the launched function's module's __device__ variables. The
+ * driver is never called with modules_lock held: module_loaded takes that
+ * lock from inside the driver (which holds its own locks then), so calling
+ * cuModuleGetGlobal under it deadlocked PyTorch at its first launches on
+ * the H200. Candidates are copied out, tried without the lock, and the
+ * result is published under it again, by module id. */
 static void resolve_globals(int device, CUfunction function)
 {
     if (atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0 ||
@@ -724,35 +749,77 @@ static void resolve_globals(int device, CUfunction function)
                            driver.cuKernelGetLibrary(&library, (CUkernel)function) != CUDA_SUCCESS))
         return;
     void *handle = module != NULL ? (void *)module : (void *)library;
+
     pthread_mutex_lock(&modules_lock);
     int known = 0;
-    for (size_t i = 0; i < module_count && !known; i++)
-        known = modules[i]->resolved && modules[i]->handle == handle;
+    size_t candidates = 0;
     for (size_t i = 0; i < module_count && !known; i++) {
-        cuda_module_globals *candidate = modules[i];
+        known = modules[i]->resolved && modules[i]->handle == handle;
+        candidates += !modules[i]->resolved && modules[i]->device == device;
+    }
+    globals_attempt *attempts =
+        known || candidates == 0 ? NULL : calloc(candidates, sizeof(*attempts));
+    size_t attempt_count = 0;
+    for (size_t i = 0; attempts != NULL && i < module_count; i++) {
+        const cuda_module_globals *candidate = modules[i];
         if (candidate->resolved || candidate->device != device)
             continue;
+        size_t names_bytes = 0;
         const char *name = candidate->names;
+        for (size_t k = 0; k < candidate->count; k++, name += strlen(name) + 1)
+            names_bytes += strlen(name) + 1;
+        globals_attempt *attempt = &attempts[attempt_count++];
+        attempt->module_id = candidate->module_id;
+        attempt->count = candidate->count;
+        attempt->names = malloc(names_bytes > 0 ? names_bytes : 1);
+        attempt->sizes = malloc((candidate->count + 1) * sizeof(size_t));
+        attempt->addresses = calloc(candidate->count + 1, sizeof(uintptr_t));
+        if (attempt->names == NULL || attempt->sizes == NULL || attempt->addresses == NULL) {
+            attempt->count = 0; /* skipped: it stays pending */
+            continue;
+        }
+        memcpy(attempt->names, candidate->names, names_bytes);
+        memcpy(attempt->sizes, candidate->sizes, candidate->count * sizeof(size_t));
+    }
+    pthread_mutex_unlock(&modules_lock);
+
+    for (size_t a = 0; a < attempt_count; a++) {
+        globals_attempt *attempt = &attempts[a];
+        const char *name = attempt->names;
         size_t k = 0;
-        for (; k < candidate->count; k++, name += strlen(name) + 1) {
+        for (; k < attempt->count; k++, name += strlen(name) + 1) {
             CUdeviceptr pointer = 0;
             size_t bytes = 0;
             CUresult result = module != NULL
                                   ? driver.cuModuleGetGlobal(&pointer, &bytes, module, name)
                                   : driver.cuLibraryGetGlobal(&pointer, &bytes, library, name);
-            if (result != CUDA_SUCCESS || bytes != candidate->sizes[k])
+            if (result != CUDA_SUCCESS || bytes != attempt->sizes[k])
                 break;
-            candidate->addresses[k] = (uintptr_t)pointer;
+            attempt->addresses[k] = (uintptr_t)pointer;
         }
-        if (k < candidate->count)
+        if (attempt->count == 0 || k < attempt->count)
             continue;
-        for (k = 0; k < candidate->count; k++)
-            replay_inventory_add(device, candidate->addresses[k], candidate->sizes[k],
-                                 REPLAY_ALLOCATION_GLOBAL);
-        candidate->resolved = 1;
-        candidate->handle = handle;
-        known = 1;
+        /* This module's variables all resolved through the launched
+         * function's handle: publish them if the module is still loaded. */
+        pthread_mutex_lock(&modules_lock);
+        for (size_t i = 0; i < module_count; i++) {
+            cuda_module_globals *candidate = modules[i];
+            if (candidate->module_id != attempt->module_id || candidate->resolved)
+                continue;
+            for (k = 0; k < candidate->count; k++) {
+                candidate->addresses[k] = attempt->addresses[k];
+                replay_inventory_add(device, candidate->addresses[k], candidate->sizes[k],
+                                     REPLAY_ALLOCATION_GLOBAL);
+            }
+            candidate->resolved = 1;
+            candidate->handle = handle;
+            break;
+        }
+        pthread_mutex_unlock(&modules_lock);
+        break; /* one module matches a handle */
     }
+    attempts_free(attempts, attempt_count);
+    pthread_mutex_lock(&modules_lock);
     update_untracked(device);
     pthread_mutex_unlock(&modules_lock);
 }
