@@ -213,30 +213,15 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         span->metric_names = default_metrics;
         span->metric_count = 1;
     }
-    char reason[256] = "";
-    int passes = span->collector->prepare_span != NULL
-                     ? span->collector->prepare_span(&span->span_launch, span->metric_names,
-                                                     span->metric_count, REPLAY_SPAN_KERNELS_MAX,
-                                                     reason, sizeof reason)
-                     : span->collector->prepare(&span->span_launch, span->metric_names,
-                                                span->metric_count, reason, sizeof reason);
-    if (passes < 1) {
-        span_decline(span, "metric collection: %s", reason);
-        return FLARE_OK;
-    }
-    span->collector_passes = (uint32_t)passes;
-    record->passes_planned = (uint32_t)passes;
     snprintf(record->collector, sizeof record->collector, "%s", span->collector->name);
     record->metric_count = (uint32_t)span->metric_count;
     for (size_t index = 0; index < span->metric_count; index++) {
         snprintf(record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s",
                  span->metric_names[index]);
     }
-
-    core_log(CORE_LOG_INFO,
-             "range replay: span %s (occurrence %" PRIu64 ") begins on device %d, "
-             "%d pass(es) prepared",
-             name, occurrence, device, passes);
+    char reason[256] = "";
+    core_log(CORE_LOG_INFO, "range replay: span %s (occurrence %" PRIu64 ") begins on device %d",
+             name, occurrence, device);
     /* The writer side for the drain and the snapshot only: nothing in
      * flight may change memory under the copy. */
     char limit[32];
@@ -253,18 +238,17 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     } else {
         record->drain_ns = core_now_ns() - started;
         ready = true;
-        /* One pass needs no restore, so no snapshot either. */
-        if (span->collector_passes > 1) {
-            const char *declined = replay_snapshot_take(&span->snapshot, span->ops, &span->settings,
-                                                        device, reason, sizeof reason);
-            record->shadow_on_device = span->snapshot.on_device ? 1 : 0;
-            if (declined != NULL) {
-                span_decline(span, "%s", reason);
-                ready = false;
-            } else {
-                record->snapshot_ns = span->snapshot.copy_ns;
-                record->snapshot_bytes = span->snapshot.bytes;
-            }
+        /* Every span replays at least once: the collector counts only
+         * re-issued passes (see replay_span_end). */
+        const char *declined = replay_snapshot_take(&span->snapshot, span->ops, &span->settings,
+                                                    device, reason, sizeof reason);
+        record->shadow_on_device = span->snapshot.on_device ? 1 : 0;
+        if (declined != NULL) {
+            span_decline(span, "%s", reason);
+            ready = false;
+        } else {
+            record->snapshot_ns = span->snapshot.copy_ns;
+            record->snapshot_bytes = span->snapshot.bytes;
         }
     }
     if (ready) {
@@ -273,7 +257,6 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                  " bytes snapshotted in %.3f ms; recording",
                  name, (double)record->drain_ns / 1e6, record->snapshot_bytes,
                  (double)record->snapshot_ns / 1e6);
-        span->collector_pass_open = span->collector->pass_begin(&span->span_launch, 0) == FLARE_OK;
         span->pass_start_ns = core_now_ns();
         span_state *expected = NULL;
         if (atomic_compare_exchange_strong(&device_spans[device], &expected, span)) {
@@ -477,7 +460,7 @@ static bool span_pass_finish(span_state *span)
         return false;
     }
     if (span->collector_pass_open) {
-        span->collector->pass_end(&span->span_launch, span->pass);
+        span->collector->pass_end(&span->span_launch, span->pass - 1);
         span->collector_pass_open = false;
     }
     replay_record *record = span->record;
@@ -509,7 +492,7 @@ static void queue_results(span_state *span, bool healthy)
     replay_record *record = span->record;
     size_t metric_count = span->metric_count;
     double *values = NULL;
-    if (healthy && !span->declined && span->kernel_count > 0) {
+    if (healthy && !span->declined && span->kernel_count > 0 && span->collector_passes > 0) {
         values = malloc(span->kernel_count * metric_count * sizeof *values);
         char reason[256] = "";
         if (values == NULL) {
@@ -586,23 +569,41 @@ int replay_span_end(void)
     if (!span->declined && span->work_count == 0) {
         span_decline(span, "the span submitted no device work");
     }
-    if (span->declined) {
-        if (span->collector_pass_open) {
-            /* Close pass 0 on this thread; its values are not used. */
-            span->ops->device_drain(span->device, span->settings.pass_timeout_ns);
-            span->collector->pass_end(&span->span_launch, 0);
-            span->collector_pass_open = false;
-        }
-    } else {
+    if (!span->declined) {
+        /* Pass 0 was the program's own run: it only recorded. The collector
+         * is prepared now, for exactly the kernels recorded (its counter
+         * image grows with the number of ranges, about 2.4 ms per range on
+         * the H200, so sizing it for a guess cost seconds), and every
+         * counting pass is a re-issue. */
         healthy = span_pass_finish(span);
-        replay_stats_add(1, 0, 0, 0, 0);
-        for (span->pass = 1; healthy && span->pass < span->collector_passes; span->pass++) {
+        char reason[256] = "";
+        int passes = span->kernel_count == 0 ? 0
+                     : span->collector->prepare_span != NULL
+                         ? span->collector->prepare_span(&span->span_launch, span->metric_names,
+                                                         span->metric_count, span->kernel_count,
+                                                         reason, sizeof reason)
+                         : span->collector->prepare(&span->span_launch, span->metric_names,
+                                                    span->metric_count, reason, sizeof reason);
+        if (passes < 1) {
+            snprintf(span->record->reason, sizeof span->record->reason,
+                     span->kernel_count == 0 ? "the span launched no kernel: nothing to count"
+                                             : "metric collection: %.200s",
+                     reason);
+            span->collector_passes = 0;
+        } else {
+            span->collector_passes = (uint32_t)passes;
+        }
+        span->record->passes_planned = span->collector_passes + 1;
+        if (healthy && span->collector_passes > 0) {
+            replay_stats_add(1, 0, 0, 0, 0);
+        }
+        for (span->pass = 1; healthy && span->pass <= span->collector_passes; span->pass++) {
             if (!span_restore(span)) {
                 healthy = false;
                 break;
             }
             span->collector_pass_open =
-                span->collector->pass_begin(&span->span_launch, span->pass) == FLARE_OK;
+                span->collector->pass_begin(&span->span_launch, span->pass - 1) == FLARE_OK;
             span->pass_start_ns = core_now_ns();
             for (size_t index = 0; index < span->work_count; index++) {
                 int status = span->work[index].reissue(span->work[index].data);

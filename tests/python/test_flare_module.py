@@ -407,9 +407,10 @@ class ReplayRange(unittest.TestCase):
              sys.executable, "-c", RANGE_PROGRAM, LIBRARY],
             capture_output=True, text=True, timeout=120, env=dict(os.environ))
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-        # Two spans of two passes each: the kernel ran four times, and memory
-        # was restored before each second pass: 0 -> 1 -> 3, as without flare.
-        self.assertIn("values [3.0, 3.0, 3.0, 3.0] runs 4", run.stdout)
+        # Two spans, each the program's own run plus two counting passes: the
+        # kernel ran six times, and memory was restored before each re-run:
+        # 0 -> 1 -> 3, as without flare.
+        self.assertIn("values [3.0, 3.0, 3.0, 3.0] runs 6", run.stdout)
         self.assertIn("flare: replay: 2 span(s) replayed, 0 declined; 2 kernel(s) in them",
                       run.stderr)
         with sqlite3.connect("file:%s/session.db?mode=ro" % directory, uri=True) as db:
@@ -420,7 +421,7 @@ class ReplayRange(unittest.TestCase):
                                  "JOIN replay_metrics m ON m.pid = l.pid AND "
                                  "m.launch_id = l.launch_id WHERE m.metric = "
                                  "'launch__grid_size' ORDER BY l.launch_id").fetchall()
-        self.assertEqual(spans, [("py.with", 0, 1, 2, 0), ("py.explicit", 0, 1, 2, 0)])
+        self.assertEqual(spans, [("py.with", 0, 1, 3, 0), ("py.explicit", 0, 1, 3, 0)])
         self.assertEqual(kernels, [("py_double", 1.0), ("py_double", 1.0)])
         shutil.rmtree(directory)
 
