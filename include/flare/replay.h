@@ -94,11 +94,12 @@ FLARE_API int flare_replay_context_set_active(int context_id, int active);
 FLARE_API int flare_replay_context_active(int context_id);
 
 /*
- * Range replay: marks a span of the calling thread's work (one training
- * step, one request) whose kernels all get the configured metric set
- * (FLARE_REPLAY_METRICS / FLARE_REPLAY_SET, default speed-of-light) in one
- * replay of the whole span. Everything the thread submits between begin and
- * end must be on one device. end replays the span before it returns.
+ * Range replay: marks a span (one training step, one request) whose kernels
+ * all get the configured metric set (FLARE_REPLAY_METRICS / FLARE_REPLAY_SET,
+ * default speed-of-light) in one replay of the whole span. The span is on
+ * the calling thread's current device and holds everything any thread
+ * submits to that device between begin and end; work of this thread on
+ * another device declines it. end replays the span before it returns.
  * FLARE_ERR_STATE: begin inside a span or replay loop, end without begin;
  * FLARE_ERR_INVALID_ARGUMENT: NULL or empty name.
  */

@@ -578,9 +578,9 @@ static void finish_loop(replay_loop *loop)
                      loop->collector_passes_done, loop->collector_passes);
         } else if (loop->collector->finish(&loop->launch, record->metric_values, loop->metric_count,
                                            reason, sizeof reason) != FLARE_OK) {
-            snprintf(record->reason, sizeof record->reason, "metric collection: %s", reason);
+            snprintf(record->reason, sizeof record->reason, "metric collection: %.200s", reason);
         } else if (reason[0] != '\0') {
-            snprintf(record->reason, sizeof record->reason, "%s", reason);
+            snprintf(record->reason, sizeof record->reason, "%.250s", reason);
         }
     }
     tools_finished(loop, loop->aborted ? record->reason : NULL);

@@ -153,7 +153,7 @@ const char *replay_snapshot_take(replay_snapshot *snapshot, const replay_device_
                      snapshot->allocations[failed].address, snapshot->allocations[failed].bytes,
                      flare_strerror(status));
         } else {
-            snprintf(reason, reason_size, "snapshot failed: %ld copies: %s", snapshot->count,
+            snprintf(reason, reason_size, "snapshot failed: %ld copies: %.100s", snapshot->count,
                      flare_strerror(status));
         }
         return reason;
