@@ -33,6 +33,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "replay/replay.h"
+#include "tracebuf/lease.h"
 #include "replay/replay.h" /* replay_selection_metrics */
 
 #define RANGEPROF_CONTEXTS_MAX 64
@@ -404,6 +405,28 @@ static void stop_if_started(void)
     session->started = 0;
 }
 
+/* The range profiler's owner id in the per-device counter lease it shares
+ * with PM sampling (src/tracebuf/lease.h): both program the same hardware
+ * counters, and CUPTI's own answer when they collide is a bare
+ * HARDWARE_BUSY. */
+#define RANGEPROF_LEASE_OWNER 0x52414e474550ull /* "RANGEP" */
+
+/* Claims the device's counters (kept across launches: re-claiming is a
+ * no-op); 0, or FLARE_ERR_STATE with a reason naming the holder. */
+static int claim_counters(int device, char *reason, size_t reason_size)
+{
+    if (tracebuf_lease_holder(device) == RANGEPROF_LEASE_OWNER)
+        return FLARE_OK;
+    char holder[TRACEBUF_HOLDER_MAX] = "";
+    if (tracebuf_lease_acquire(device, RANGEPROF_LEASE_OWNER, holder) == FLARE_OK)
+        return FLARE_OK;
+    snprintf(reason, reason_size,
+             "range profiler: device %d's performance counters are held by PM sampling (%s); "
+             "run with FLARE_PM=0 to replay",
+             device, holder);
+    return FLARE_ERR_STATE;
+}
+
 static int prepare_ranges(const flare_replay_launch *launch, const char *const *metrics,
                           size_t metric_count, size_t max_ranges, char *reason, size_t reason_size)
 {
@@ -418,6 +441,10 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
     if (driver->cuCtxGetCurrent(&context) != CUDA_SUCCESS || context == NULL) {
         snprintf(reason, reason_size, "range profiler: no current CUDA context");
         return FLARE_ERR_BACKEND;
+    }
+    if (claim_counters(launch->device, reason, reason_size) != FLARE_OK) {
+        core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
+        return FLARE_ERR_STATE;
     }
     /* Bounded: the early set-up thread may hold the lock for its 100s of ms. */
     struct timespec deadline;
