@@ -110,8 +110,8 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang; do
-  if { [ "$what" = all ] && [ "$part" != hang ]; } || [[ ",$what," == *",$part,"* ]]; then
+for part in pm replay span hang multi; do
+  if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else
