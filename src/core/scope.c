@@ -33,9 +33,10 @@ FLARE_API int flare_scope_begin(const char *name)
     }
     core_scope_frame *frame = &thread->scopes[depth];
     /* Id 0 first: a concurrent snapshot reading this level (it may still
-     * see the old depth) then knows the frame is being rewritten. */
-    __atomic_store_n(&frame->instance_id, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+     * see the old depth) then knows the frame is being rewritten. An
+     * exchange with acquire order keeps the rewrite after it; a fence would
+     * do the same, but ThreadSanitizer cannot model fences. */
+    (void)__atomic_exchange_n(&frame->instance_id, 0, __ATOMIC_ACQ_REL);
     core_copy_name(frame->name, name);
     __atomic_store_n(&frame->generation, generation, __ATOMIC_RELAXED);
     __atomic_store_n(&frame->end_ns, 0, __ATOMIC_RELAXED);
@@ -64,8 +65,7 @@ FLARE_API int flare_scope_end(void)
     core_scope_frame *frame = &thread->scopes[depth - 1];
     /* The close is published with its time, as one step for a snapshot:
      * marked closing before the time is taken, the time stored after. */
-    __atomic_store_n(&frame->end_ns, CORE_SCOPE_CLOSING, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    (void)__atomic_exchange_n(&frame->end_ns, CORE_SCOPE_CLOSING, __ATOMIC_SEQ_CST);
     uint64_t end_ns = core_now_ns();
     __atomic_store_n(&frame->end_ns, end_ns, __ATOMIC_RELEASE);
     int status = FLARE_OK;

@@ -260,9 +260,12 @@ static int read_frame(core_scope_frame *frame, attrib_scope *out, uint32_t gener
         uint64_t id = __atomic_load_n(&frame->instance_id, __ATOMIC_ACQUIRE);
         if (id == 0)
             return -1; /* being pushed right now: it began after this snapshot */
-        uint64_t start = __atomic_load_n(&frame->start_ns, __ATOMIC_RELAXED);
+        /* Acquire loads throughout: the id's re-read below cannot move
+         * before them (a seqlock's reader side, without a fence, which
+         * ThreadSanitizer cannot model). */
+        uint64_t start = __atomic_load_n(&frame->start_ns, __ATOMIC_ACQUIRE);
         uint64_t end = __atomic_load_n(&frame->end_ns, __ATOMIC_ACQUIRE);
-        uint32_t frame_generation = __atomic_load_n(&frame->generation, __ATOMIC_RELAXED);
+        uint32_t frame_generation = __atomic_load_n(&frame->generation, __ATOMIC_ACQUIRE);
         for (int spin = 0; end == CORE_SCOPE_CLOSING && spin < CLOSING_SPIN_MAX; spin++) {
             /* A close between its mark and its time: a few instructions,
              * unless its thread was preempted there. */
@@ -270,8 +273,7 @@ static int read_frame(core_scope_frame *frame, attrib_scope *out, uint32_t gener
                 sched_yield();
             end = __atomic_load_n(&frame->end_ns, __ATOMIC_ACQUIRE);
         }
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&frame->instance_id, __ATOMIC_RELAXED) != id)
+        if (__atomic_load_n(&frame->instance_id, __ATOMIC_ACQUIRE) != id)
             continue;
         if (frame_generation != generation)
             return -1;
