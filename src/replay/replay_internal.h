@@ -48,9 +48,14 @@ typedef struct replay_snapshot {
 const char *replay_snapshot_take(replay_snapshot *snapshot, const replay_device_ops *ops,
                                  const replay_settings *settings, int device, char *reason,
                                  size_t reason_size);
-/* 0, or a failure with detail filled ("restore failed part-way: ..."). */
-int replay_snapshot_restore(replay_snapshot *snapshot, uint64_t timeout_ns, uint64_t *restore_ns,
+/* Writes every shadow back and counts it in record (restore time, bytes)
+ * and the stats; 0, or a failure with detail filled ("restore failed
+ * part-way: ..."). */
+int replay_snapshot_restore(replay_snapshot *snapshot, uint64_t timeout_ns, replay_record *record,
                             char *detail, size_t detail_size);
+/* Keeps a finished pass's times in record (the first REPLAY_RECORD_PASS_MAX)
+ * and counts it. */
+void replay_record_pass(replay_record *record, uint32_t pass, uint64_t start_ns, uint64_t end_ns);
 void replay_snapshot_free(replay_snapshot *snapshot);
 
 /* Gate (replay_gate.c). The writer side waits at most timeout_ns. */

@@ -261,13 +261,11 @@ static const char *take_snapshot(replay_loop *loop, char *reason, size_t reason_
 static bool restore_snapshot(replay_loop *loop)
 {
     char detail[384];
-    if (replay_snapshot_restore(&loop->snapshot, loop->settings.pass_timeout_ns,
-                                &loop->record->restore_ns, detail, sizeof detail) != FLARE_OK) {
+    if (replay_snapshot_restore(&loop->snapshot, loop->settings.pass_timeout_ns, loop->record,
+                                detail, sizeof detail) != FLARE_OK) {
         fail_loop(loop, "%s", detail);
         return false;
     }
-    loop->record->bytes_restored += loop->snapshot.bytes;
-    replay_stats_add(0, 0, 0, 0, loop->snapshot.bytes);
     return true;
 }
 
@@ -317,13 +315,7 @@ static bool pass_exit(replay_loop *loop, void *stream)
         loop->collector_pass_open = false;
     }
     replay_record *record = loop->record;
-    if (loop->pass < REPLAY_RECORD_PASS_MAX) {
-        record->pass_start_ns[loop->pass] = loop->pass_start_ns;
-        record->pass_end_ns[loop->pass] = end_ns;
-        record->pass_count_kept = loop->pass + 1;
-    }
-    record->passes_run = loop->pass + 1;
-    replay_stats_add(0, 1, 0, 0, 0);
+    replay_record_pass(record, loop->pass, loop->pass_start_ns, end_ns);
     flare_replay_pass pass = {.launch_id = loop->launch.launch_id,
                               .pass = loop->pass,
                               .planned = record->passes_planned,

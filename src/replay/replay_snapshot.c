@@ -168,15 +168,17 @@ const char *replay_snapshot_take(replay_snapshot *snapshot, const replay_device_
     return NULL;
 }
 
-int replay_snapshot_restore(replay_snapshot *snapshot, uint64_t timeout_ns, uint64_t *restore_ns,
+int replay_snapshot_restore(replay_snapshot *snapshot, uint64_t timeout_ns, replay_record *record,
                             char *detail, size_t detail_size)
 {
     uint64_t started = core_now_ns();
     size_t failed = 0;
     int status = copy_all(snapshot->ops, snapshot->device, snapshot->copies,
                           (size_t)snapshot->count, timeout_ns, &failed);
-    *restore_ns += core_now_ns() - started;
+    record->restore_ns += core_now_ns() - started;
     if (status == FLARE_OK) {
+        record->bytes_restored += snapshot->bytes;
+        replay_stats_add(0, 0, 0, 0, snapshot->bytes);
         return FLARE_OK;
     }
     if (failed < (size_t)snapshot->count) {
@@ -191,4 +193,15 @@ int replay_snapshot_restore(replay_snapshot *snapshot, uint64_t timeout_ns, uint
                  snapshot->count, snapshot->bytes, flare_strerror(status));
     }
     return status;
+}
+
+void replay_record_pass(replay_record *record, uint32_t pass, uint64_t start_ns, uint64_t end_ns)
+{
+    if (pass < REPLAY_RECORD_PASS_MAX) {
+        record->pass_start_ns[pass] = start_ns;
+        record->pass_end_ns[pass] = end_ns;
+        record->pass_count_kept = pass + 1;
+    }
+    record->passes_run = pass + 1;
+    replay_stats_add(0, 1, 0, 0, 0);
 }

@@ -463,27 +463,18 @@ static bool span_pass_finish(span_state *span)
         span->collector->pass_end(&span->span_launch, span->pass - 1);
         span->collector_pass_open = false;
     }
-    replay_record *record = span->record;
-    if (span->pass < REPLAY_RECORD_PASS_MAX) {
-        record->pass_start_ns[span->pass] = span->pass_start_ns;
-        record->pass_end_ns[span->pass] = end_ns;
-        record->pass_count_kept = span->pass + 1;
-    }
-    record->passes_run = span->pass + 1;
-    replay_stats_add(0, 1, 0, 0, 0);
+    replay_record_pass(span->record, span->pass, span->pass_start_ns, end_ns);
     return true;
 }
 
 static bool span_restore(span_state *span)
 {
     char detail[384];
-    if (replay_snapshot_restore(&span->snapshot, span->settings.pass_timeout_ns,
-                                &span->record->restore_ns, detail, sizeof detail) != FLARE_OK) {
+    if (replay_snapshot_restore(&span->snapshot, span->settings.pass_timeout_ns, span->record,
+                                detail, sizeof detail) != FLARE_OK) {
         span_fail(span, "%s", detail);
         return false;
     }
-    span->record->bytes_restored += span->snapshot.bytes;
-    replay_stats_add(0, 0, 0, 0, span->snapshot.bytes);
     return true;
 }
 

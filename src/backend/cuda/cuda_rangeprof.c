@@ -574,81 +574,6 @@ static int collector_pass_end(const flare_replay_launch *launch, uint32_t pass)
     return FLARE_OK;
 }
 
-static int collector_finish(const flare_replay_launch *launch, double *values, size_t metric_count,
-                            char *reason, size_t reason_size)
-{
-    rangeprof_session *session = current_session();
-    (void)launch;
-    for (size_t i = 0; i < metric_count; i++)
-        values[i] = NAN;
-    rangeprof_setup *setup = session->setup;
-    stop_if_started();
-    int status = FLARE_OK;
-    if (setup == NULL) {
-        snprintf(reason, reason_size, "range profiler: finish without prepare");
-        status = FLARE_ERR_STATE;
-    } else if (session->failed) {
-        snprintf(reason, reason_size, "%s", session->reason);
-        status = FLARE_ERR_BACKEND;
-    } else if (!session->all_submitted) {
-        snprintf(reason, reason_size,
-                 "range profiler: %u of %zu passes ran; CUPTI has not seen every pass",
-                 session->passes_stopped, setup->passes);
-        status = FLARE_ERR_STATE;
-    } else if (metric_count != setup->count) {
-        snprintf(reason, reason_size, "range profiler: %zu values asked for %zu metrics",
-                 metric_count, setup->count);
-        status = FLARE_ERR_INVALID_ARGUMENT;
-    }
-    if (status != FLARE_OK) {
-        memset(session, 0, sizeof(*session));
-        return status;
-    }
-    CUpti_RangeProfiler_DecodeData_Params decode = {
-        .structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
-        .pRangeProfilerObject = setup->context->object};
-    CUptiResult result = api.DecodeData(&decode);
-    CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
-        .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
-        .pCounterDataImage = setup->counter_data,
-        .counterDataImageSize = setup->counter_data_size};
-    if (result == CUPTI_SUCCESS)
-        result = api.GetCounterDataInfo(&info);
-    if (result != CUPTI_SUCCESS) {
-        snprintf(reason, reason_size, "range profiler: decode: %s", cupti_text(result));
-        status = FLARE_ERR_BACKEND;
-    } else if (info.numTotalRanges == 0) {
-        snprintf(reason, reason_size,
-                 "range profiler: no range recorded (%zu dropped): the kernel was not seen",
-                 decode.numOfRangeDropped);
-        status = FLARE_ERR_NOT_FOUND;
-    } else {
-        CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
-            .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
-            .pHostObject = setup->host,
-            .pCounterDataImage = setup->counter_data,
-            .counterDataImageSize = setup->counter_data_size,
-            .rangeIndex = 0,
-            .ppMetricNames = setup->names,
-            .numMetrics = setup->count,
-            .pMetricValues = values};
-        result = api.HostEvaluateToGpuValues(&evaluate);
-        if (result != CUPTI_SUCCESS) {
-            for (size_t i = 0; i < metric_count; i++)
-                values[i] = NAN;
-            snprintf(reason, reason_size, "range profiler: evaluate: %s", cupti_text(result));
-            status = FLARE_ERR_BACKEND;
-        } else if (info.numTotalRanges > 1 || decode.numOfRangeDropped > 0) {
-            CORE_LOG_ONCE("cuda.rangeprof.ranges", CORE_LOG_WARNING,
-                          "range profiler: a pass held %zu ranges (%zu dropped); values are the "
-                          "first kernel's",
-                          info.numTotalRanges, decode.numOfRangeDropped);
-        }
-    }
-    memset(session, 0, sizeof(*session));
-    return status;
-}
-
 /* Spans: decodes once and evaluates every range (one per kernel, in
  * execution order: automatic range names are just that order). */
 static int collector_finish_ranges(const flare_replay_launch *span,
@@ -699,6 +624,13 @@ static int collector_finish_ranges(const flare_replay_launch *span,
         memset(session, 0, sizeof(*session));
         return FLARE_ERR_BACKEND;
     }
+    if (info.numTotalRanges == 0) {
+        snprintf(reason, reason_size,
+                 "range profiler: no range recorded (%zu dropped): the kernels were not seen",
+                 decode.numOfRangeDropped);
+        memset(session, 0, sizeof(*session));
+        return FLARE_ERR_NOT_FOUND;
+    }
     size_t evaluated = info.numTotalRanges < range_count ? info.numTotalRanges : range_count;
     for (size_t range = 0; range < evaluated && status == FLARE_OK; range++) {
         CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
@@ -724,6 +656,13 @@ static int collector_finish_ranges(const flare_replay_launch *span,
                  info.numTotalRanges, decode.numOfRangeDropped, range_count);
     memset(session, 0, sizeof(*session));
     return status;
+}
+
+/* A kernel replay: its pass held one range, the kernel's. */
+static int collector_finish(const flare_replay_launch *launch, double *values, size_t metric_count,
+                            char *reason, size_t reason_size)
+{
+    return collector_finish_ranges(launch, launch, 1, values, metric_count, reason, reason_size);
 }
 
 /* ---- Early set-up ---- */
