@@ -34,10 +34,10 @@ typedef struct span_state {
     pthread_mutex_t lock;  /* recording from several threads; declines */
     replay_record *record; /* the span's own record */
     flare_replay_launch span_launch;
-    int device; /* -1 until the first piece of work */
-    bool declined;
-    bool replaying; /* later passes: the backend re-issues; nothing is recorded */
-    bool from_api;  /* begun by flare_replay_range_begin (only its end may end it) */
+    int device;            /* -1 until the first piece of work */
+    atomic_bool declined;  /* set under lock (any thread), read by the span's thread */
+    atomic_bool replaying; /* later passes: the backend re-issues; nothing is recorded */
+    bool from_api;         /* begun by flare_replay_range_begin (only its end may end it) */
     replay_settings settings;
     const replay_device_ops *ops;
     const replay_metric_collector *collector;
@@ -61,19 +61,30 @@ static _Thread_local span_state *thread_span;
 static span_state *_Atomic device_spans[REPLAY_DEVICE_MAX];
 static atomic_int open_spans; /* the backends' cheap "any span?" check */
 
-static span_state *span_on(int device)
+/* Guards the spans' lifetimes for threads other than their own: a span is
+ * detached from its device under this lock before its thread frees it, so
+ * whoever finds it in device_spans while holding the lock may use it.
+ * Order: spans_lock, then a span's own lock. */
+static pthread_mutex_t spans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool device_in_range(int device)
 {
-    if (atomic_load_explicit(&open_spans, memory_order_relaxed) == 0 || device < 0 ||
-        device >= REPLAY_DEVICE_MAX) {
-        return NULL;
-    }
-    return atomic_load_explicit(&device_spans[device], memory_order_acquire);
+    return device >= 0 && device < REPLAY_DEVICE_MAX;
 }
 
+/* The device's recording span; spans_lock held. */
+static span_state *span_on_locked(int device)
+{
+    return device_in_range(device) ? atomic_load(&device_spans[device]) : NULL;
+}
+
+/* A span is attached to its device exactly while it records (declines and
+ * its end detach it), so this needs no dereference. */
 bool replay_span_active_on(int device)
 {
-    span_state *span = span_on(device);
-    return span != NULL && !span->declined && !span->replaying;
+    return atomic_load_explicit(&open_spans, memory_order_relaxed) != 0 &&
+           device_in_range(device) &&
+           atomic_load_explicit(&device_spans[device], memory_order_acquire) != NULL;
 }
 
 bool replay_span_recording(void)
@@ -81,7 +92,8 @@ bool replay_span_recording(void)
     return thread_span != NULL && !thread_span->declined && !thread_span->replaying;
 }
 
-/* Stops recording on the device (lock held): later work there is ordinary. */
+/* Stops recording on the device (spans_lock and the span's lock held):
+ * later work there is ordinary. */
 static void detach_from_device(span_state *span)
 {
     if (span->device >= 0) {
@@ -141,20 +153,26 @@ static void span_decline(span_state *span, const char *format, ...)
     va_start(arguments, format);
     vsnprintf(reason, sizeof reason, format, arguments);
     va_end(arguments);
+    pthread_mutex_lock(&spans_lock);
     pthread_mutex_lock(&span->lock);
     span_decline_locked(span, "%s", reason);
     pthread_mutex_unlock(&span->lock);
+    pthread_mutex_unlock(&spans_lock);
 }
 
 void replay_span_decline(int device, const char *reason)
 {
-    span_state *span = span_on(device);
-    if (span == NULL && thread_span != NULL && thread_span->device == device) {
-        span = thread_span;
+    if (!replay_span_active_on(device)) {
+        return;
     }
+    pthread_mutex_lock(&spans_lock);
+    span_state *span = span_on_locked(device);
     if (span != NULL) {
-        span_decline(span, "%s", reason);
+        pthread_mutex_lock(&span->lock);
+        span_decline_locked(span, "%s", reason);
+        pthread_mutex_unlock(&span->lock);
     }
+    pthread_mutex_unlock(&spans_lock);
 }
 
 int replay_span_begin(const char *name, uint64_t occurrence)
@@ -258,10 +276,14 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                  name, (double)record->drain_ns / 1e6, record->snapshot_bytes,
                  (double)record->snapshot_ns / 1e6);
         span->pass_start_ns = core_now_ns();
+        pthread_mutex_lock(&spans_lock);
         span_state *expected = NULL;
-        if (atomic_compare_exchange_strong(&device_spans[device], &expected, span)) {
+        bool attached = atomic_compare_exchange_strong(&device_spans[device], &expected, span);
+        if (attached) {
             atomic_fetch_add(&open_spans, 1);
-        } else {
+        }
+        pthread_mutex_unlock(&spans_lock);
+        if (!attached) {
             span_decline(span, "another span is already recording on device %d", device);
         }
     }
@@ -314,14 +336,15 @@ static bool append_work_locked(span_state *span, const replay_span_work *work)
 
 void replay_span_record(int device, const replay_span_work *work)
 {
-    span_state *span = span_on(device);
-    if (span == NULL) {
-        release_work_item(work);
-        return;
+    bool kept = false;
+    pthread_mutex_lock(&spans_lock);
+    span_state *span = span_on_locked(device);
+    if (span != NULL) {
+        pthread_mutex_lock(&span->lock);
+        kept = !span->declined && !span->replaying && append_work_locked(span, work);
+        pthread_mutex_unlock(&span->lock);
     }
-    pthread_mutex_lock(&span->lock);
-    bool kept = !span->declined && !span->replaying && append_work_locked(span, work);
-    pthread_mutex_unlock(&span->lock);
+    pthread_mutex_unlock(&spans_lock);
     if (!kept) {
         release_work_item(work);
     }
@@ -332,26 +355,27 @@ void replay_span_record(int device, const replay_span_work *work)
 void replay_span_record_launch(const replay_launch_request *request, uint64_t launch_id,
                                uint64_t launch_index)
 {
-    span_state *span = span_on(request->device);
-    if (span == NULL) {
+    if (!replay_span_active_on(request->device)) {
         return;
     }
+    char *decline_reason = NULL;
+    char reason[256];
     if (request->from_graph) {
-        span_decline(span, "CUDA graph launch inside the span");
-        return;
+        decline_reason = "CUDA graph launch inside the span";
+    } else if (request->unsupported_kind) {
+        decline_reason = "cooperative or device-side launch inside the span";
+    } else if (request->capture == NULL) {
+        decline_reason = "launches of this backend cannot be recorded";
     }
-    if (request->unsupported_kind) {
-        span_decline(span, "cooperative or device-side launch inside the span");
-        return;
-    }
-    if (request->capture == NULL) {
-        span_decline(span, "launches of this backend cannot be recorded");
-        return;
-    }
+    /* The deep copy is made outside every lock: it may call the driver. */
     replay_span_work work = {0};
-    if (request->capture(request->relaunch_context, &work) != FLARE_OK) {
-        span_decline(span, "could not record the launch of %.200s",
-                     request->kernel_name != NULL ? request->kernel_name : "(unknown)");
+    if (decline_reason == NULL && request->capture(request->relaunch_context, &work) != FLARE_OK) {
+        snprintf(reason, sizeof reason, "could not record the launch of %.200s",
+                 request->kernel_name != NULL ? request->kernel_name : "(unknown)");
+        decline_reason = reason;
+    }
+    if (decline_reason != NULL) {
+        replay_span_decline(request->device, decline_reason);
         return;
     }
     replay_record *record = calloc(1, sizeof *record);
@@ -362,6 +386,16 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
         snprintf(record->kernel_name, sizeof record->kernel_name, "%s",
                  request->kernel_name != NULL ? request->kernel_name : "(unknown)");
         record->launch_index = launch_index;
+    }
+    pthread_mutex_lock(&spans_lock);
+    span_state *span = span_on_locked(request->device);
+    if (span == NULL) {
+        pthread_mutex_unlock(&spans_lock);
+        free(record);
+        release_work_item(&work);
+        return;
+    }
+    if (record != NULL) {
         record->span_id = span->record->span_id;
     }
     pthread_mutex_lock(&span->lock);
@@ -400,6 +434,7 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
         }
     }
     pthread_mutex_unlock(&span->lock);
+    pthread_mutex_unlock(&spans_lock);
     if (!kept) {
         free(record);
         release_work_item(&work);
@@ -550,10 +585,12 @@ int replay_span_end(void)
             span_decline(span, "the gate of device %d stayed busy at the span's end", span->device);
         }
     }
+    pthread_mutex_lock(&spans_lock);
     pthread_mutex_lock(&span->lock);
     span->replaying = true;
     detach_from_device(span);
     pthread_mutex_unlock(&span->lock);
+    pthread_mutex_unlock(&spans_lock);
     core_log(CORE_LOG_INFO, "range replay: span %s ends: %zu pieces of work, %zu kernels%s%s",
              span->record->kernel_name, span->work_count, span->kernel_count,
              span->declined ? "; declined: " : "", span->declined ? span->record->reason : "");
