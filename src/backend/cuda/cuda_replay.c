@@ -1303,13 +1303,18 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
         }
         break;
     case KIND_ALLOCATION:
-        if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
-            int device = device_of(call->context);
+        /* Under the reader gate (while replay is configured): an allocation
+         * is either in the inventory before a span's snapshot, or made while
+         * the span records, which declines it. */
+        if (call->callbackSite == CUPTI_API_ENTER) {
+            gate_call(call);
+            int device = replay_configured() ? device_of(call->context) : -1;
             if (device >= 0 && replay_span_active_on(device))
                 replay_span_decline(device, "memory allocated inside the span");
-        }
-        if (call->callbackSite == CUPTI_API_EXIT)
+        } else {
             allocation_returned(id, call);
+            gate_call(call);
+        }
         break;
     case KIND_FREE:
         if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {

@@ -62,6 +62,9 @@ FLARE_API int flare_sim_stream_destroy(flare_sim_stream *stream)
 
 FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
 {
+    /* Under the reader gate: an allocation is either in the inventory before
+     * a span's snapshot, or made while the span records (and declines it). */
+    int token = replay_gate_enter(device);
     if (replay_span_active_on(device)) {
         replay_span_decline(device, "memory allocated inside the span");
     }
@@ -69,6 +72,7 @@ FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
     if (status == FLARE_OK) {
         replay_inventory_add(device, (uintptr_t)*out, bytes, REPLAY_ALLOCATION_DEVICE);
     }
+    replay_gate_exit(device, token);
     return status;
 }
 
