@@ -604,9 +604,10 @@ void cuda_pm_context_created(CUcontext context)
  * profiler; a prepared PM engine would hold them (HARDWARE_BUSY). */
 static const char *replay_requested(void)
 {
-    static const char *const names[] = {"FLARE_REPLAY_KERNEL",  "FLARE_REPLAY_LAUNCH",
-                                        "FLARE_REPLAY_EVERY",   "FLARE_REPLAY_RANGE",
-                                        "FLARE_REPLAY_METRICS", "FLARE_REPLAY_SET"};
+    static const char *const names[] = {"FLARE_REPLAY_KERNEL",   "FLARE_REPLAY_LAUNCH",
+                                        "FLARE_REPLAY_EVERY",    "FLARE_REPLAY_RANGE",
+                                        "FLARE_REPLAY_METRICS",  "FLARE_REPLAY_SET",
+                                        "FLARE_REPLAY_RANGE_API"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const char *value = getenv(names[i]);
         if (value != NULL && value[0] != '\0')
