@@ -55,6 +55,9 @@ typedef struct replay_device_ops {
     /* The calling thread's current device (range replay starts its span
      * there), or -1. NULL: range replay is unavailable. */
     int (*current_device)(void);
+    /* Optional: called when replay becomes configured (a tool registered, a
+     * selection installed, a span begun in code), before that takes effect. */
+    void (*on_configured)(void);
 } replay_device_ops;
 
 /* Installs the backend's operations (one backend per process). The

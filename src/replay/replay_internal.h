@@ -14,6 +14,9 @@
  * selection). The gate's fast path reads it with one relaxed load. */
 extern atomic_int replay_configured_count;
 
+/* Tells the backend that replay is (about to be) configured (replay_tools.c). */
+void replay_notify_configured(void);
+
 /* Device operations and settings (replay_settings.c). */
 const replay_device_ops *replay_device_operations(void);
 void replay_settings_current(replay_settings *settings);

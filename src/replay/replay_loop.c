@@ -44,6 +44,8 @@ typedef struct replay_loop {
     uint32_t collector_passes; /* 0: not collecting */
     uint32_t collector_passes_done;
     bool collector_pass_open;
+    bool collector_failed; /* a pass_begin failed: it will make no more progress */
+    bool launch_failed;    /* the program's own submission failed: declined */
     const char *const *metric_names;
     size_t metric_count;
     replay_snapshot snapshot; /* ops == NULL until taken */
@@ -184,7 +186,9 @@ static void enter_reader(const replay_launch_request *request, replay_launch_sta
 {
     state->mode = MODE_READER;
     state->gate_token = replay_gate_reader_enter_always(request->device);
+    state->planned = 0;
     if (replay_span_claims(request->device)) {
+        state->planned = UINT32_MAX; /* marks "recorded into a span" for end */
         replay_span_record_launch(
             request, replay_next_id(),
             replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : ""));
@@ -288,10 +292,12 @@ static void pass_enter(replay_loop *loop)
     }
     thread->in_pass_enter = 0;
     loop->collector_pass_open = false;
-    if (loop->collector_passes > 0 && loop->collector_passes_done < loop->collector_passes &&
+    if (loop->collector_passes > 0 && !loop->collector_failed &&
+        loop->collector_passes_done < loop->collector_passes &&
         (thread->active_contexts & (1u << REPLAY_CONTEXT_METRICS)) != 0) {
         loop->collector_pass_open =
             loop->collector->pass_begin(&loop->launch, loop->collector_passes_done) == FLARE_OK;
+        loop->collector_failed = !loop->collector_pass_open;
     }
     loop->pass_start_ns = core_now_ns();
 }
@@ -354,8 +360,14 @@ static bool another_pass_wanted(replay_loop *loop)
         }
         wanted = wanted || loop->tool_wants_more[index];
     }
-    if (loop->collector_passes > 0 && loop->collector_passes_done < loop->collector_passes) {
+    if (loop->collector_passes > 0 && !loop->collector_failed &&
+        loop->collector_passes_done < loop->collector_passes) {
         wanted = true;
+    }
+    if (wanted && loop->snapshot.ops == NULL) {
+        /* Planned as one pass, so nothing was snapshotted: another pass would
+         * run on memory the first one changed. */
+        return false;
     }
     if (wanted && passes_done >= REPLAY_PASS_LIMIT) {
         CORE_LOG_ONCE("replay.pass_limit", CORE_LOG_WARNING,
@@ -565,9 +577,16 @@ static void finish_loop(replay_loop *loop)
     if (loop->collector_passes > 0 && !loop->aborted) {
         char reason[256] = "";
         if (loop->collector_passes_done < loop->collector_passes) {
-            snprintf(record->reason, sizeof record->reason,
-                     "metric collection incomplete: %u of %u passes ran",
-                     loop->collector_passes_done, loop->collector_passes);
+            /* The collector's reason when it failed, else a count. */
+            if (!loop->collector_failed ||
+                loop->collector->finish(&loop->launch, record->metric_values, loop->metric_count,
+                                        reason, sizeof reason) == FLARE_OK ||
+                reason[0] == '\0') {
+                snprintf(reason, sizeof reason, "%u of %u passes ran", loop->collector_passes_done,
+                         loop->collector_passes);
+            }
+            snprintf(record->reason, sizeof record->reason, "metric collection incomplete: %.200s",
+                     reason);
         } else if (loop->collector->finish(&loop->launch, record->metric_values, loop->metric_count,
                                            reason, sizeof reason) != FLARE_OK) {
             snprintf(record->reason, sizeof record->reason, "metric collection: %.200s", reason);
@@ -575,7 +594,7 @@ static void finish_loop(replay_loop *loop)
             snprintf(record->reason, sizeof record->reason, "%.250s", reason);
         }
     }
-    tools_finished(loop, loop->aborted ? record->reason : NULL);
+    tools_finished(loop, loop->aborted || loop->launch_failed ? record->reason : NULL);
     free_shadows(loop);
     replay_thread_state *thread = replay_thread();
     thread->loop_depth--;
@@ -591,6 +610,11 @@ void replay_launch_end(const replay_launch_request *request, replay_launch_state
                        int submit_status)
 {
     if (state->mode == MODE_READER) {
+        if (state->planned == UINT32_MAX && submit_status != FLARE_OK) {
+            /* Recorded, but it never ran: re-issuing it would run work the
+             * program never had. */
+            replay_span_decline(request->device, "a launch inside the span failed to submit");
+        }
         replay_gate_exit(request->device, state->gate_token);
         state->mode = MODE_UNTOUCHED;
         return;
@@ -612,6 +636,9 @@ void replay_launch_end(const replay_launch_request *request, replay_launch_state
         snprintf(loop->record->reason, sizeof loop->record->reason, "the launch itself failed: %s",
                  flare_strerror(submit_status));
         loop->collector_passes = 0;
+        loop->launch_failed = true;
+        replay_stats_add(0, 0, 1, 0, 0);
+        atomic_fetch_sub(&stat_replays, 1);
         finish_loop(loop);
         return;
     }

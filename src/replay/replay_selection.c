@@ -234,11 +234,13 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
         selection_metric_names[index] = selection_metric_storage + (names[index] - storage);
     }
     selection_metric_count = count;
-    if (!selection_installed) {
-        selection_installed = true;
+    bool newly_installed = !selection_installed;
+    selection_installed = true;
+    pthread_mutex_unlock(&selection_lock);
+    if (newly_installed) {
+        replay_notify_configured();
         atomic_fetch_add(&replay_configured_count, 1);
     }
-    pthread_mutex_unlock(&selection_lock);
     return FLARE_OK;
 }
 

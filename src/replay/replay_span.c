@@ -43,6 +43,7 @@ typedef struct span_state {
     const replay_metric_collector *collector;
     uint32_t collector_passes;
     bool collector_pass_open;
+    const char *metric_name_pointers[REPLAY_RECORD_METRIC_MAX]; /* into record->metric_names */
     const char *const *metric_names;
     size_t metric_count;
     replay_span_work *work;
@@ -221,22 +222,38 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     record->device = device;
     span->span_launch.device = device;
     span->collector = replay_metric_collector_current();
-    span->metric_count = replay_selection_metrics(&span->metric_names);
     if (span->collector == NULL || span->collector->finish_ranges == NULL) {
         span_decline(span, "no metric collector that can collect per-kernel ranges");
         return FLARE_OK;
     }
-    if (span->metric_count == 0) {
-        static const char *const default_metrics[] = {"gpu__time_duration.sum"};
-        span->metric_names = default_metrics;
-        span->metric_count = 1;
+    /* The names are copied into the span's record: the selection's storage
+     * may be replaced while the span runs. Without a selection, the
+     * documented default set. */
+    const char *const *selected = NULL;
+    size_t selected_count = replay_selection_metrics(&selected);
+    char default_storage[2048];
+    const char *default_names[REPLAY_RECORD_METRIC_MAX];
+    if (selected_count == 0) {
+        snprintf(default_storage, sizeof default_storage, "%s",
+                 replay_metric_set_find("speed-of-light")->metrics);
+        char *cursor = default_storage;
+        while (cursor != NULL && selected_count < REPLAY_RECORD_METRIC_MAX) {
+            default_names[selected_count++] = cursor;
+            cursor = strchr(cursor, ',');
+            if (cursor != NULL) {
+                *cursor++ = '\0';
+            }
+        }
+        selected = default_names;
     }
     snprintf(record->collector, sizeof record->collector, "%s", span->collector->name);
-    record->metric_count = (uint32_t)span->metric_count;
-    for (size_t index = 0; index < span->metric_count; index++) {
-        snprintf(record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s",
-                 span->metric_names[index]);
+    record->metric_count = (uint32_t)selected_count;
+    for (size_t index = 0; index < selected_count; index++) {
+        snprintf(record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s", selected[index]);
+        span->metric_name_pointers[index] = record->metric_names[index];
     }
+    span->metric_names = span->metric_name_pointers;
+    span->metric_count = selected_count;
     char reason[256] = "";
     core_log(CORE_LOG_INFO, "range replay: span %s (occurrence %" PRIu64 ") begins on device %d",
              name, occurrence, device);
@@ -248,6 +265,20 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     if (replay_gate_writer_enter(device, span->settings.drain_timeout_ns) != FLARE_OK) {
         span_decline(span, "device drain stuck: the gate of device %d stayed busy for %s", device,
                      limit);
+        return FLARE_OK;
+    }
+    /* Claim the device first: a second span must not drain and snapshot
+     * for nothing (and hold the shadows) while this one records. */
+    pthread_mutex_lock(&spans_lock);
+    span_state *expected = NULL;
+    bool attached = atomic_compare_exchange_strong(&device_spans[device], &expected, span);
+    if (attached) {
+        atomic_fetch_add(&open_spans, 1);
+    }
+    pthread_mutex_unlock(&spans_lock);
+    if (!attached) {
+        replay_gate_writer_exit(device);
+        span_decline(span, "another span is already recording on device %d", device);
         return FLARE_OK;
     }
     bool ready = false;
@@ -276,16 +307,6 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                  name, (double)record->drain_ns / 1e6, record->snapshot_bytes,
                  (double)record->snapshot_ns / 1e6);
         span->pass_start_ns = core_now_ns();
-        pthread_mutex_lock(&spans_lock);
-        span_state *expected = NULL;
-        bool attached = atomic_compare_exchange_strong(&device_spans[device], &expected, span);
-        if (attached) {
-            atomic_fetch_add(&open_spans, 1);
-        }
-        pthread_mutex_unlock(&spans_lock);
-        if (!attached) {
-            span_decline(span, "another span is already recording on device %d", device);
-        }
     }
     replay_gate_writer_exit(device);
     return FLARE_OK;
@@ -576,9 +597,15 @@ int replay_span_end(void)
     }
     bool healthy = true;
     bool holding_writer = false;
-    if (span->device >= 0) {
+    if (!span->declined && span->ops->current_device() != span->device) {
+        /* Restores, re-issues and the collector run in the thread's current
+         * device (CUDA: context): it must be the span's. */
+        span_decline(span, "the span ended with another device current than the one it began on");
+    }
+    if (span->device >= 0 && !span->declined) {
         /* The writer side: every submission in progress (record + submit)
-         * completes first, and nothing new starts until the passes end. */
+         * completes first, and nothing new starts until the passes end. A
+         * declined span is detached already: nobody can reach it. */
         if (replay_gate_writer_enter(span->device, span->settings.drain_timeout_ns) == FLARE_OK) {
             holding_writer = true;
         } else {
@@ -603,7 +630,18 @@ int replay_span_end(void)
          * image grows with the number of ranges, about 2.4 ms per range on
          * the H200, so sizing it for a guess cost seconds), and every
          * counting pass is a re-issue. */
-        healthy = span_pass_finish(span);
+        /* Nothing is restored yet: a device that does not finish the
+         * program's own run declines the span rather than stopping it. */
+        if (span->ops->device_drain(span->device, span->settings.pass_timeout_ns) != FLARE_OK) {
+            span_decline(span,
+                         "device drain stuck: device %d did not finish the span's own run "
+                         "within %.3g s",
+                         span->device, (double)span->settings.pass_timeout_ns / 1e9);
+        } else {
+            healthy = span_pass_finish(span);
+        }
+    }
+    if (!span->declined) {
         char reason[256] = "";
         int passes = span->kernel_count == 0 ? 0
                      : span->collector->prepare_span != NULL
@@ -613,10 +651,11 @@ int replay_span_end(void)
                          : span->collector->prepare(&span->span_launch, span->metric_names,
                                                     span->metric_count, reason, sizeof reason);
         if (passes < 1) {
-            snprintf(span->record->reason, sizeof span->record->reason,
-                     span->kernel_count == 0 ? "the span launched no kernel: nothing to count"
-                                             : "metric collection: %.200s",
-                     reason);
+            if (span->kernel_count == 0) {
+                span_decline(span, "the span launched no kernel: nothing to count");
+            } else {
+                span_decline(span, "metric collection: %.200s", reason);
+            }
             span->collector_passes = 0;
         } else {
             span->collector_passes = (uint32_t)passes;
@@ -666,10 +705,15 @@ FLARE_API int flare_replay_range_begin(const char *name)
     if (name == NULL || name[0] == '\0') {
         return FLARE_ERR_INVALID_ARGUMENT;
     }
+    /* Configured before the span begins: from its first piece of work on,
+     * every launch, copy and memset on the device must reach the hooks. */
+    replay_notify_configured();
+    atomic_fetch_add(&replay_configured_count, 1);
     int status = replay_span_begin(name, 0);
     if (status == FLARE_OK) {
         thread_span->from_api = true;
-        atomic_fetch_add(&replay_configured_count, 1);
+    } else {
+        atomic_fetch_sub(&replay_configured_count, 1);
     }
     return status;
 }

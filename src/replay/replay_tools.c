@@ -40,8 +40,9 @@ FLARE_API int flare_replay_tool_register(const flare_replay_tool *tool, int *too
         if (!tool_used[slot]) {
             tools[slot] = *tool;
             tool_used[slot] = true;
-            atomic_fetch_add(&replay_configured_count, 1);
             pthread_mutex_unlock(&tools_lock);
+            replay_notify_configured();
+            atomic_fetch_add(&replay_configured_count, 1);
             *tool_id = slot + 1;
             return FLARE_OK;
         }
@@ -159,6 +160,14 @@ static bool settings_set;
 void replay_set_device_ops(const replay_device_ops *ops)
 {
     atomic_store(&device_operations, ops);
+}
+
+void replay_notify_configured(void)
+{
+    const replay_device_ops *ops = atomic_load(&device_operations);
+    if (ops != NULL && ops->on_configured != NULL) {
+        ops->on_configured();
+    }
 }
 
 void replay_set_device_ops_default(const replay_device_ops *ops)

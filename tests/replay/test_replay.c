@@ -1160,6 +1160,179 @@ static void test_span_selected_by_scope_name(void **state)
     flare_sim_free(other);
 }
 
+/* ---- Review findings: each test fails without its fix ---- */
+
+/* A collector whose passes can fail to start (the CUDA range profiler does
+ * when CUPTI refuses Start). */
+static int failing_passes;    /* collector passes needed */
+static int failing_from_pass; /* pass_begin fails from this collector pass on */
+static int failing_begins;
+
+static int failing_prepare(const flare_replay_launch *launch, const char *const *metrics,
+                           size_t metric_count, char *reason, size_t reason_size)
+{
+    (void)launch;
+    (void)metrics;
+    (void)metric_count;
+    (void)reason;
+    (void)reason_size;
+    return failing_passes;
+}
+
+static int failing_pass_begin(const flare_replay_launch *launch, uint32_t pass)
+{
+    (void)launch;
+    failing_begins++;
+    return (int)pass >= failing_from_pass ? FLARE_ERR_BACKEND : FLARE_OK;
+}
+
+static int failing_pass_end(const flare_replay_launch *launch, uint32_t pass)
+{
+    (void)launch;
+    (void)pass;
+    return FLARE_OK;
+}
+
+static int failing_finish(const flare_replay_launch *launch, double *values, size_t metric_count,
+                          char *reason, size_t reason_size)
+{
+    (void)launch;
+    (void)values;
+    (void)metric_count;
+    snprintf(reason, reason_size, "counters refused");
+    return FLARE_ERR_BACKEND;
+}
+
+static const replay_metric_collector failing_collector = {.name = "failing",
+                                                          .prepare = failing_prepare,
+                                                          .pass_begin = failing_pass_begin,
+                                                          .pass_end = failing_pass_end,
+                                                          .finish = failing_finish};
+
+static void test_failing_collector_never_loops_unrestored(void **state)
+{
+    (void)state;
+    replay_set_metric_collector(&failing_collector);
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.metrics, sizeof selection.metrics, "some__metric.sum");
+    char error[256];
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+
+    /* One pass planned (no snapshot) and its start fails: the kernel must
+     * run exactly once, not again on memory it already changed. */
+    failing_passes = 1;
+    failing_from_pass = 0;
+    atomic_store(&rmw_invocations, 0);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(atomic_load(&rmw_invocations), 1);
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+
+    /* Three passes planned, the second fails to start: the loop stops there
+     * (no run to the pass limit) and says why. */
+    failing_passes = 3;
+    failing_from_pass = 1;
+    atomic_store(&rmw_invocations, 0);
+    run_rmw_once(0, &initial, &values, &stream);
+    assert_int_equal(atomic_load(&rmw_invocations), 2);
+    assert_int_equal(values[0], apply_rmw(5, 1));
+    destroy(stream, values);
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 2);
+    assert_non_null(strstr(records[1]->reason, "metric collection incomplete"));
+    assert_non_null(strstr(records[1]->reason, "counters refused"));
+    free_records(records, count);
+}
+
+static void test_failed_launch_is_a_decline(void **state)
+{
+    (void)state;
+    test_tool tool = {.kernel = "rmw", .passes = 3};
+    register_tool(&tool);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
+    buffer_args args = {.values = memory, .count = 1};
+    const uint32_t empty[3] = {0, 1, 1}; /* refused by the device */
+    assert_int_not_equal(flare_sim_launch_kernel(stream, rmw_id, empty, one, &args, sizeof args),
+                         FLARE_OK);
+    assert_int_equal(tool.finishes, 1);
+    assert_non_null(strstr(tool.last_reason, "the launch itself failed"));
+    replay_stats stats;
+    replay_stats_get(&stats);
+    assert_int_equal(stats.replays, 0);
+    assert_int_equal(stats.declines, 1);
+    destroy(stream, memory);
+}
+
+static void test_span_metric_failure_and_failed_launch_decline(void **state)
+{
+    (void)state;
+    replay_set_metric_collector(sim_replay_collector());
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL, *other = NULL;
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+
+    /* Without a selection, a span marked in code collects speed-of-light. */
+    uint64_t host[4] = {1, 2, 3, 4};
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    run_step(stream, memory, other, host);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 3);
+    assert_int_equal(records[2]->declined, 0);
+    assert_string_equal(records[0]->metric_names[0], "gpu__time_duration.sum");
+    assert_true(records[0]->metric_count >= 10);
+    free_records(records, count);
+
+    /* A metric the collector refuses at the span's end: declined, counted. */
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    selection.api_spans_only = 1;
+    snprintf(selection.metrics, sizeof selection.metrics, "no__such_metric.sum");
+    char error[256];
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    run_step(stream, memory, other, host);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    count = take_records(records, 8);
+    assert_true(count >= 1);
+    assert_int_equal(records[count - 1]->is_span, 1);
+    assert_int_equal(records[count - 1]->declined, 1);
+    assert_non_null(strstr(records[count - 1]->reason, "unknown metric"));
+    free_records(records, count);
+
+    /* A launch inside the span that fails to submit declines it. */
+    memset(&selection, 0, sizeof selection);
+    selection.api_spans_only = 1;
+    snprintf(selection.metrics, sizeof selection.metrics, "launch__grid_size");
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    run_step(stream, memory, other, host);
+    buffer_args args = {.values = memory, .count = 1};
+    const uint32_t empty[3] = {0, 1, 1};
+    assert_int_not_equal(flare_sim_launch_kernel(stream, rmw_id, empty, one, &args, sizeof args),
+                         FLARE_OK);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    count = take_records(records, 8);
+    assert_true(count >= 1);
+    assert_int_equal(records[count - 1]->declined, 1);
+    assert_non_null(strstr(records[count - 1]->reason, "failed to submit"));
+    free_records(records, count);
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    destroy(stream, memory);
+    flare_sim_free(other);
+}
+
 int main(void)
 {
     if (flare_sim_configure(2) != FLARE_OK) {
@@ -1192,6 +1365,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_span_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_siblings_not_reverted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_selected_by_scope_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failing_collector_never_loops_unrestored, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failed_launch_is_a_decline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_metric_failure_and_failed_launch_decline, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -490,6 +490,17 @@ static int op_copy_batch(int device, const replay_copy *copies, size_t count, ui
     return status;
 }
 
+static void enable_gates(void);
+
+/* Replay became configured (a tool, a selection, a span marked in code):
+ * copies and memsets must be gated and recorded from now on, not from the
+ * next launch. */
+static void op_on_configured(void)
+{
+    if (attached)
+        enable_gates();
+}
+
 static int op_current_device(void)
 {
     CUdevice device = -1;
@@ -520,6 +531,7 @@ static const replay_device_ops cuda_ops = {
     .device_memory_free = op_device_memory_free,
     .copy_batch = op_copy_batch,
     .current_device = op_current_device,
+    .on_configured = op_on_configured,
 };
 
 /* ---- Module-scope __device__ variables ----
@@ -549,8 +561,16 @@ static _Atomic int pending_modules[REPLAY_DEVICE_MAX];
 
 /* Re-derives the device's untracked reason from the pending modules
  * (modules_lock held). */
+/* Reasons that never clear (a cubin that could not be read, the module
+ * table full): modules_lock held to read or write. */
+static char sticky_untracked[REPLAY_DEVICE_MAX][160];
+
 static void update_untracked(int device)
 {
+    if (sticky_untracked[device][0] != '\0') {
+        replay_inventory_set_untracked(device, sticky_untracked[device]);
+        return;
+    }
     const cuda_module_globals *first = NULL;
     size_t pending = 0;
     for (size_t i = 0; i < module_count; i++)
@@ -677,6 +697,7 @@ static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *dat
                  count < 0 ? "module %u: its cubin could not be read for __device__ variables"
                            : "module %u: more than 1024 modules with __device__ variables",
                  data->moduleId);
+        snprintf(sticky_untracked[device], sizeof(sticky_untracked[device]), "%s", reason);
         replay_inventory_set_untracked(device, reason);
         atomic_store(&pending_modules[device], INT32_MAX / 2); /* never cleared */
         pthread_mutex_unlock(&modules_lock);
@@ -1068,9 +1089,17 @@ static _Thread_local cuda_launch_thread *launch_thread;
 static pthread_key_t launch_thread_key;
 static pthread_once_t launch_thread_once = PTHREAD_ONCE_INIT;
 
+/* Runs at thread exit on the exiting thread: the TLS pointer must not be
+ * left pointing at freed memory for a later destructor's launch. */
+static void launch_thread_release(void *thread)
+{
+    launch_thread = NULL;
+    free(thread);
+}
+
 static void launch_thread_key_create(void)
 {
-    pthread_key_create(&launch_thread_key, free);
+    pthread_key_create(&launch_thread_key, launch_thread_release);
 }
 
 /* NULL when out of memory: the launch then passes through unguarded. */
@@ -1293,6 +1322,13 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
         launch_call(id, call);
         break;
     case KIND_COPY:
+        /* Recorded at ENTER, but it never ran: the span cannot re-issue it. */
+        if (call->callbackSite == CUPTI_API_EXIT && replay_configured() &&
+            result_of(call) != CUDA_SUCCESS) {
+            int device = device_of(call->context);
+            if (device >= 0 && replay_span_active_on(device))
+                replay_span_decline(device, "a copy or memset inside the span failed");
+        }
         gate_call(call);
         /* With the reader gate held: a span recording on the device records
          * the copy or memset before it runs. */

@@ -282,10 +282,14 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
     backend_stream *target = backend_stream_of(stream);
     int device = gated_device(target);
     int token = replay_gate_enter(device);
-    if (target != NULL && replay_span_claims(device)) {
+    bool recorded = target != NULL && replay_span_claims(device);
+    if (recorded) {
         record_span_work(target, BACKEND_WORK_COPY, destination, source, bytes, 0, kind);
     }
     int status = sim_backend()->copy_async(target, destination, source, bytes, kind);
+    if (recorded && status != FLARE_OK) {
+        replay_span_decline(device, "a copy inside the span failed to submit");
+    }
     replay_gate_exit(device, token);
     return status;
 }
@@ -296,11 +300,15 @@ FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination
     backend_stream *target = backend_stream_of(stream);
     int device = gated_device(target);
     int token = replay_gate_enter(device);
-    if (target != NULL && replay_span_claims(device)) {
+    bool recorded = target != NULL && replay_span_claims(device);
+    if (recorded) {
         record_span_work(target, BACKEND_WORK_MEMSET, destination, NULL, bytes, value,
                          BACKEND_COPY_UNKNOWN);
     }
     int status = sim_backend()->memset_async(target, destination, value, bytes);
+    if (recorded && status != FLARE_OK) {
+        replay_span_decline(device, "a memset inside the span failed to submit");
+    }
     replay_gate_exit(device, token);
     return status;
 }
