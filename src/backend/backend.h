@@ -118,9 +118,9 @@ typedef struct backend_engine_result {
 typedef struct backend_engine_ops {
     const char *name; /* "sim-pm", "cuda-pm", ... */
     /* Starts collecting on device (-1: every device the process uses).
-     * 0, BACKEND_ENGINE_BUSY (nothing armed; the window runs without), or FLARE_ERR_UNSUPPORTED / FLARE_ERR_BACKEND / FLARE_ERR_STATE with
-     * a reason in reason[0..reason_size) that the window record keeps. A
-     * failed arm leaves nothing armed. */
+     * 0, BACKEND_ENGINE_BUSY (nothing armed; the window runs without), or FLARE_ERR_UNSUPPORTED /
+     * FLARE_ERR_BACKEND / FLARE_ERR_STATE with a reason in reason[0..reason_size) that the window
+     * record keeps. A failed arm leaves nothing armed. */
     int (*arm)(int device, const backend_engine_config *config, uint64_t now_ns, char *reason,
                size_t reason_size);
     /* Stops collecting; fills result (may be NULL). FLARE_ERR_STATE when not armed. */

@@ -9,6 +9,7 @@
 #define FLARE_CLI_CLI_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CLI_EXIT_OK      0
@@ -80,5 +81,10 @@ int cli_is_help(const char *argument);
  * newest session inside it. Returns 0, or 1 with a message in error. */
 int cli_find_session(const char *argument, char *session_dir, unsigned long size, char *error,
                      unsigned long error_size);
+
+/* Human-readable sizes and durations for reports and summaries: "12.3 MiB",
+ * "4.2 ms" (three significant digits or whole units below 10,240). */
+void cli_format_bytes(uint64_t bytes, char *buffer, size_t size);
+void cli_format_duration(uint64_t ns, char *buffer, size_t size);
 
 #endif /* FLARE_CLI_CLI_H */

@@ -362,30 +362,6 @@ static void export_selection(const replay_options *options)
         setenv("FLARE_REPLAY_FOOTPRINT_BUDGET", options->footprint_budget, 1);
 }
 
-static void format_bytes(uint64_t bytes, char *buffer, size_t size)
-{
-    if (bytes < 10240ull)
-        snprintf(buffer, size, "%llu B", (unsigned long long)bytes);
-    else if (bytes < 10485760ull)
-        snprintf(buffer, size, "%.1f KiB", bytes / 1024.0);
-    else if (bytes < 10737418240ull)
-        snprintf(buffer, size, "%.1f MiB", bytes / 1048576.0);
-    else
-        snprintf(buffer, size, "%.2f GiB", bytes / 1073741824.0);
-}
-
-static void format_duration(uint64_t ns, char *buffer, size_t size)
-{
-    if (ns < 10000ull)
-        snprintf(buffer, size, "%llu ns", (unsigned long long)ns);
-    else if (ns < 10000000ull)
-        snprintf(buffer, size, "%.1f us", ns / 1e3);
-    else if (ns < 10000000000ull)
-        snprintf(buffer, size, "%.1f ms", ns / 1e6);
-    else
-        snprintf(buffer, size, "%.2f s", ns / 1e9);
-}
-
 /* The closing lines: what was replayed, from the session database. */
 static void print_summary(const cli_launch *launch, const replay_options *options)
 {
@@ -439,9 +415,9 @@ static void print_summary(const cli_launch *launch, const replay_options *option
     }
     if (!options->quiet && summary.launches > 0) {
         char snapshot[32], restored[32], took[32];
-        format_bytes(summary.snapshot_bytes, snapshot, sizeof(snapshot));
-        format_bytes(summary.bytes_restored, restored, sizeof(restored));
-        format_duration(summary.collection_ns, took, sizeof(took));
+        cli_format_bytes(summary.snapshot_bytes, snapshot, sizeof(snapshot));
+        cli_format_bytes(summary.bytes_restored, restored, sizeof(restored));
+        cli_format_duration(summary.collection_ns, took, sizeof(took));
         fprintf(stderr,
                 "flare: replay: %lld launch(es) of %lld kernel(s) replayed, %lld declined; "
                 "%llu passes, %s snapshotted, %s restored, %lld metric values, %s in all\n",
@@ -453,9 +429,9 @@ static void print_summary(const cli_launch *launch, const replay_options *option
      * are not launches replayed on their own. */
     if (!options->quiet && summary.spans > 0) {
         char snapshot[32], restored[32], took[32];
-        format_bytes(summary.span_snapshot_bytes, snapshot, sizeof(snapshot));
-        format_bytes(summary.span_bytes_restored, restored, sizeof(restored));
-        format_duration(summary.span_collection_ns, took, sizeof(took));
+        cli_format_bytes(summary.span_snapshot_bytes, snapshot, sizeof(snapshot));
+        cli_format_bytes(summary.span_bytes_restored, restored, sizeof(restored));
+        cli_format_duration(summary.span_collection_ns, took, sizeof(took));
         fprintf(stderr,
                 "flare: replay: %lld span(s) replayed, %lld declined; %lld kernel(s) in them, "
                 "%llu passes, %s snapshotted, %s restored, %lld metric values, %s in all\n",

@@ -104,30 +104,6 @@ int cli_find_session(const char *argument, char *session_dir, unsigned long size
     return 0;
 }
 
-static void format_duration(uint64_t ns, char *buffer, size_t size)
-{
-    if (ns < 10000ull)
-        snprintf(buffer, size, "%llu ns", (unsigned long long)ns);
-    else if (ns < 10000000ull)
-        snprintf(buffer, size, "%.1f us", ns / 1e3);
-    else if (ns < 10000000000ull)
-        snprintf(buffer, size, "%.1f ms", ns / 1e6);
-    else
-        snprintf(buffer, size, "%.2f s", ns / 1e9);
-}
-
-static void format_bytes(uint64_t bytes, char *buffer, size_t size)
-{
-    if (bytes < 10240ull)
-        snprintf(buffer, size, "%llu B", (unsigned long long)bytes);
-    else if (bytes < 10485760ull)
-        snprintf(buffer, size, "%.1f KiB", bytes / 1024.0);
-    else if (bytes < 10737418240ull)
-        snprintf(buffer, size, "%.1f MiB", bytes / 1048576.0);
-    else
-        snprintf(buffer, size, "%.2f GiB", bytes / 1073741824.0);
-}
-
 typedef struct table_context {
     int rows;
 } table_context;
@@ -136,10 +112,10 @@ static int print_duration_row(const store_duration_stats *stats, void *user)
 {
     table_context *context = user;
     char total[32], mean[32], p50[32], p99[32];
-    format_duration(stats->total_ns, total, sizeof(total));
-    format_duration(stats->mean_ns, mean, sizeof(mean));
-    format_duration(stats->p50_ns, p50, sizeof(p50));
-    format_duration(stats->p99_ns, p99, sizeof(p99));
+    cli_format_duration(stats->total_ns, total, sizeof(total));
+    cli_format_duration(stats->mean_ns, mean, sizeof(mean));
+    cli_format_duration(stats->p50_ns, p50, sizeof(p50));
+    cli_format_duration(stats->p99_ns, p99, sizeof(p99));
     printf("  %-60.60s %10lld %12s %12s %12s %12s\n", stats->name, (long long)stats->count, total,
            mean, p50, p99);
     context->rows++;
@@ -166,8 +142,8 @@ static int print_copy_row(const store_copy_stats *stats, void *user)
 {
     table_context *context = user;
     char bytes[32], total[32];
-    format_bytes(stats->bytes, bytes, sizeof(bytes));
-    format_duration(stats->total_ns, total, sizeof(total));
+    cli_format_bytes(stats->bytes, bytes, sizeof(bytes));
+    cli_format_duration(stats->total_ns, total, sizeof(total));
     printf("  %-20s %10lld %12s %12s",
            stats->is_memset ? "memset" : copy_kind_name(stats->copy_kind), (long long)stats->count,
            bytes, total);
@@ -262,15 +238,17 @@ static int print_window_row(const store_window_row *row, void *user)
         snprintf(opened_by, sizeof(opened_by), "%s", kind);
     char opened[32] = "never", closed[32] = "-", length[32] = "-";
     if (row->opened_ns != 0 && row->opened_ns >= context->session_start_ns) {
-        format_duration(row->opened_ns - context->session_start_ns, opened + 1, sizeof(opened) - 1);
+        cli_format_duration(row->opened_ns - context->session_start_ns, opened + 1,
+                            sizeof(opened) - 1);
         opened[0] = '+';
     }
     if (row->closed_ns != 0 && row->closed_ns >= context->session_start_ns) {
-        format_duration(row->closed_ns - context->session_start_ns, closed + 1, sizeof(closed) - 1);
+        cli_format_duration(row->closed_ns - context->session_start_ns, closed + 1,
+                            sizeof(closed) - 1);
         closed[0] = '+';
     }
     if (row->opened_ns != 0 && row->closed_ns >= row->opened_ns)
-        format_duration(row->closed_ns - row->opened_ns, length, sizeof(length));
+        cli_format_duration(row->closed_ns - row->opened_ns, length, sizeof(length));
     printf("  %4llu %-44.44s %11s %11s %10s %-12s %8llu %-8s %-8s %s\n",
            (unsigned long long)row->id, opened_by, opened, closed, length,
            row->close_reason != NULL ? row->close_reason : "", (unsigned long long)row->launches,
@@ -485,7 +463,7 @@ static void replay_print_kernel(replay_section *section)
     section->passes += passes;
     section->collection_ns += collection_ns;
     char took[32];
-    format_duration(collection_ns, took, sizeof(took));
+    cli_format_duration(collection_ns, took, sizeof(took));
     printf("\n  %s\n", section->kernel);
     printf("    %lld launch(es) replayed, %lld declined; %llu passes; %s in replay%s%s\n", replayed,
            declined, passes, took, collector[0] ? "; metrics from " : "", collector);
@@ -501,15 +479,15 @@ static void replay_print_kernel(replay_section *section)
                      row->passes_planned);
         else
             snprintf(passes_text, sizeof(passes_text), "%u", row->passes_run);
-        format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
-        format_bytes(row->bytes_restored, restored, sizeof(restored));
-        format_duration(row->drain_ns, drain, sizeof(drain));
+        cli_format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
+        cli_format_bytes(row->bytes_restored, restored, sizeof(restored));
+        cli_format_duration(row->drain_ns, drain, sizeof(drain));
         if (row->passes_kept > 0)
-            format_duration(row->pass_mean_ns, per_pass, sizeof(per_pass));
+            cli_format_duration(row->pass_mean_ns, per_pass, sizeof(per_pass));
         else
             snprintf(per_pass, sizeof(per_pass), "-");
-        format_duration(row->end_ns > row->begin_ns ? row->end_ns - row->begin_ns : 0, total,
-                        sizeof(total));
+        cli_format_duration(row->end_ns > row->begin_ns ? row->end_ns - row->begin_ns : 0, total,
+                            sizeof(total));
         if (row->declined) {
             printf("    %10llu %5llu %8lld %4d %8llu %9s %11s %11s %-6s %10s %10s %10s\n",
                    (unsigned long long)row->launch_id, (unsigned long long)row->launch_index + 1,
@@ -702,12 +680,12 @@ static int print_span(const store_replay_span_row *row, void *user)
         printf("declined: %s\n", row->reason);
     else
         printf("replayed\n");
-    format_duration(row->end_ns > row->begin_ns ? row->end_ns - row->begin_ns : 0, took,
-                    sizeof(took));
-    format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
-    format_duration(row->restore_ns, restore, sizeof(restore));
+    cli_format_duration(row->end_ns > row->begin_ns ? row->end_ns - row->begin_ns : 0, took,
+                        sizeof(took));
+    cli_format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
+    cli_format_duration(row->restore_ns, restore, sizeof(restore));
     if (row->passes_kept > 0)
-        format_duration(row->pass_mean_ns, per_pass, sizeof(per_pass));
+        cli_format_duration(row->pass_mean_ns, per_pass, sizeof(per_pass));
     else
         snprintf(per_pass, sizeof(per_pass), "-");
     if (row->declined) {
@@ -793,7 +771,7 @@ int cli_report(int argc, char **argv)
         printf("  started    %s", when);
         if (summary.end_ns > summary.start_ns) {
             char length[32];
-            format_duration(summary.end_ns - summary.start_ns, length, sizeof(length));
+            cli_format_duration(summary.end_ns - summary.start_ns, length, sizeof(length));
             printf(", ran %s", length);
         } else {
             printf(", did not end cleanly (killed or still running)");
@@ -888,9 +866,9 @@ int cli_report(int argc, char **argv)
         replay_section_clear(&replay);
         free(replay.launches);
         char snapshot[32], restored[32], took[32];
-        format_bytes(replay.snapshot_bytes, snapshot, sizeof(snapshot));
-        format_bytes(replay.bytes_restored, restored, sizeof(restored));
-        format_duration(replay.collection_ns, took, sizeof(took));
+        cli_format_bytes(replay.snapshot_bytes, snapshot, sizeof(snapshot));
+        cli_format_bytes(replay.bytes_restored, restored, sizeof(restored));
+        cli_format_duration(replay.collection_ns, took, sizeof(took));
         printf(
             "\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; %llu passes; "
             "%s snapshotted, %s restored; %s in replay\n",
@@ -906,9 +884,9 @@ int cli_report(int argc, char **argv)
         else if (spans.failed)
             status = cli_failure("report", "reading range replay: out of memory");
         char snapshot[32], restored[32], took[32];
-        format_bytes(replay_summary.span_snapshot_bytes, snapshot, sizeof(snapshot));
-        format_bytes(replay_summary.span_bytes_restored, restored, sizeof(restored));
-        format_duration(replay_summary.span_collection_ns, took, sizeof(took));
+        cli_format_bytes(replay_summary.span_snapshot_bytes, snapshot, sizeof(snapshot));
+        cli_format_bytes(replay_summary.span_bytes_restored, restored, sizeof(restored));
+        cli_format_duration(replay_summary.span_collection_ns, took, sizeof(took));
         printf("\n  In all: %lld span(s) replayed, %lld declined; %lld kernel(s) in them; %llu "
                "passes; %s snapshotted, %s restored; %s collecting\n",
                (long long)replay_summary.spans_replayed, (long long)replay_summary.spans_declined,
