@@ -67,6 +67,7 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     *(void **)&api->cuLibraryGetGlobal = dlsym(library, "cuLibraryGetGlobal");
     *(void **)&api->cuFuncGetParamInfo = dlsym(library, "cuFuncGetParamInfo");
     *(void **)&api->cuKernelGetParamInfo = dlsym(library, "cuKernelGetParamInfo");
+    *(void **)&api->cuStreamIsCapturing = dlsym(library, "cuStreamIsCapturing");
     *(void **)&api->cuPointerGetAttribute = dlsym(library, "cuPointerGetAttribute");
     *(void **)&api->cuMemsetD8Async = dlsym(library, "cuMemsetD8Async");
     *(void **)&api->cuMemsetD16Async = dlsym(library, "cuMemsetD16Async");

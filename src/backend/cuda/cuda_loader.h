@@ -66,6 +66,7 @@ typedef struct cuda_driver_api {
     /* Range replay (cuda_span.c): deep copies of kernel arguments, and the
      * asynchronous forms recorded copies and memsets are re-issued with. */
     CUresult (*cuFuncGetParamInfo)(CUfunction function, size_t index, size_t *offset, size_t *size);
+    CUresult (*cuStreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);
     CUresult (*cuKernelGetParamInfo)(CUkernel kernel, size_t index, size_t *offset, size_t *size);
     CUresult (*cuPointerGetAttribute)(void *data, CUpointer_attribute attribute,
                                       CUdeviceptr pointer);

@@ -113,8 +113,20 @@ static void pause_briefly(uint32_t round)
 }
 
 /* Waits until a stream has no pending work, or the deadline. */
+/* Whether work submitted to the stream is being captured into a graph
+ * (it does not run, and querying the stream would invalidate the capture). */
+static bool stream_capturing(CUstream stream)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return driver.cuStreamIsCapturing != NULL &&
+           driver.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static int wait_stream(CUstream stream, uint64_t deadline_ns)
 {
+    if (stream_capturing(stream))
+        return FLARE_OK; /* nothing of it runs: nothing to wait for */
     for (uint32_t round = 0;; round++) {
         CUresult result = driver.cuStreamQuery(stream);
         if (result == CUDA_SUCCESS)
@@ -1241,6 +1253,10 @@ static void describe_launch(cuda_launch_frame *frame, CUpti_CallbackId id,
         request->stream_id = stream_id;
     request->device = device;
     request->stream = stream;
+    /* Launched into a stream being captured: it becomes a graph node and
+     * does not run now, so it is treated like a graph launch (declined). */
+    if (!request->from_graph && stream_capturing(stream))
+        request->from_graph = true;
     if (request->from_graph) {
         snprintf(frame->kernel_name, sizeof(frame->kernel_name), "(CUDA graph)");
     } else {
