@@ -82,6 +82,8 @@ typedef struct replay_tool_snapshot {
     flare_replay_tool tools[FLARE_REPLAY_TOOL_MAX];
 } replay_tool_snapshot;
 void replay_tools_snapshot(replay_tool_snapshot *snapshot);
+/* Whether any tool is registered (one relaxed load). */
+bool replay_tools_registered(void);
 /* Context ids: 0 is the built-in metric collection. */
 #define REPLAY_CONTEXT_METRICS 0
 uint32_t replay_contexts_all_mask(void);

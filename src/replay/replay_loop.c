@@ -382,8 +382,8 @@ static bool another_pass_wanted(replay_loop *loop)
 
 /* Decides which tools and whether the metric collection take part. Returns
  * the combined plan: 1 (nobody wants a replay), N, or 0 (until stopped). */
-static uint32_t decide(replay_loop *loop, const replay_launch_request *request, char *reason,
-                       size_t reason_size, bool *collector_failed)
+static uint32_t decide(replay_loop *loop, bool selected, char *reason, size_t reason_size,
+                       bool *collector_failed)
 {
     uint32_t combined = 1;
     bool unbounded = false;
@@ -410,7 +410,7 @@ static uint32_t decide(replay_loop *loop, const replay_launch_request *request, 
         }
     }
     loop->collector = replay_metric_collector_current();
-    if (request->kernel_name != NULL && replay_selection_matches(request->kernel_name)) {
+    if (selected) {
         loop->metric_count = replay_selection_metrics(&loop->metric_names);
         if (loop->collector == NULL) {
             snprintf(reason, reason_size, "no metric collector on this device");
@@ -472,10 +472,16 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         enter_reader(request, state);
         return;
     }
-    replay_loop *loop = calloc(1, sizeof *loop);
-    uint64_t launch_id = atomic_fetch_add(&next_launch_id, 1);
     uint64_t launch_index =
         replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : "");
+    bool selected = request->kernel_name != NULL && replay_selection_matches(request->kernel_name);
+    if (!selected && !replay_tools_registered()) {
+        /* Nobody can want this launch: no allocation, just the gate. */
+        enter_reader(request, state);
+        return;
+    }
+    replay_loop *loop = calloc(1, sizeof *loop);
+    uint64_t launch_id = atomic_fetch_add(&next_launch_id, 1);
     replay_record *record = loop != NULL ? record_new(request, launch_id, launch_index) : NULL;
     if (record == NULL) {
         free(loop);
@@ -499,7 +505,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
 
     char reason[256] = "";
     bool collector_failed = false;
-    uint32_t planned = decide(loop, request, reason, sizeof reason, &collector_failed);
+    uint32_t planned = decide(loop, selected, reason, sizeof reason, &collector_failed);
     if (!anyone_participates(loop)) {
         if (collector_failed) {
             decline(loop, state, false, "metric collection: %s", reason);

@@ -18,6 +18,12 @@
 static pthread_mutex_t tools_lock = PTHREAD_MUTEX_INITIALIZER;
 static flare_replay_tool tools[FLARE_REPLAY_TOOL_MAX];
 static bool tool_used[FLARE_REPLAY_TOOL_MAX];
+static atomic_int tools_registered; /* tool_used entries set, for the launch path */
+
+bool replay_tools_registered(void)
+{
+    return atomic_load_explicit(&tools_registered, memory_order_relaxed) > 0;
+}
 
 static char context_names[FLARE_REPLAY_CONTEXT_MAX][64] = {"metrics"};
 static int context_count = 1;
@@ -40,6 +46,7 @@ FLARE_API int flare_replay_tool_register(const flare_replay_tool *tool, int *too
         if (!tool_used[slot]) {
             tools[slot] = *tool;
             tool_used[slot] = true;
+            atomic_fetch_add(&tools_registered, 1);
             pthread_mutex_unlock(&tools_lock);
             replay_notify_configured();
             atomic_fetch_add(&replay_configured_count, 1);
@@ -63,6 +70,7 @@ FLARE_API int flare_replay_tool_unregister(int tool_id)
         return FLARE_ERR_NOT_FOUND;
     }
     tool_used[slot] = false;
+    atomic_fetch_sub(&tools_registered, 1);
     atomic_fetch_sub(&replay_configured_count, 1);
     pthread_mutex_unlock(&tools_lock);
     return FLARE_OK;
@@ -143,6 +151,7 @@ void replay_tools_reset_for_tests(void)
     for (int slot = 0; slot < FLARE_REPLAY_TOOL_MAX; slot++) {
         if (tool_used[slot]) {
             tool_used[slot] = false;
+            atomic_fetch_sub(&tools_registered, 1);
             atomic_fetch_sub(&replay_configured_count, 1);
         }
     }
