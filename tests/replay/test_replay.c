@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -246,9 +247,14 @@ static void run_rmw_once(int device, uint64_t *initial_out, uint64_t **values_ou
     void *memory = NULL;
     assert_int_equal(flare_sim_malloc(device, 8 * sizeof(uint64_t), &memory), FLARE_OK);
     uint64_t *values = memory;
+    /* Uploaded with a copy, as a program would: a copy waits at the gate,
+     * so it never races another thread's snapshot or restore of the device
+     * (a host write straight into simulated device memory would). */
+    uint64_t initial[8];
     for (int index = 0; index < 8; index++) {
-        values[index] = (uint64_t)index + 5;
+        initial[index] = (uint64_t)index + 5;
     }
+    assert_int_equal(flare_sim_memcpy_async(stream, values, initial, sizeof initial), FLARE_OK);
     *initial_out = 5;
     buffer_args args = {.values = values, .count = 8};
     assert_int_equal(flare_sim_launch_kernel(stream, rmw_id, one, one, &args, sizeof args),
@@ -858,7 +864,11 @@ static void *device_worker_thread(void *argument)
     uint64_t *values;
     flare_sim_stream *stream;
     run_rmw_once(worker->device, &initial, &values, &stream);
-    worker->result = values[0];
+    /* Read back with a gated copy too (another thread may be restoring). */
+    uint64_t result = 0;
+    assert_int_equal(flare_sim_memcpy_async(stream, &result, values, sizeof result), FLARE_OK);
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    worker->result = result;
     destroy(stream, values);
     return NULL;
 }
@@ -1038,6 +1048,9 @@ static void test_span_declines(void **state)
             assert_int_equal(flare_sim_memcpy_async(stream, back, memory, sizeof back), FLARE_OK);
         } else {
             assert_int_equal(flare_sim_stream_create(1, &second), FLARE_OK);
+            /* The first stream's memset of `other` finishes first: the two
+             * streams must not write it at once. */
+            assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
             assert_int_equal(flare_sim_memset_async(second, other, 0, 1), FLARE_OK);
         }
         assert_int_equal(flare_replay_range_end(), FLARE_OK);
@@ -1111,10 +1124,17 @@ static void test_span_siblings_not_reverted(void **state)
     pthread_join(thread, NULL);
     assert_int_equal(*(uint64_t *)sibling_memory, SIBLING_LAUNCHES);
     assert_int_equal(((uint64_t *)memory)[2], apply_rmw(3, 1) + 1);
+    /* The sibling's launches inside a span are part of it (a span records
+     * its device's work from every thread), so a span may reach the kernel
+     * bound and be declined; every other span replayed all its passes.
+     * Either way nothing was reverted: the counts above are exact. Records
+     * are not counted here: with no collector draining them, the bounded
+     * queue drops some (and counts them). */
     replay_stats stats;
     replay_stats_get(&stats);
-    assert_int_equal(stats.replays, SPANS);
-    assert_int_equal(stats.passes, 3 * SPANS);
+    assert_int_equal(stats.replays + stats.declines, SPANS);
+    assert_true(stats.replays > 0);
+    assert_int_equal(stats.passes, 3 * stats.replays);
     destroy(stream, memory);
     flare_sim_free(other);
     flare_sim_free(sibling_memory);
