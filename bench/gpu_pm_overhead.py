@@ -3,10 +3,13 @@ engine against tracing only, as paired runs on a real GPU.
 
 Runs `pm_window bench` under `flare trace` alternately with FLARE_PM=0
 (tracing only) and with PM sampling installed (prepared after the first
-context, never armed: no rule, no window), ROUNDS times, and prints the median
+context, never armed), ROUNDS times, and prints the median
 of each configuration and the median of the per-round ratios (PM / tracing;
 below 1 means slower). Checks that the engine really was prepared in the PM
-runs. Called by scripts/gpu-check-pm.sh.
+runs. Both configurations carry the same rule, one that never fires: PM
+sampling is set up at the first context only when a rule or a schedule may
+want it, and the rule's own evaluation then cancels out of the ratio.
+Called by scripts/gpu-check-pm.sh.
 
 usage: gpu_pm_overhead.py FLARE_BIN PM_WINDOW_BIN WORK_DIR [ROUNDS]
 """
@@ -20,10 +23,14 @@ flare, program, work = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 
 
+# Far above any launch rate a GPU reaches.
+NEVER_FIRES = "kernel_launch_rate > 1000000000/s for 1s over 1s deep_for 100ms max_windows 1"
+
+
 def run(pm_on, session):
     shutil.rmtree(session, ignore_errors=True)
-    command = ["env", f"FLARE_PM={1 if pm_on else 0}", flare, "trace", "-q", "-o", session, "--",
-               program, "bench"]
+    command = ["env", f"FLARE_PM={1 if pm_on else 0}", flare, "trace", "-q", "-o", session,
+               "--deep-when", NEVER_FIRES, "--", program, "bench"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         raise SystemExit(f"{command} failed ({result.returncode}): {result.stderr[-2000:]}")

@@ -71,6 +71,26 @@ timed flare-all "$flare" replay -q -o "$replay_dir/flare-all" --kernel rmw --set
 timed ncu-all ncu "${ncu_args[@]}" --launch-count 3 --log-file "$replay_dir/ncu-all.csv" \
   "$rmw" --footprint-mib $footprint --launches 3
 
+echo "-- the same launch with CUPTI's counter availability image fetched (FLARE_REPLAY_COUNTER_AVAILABILITY=1)"
+timed flare-launch2-availability env FLARE_REPLAY_COUNTER_AVAILABILITY=1 "$flare" replay -q \
+  -o "$replay_dir/flare-launch2-availability" --kernel rmw --launch 2 --set speed-of-light \
+  -- "$rmw" --footprint-mib $footprint --launches 3
+python3 - "$replay_dir" <<'PY'
+import sqlite3, sys
+def values(name):
+    db = sqlite3.connect(f"{sys.argv[1]}/{name}/session.db")
+    return dict(db.execute("SELECT metric, value FROM replay_metrics"))
+plain, fetched = values("flare-launch2"), values("flare-launch2-availability")
+for metric in sorted(plain):
+    b = fetched.get(metric)
+    ratio = plain[metric] / b if b else float("nan")
+    print(f"  {metric:60} without image {plain[metric]:.6g} with image {b if b is None else format(b, '.6g')} ratio {ratio:.4f}")
+PY
+for run in flare-launch2 flare-launch2-availability flare-all; do
+  echo "-- where $run's time went (CUPTI calls, from flare.log)"
+  grep -E "range profiler" "$replay_dir/$run/flare.log" | cut -c1-400
+done
+
 echo "-- CUPTI's own kernel-replay mode, same kernel and metrics"
 timed cupti-kernel-replay "$build/gpu/replay_baselines" kernel-replay "$sol_metrics" $footprint 3
 cat "$replay_dir/cupti-kernel-replay.json"

@@ -45,18 +45,32 @@ for workload in c torch; do
     --range step --set speed-of-light -- "${program[@]}"
   "$flare" report "$span_dir/$workload-flare" > "$span_dir/$workload-report.txt" 2>&1
   grep -A12 "Range replay" "$span_dir/$workload-report.txt" | cut -c1-160 | head -14
-  grep "range replay" "$span_dir/$workload-flare/flare.log" | cut -c1-200
+  grep -E "range replay|range profiler" "$span_dir/$workload-flare/flare.log" | cut -c1-400
   if ! grep -q '"checksum"' "$span_dir/$workload-flare.json"; then
     echo "-- $workload: no result under flare; ncu skipped"
     continue
   fi
-  span_timed "$workload-ncu" "${ncu_span[@]}" --nvtx-include "step/" \
+  # ncu's NVTX filter follows push/pop ranges per thread, so it misses the
+  # step's backward kernels, which PyTorch launches from its autograd
+  # threads; flare's span holds every thread's work on the device. ncu gets
+  # the step as a launch range instead: flare logs how many kernels the
+  # program had launched when the span began (counted at the launch call,
+  # as ncu counts; GPU timestamps are too far off the host clock to tell).
+  skip=$(sed -n 's/.*range replay: span .* after \([0-9]*\) kernel launches by the program.*/\1/p' \
+    "$span_dir/$workload-flare/flare.log" | head -1)
+  count=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT kernels FROM replay_spans LIMIT 1').fetchone()[0])" \
+    "$span_dir/$workload-flare/session.db")
+  if [ -z "$skip" ] || [ -z "$count" ]; then
+    fail "$workload: no launch count for the span in flare.log"
+    continue
+  fi
+  echo "-- $workload: ncu on launches $((skip + 1)) to $((skip + count)) (the span's)"
+  span_timed "$workload-ncu" "${ncu_span[@]}" --launch-skip "$skip" --launch-count "$count" \
     --log-file "$span_dir/$workload-ncu.csv" "${program[@]}"
   span_timed "$workload-ncu-off" "${ncu_span[@]}" --nvtx-include "nostep/" \
     --log-file "$span_dir/$workload-ncu-off.csv" "${program[@]}"
 done
 python3 tests/gpu/check_span.py "$span_dir" "$OUT/span-summary.json" || fail "range replay checks"
-cp "$span_dir"/*-report.txt "$OUT/" 2>/dev/null
-# flare's own logs of the replayed runs, one archive (the device tool brings
-# back few files).
-tar -czf "$OUT/span-logs.tar.gz" -C "$span_dir" $(cd "$span_dir" && ls -d *-flare/flare.log *.err 2>/dev/null) 2>/dev/null
+# flare's own sessions and logs of the replayed runs and ncu's tables, one
+# archive (the device tool brings back few files).
+tar -czf "$OUT/span-logs.tar.gz" -C "$span_dir" $(cd "$span_dir" && ls -d *-flare *-report.txt *.err *.csv *.json 2>/dev/null) 2>/dev/null

@@ -108,6 +108,11 @@ typedef struct backend_engine_config {
  * keeps arm's reason ("PM sampling busy, held by ...") as its engine_reason.
  * Positive, so it is never mistaken for a flare_status error. */
 #define BACKEND_ENGINE_BUSY 1
+/* arm's answer while the engine is still being set up (CUDA PM sampling
+ * takes about 0.8 s after the program's first context): the window opens
+ * WITHOUT the engine, as for BUSY, with engine_status "preparing" and arm's
+ * reason. A rule firing early must not lose its window. */
+#define BACKEND_ENGINE_NOT_READY 2
 
 typedef struct backend_engine_result {
     uint64_t armed_ns;    /* the now_ns arm was given */
@@ -118,7 +123,8 @@ typedef struct backend_engine_result {
 typedef struct backend_engine_ops {
     const char *name; /* "sim-pm", "cuda-pm", ... */
     /* Starts collecting on device (-1: every device the process uses).
-     * 0, BACKEND_ENGINE_BUSY (nothing armed; the window runs without), or FLARE_ERR_UNSUPPORTED /
+     * 0, BACKEND_ENGINE_BUSY or BACKEND_ENGINE_NOT_READY (nothing armed; the window runs
+     * without), or FLARE_ERR_UNSUPPORTED /
      * FLARE_ERR_BACKEND / FLARE_ERR_STATE with a reason in reason[0..reason_size) that the window
      * record keeps. A failed arm leaves nothing armed. */
     int (*arm)(int device, const backend_engine_config *config, uint64_t now_ns, char *reason,

@@ -437,7 +437,12 @@ int pm_engine_arm(pm_engine *engine, int device, const backend_engine_config *co
     int state = atomic_load(&engine->state);
     if (state != PM_ENGINE_PREPARED) {
         state_reason(engine, state, reason, reason_size);
-        return state == PM_ENGINE_FAILED ? FLARE_ERR_UNSUPPORTED : FLARE_ERR_STATE;
+        if (state == PM_ENGINE_FAILED)
+            return FLARE_ERR_UNSUPPORTED;
+        /* Not set up yet: the window still opens, without samples. */
+        return state == PM_ENGINE_UNPREPARED || state == PM_ENGINE_PREPARING
+                   ? BACKEND_ENGINE_NOT_READY
+                   : FLARE_ERR_STATE;
     }
     int sampled_device = engine->device;
     char holder[TRACEBUF_HOLDER_MAX] = "";

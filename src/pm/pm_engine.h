@@ -216,7 +216,8 @@ void pm_engine_mark_preparing(pm_engine *engine);
 void pm_engine_mark_failed(pm_engine *engine, const char *reason);
 
 /* backend_engine_ops bodies. arm returns BACKEND_ENGINE_BUSY (window runs
- * without the engine) when another context holds the device's lease. */
+ * without the engine) when another context holds the device's lease, and
+ * BACKEND_ENGINE_NOT_READY (the same, "preparing") before prepare is done. */
 int pm_engine_arm(pm_engine *engine, int device, const backend_engine_config *config,
                   uint64_t now_ns, char *reason, size_t reason_size);
 int pm_engine_disarm(pm_engine *engine, int device, uint64_t now_ns, backend_engine_result *result);

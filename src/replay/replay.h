@@ -73,6 +73,12 @@ typedef struct replay_settings {
     uint64_t pass_timeout_ns;  /* each pass's wait (abort on expiry) */
     uint64_t footprint_budget; /* bytes; a larger snapshot is declined */
     bool allow_device_shadow;  /* false: host shadows only (tests, low memory) */
+    /* Ask the GPU which counters are available before building a metric
+     * configuration (CUPTI's counter availability image). Off by default:
+     * it costs 130-600 ms on the H200 and CUPTI documents it as needed only
+     * for chips newer than the library; a configuration refused without it
+     * is retried with it. */
+    bool counter_availability;
 } replay_settings;
 
 void replay_settings_default(replay_settings *settings);

@@ -353,6 +353,7 @@ int replay_selection_from_environment(char *error, size_t error_size)
     const char *pass = getenv("FLARE_REPLAY_PASS_TIMEOUT");
     const char *budget = getenv("FLARE_REPLAY_FOOTPRINT_BUDGET");
     const char *host_only = getenv("FLARE_REPLAY_HOST_SHADOW");
+    const char *availability = getenv("FLARE_REPLAY_COUNTER_AVAILABILITY");
     const char *range = getenv("FLARE_REPLAY_RANGE");
     const char *occurrence = getenv("FLARE_REPLAY_OCCURRENCE");
     const char *api_spans = getenv("FLARE_REPLAY_RANGE_API");
@@ -377,6 +378,14 @@ int replay_selection_from_environment(char *error, size_t error_size)
             return FLARE_ERR_INVALID_ARGUMENT;
         }
         settings.allow_device_shadow = strcmp(host_only, "1") != 0;
+    }
+    if (availability != NULL) {
+        if (strcmp(availability, "1") != 0 && strcmp(availability, "0") != 0) {
+            snprintf(error, error_size, "FLARE_REPLAY_COUNTER_AVAILABILITY=\"%s\": expected 0 or 1",
+                     availability);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        settings.counter_availability = strcmp(availability, "1") == 0;
     }
     if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL &&
         range == NULL && occurrence == NULL && api_spans == NULL) {

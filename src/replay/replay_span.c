@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "windows/windows_session.h" /* the launch count, for the log */
 
 #include <inttypes.h>
 #include <math.h>
@@ -255,8 +256,12 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     span->metric_names = span->metric_name_pointers;
     span->metric_count = selected_count;
     char reason[256] = "";
-    core_log(CORE_LOG_INFO, "range replay: span %s (occurrence %" PRIu64 ") begins on device %d",
-             name, occurrence, device);
+    /* The launch count lets another profiler be pointed at the same span
+     * (ncu --launch-skip): scripts/gpu-check-span.sh does. */
+    core_log(CORE_LOG_INFO,
+             "range replay: span %s (occurrence %" PRIu64
+             ") begins on device %d after %" PRIu64 " kernel launches by the program",
+             name, occurrence, device, windows_session_launches());
     /* The writer side for the drain and the snapshot only: nothing in
      * flight may change memory under the copy. */
     char limit[32];
@@ -301,11 +306,16 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         }
     }
     if (ready) {
+        long variables = 0;
+        for (long index = 0; index < span->snapshot.count; index++) {
+            variables += span->snapshot.allocations[index].kind == REPLAY_ALLOCATION_GLOBAL;
+        }
         core_log(CORE_LOG_INFO,
                  "range replay: span %s drained in %.3f ms, %" PRIu64
-                 " bytes snapshotted in %.3f ms; recording",
+                 " bytes in %ld allocation(s) (%ld of them module variables) snapshotted in "
+                 "%.3f ms; recording",
                  name, (double)record->drain_ns / 1e6, record->snapshot_bytes,
-                 (double)record->snapshot_ns / 1e6);
+                 span->snapshot.count, variables, (double)record->snapshot_ns / 1e6);
         span->pass_start_ns = core_now_ns();
     }
     replay_gate_writer_exit(device);

@@ -256,10 +256,12 @@ static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint
 
     pthread_mutex_lock(&coordinator->state_lock);
     windows_record *current = &coordinator->current;
-    if (status == BACKEND_ENGINE_BUSY) {
-        /* Another context holds the device: the window runs without the
-         * engine (nothing to disarm) and says why. */
-        snprintf(current->engine_status, sizeof(current->engine_status), "busy");
+    if (status == BACKEND_ENGINE_BUSY || status == BACKEND_ENGINE_NOT_READY) {
+        /* Another context holds the device, or the engine is still being
+         * set up: the window runs without the engine (nothing to disarm)
+         * and says why. */
+        snprintf(current->engine_status, sizeof(current->engine_status), "%s",
+                 status == BACKEND_ENGINE_BUSY ? "busy" : "preparing");
         snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
         current->opened_ns = now_ns;
         coordinator->launches_at_open = launches;

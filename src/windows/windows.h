@@ -105,7 +105,9 @@ typedef struct windows_record {
     char close_reason[32];
     uint64_t launches; /* counted while open */
     char engine[32];
-    char engine_status[16]; /* "armed", "refused", "none", "busy" (ran without the engine) */
+    /* "armed", "refused", "none", or "busy" / "preparing" (ran without the
+     * engine: another context held the device / it was still being set up) */
+    char engine_status[16];
     char engine_reason[WINDOWS_REASON_MAX];
     uint64_t engine_samples;
 } windows_record;

@@ -133,6 +133,24 @@ def main():
         fail(f"device-var: the __device__ counter read {var_out.get('launch_count')}, "
              f"expected {var_out.get('launches')} (not restored between passes)")
     summary["device_var"] = {"replayed": len(var), "launch_count": var_out and var_out.get("launch_count")}
+    # The trace keeps each replayed launch once, as the program made it: not
+    # its passes, nor the range profiler's own kernels, nor shadow copies.
+    kernel_rows = {}
+    for name, expected in (("flare-launch2", 3), ("flare-all", 3)):
+        try:
+            db = sqlite3.connect(os.path.join(directory, name, "session.db"))
+            names = [n for (n,) in db.execute(
+                "SELECT n.name FROM kernels k JOIN names n ON n.id = k.name_id")]
+        except sqlite3.Error as error:
+            fail(f"{name}: kernels table unreadable: {error}")
+            continue
+        rmw = sum(1 for n in names if n.startswith("rmw("))
+        cupti_own = sum(1 for n in names if "WaitNs" in n)
+        kernel_rows[name] = {"rmw_records": rmw, "cupti_own_records": cupti_own}
+        if rmw != expected or cupti_own:
+            fail(f"{name}: the kernels table holds {rmw} rmw launches (expected {expected}) "
+                 f"and {cupti_own} range-profiler kernels (expected 0)")
+    summary["kernel_records"] = kernel_rows
 
     # 2. Metric values against ncu on the same launch.
     ncu2 = ncu_values(directory, "ncu-launch2")

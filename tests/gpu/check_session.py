@@ -103,17 +103,19 @@ def check_window(db):
     launch bound or duration, and counting CUDA launches from the driver
     callbacks."""
     failures = []
-    windows = rows(db, "SELECT token_kind, close_reason, launches, opened_ns, closed_ns FROM windows")
+    windows = rows(db, "SELECT token_kind, close_reason, launches, opened_ns, closed_ns, "
+                       "engine_status, engine_reason FROM windows")
     if len(windows) != 1:
         failures.append(f"{len(windows)} windows, expected 1: {windows}")
         return failures
-    kind, reason, launches, opened, closed = windows[0]
+    kind, reason, launches, opened, closed, engine, why = windows[0]
     if kind != "scheduled" or opened is None or closed is None:
         failures.append(f"window not opened and closed as scheduled: {windows[0]}")
+        return failures
     if launches <= 0:
         failures.append(f"window counted {launches} launches: CUDA launches do not reach it")
     print(f"window: {kind}, closed on {reason}, {launches} launches, "
-          f"{(closed - opened) / 1e6:.1f} ms")
+          f"{(closed - opened) / 1e6:.1f} ms, engine {engine} {why}")
     return failures
 
 

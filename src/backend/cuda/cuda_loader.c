@@ -64,6 +64,10 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     *(void **)&api->cuFuncGetModule = dlsym(library, "cuFuncGetModule");
     *(void **)&api->cuModuleGetGlobal = dlsym(library, "cuModuleGetGlobal_v2");
     *(void **)&api->cuKernelGetLibrary = dlsym(library, "cuKernelGetLibrary");
+    *(void **)&api->cuFuncIsLoaded = dlsym(library, "cuFuncIsLoaded");
+    *(void **)&api->cuFuncLoad = dlsym(library, "cuFuncLoad");
+    *(void **)&api->cuKernelGetFunction = dlsym(library, "cuKernelGetFunction");
+    *(void **)&api->cuMemGetAddressRange = dlsym(library, "cuMemGetAddressRange_v2");
     *(void **)&api->cuLibraryGetGlobal = dlsym(library, "cuLibraryGetGlobal");
     *(void **)&api->cuFuncGetParamInfo = dlsym(library, "cuFuncGetParamInfo");
     *(void **)&api->cuKernelGetParamInfo = dlsym(library, "cuKernelGetParamInfo");

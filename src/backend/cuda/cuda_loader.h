@@ -61,6 +61,13 @@ typedef struct cuda_driver_api {
     CUresult (*cuModuleGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUmodule module,
                                   const char *name);
     CUresult (*cuKernelGetLibrary)(CUlibrary *library, CUkernel kernel);
+    /* CUDA 12.4+ (NULL before): a lazily loaded function's module is loaded
+     * on demand, so replay can find its __device__ variables before the
+     * launch that would load it. */
+    CUresult (*cuFuncIsLoaded)(CUfunctionLoadingState *state, CUfunction function);
+    CUresult (*cuFuncLoad)(CUfunction function);
+    CUresult (*cuKernelGetFunction)(CUfunction *function, CUkernel kernel);
+    CUresult (*cuMemGetAddressRange)(CUdeviceptr *base, size_t *size, CUdeviceptr pointer);
     CUresult (*cuLibraryGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUlibrary library,
                                    const char *name);
     /* Range replay (cuda_span.c): deep copies of kernel arguments, and the

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_profiler_host.h"
 #include "core/capability.h"
@@ -96,6 +97,16 @@ static pm_engine *engine;
 static const pm_preset *chosen_preset;
 static uint64_t chosen_interval_ns;
 static _Atomic int setup_started;
+/* Set up at the first context only when a rule (FLARE_DEEP_WHEN) or a
+ * scheduled window (FLARE_DEEP_AFTER) will want samples; otherwise at the
+ * first window. A program that exited while the set-up thread was inside
+ * CUPTI crashed at exit on the H200 (SIGSEGV, 8 of 8 short runs under plain
+ * `flare trace`; none with FLARE_PM=0), so a plain trace does not start
+ * one. */
+static int eager_setup;
+/* The set-up thread is inside CUPTI: the process must not exit under it
+ * (cuda_pm_wait_for_setup). */
+static _Atomic int setup_running;
 static _Atomic(CUcontext) first_context;
 
 static const char *result_text(CUptiResult result)
@@ -513,9 +524,15 @@ static const pm_hardware_ops cuda_pm_ops = {
 
 /* ---- the backend table ---- */
 
+static void start_setup(void);
+
 static int engine_arm(int device, const backend_engine_config *config, uint64_t now_ns,
                       char *reason, size_t reason_size)
 {
+    /* Lazy set-up (no rule, no schedule): the first window starts it and
+     * runs without samples ("preparing"); later windows have them. */
+    if (!atomic_load(&setup_started))
+        start_setup();
     return pm_engine_arm(engine, device, config, now_ns, reason, reason_size);
 }
 
@@ -543,9 +560,18 @@ const backend_engine_ops *cuda_pm_engine(void)
 
 /* ---- install and set-up ---- */
 
+static void *setup_body(void);
+
 static void *setup_main(void *argument)
 {
     (void)argument;
+    setup_body();
+    atomic_store(&setup_running, 0);
+    return NULL;
+}
+
+static void *setup_body(void)
+{
     CUcontext context = atomic_load(&first_context);
     uint32_t device = 0;
     char reason[256] = "";
@@ -575,11 +601,11 @@ static void *setup_main(void *argument)
     return NULL;
 }
 
-void cuda_pm_context_created(CUcontext context)
+/* Starts the set-up thread once, on the first context. */
+static void start_setup(void)
 {
-    if (engine == NULL || atomic_exchange(&setup_started, 1))
+    if (engine == NULL || atomic_load(&first_context) == NULL || atomic_exchange(&setup_started, 1))
         return;
-    atomic_store(&first_context, context);
     pm_engine_mark_preparing(engine);
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
                         "preparing (config image, enable) after the first context");
@@ -590,7 +616,10 @@ void cuda_pm_context_created(CUcontext context)
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous);
+    atomic_store(&setup_running, 1);
     int error = pthread_create(&thread, &attributes, setup_main, NULL);
+    if (error != 0)
+        atomic_store(&setup_running, 0);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     pthread_attr_destroy(&attributes);
     if (error != 0) {
@@ -598,6 +627,29 @@ void cuda_pm_context_created(CUcontext context)
         core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "cannot start the PM sampling set-up thread");
     }
+}
+
+void cuda_pm_context_created(CUcontext context)
+{
+    if (engine == NULL)
+        return;
+    CUcontext none = NULL;
+    atomic_compare_exchange_strong(&first_context, &none, context);
+    if (eager_setup)
+        start_setup();
+}
+
+void cuda_pm_wait_for_setup(uint64_t timeout_ns)
+{
+    uint64_t deadline = core_now_ns() + timeout_ns;
+    while (atomic_load(&setup_running) && core_now_ns() < deadline) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    if (atomic_load(&setup_running))
+        core_log(CORE_LOG_WARNING,
+                 "PM sampling set-up still running at exit after %.1f s; exiting anyway",
+                 (double)timeout_ns / 1e9);
 }
 
 /* Kernel replay (FLARE_REPLAY_*) needs the device's counters for the range
@@ -671,8 +723,12 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     /* Not disabled at exit: cuptiPmSamplingDisable from an atexit handler
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */
+    const char *rules = getenv("FLARE_DEEP_WHEN");
+    eager_setup = (rules != NULL && rules[0] != '\0') || getenv("FLARE_DEEP_AFTER") != NULL;
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
-                        "installed: set-up starts after the first context (preset %s, every "
-                        "%llu ns)",
+                        "installed: set-up starts %s (preset %s, every %llu ns)",
+                        eager_setup ? "after the first context"
+                                    : "at the first deep window (no rule or schedule asks "
+                                      "earlier; that window runs without samples)",
                         chosen_preset->name, (unsigned long long)chosen_interval_ns);
 }

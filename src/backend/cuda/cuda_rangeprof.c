@@ -23,6 +23,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@
 
 #define RANGEPROF_CONTEXTS_MAX 64
 #define RANGEPROF_SETUPS_MAX   32
+/* Passes whose Start/Stop times are kept for the log (more still run). */
+#define RANGEPROF_TIMED_PASSES 64
 /* How long a launch waits for a set-up another thread is running. */
 #define RANGEPROF_LOCK_WAIT_S 10
 
@@ -80,11 +83,16 @@ typedef struct rangeprof_context {
 
 /* Per (context, metric list): the host object, config image and counter
  * data image. A failed set-up is kept too, so an unknown metric is
- * diagnosed once, not at every launch. */
+ * diagnosed once, not at every launch. The counter data image is sized for
+ * the ranges of the collection at hand (1 for a kernel replay, the span's
+ * kernel count for a span): initialising it costs about 2.4 ms per range
+ * slot on the H200, so it is resized rather than kept at a maximum, while
+ * the config image (35-50 ms to build) does not depend on the range count
+ * and is built once. */
 typedef struct rangeprof_setup {
     rangeprof_context *context;
-    char *key;         /* the range count and metric names: "<ranges>:a,b,c" */
-    size_t max_ranges; /* 1 for a kernel replay, RANGEPROF_SPAN_RANGES for spans */
+    char *key;         /* the metric names: "a,b,c" */
+    size_t max_ranges; /* the ranges counter_data is sized for (0: not yet) */
     const char **names;
     size_t count;
     int status; /* 0, or the flare status prepare returns */
@@ -114,6 +122,13 @@ typedef struct rangeprof_session {
     uint32_t passes_stopped;
     int failed;
     char reason[256];
+    /* Where the collection's time went, logged at finish: CUPTI's own calls,
+     * so the per-pass set-up can be told apart from flare's work. */
+    uint64_t set_up_ns; /* waiting for, or doing, the host set-up */
+    uint64_t counter_data_init_ns;
+    uint64_t set_config_ns;
+    uint64_t start_ns[RANGEPROF_TIMED_PASSES];
+    uint64_t stop_ns[RANGEPROF_TIMED_PASSES];
 } rangeprof_session;
 /* On the heap behind one TLS pointer: libflare's static TLS must stay a few
  * hundred bytes in all, or dlopen of it fails (see cuda_replay.c). Replays
@@ -149,6 +164,27 @@ static const char *cupti_text(CUptiResult result)
 
 /* ---- Set-up (cache_lock held) ---- */
 
+/* The context's counter availability image (malloc'd into *image). */
+static CUptiResult fetch_availability(CUcontext context, uint8_t **image)
+{
+    CUpti_Profiler_GetCounterAvailability_Params availability = {
+        .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE, .ctx = context};
+    *image = NULL;
+    CUptiResult result = api.GetCounterAvailability(&availability);
+    if (result != CUPTI_SUCCESS)
+        return result;
+    *image = malloc(availability.counterAvailabilityImageSize);
+    if (*image == NULL)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    availability.pCounterAvailabilityImage = *image;
+    result = api.GetCounterAvailability(&availability);
+    if (result != CUPTI_SUCCESS) {
+        free(*image);
+        *image = NULL;
+    }
+    return result;
+}
+
 /* The context's entry, set up on first use; NULL with reason when CUPTI
  * refused. A failure is not kept: HARDWARE_BUSY (another profiler, e.g. PM
  * sampling, holds the device) can clear, so the next launch tries again. */
@@ -178,17 +214,14 @@ static rangeprof_context *context_for(CUcontext context, int device, char *reaso
         .structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE, .deviceIndex = (size_t)device};
     if (failed == NULL && (result = api.DeviceGetChipName(&chip)) != CUPTI_SUCCESS)
         failed = "cuptiDeviceGetChipName";
-    /* Availability before Enable, as CUPTI's own samples do. */
-    CUpti_Profiler_GetCounterAvailability_Params availability = {
-        .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE, .ctx = context};
+    uint64_t initialized = core_now_ns();
+    /* Availability before Enable, as CUPTI's own samples do; only when
+     * asked for (see replay_settings.counter_availability). */
+    replay_settings settings;
+    replay_settings_get(&settings);
     uint8_t *image = NULL;
-    if (failed == NULL && (result = api.GetCounterAvailability(&availability)) == CUPTI_SUCCESS) {
-        image = malloc(availability.counterAvailabilityImageSize);
-        availability.pCounterAvailabilityImage = image;
-        result =
-            image != NULL ? api.GetCounterAvailability(&availability) : CUPTI_ERROR_OUT_OF_MEMORY;
-    }
-    if (failed == NULL && result != CUPTI_SUCCESS)
+    if (failed == NULL && settings.counter_availability &&
+        (result = fetch_availability(context, &image)) != CUPTI_SUCCESS)
         failed = "cuptiProfilerGetCounterAvailability";
     uint64_t available = core_now_ns();
     CUpti_RangeProfiler_Enable_Params enable = {
@@ -209,10 +242,10 @@ static rangeprof_context *context_for(CUcontext context, int device, char *reaso
     entry->object = enable.pRangeProfilerObject;
     contexts[context_count++] = entry;
     core_log(CORE_LOG_INFO,
-             "range profiler enabled on device %d (%s): counter availability %.1f ms, enable "
-             "%.1f ms",
-             device, entry->chip, (double)(available - started) / 1e6,
-             (double)(core_now_ns() - available) / 1e6);
+             "range profiler enabled on device %d (%s): profiler initialise %.1f ms, counter "
+             "availability %.1f ms, enable %.1f ms",
+             device, entry->chip, (double)(initialized - started) / 1e6,
+             (double)(available - initialized) / 1e6, (double)(core_now_ns() - available) / 1e6);
     return entry;
 }
 
@@ -253,6 +286,24 @@ static void name_refused_metric(rangeprof_setup *setup)
             return;
         }
     }
+}
+
+/* Back to the state before build_setup (the names and key are kept). */
+static void clear_setup(rangeprof_setup *setup)
+{
+    if (setup->host != NULL) {
+        CUpti_Profiler_Host_Deinitialize_Params deinitialize = {
+            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
+            .pHostObject = setup->host};
+        api.HostDeinitialize(&deinitialize);
+        setup->host = NULL;
+    }
+    free(setup->config);
+    setup->config = NULL;
+    setup->config_size = 0;
+    setup->passes = 0;
+    setup->status = 0;
+    setup->reason[0] = '\0';
 }
 
 static void build_setup(rangeprof_setup *setup)
@@ -312,27 +363,37 @@ static void build_setup(rangeprof_setup *setup)
         return;
     }
     setup->passes = passes.numOfPasses;
+}
+
+/* Sizes the setup's counter data image for max_ranges ranges (a no-op when
+ * it already is). Callers hold the device's replay writer gate, which is
+ * what keeps two collections from sharing the image. */
+static CUptiResult size_counter_data(rangeprof_setup *setup, size_t max_ranges)
+{
+    if (setup->counter_data != NULL && setup->max_ranges == max_ranges)
+        return CUPTI_SUCCESS;
     CUpti_RangeProfiler_GetCounterDataSize_Params data = {
         .structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
-        .pRangeProfilerObject = context->object,
+        .pRangeProfilerObject = setup->context->object,
         .pMetricNames = setup->names,
         .numMetrics = setup->count,
-        .maxNumOfRanges = setup->max_ranges,
-        .maxNumRangeTreeNodes = setup->max_ranges};
-    result = api.GetCounterDataSize(&data);
-    if (result == CUPTI_SUCCESS) {
-        setup->counter_data = malloc(data.counterDataSize);
-        setup->counter_data_size = data.counterDataSize;
-        if (setup->counter_data == NULL)
-            result = CUPTI_ERROR_OUT_OF_MEMORY;
-    }
+        .maxNumOfRanges = max_ranges,
+        .maxNumRangeTreeNodes = max_ranges};
+    CUptiResult result = api.GetCounterDataSize(&data);
     if (result != CUPTI_SUCCESS)
-        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiRangeProfilerGetCounterDataSize",
-                   result);
+        return result;
+    uint8_t *image = malloc(data.counterDataSize);
+    if (image == NULL)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    free(setup->counter_data);
+    setup->counter_data = image;
+    setup->counter_data_size = data.counterDataSize;
+    setup->max_ranges = max_ranges;
+    return CUPTI_SUCCESS;
 }
 
 static rangeprof_setup *setup_for(rangeprof_context *context, const char *const *metrics,
-                                  size_t count, size_t max_ranges)
+                                  size_t count)
 {
     size_t key_bytes = 32;
     for (size_t i = 0; i < count; i++)
@@ -340,8 +401,7 @@ static rangeprof_setup *setup_for(rangeprof_context *context, const char *const 
     char *key = malloc(key_bytes);
     if (key == NULL)
         return NULL;
-    size_t used = (size_t)snprintf(key, key_bytes, "%zu:", max_ranges);
-    size_t names_start = used;
+    size_t used = 0;
     for (size_t i = 0; i < count; i++)
         used += (size_t)snprintf(key + used, key_bytes - used, "%s%s", i ? "," : "", metrics[i]);
     for (size_t i = 0; i < setup_count; i++)
@@ -363,7 +423,7 @@ static rangeprof_setup *setup_for(rangeprof_context *context, const char *const 
     }
     /* The names point into a copy of the key's name part, split in place of
      * the commas. */
-    char *copy = strdup(key + names_start);
+    char *copy = strdup(key);
     if (copy == NULL) {
         free(setup);
         free(names);
@@ -377,12 +437,24 @@ static rangeprof_setup *setup_for(rangeprof_context *context, const char *const 
         *cursor++ = '\0';
     }
     setup->context = context;
-    setup->max_ranges = max_ranges;
     setup->key = key;
     setup->names = names;
     setup->count = count;
     uint64_t start = core_now_ns();
     build_setup(setup);
+    if (setup->status != 0 && context->availability == NULL) {
+        /* Refused without the availability image: undo, fetch it, retry. */
+        uint8_t *image = NULL;
+        if (fetch_availability(context->context, &image) == CUPTI_SUCCESS) {
+            core_log(CORE_LOG_INFO,
+                     "range profiler: set-up without the counter availability image failed "
+                     "(%s); retrying with it",
+                     setup->reason);
+            context->availability = image;
+            clear_setup(setup);
+            build_setup(setup);
+        }
+    }
     core_log(CORE_LOG_INFO,
              "range profiler set-up for %zu metric(s) on %s: %.1f ms, %zu pass(es)%s%s", count,
              context->chip, (double)(core_now_ns() - start) / 1e6, setup->passes,
@@ -450,6 +522,7 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
+    uint64_t lock_started = core_now_ns();
     if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0) {
         snprintf(reason, reason_size, "range profiler: set-up still busy after %d s",
                  RANGEPROF_LOCK_WAIT_S);
@@ -462,13 +535,22 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
     if (entry == NULL) {
         snprintf(reason, reason_size, "range profiler: %s", why);
         status = FLARE_ERR_BACKEND;
-    } else if ((setup = setup_for(entry, metrics, metric_count, max_ranges)) == NULL) {
+    } else if ((setup = setup_for(entry, metrics, metric_count)) == NULL) {
         snprintf(reason, reason_size, "range profiler: more than %d metric lists",
                  RANGEPROF_SETUPS_MAX);
         status = FLARE_ERR_FULL;
     } else if (setup->status != 0) {
         snprintf(reason, reason_size, "%s", setup->reason);
         status = setup->status;
+    }
+    /* Sized under the cache lock, so the early set-up thread sees it. */
+    uint64_t initialize_started = core_now_ns();
+    session->set_up_ns = initialize_started - lock_started;
+    CUptiResult result = CUPTI_SUCCESS;
+    if (status == FLARE_OK && (result = size_counter_data(setup, max_ranges)) != CUPTI_SUCCESS) {
+        snprintf(reason, reason_size, "range profiler: cuptiRangeProfilerGetCounterDataSize: %s",
+                 cupti_text(result));
+        status = FLARE_ERR_BACKEND;
     }
     pthread_mutex_unlock(&cache_lock);
     if (status != FLARE_OK) {
@@ -481,8 +563,10 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
         .pRangeProfilerObject = entry->object,
         .counterDataSize = setup->counter_data_size,
         .pCounterData = setup->counter_data};
-    CUptiResult result = api.CounterDataImageInitialize(&initialize);
+    result = api.CounterDataImageInitialize(&initialize);
     const char *failed = "cuptiRangeProfilerCounterDataImageInitialize";
+    uint64_t config_started = core_now_ns();
+    session->counter_data_init_ns = config_started - initialize_started;
     if (result == CUPTI_SUCCESS) {
         /* One config for the whole launch: Start/Stop step through its
          * passes (Stop reports the pass index and when all are submitted). */
@@ -502,6 +586,7 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
             .targetNestingLevel = 1};
         result = api.SetConfig(&config);
         failed = "cuptiRangeProfilerSetConfig";
+        session->set_config_ns = core_now_ns() - config_started;
     }
     if (result != CUPTI_SUCCESS) {
         snprintf(reason, reason_size, "range profiler: %s: %s", failed, cupti_text(result));
@@ -539,13 +624,15 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
 {
     rangeprof_session *session = current_session();
     (void)launch;
-    (void)pass;
     if (session->setup == NULL || session->failed)
         return FLARE_ERR_STATE;
     CUpti_RangeProfiler_Start_Params start = {
         .structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
         .pRangeProfilerObject = session->setup->context->object};
+    uint64_t started = core_now_ns();
     CUptiResult result = api.Start(&start);
+    if (pass < RANGEPROF_TIMED_PASSES)
+        session->start_ns[pass] = core_now_ns() - started;
     if (result != CUPTI_SUCCESS) {
         session_fail("cuptiRangeProfilerStart", result);
         return FLARE_ERR_BACKEND;
@@ -563,7 +650,10 @@ static int collector_pass_end(const flare_replay_launch *launch, uint32_t pass)
     CUpti_RangeProfiler_Stop_Params stop = {
         .structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
         .pRangeProfilerObject = session->setup->context->object};
+    uint64_t started = core_now_ns();
     CUptiResult result = api.Stop(&stop);
+    if (pass < RANGEPROF_TIMED_PASSES)
+        session->stop_ns[pass] = core_now_ns() - started;
     session->started = 0;
     if (result != CUPTI_SUCCESS) {
         session_fail("cuptiRangeProfilerStop", result);
@@ -572,6 +662,46 @@ static int collector_pass_end(const flare_replay_launch *launch, uint32_t pass)
     session->passes_stopped = pass + 1;
     session->all_submitted = stop.isAllPassSubmitted != 0;
     return FLARE_OK;
+}
+
+/* Appends "a,b,c" (milliseconds, one decimal) of the first count values. */
+static void format_pass_times(char *text, size_t size, const uint64_t *times, size_t count)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (size_t pass = 0; pass < count && used + 1 < size; pass++) {
+        int written = snprintf(text + used, size - used, "%s%.1f", pass ? "," : "",
+                               (double)times[pass] / 1e6);
+        if (written < 0)
+            break;
+        used += (size_t)written;
+    }
+}
+
+/* One line per collection saying where its time went; scripts/gpu-check
+ * compares these CUPTI calls with the whole collection. */
+static void log_collection_time(const rangeprof_session *session, size_t range_count,
+                                uint64_t decode_ns, uint64_t evaluate_ns)
+{
+    size_t timed = session->passes_stopped < RANGEPROF_TIMED_PASSES ? session->passes_stopped
+                                                                    : RANGEPROF_TIMED_PASSES;
+    uint64_t start_total = 0, stop_total = 0;
+    for (size_t pass = 0; pass < timed; pass++) {
+        start_total += session->start_ns[pass];
+        stop_total += session->stop_ns[pass];
+    }
+    char starts[RANGEPROF_TIMED_PASSES * 8], stops[RANGEPROF_TIMED_PASSES * 8];
+    format_pass_times(starts, sizeof(starts), session->start_ns, timed);
+    format_pass_times(stops, sizeof(stops), session->stop_ns, timed);
+    core_log(CORE_LOG_INFO,
+             "range profiler collection: %zu range(s), %u pass(es); host set-up %.1f ms, "
+             "counter data init %.2f ms, "
+             "set config %.2f ms, start total %.1f ms [%s], stop total %.1f ms [%s], decode "
+             "%.2f ms, evaluate %.2f ms",
+             range_count, session->passes_stopped, (double)session->set_up_ns / 1e6,
+             (double)session->counter_data_init_ns / 1e6, (double)session->set_config_ns / 1e6,
+             (double)start_total / 1e6, starts, (double)stop_total / 1e6, stops,
+             (double)decode_ns / 1e6, (double)evaluate_ns / 1e6);
 }
 
 /* Spans: decodes once and evaluates every range (one per kernel, in
@@ -612,6 +742,7 @@ static int collector_finish_ranges(const flare_replay_launch *span,
     CUpti_RangeProfiler_DecodeData_Params decode = {
         .structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
         .pRangeProfilerObject = setup->context->object};
+    uint64_t decode_started = core_now_ns();
     CUptiResult result = api.DecodeData(&decode);
     CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
         .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
@@ -631,6 +762,7 @@ static int collector_finish_ranges(const flare_replay_launch *span,
         memset(session, 0, sizeof(*session));
         return FLARE_ERR_NOT_FOUND;
     }
+    uint64_t evaluate_started = core_now_ns();
     size_t evaluated = info.numTotalRanges < range_count ? info.numTotalRanges : range_count;
     for (size_t range = 0; range < evaluated && status == FLARE_OK; range++) {
         CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
@@ -654,6 +786,8 @@ static int collector_finish_ranges(const flare_replay_launch *span,
                  "range profiler: %zu ranges (%zu dropped) for %zu recorded kernels; values "
                  "mapped in execution order",
                  info.numTotalRanges, decode.numOfRangeDropped, range_count);
+    log_collection_time(session, range_count, evaluate_started - decode_started,
+                        core_now_ns() - evaluate_started);
     memset(session, 0, sizeof(*session));
     return status;
 }
@@ -672,7 +806,29 @@ typedef struct rangeprof_warm_request {
     int device;
 } rangeprof_warm_request;
 
+/* Early set-up threads inside CUPTI: the process must not exit under them
+ * (cuda_rangeprof_wait_for_setup). */
+static _Atomic int warm_threads_running;
+
+static void *warm_body(void *argument);
+
 static void *warm_main(void *argument)
+{
+    warm_body(argument);
+    atomic_fetch_sub(&warm_threads_running, 1);
+    return NULL;
+}
+
+void cuda_rangeprof_wait_for_setup(uint64_t timeout_ns)
+{
+    uint64_t deadline = core_now_ns() + timeout_ns;
+    while (atomic_load(&warm_threads_running) > 0 && core_now_ns() < deadline) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static void *warm_body(void *argument)
 {
     rangeprof_warm_request request = *(rangeprof_warm_request *)argument;
     free(argument);
@@ -684,8 +840,18 @@ static void *warm_main(void *argument)
     char why[256] = "";
     pthread_mutex_lock(&cache_lock);
     rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
-    if (entry != NULL)
-        setup_for(entry, names, count, 1);
+    if (entry != NULL) {
+        /* Kernel replay's one-range image too; a span resizes it. Never
+         * under a collection already running. No warm-up pass: the first
+         * Start in a process costs 200-700 ms on the H200, but a warm-up
+         * collection left the profiler object bound to its configuration
+         * (later SetConfig calls were ignored: measured), and one with the
+         * real configuration would hold the counters while the program
+         * starts. */
+        rangeprof_setup *setup = setup_for(entry, names, count);
+        if (setup != NULL && setup->status == 0 && setup->counter_data == NULL)
+            size_counter_data(setup, 1);
+    }
     pthread_mutex_unlock(&cache_lock);
     if (entry == NULL)
         core_log(CORE_LOG_INFO,
@@ -714,8 +880,11 @@ void cuda_rangeprof_context_created(CUcontext context, int device)
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous); /* the program's signals stay its own */
-    if (pthread_create(&thread, &attributes, warm_main, request) != 0)
+    atomic_fetch_add(&warm_threads_running, 1);
+    if (pthread_create(&thread, &attributes, warm_main, request) != 0) {
+        atomic_fetch_sub(&warm_threads_running, 1);
         free(request); /* the first replayed launch sets up instead */
+    }
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     pthread_attr_destroy(&attributes);
 }

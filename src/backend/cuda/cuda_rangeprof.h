@@ -14,6 +14,8 @@
 
 #include "backend/cuda/cuda_loader.h"
 
+#include <stdint.h>
+
 /* Resolves the functions and installs the collector with
  * replay_set_metric_collector. No driver or CUPTI call is made here (it
  * runs inside InitializeInjection); set-up happens at the first prepare. */
@@ -24,5 +26,8 @@ void cuda_rangeprof_install(const cuda_cupti_api *cupti, const cuda_driver_api *
  * thread of its own, so the first replayed launch does not wait for it.
  * Never waits itself; a failure is retried by the first replayed launch. */
 void cuda_rangeprof_context_created(CUcontext context, int device);
+/* At exit: waits (at most timeout_ns) for early set-up threads to leave
+ * CUPTI, so the process never tears CUPTI down under them. */
+void cuda_rangeprof_wait_for_setup(uint64_t timeout_ns);
 
 #endif /* FLARE_BACKEND_CUDA_RANGEPROF_H */

@@ -69,24 +69,22 @@ static _Atomic uint32_t internal_work_ids[INTERNAL_WORK_SLOTS];
 static _Atomic int internal_work_seen;
 static _Atomic uint64_t internal_work_skipped;
 
-void cuda_replay_note_internal_work(uint32_t correlation_id)
-{
-    if (correlation_id == 0)
-        return;
-    atomic_store_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS], correlation_id,
-                          memory_order_relaxed);
-    if (!atomic_load_explicit(&internal_work_seen, memory_order_relaxed))
-        atomic_store_explicit(&internal_work_seen, 1, memory_order_release);
-}
+/* Driver calls flare makes inside the callback of a program's launch carry
+ * that launch's correlation id (seen on the H200: marking them internal
+ * dropped the program's own kernel record, for every replayed launch and
+ * for first launches from modules with __device__ variables). Such ids go
+ * here instead: their kernel records are the launch's passes, of which the
+ * first is kept as the program's; their copies are flare's restores. */
+/* (kernel_name: the record's kernel, NULL for copies and memsets.) */
+#define REPLAYED_LAUNCH_SLOTS 4096u
+static _Atomic uint32_t replayed_launch_ids[REPLAYED_LAUNCH_SLOTS];
+static _Atomic int replayed_launch_kept[REPLAYED_LAUNCH_SLOTS];
+/* The correlation id of the program's launch whose callback this thread
+ * is in (0: none). */
+static _Thread_local uint32_t program_launch_correlation;
 
-bool cuda_replay_is_internal_work(uint32_t correlation_id)
+static void count_skipped(void)
 {
-    /* Tracing without replay pays one relaxed load here. */
-    if (correlation_id == 0 || !atomic_load_explicit(&internal_work_seen, memory_order_acquire))
-        return false;
-    if (atomic_load_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS],
-                             memory_order_relaxed) != correlation_id)
-        return false;
     uint64_t skipped =
         atomic_fetch_add_explicit(&internal_work_skipped, 1, memory_order_relaxed) + 1;
     /* Set, not added: the drops row always holds the running total. */
@@ -95,6 +93,47 @@ bool cuda_replay_is_internal_work(uint32_t correlation_id)
                        "flare's own replay kernels and copies (not stored as the "
                        "program's)",
                        skipped);
+}
+
+void cuda_replay_note_internal_work(uint32_t correlation_id)
+{
+    if (correlation_id == 0)
+        return;
+    if (correlation_id == program_launch_correlation) {
+        size_t slot = correlation_id % REPLAYED_LAUNCH_SLOTS;
+        if (atomic_load_explicit(&replayed_launch_ids[slot], memory_order_relaxed) !=
+            correlation_id) {
+            atomic_store_explicit(&replayed_launch_kept[slot], 0, memory_order_relaxed);
+            atomic_store_explicit(&replayed_launch_ids[slot], correlation_id, memory_order_release);
+        }
+    } else {
+        atomic_store_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS],
+                              correlation_id, memory_order_relaxed);
+    }
+    if (!atomic_load_explicit(&internal_work_seen, memory_order_relaxed))
+        atomic_store_explicit(&internal_work_seen, 1, memory_order_release);
+}
+
+bool cuda_replay_is_internal_work(uint32_t correlation_id, const char *kernel_name)
+{
+    /* Tracing without replay pays one relaxed load here. */
+    if (correlation_id == 0 || !atomic_load_explicit(&internal_work_seen, memory_order_acquire))
+        return false;
+    size_t slot = correlation_id % REPLAYED_LAUNCH_SLOTS;
+    if (atomic_load_explicit(&replayed_launch_ids[slot], memory_order_acquire) == correlation_id) {
+        /* The first kernel record is the program's launch; the rest, the
+         * range profiler's own WaitNs kernels of each pass, and every copy
+         * are flare's. */
+        if (kernel_name != NULL && strstr(kernel_name, "WaitNs") == NULL &&
+            atomic_exchange_explicit(&replayed_launch_kept[slot], 1, memory_order_relaxed) == 0)
+            return false;
+        count_skipped();
+        return true;
+    }
+    if (atomic_load_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS],
+                             memory_order_relaxed) != correlation_id)
+        return false;
+    count_skipped();
     return true;
 }
 
@@ -551,15 +590,30 @@ static const replay_device_ops cuda_ops = {
  * A loaded module's cubin (an ELF image) lists its variables as symbols in
  * the .nv.global (zero-initialised) and .nv.global.init sections. The
  * resource callback gives the cubin but no module handle, so the names are
- * kept as pending, and the device is marked untracked, until a launch from
- * that module gives a handle (cuFuncGetModule, or cuKernelGetLibrary for
- * library kernels) under which every name resolves with the ELF's size. */
+ * kept as pending until a launch from that module gives a handle
+ * (cuFuncGetModule, or cuKernelGetLibrary for library kernels) under which
+ * the names resolve with the ELF's sizes. A function not loaded yet (lazy
+ * loading) is loaded first, so its module is known before its first launch.
+ *
+ * Only kernels of a module, or code handed one of its variables' addresses
+ * (which goes through cuModuleGetGlobal / cuLibraryGetGlobal, watched too),
+ * can write its variables. So a pending module none of whose kernels has
+ * launched does not stop a replay (PyTorch loads modules whose kernels it
+ * never runs, e.g. curand's tables behind torch.randn); a module whose
+ * kernel launched but whose variables did not all resolve does, with a
+ * reason naming the variable. A module loaded while a span records
+ * declines the span: its memory is not in the span's snapshot. */
 
 typedef struct cuda_module_globals {
     uint32_t module_id;
     int device;
     int resolved;
-    void *handle; /* CUmodule or CUlibrary once resolved */
+    /* A launch (or an address query) came from this module, but not every
+     * variable resolved: replay on the device must decline. */
+    int matched;
+    char failure[160];
+    size_t tracked_count; /* inventory entries added (addresses[0..tracked_count)) */
+    void *handle;         /* CUmodule or CUlibrary once resolved */
     size_t count;
     char *names;   /* count NUL-terminated names back to back */
     size_t *sizes; /* from the symbol table */
@@ -584,12 +638,12 @@ static void update_untracked(int device)
         return;
     }
     const cuda_module_globals *first = NULL;
-    size_t pending = 0;
+    size_t pending = 0, blocking = 0;
     for (size_t i = 0; i < module_count; i++)
         if (modules[i]->device == device && !modules[i]->resolved) {
-            if (first == NULL)
-                first = modules[i];
             pending++;
+            if (modules[i]->matched && blocking++ == 0)
+                first = modules[i];
         }
     atomic_store(&pending_modules[device], (int)pending);
     if (first == NULL) {
@@ -598,9 +652,8 @@ static void update_untracked(int device)
     }
     char reason[256];
     snprintf(reason, sizeof(reason),
-             "%zu loaded module(s) have __device__ variables not yet resolved (module %u: "
-             "'%.64s' and %zu more); they resolve once a kernel of the module has launched",
-             pending, first->module_id, first->names, first->count - 1);
+             "%zu module(s) with __device__ variables flare could not resolve (%s)", blocking,
+             first->failure);
     replay_inventory_set_untracked(device, reason);
 }
 
@@ -687,6 +740,23 @@ static void free_module(cuda_module_globals *module)
     free(module);
 }
 
+/* Module (or library) handles already settled: resolved, matched with a
+ * failure, or matching none of the pending modules (their module has no
+ * __device__ variables). They are not tried again: PyTorch launches
+ * thousands of kernels, and each try costs a lock and a driver call per
+ * pending name. A direct-mapped cache (a collision only costs a retry);
+ * cleared when a module unloads, since a handle may then be reused. */
+#define SETTLED_HANDLES 256
+static void *_Atomic settled_handles[SETTLED_HANDLES];
+
+static size_t handle_slot(const void *handle)
+{
+    uintptr_t bits = (uintptr_t)handle;
+    bits ^= bits >> 17;
+    bits *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (size_t)(bits >> 7) % SETTLED_HANDLES;
+}
+
 static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *data)
 {
     int device = device_of(context);
@@ -719,6 +789,9 @@ static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *dat
     modules[module_count++] = module;
     update_untracked(device);
     pthread_mutex_unlock(&modules_lock);
+    if (replay_configured() && replay_span_active_on(device))
+        replay_span_decline(device, "a module with __device__ variables was loaded inside the span "
+                                    "(its memory is not in the span's snapshot)");
 }
 
 static void module_unloading(const CUpti_ModuleResourceData *data)
@@ -731,7 +804,7 @@ static void module_unloading(const CUpti_ModuleResourceData *data)
         if (module->module_id != data->moduleId)
             continue;
         if (module->resolved)
-            for (size_t k = 0; k < module->count; k++)
+            for (size_t k = 0; k < module->tracked_count; k++)
                 replay_inventory_remove(module->addresses[k]);
         modules[i] = modules[--module_count];
         int device = module->device;
@@ -739,6 +812,9 @@ static void module_unloading(const CUpti_ModuleResourceData *data)
         update_untracked(device);
         break;
     }
+    /* A handle may be reused by a module loaded later. */
+    for (size_t slot = 0; slot < SETTLED_HANDLES; slot++)
+        atomic_store_explicit(&settled_handles[slot], NULL, memory_order_relaxed);
     pthread_mutex_unlock(&modules_lock);
 }
 
@@ -763,39 +839,84 @@ static void attempts_free(globals_attempt *attempts, size_t count)
     free(attempts);
 }
 
-/* Resolves the launched function's module's __device__ variables. The
- * driver is never called with modules_lock held: module_loaded takes that
- * lock from inside the driver (which holds its own locks then), so calling
- * cuModuleGetGlobal under it deadlocked PyTorch at its first launches on
- * the H200. Candidates are copied out, tried without the lock, and the
- * result is published under it again, by module id. */
-static void resolve_globals(int device, CUfunction function)
-{
-    if (atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0 ||
-        function == NULL)
-        return;
-    CUmodule module = NULL;
-    CUlibrary library = NULL;
-    if (driver.cuFuncGetModule == NULL || driver.cuFuncGetModule(&module, function) != CUDA_SUCCESS)
-        module = NULL;
-    if (module == NULL && (driver.cuKernelGetLibrary == NULL ||
-                           driver.cuKernelGetLibrary(&library, (CUkernel)function) != CUDA_SUCCESS))
-        return;
-    void *handle = module != NULL ? (void *)module : (void *)library;
+/* A stretch of a module's data that one copy snapshots and restores. */
+typedef struct variable_extent {
+    uintptr_t address;
+    uintptr_t end;
+    CUdeviceptr allocation; /* the driver allocation holding it (0: unknown) */
+} variable_extent;
 
+static int compare_extents(const void *left, const void *right)
+{
+    const variable_extent *a = left, *b = right;
+    return a->address < b->address ? -1 : a->address > b->address;
+}
+
+/* A module's variables as few extents as is safe: neighbours inside one
+ * driver allocation (cuMemGetAddressRange) become one extent, padding
+ * included, since a restore costs about 9 us per copy whatever its size
+ * (PyTorch's modules hold hundreds of variables: 789 copies per pass were
+ * measured on the H200). Variables whose allocation is unknown stay
+ * apart: one copy must never cross two allocations. NULL: out of memory. */
+static variable_extent *merge_extents(const uintptr_t *addresses, const size_t *sizes, size_t count,
+                                      size_t *merged_count)
+{
+    variable_extent *extents = calloc(count > 0 ? count : 1, sizeof(*extents));
+    if (extents == NULL)
+        return NULL;
+    internal_depth++;
+    for (size_t k = 0; k < count; k++) {
+        extents[k].address = addresses[k];
+        extents[k].end = addresses[k] + sizes[k];
+        CUdeviceptr base = 0;
+        size_t bytes = 0;
+        if (driver.cuMemGetAddressRange != NULL &&
+            driver.cuMemGetAddressRange(&base, &bytes, (CUdeviceptr)addresses[k]) == CUDA_SUCCESS &&
+            (uintptr_t)base <= addresses[k] && extents[k].end <= (uintptr_t)base + bytes)
+            extents[k].allocation = base;
+    }
+    internal_depth--;
+    qsort(extents, count, sizeof(*extents), compare_extents);
+    size_t kept = 0;
+    for (size_t k = 0; k < count; k++) {
+        variable_extent *last = kept > 0 ? &extents[kept - 1] : NULL;
+        if (last != NULL && last->allocation != 0 && last->allocation == extents[k].allocation) {
+            if (extents[k].end > last->end)
+                last->end = extents[k].end;
+        } else {
+            extents[kept++] = extents[k];
+        }
+    }
+    *merged_count = kept;
+    return extents;
+}
+
+/* Tries a module (or library) handle against the pending modules of its
+ * device. The driver is never called with modules_lock held: module_loaded
+ * takes that lock from inside the driver (which holds its own locks then),
+ * so calling cuModuleGetGlobal under it deadlocked PyTorch at its first
+ * launches on the H200. Candidates are copied out, tried without the lock,
+ * and the result is published under it again, by module id. A candidate
+ * is this handle's module when any of its names resolves under it. */
+static void resolve_handle(int device, CUmodule module, CUlibrary library, bool loaded)
+{
+    void *handle = module != NULL ? (void *)module : (void *)library;
+    if (handle == NULL ||
+        atomic_load_explicit(&settled_handles[handle_slot(handle)], memory_order_relaxed) == handle)
+        return;
     pthread_mutex_lock(&modules_lock);
     int known = 0;
     size_t candidates = 0;
     for (size_t i = 0; i < module_count && !known; i++) {
-        known = modules[i]->resolved && modules[i]->handle == handle;
-        candidates += !modules[i]->resolved && modules[i]->device == device;
+        known = modules[i]->handle == handle && (modules[i]->resolved || modules[i]->matched);
+        candidates += !modules[i]->resolved && !modules[i]->matched && modules[i]->device == device;
     }
     globals_attempt *attempts =
         known || candidates == 0 ? NULL : calloc(candidates, sizeof(*attempts));
     size_t attempt_count = 0;
     for (size_t i = 0; attempts != NULL && i < module_count; i++) {
         const cuda_module_globals *candidate = modules[i];
-        if (candidate->resolved || candidate->device != device)
+        if (candidate->resolved || candidate->matched || candidate->device != device)
             continue;
         size_t names_bytes = 0;
         const char *name = candidate->names;
@@ -815,46 +936,119 @@ static void resolve_globals(int device, CUfunction function)
         memcpy(attempt->sizes, candidate->sizes, candidate->count * sizeof(size_t));
     }
     pthread_mutex_unlock(&modules_lock);
+    if (known)
+        atomic_store_explicit(&settled_handles[handle_slot(handle)], handle, memory_order_relaxed);
+    if (known || candidates == 0 || attempts == NULL) {
+        free(attempts);
+        return;
+    }
 
-    for (size_t a = 0; a < attempt_count; a++) {
+    int matched_any = 0;
+    for (size_t a = 0; a < attempt_count && !matched_any; a++) {
         globals_attempt *attempt = &attempts[a];
         const char *name = attempt->names;
-        size_t k = 0;
-        for (; k < attempt->count; k++, name += strlen(name) + 1) {
+        size_t resolved = 0;
+        char failure[160] = "";
+        internal_depth++; /* flare's own queries are not the program's */
+        for (size_t k = 0; k < attempt->count; k++, name += strlen(name) + 1) {
             CUdeviceptr pointer = 0;
             size_t bytes = 0;
             CUresult result = module != NULL
                                   ? driver.cuModuleGetGlobal(&pointer, &bytes, module, name)
                                   : driver.cuLibraryGetGlobal(&pointer, &bytes, library, name);
-            if (result != CUDA_SUCCESS || bytes != attempt->sizes[k])
-                break;
-            attempt->addresses[k] = (uintptr_t)pointer;
+            if (result == CUDA_SUCCESS && bytes == attempt->sizes[k]) {
+                attempt->addresses[k] = (uintptr_t)pointer;
+                resolved++;
+            } else if (failure[0] == '\0') {
+                if (result == CUDA_SUCCESS)
+                    snprintf(failure, sizeof(failure),
+                             "module %u: '%.64s' is %zu bytes, its cubin says %zu",
+                             attempt->module_id, name, bytes, attempt->sizes[k]);
+                else
+                    snprintf(failure, sizeof(failure), "module %u: '%.64s': %.48s",
+                             attempt->module_id, name, cuda_driver_error_text(&driver, result));
+            }
         }
-        if (attempt->count == 0 || k < attempt->count)
-            continue;
-        /* This module's variables all resolved through the launched
-         * function's handle: publish them if the module is still loaded. */
+        internal_depth--;
+        if (attempt->count == 0 || resolved == 0)
+            continue; /* not this handle's module */
+        matched_any = 1;
+        if (resolved < attempt->count)
+            core_log(CORE_LOG_WARNING,
+                     "replay: %zu of %zu __device__ variables of %s resolved; replay on device "
+                     "%d declines until they do",
+                     resolved, attempt->count, failure, device);
+        size_t merged_count = 0;
+        variable_extent *merged =
+            resolved == attempt->count
+                ? merge_extents(attempt->addresses, attempt->sizes, attempt->count, &merged_count)
+                : NULL;
+        if (resolved == attempt->count && merged == NULL)
+            continue; /* out of memory: it stays pending, tried again */
+        /* Publish, if the module is still loaded. */
         pthread_mutex_lock(&modules_lock);
         for (size_t i = 0; i < module_count; i++) {
             cuda_module_globals *candidate = modules[i];
             if (candidate->module_id != attempt->module_id || candidate->resolved)
                 continue;
-            for (k = 0; k < candidate->count; k++) {
-                candidate->addresses[k] = attempt->addresses[k];
-                replay_inventory_add(device, candidate->addresses[k], candidate->sizes[k],
+            candidate->handle = handle;
+            if (resolved < attempt->count) {
+                candidate->matched = 1;
+                snprintf(candidate->failure, sizeof(candidate->failure), "%s", failure);
+                break;
+            }
+            for (size_t k = 0; k < merged_count; k++) {
+                candidate->addresses[k] = merged[k].address;
+                replay_inventory_add(device, merged[k].address, merged[k].end - merged[k].address,
                                      REPLAY_ALLOCATION_GLOBAL);
             }
+            candidate->tracked_count = merged_count;
             candidate->resolved = 1;
-            candidate->handle = handle;
             break;
         }
+        update_untracked(device);
         pthread_mutex_unlock(&modules_lock);
-        break; /* one module matches a handle */
+        free(merged);
     }
     attempts_free(attempts, attempt_count);
-    pthread_mutex_lock(&modules_lock);
-    update_untracked(device);
-    pthread_mutex_unlock(&modules_lock);
+    /* No match only settles a handle whose module is known to be loaded:
+     * else its module may not have registered its names yet. */
+    if (matched_any || loaded)
+        atomic_store_explicit(&settled_handles[handle_slot(handle)], handle, memory_order_relaxed);
+}
+
+/* Resolves the launched function's module's __device__ variables, loading
+ * the function first when it is not (lazy loading would otherwise load its
+ * module inside the launch, after the snapshot). */
+static void resolve_globals(int device, CUfunction function)
+{
+    if (function == NULL)
+        return;
+    CUmodule module = NULL;
+    CUlibrary library = NULL;
+    if (driver.cuFuncGetModule == NULL || driver.cuFuncGetModule(&module, function) != CUDA_SUCCESS)
+        module = NULL;
+    if (module == NULL && (driver.cuKernelGetLibrary == NULL ||
+                           driver.cuKernelGetLibrary(&library, (CUkernel)function) != CUDA_SUCCESS))
+        return;
+    void *handle = module != NULL ? (void *)module : (void *)library;
+    if (atomic_load_explicit(&settled_handles[handle_slot(handle)], memory_order_relaxed) == handle)
+        return;
+    /* Loading happens once per function; the module-loaded callback it
+     * triggers registers the module's names before they are tried. */
+    CUfunction loadable = function;
+    if (module == NULL && driver.cuKernelGetFunction != NULL &&
+        driver.cuKernelGetFunction(&loadable, (CUkernel)function) != CUDA_SUCCESS)
+        loadable = NULL;
+    CUfunctionLoadingState state = CU_FUNCTION_LOADING_STATE_UNLOADED;
+    bool loaded = false;
+    if (loadable != NULL && driver.cuFuncIsLoaded != NULL && driver.cuFuncLoad != NULL &&
+        driver.cuFuncIsLoaded(&state, loadable) == CUDA_SUCCESS)
+        loaded = state == CU_FUNCTION_LOADING_STATE_LOADED ||
+                 driver.cuFuncLoad(loadable) == CUDA_SUCCESS;
+    if (atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0)
+        return;
+    resolve_handle(device, module, library, loaded);
 }
 
 /* ---- Allocations ---- */
@@ -950,6 +1144,14 @@ static const CUpti_CallbackId free_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
 };
 
+/* The program asking for a __device__ variable's address: from then on
+ * code outside the variable's module may write it, so its module is
+ * resolved whether or not one of its kernels has launched. */
+static const CUpti_CallbackId global_query_ids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuLibraryGetGlobal,
+};
+
 static const CUpti_CallbackId launch_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
@@ -994,7 +1196,7 @@ static const CUpti_CallbackId copy_ids[] = {
 
 #define CUDA_CBID_TABLE 1024
 /* What each driver callback id is to replay (filled once at attach). */
-enum { KIND_NONE = 0, KIND_ALLOCATION, KIND_FREE, KIND_LAUNCH, KIND_COPY };
+enum { KIND_NONE = 0, KIND_ALLOCATION, KIND_FREE, KIND_LAUNCH, KIND_COPY, KIND_GLOBAL_QUERY };
 static unsigned char cbid_kind[CUDA_CBID_TABLE];
 
 #define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
@@ -1292,6 +1494,10 @@ static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
         *call->correlationData = 0;
         if (!replay_configured())
             return;
+        /* The outermost program launch: flare's calls from here on share
+         * its correlation id (see cuda_replay_note_internal_work). */
+        if (program_launch_correlation == 0)
+            program_launch_correlation = call->correlationId;
         if (!atomic_load_explicit(&gates_enabled, memory_order_relaxed))
             enable_gates();
         int device = device_of(call->context);
@@ -1315,6 +1521,8 @@ static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
         replay_launch_begin(&frame->request, &frame->state);
         return;
     }
+    if (program_launch_correlation == call->correlationId)
+        program_launch_correlation = 0;
     uint64_t marker = *call->correlationData;
     cuda_launch_thread *thread = launch_thread;
     if (marker == 0 || marker > CUDA_LAUNCH_DEPTH_MAX || thread == NULL)
@@ -1368,6 +1576,21 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
             gate_call(call);
         }
         break;
+    case KIND_GLOBAL_QUERY:
+        if (call->callbackSite == CUPTI_API_EXIT && result_of(call) == CUDA_SUCCESS) {
+            int device = device_of(call->context);
+            if (device >= 0 && atomic_load_explicit(&pending_modules[device], memory_order_relaxed))
+                resolve_handle(
+                    device,
+                    id == CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal_v2
+                        ? ((const cuModuleGetGlobal_v2_params *)call->functionParams)->hmod
+                        : NULL,
+                    id == CUPTI_DRIVER_TRACE_CBID_cuLibraryGetGlobal
+                        ? ((const cuLibraryGetGlobal_params *)call->functionParams)->library
+                        : NULL,
+                    true);
+        }
+        break;
     case KIND_FREE:
         if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
             int device = device_of(call->context);
@@ -1387,9 +1610,14 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
 
 void cuda_replay_on_resource(CUpti_CallbackId id, const void *data)
 {
-    if (!attached || internal_depth > 0)
+    if (!attached)
         return;
     const CUpti_ResourceData *resource = data;
+    /* A module loaded by flare's own call (a variable looked up, a function
+     * loaded ahead of its launch) is still the program's module. */
+    if (internal_depth > 0 && id != CUPTI_CBID_RESOURCE_MODULE_LOADED &&
+        id != CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING)
+        return;
     switch (id) {
     case CUPTI_CBID_RESOURCE_CONTEXT_CREATED:
         context_created(resource->context);
@@ -1469,6 +1697,7 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     classify(free_ids, COUNT_OF(free_ids), KIND_FREE);
     classify(launch_ids, COUNT_OF(launch_ids), KIND_LAUNCH);
     classify(copy_ids, COUNT_OF(copy_ids), KIND_COPY);
+    classify(global_query_ids, COUNT_OF(global_query_ids), KIND_GLOBAL_QUERY);
     replay_set_device_ops(&cuda_ops);
     cuda_span_attach(&driver, internal_begin, internal_end, span_replay_stream);
     /* Allocations and resources are tracked from the start whether or not
@@ -1477,6 +1706,7 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
      * are rare calls, never on a launch path. */
     int enabled = enable_ids(allocation_ids, COUNT_OF(allocation_ids)) +
                   enable_ids(free_ids, COUNT_OF(free_ids));
+    enable_ids(global_query_ids, COUNT_OF(global_query_ids));
     CUptiResult result = cupti->cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE);
     if (result != CUPTI_SUCCESS || enabled == 0) {
         core_capability_set("replay", 1, CORE_CAPABILITY_UNAVAILABLE,

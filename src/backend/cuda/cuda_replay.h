@@ -42,7 +42,8 @@ bool cuda_replay_internal(void);
  * asks before emitting a record, and the skipped records are counted in
  * the drops table as flare's own work. */
 void cuda_replay_note_internal_work(uint32_t correlation_id);
-bool cuda_replay_is_internal_work(uint32_t correlation_id);
+/* kernel_name: the activity record's kernel, NULL for copies and memsets. */
+bool cuda_replay_is_internal_work(uint32_t correlation_id, const char *kernel_name);
 
 /* Dispatch from cuda_trace.c's callback: every driver-API callback, and
  * every resource callback. */

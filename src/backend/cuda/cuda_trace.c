@@ -24,6 +24,7 @@
 
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_trace.h"
@@ -196,12 +197,15 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
             if (!cuda_replay_is_internal_work(
-                    ((const CUpti_ActivityKernel10 *)record)->correlationId))
+                    ((const CUpti_ActivityKernel10 *)record)->correlationId,
+                    ((const CUpti_ActivityKernel10 *)record)->name != NULL
+                        ? ((const CUpti_ActivityKernel10 *)record)->name
+                        : ""))
                 emit_kernel((const CUpti_ActivityKernel10 *)record);
             break;
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const CUpti_ActivityMemcpy6 *copy = (const CUpti_ActivityMemcpy6 *)record;
-            if (cuda_replay_is_internal_work(copy->correlationId))
+            if (cuda_replay_is_internal_work(copy->correlationId, NULL))
                 break;
             emit_copy(0, copy->start, copy->end, copy->correlationId, copy->streamId,
                       copy->deviceId, copy->bytes, copy_kind_of(copy->copyKind));
@@ -209,7 +213,7 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
             const CUpti_ActivityMemset4 *set = (const CUpti_ActivityMemset4 *)record;
-            if (cuda_replay_is_internal_work(set->correlationId))
+            if (cuda_replay_is_internal_work(set->correlationId, NULL))
                 break;
             emit_copy(1, set->start, set->end, set->correlationId, set->streamId, set->deviceId,
                       set->bytes, 0);
@@ -351,6 +355,19 @@ static void handle_nvtx(CUpti_CallbackId id, const CUpti_NvtxData *data)
     }
 }
 
+/* flare's set-up threads (PM sampling, the range profiler) must leave
+ * CUPTI before the CUDA runtime tears the context down at exit. The runtime
+ * registers its own exit handler after the driver loads flare, so a handler
+ * registered then runs too late; one registered at the program's first
+ * launch (the runtime is initialised by then) runs before it. */
+static _Atomic int exit_wait_registered;
+
+static void wait_for_setup_threads(void)
+{
+    cuda_pm_wait_for_setup(3000000000ull);
+    cuda_rangeprof_wait_for_setup(3000000000ull);
+}
+
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                                  const void *data)
 {
@@ -361,8 +378,12 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
          * the deep windows' launch bound (one process-wide counter). One
          * relaxed add; flare's own relaunches during a replay do not count. */
         if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_is_launch(id) &&
-            !cuda_replay_internal())
+            !cuda_replay_internal()) {
             windows_session_count_launch();
+            if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
+                !atomic_exchange(&exit_wait_registered, 1))
+                atexit(wait_for_setup_threads);
+        }
         /* flare's own replay work (relaunches, shadow copies): its activity
          * records are kept out of the program's kernels and copies. */
         if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_internal())
@@ -514,6 +535,7 @@ static void finish_tracing(void)
     pthread_mutex_unlock(&start_lock);
     if (!started)
         return;
+    wait_for_setup_threads(); /* a program that never launched */
     if (cupti.library != NULL)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     stop_sampler();
