@@ -831,6 +831,39 @@ static void test_metric_collection_selection(void **state)
     free_records(records, count);
 }
 
+/* FLARE_REPLAY_COUNTER_AVAILABILITY: off by default, "1" turns it on, and
+ * anything else is refused naming the variable, with nothing applied. */
+static void test_counter_availability_switch(void **state)
+{
+    (void)state;
+    char error[256] = "";
+    replay_settings settings;
+    unsetenv("FLARE_REPLAY_COUNTER_AVAILABILITY");
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_false(settings.counter_availability);
+
+    setenv("FLARE_REPLAY_COUNTER_AVAILABILITY", "1", 1);
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_true(settings.counter_availability);
+
+    setenv("FLARE_REPLAY_COUNTER_AVAILABILITY", "yes", 1);
+    setenv("FLARE_REPLAY_DRAIN_TIMEOUT", "3s", 1);
+    assert_int_equal(replay_selection_from_environment(error, sizeof error),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(error, "FLARE_REPLAY_COUNTER_AVAILABILITY=\"yes\": expected 0 or 1"));
+    replay_settings_get(&settings);
+    assert_true(settings.counter_availability); /* the earlier value stands */
+    assert_int_equal(settings.drain_timeout_ns, 10ull * 1000000000ull); /* nothing half-applied */
+
+    unsetenv("FLARE_REPLAY_COUNTER_AVAILABILITY");
+    unsetenv("FLARE_REPLAY_DRAIN_TIMEOUT");
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_false(settings.counter_availability);
+}
+
 static void test_graph_and_cooperative_declined(void **state)
 {
     (void)state;
@@ -1379,6 +1412,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_untracked_memory_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tool_launch_does_not_deadlock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metric_collection_selection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_counter_availability_switch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_and_cooperative_declined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_devices_replay_concurrently, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_replays_in_order, setup, teardown),
