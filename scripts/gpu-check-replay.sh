@@ -45,6 +45,14 @@ timed() { # timed NAME CMD...: stdout to NAME.json, stderr to NAME.err, start an
 }
 footprint=1024
 
+echo "-- warm-up: one untimed profiled run"
+# The first process to use the GPU's profiler after the machine starts pays
+# about 450 ms more in its first cuptiRangeProfilerStart (685-697 ms against
+# 196-330 ms later, measured on the H200); without this, whichever tool ran
+# first would carry it.
+"$flare" replay -q -o "$replay_dir/warm-up" --kernel rmw --launch 1 --metrics gpu__time_duration.sum \
+  -- "$rmw" --footprint-mib 64 --launches 1 --no-sibling >/dev/null 2>&1 || fail "profiler warm-up run"
+
 echo "-- unprofiled reference (1 GiB, 3 launches, sibling stream)"
 timed plain "$rmw" --footprint-mib $footprint --launches 3
 cat "$replay_dir/plain.json"

@@ -91,7 +91,9 @@ static const char replay_help[] =
     "The options reach CMD as FLARE_REPLAY_KERNEL, _LAUNCH, _EVERY, _RANGE,\n"
     "_OCCURRENCE, _RANGE_API, _METRICS, _SET, _DRAIN_TIMEOUT, _PASS_TIMEOUT and\n"
     "_FOOTPRINT_BUDGET (any such variable already in the environment is replaced or\n"
-    "removed). Kernels launched from CUDA graphs are\n"
+    "removed). FLARE_REPLAY_HOST_SHADOW=1 (shadows in host memory only) and\n"
+    "FLARE_REPLAY_COUNTER_AVAILABILITY=1 (fetch CUPTI's counter availability image\n"
+    "first) pass through to CMD. Kernels launched from CUDA graphs are\n"
     "never replayed. Each pass costs a run of the kernel plus the restore of the\n"
     "device's tracked memory: replaying every launch of a busy program is slow.\n"
     "\n"
@@ -297,6 +299,16 @@ static int validate(const replay_options *options)
         status = check_scaled("--footprint-budget", options->footprint_budget, 1);
     if (status != CLI_EXIT_OK)
         return status;
+    /* The switches that pass through to CMD: a bad one would only be
+     * logged in CMD's processes, with nothing replayed. */
+    static const char *const switches[] = {"FLARE_REPLAY_HOST_SHADOW",
+                                           "FLARE_REPLAY_COUNTER_AVAILABILITY"};
+    for (size_t index = 0; index < sizeof(switches) / sizeof(switches[0]); index++) {
+        const char *value = getenv(switches[index]);
+        if (value != NULL && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+            return cli_usage_error("replay", "%s=\"%.40s\" in the environment: expected 0 or 1",
+                                   switches[index], value);
+    }
 
     /* Last, the engine's own check of the whole selection (metric list
      * syntax, lengths, counts): what it refuses here it would refuse in

@@ -128,6 +128,14 @@ static void test_usage_errors(void **state)
     long_name[sizeof(long_name) - 1] = '\0';
     BAD("'--range': the name is longer than 127 characters", "--range", long_name);
     BAD("unknown option '--bogus'", "--bogus");
+    /* The switches that pass through to CMD are checked here too. */
+    setenv("FLARE_REPLAY_COUNTER_AVAILABILITY", "yes", 1);
+    BAD("FLARE_REPLAY_COUNTER_AVAILABILITY=\"yes\" in the environment: expected 0 or 1", "--kernel",
+        "rmw");
+    unsetenv("FLARE_REPLAY_COUNTER_AVAILABILITY");
+    setenv("FLARE_REPLAY_HOST_SHADOW", "2", 1);
+    BAD("FLARE_REPLAY_HOST_SHADOW=\"2\" in the environment: expected 0 or 1", "--kernel", "rmw");
+    unsetenv("FLARE_REPLAY_HOST_SHADOW");
 
     /* An unknown set lists the sets, so the fix is on the screen. */
     BAD("unknown metric set 'sol'; the sets are:", "--set", "sol");
