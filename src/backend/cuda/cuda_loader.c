@@ -67,7 +67,6 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     *(void **)&api->cuFuncIsLoaded = dlsym(library, "cuFuncIsLoaded");
     *(void **)&api->cuFuncLoad = dlsym(library, "cuFuncLoad");
     *(void **)&api->cuKernelGetFunction = dlsym(library, "cuKernelGetFunction");
-    *(void **)&api->cuMemGetAddressRange = dlsym(library, "cuMemGetAddressRange_v2");
     *(void **)&api->cuLibraryGetGlobal = dlsym(library, "cuLibraryGetGlobal");
     *(void **)&api->cuFuncGetParamInfo = dlsym(library, "cuFuncGetParamInfo");
     *(void **)&api->cuKernelGetParamInfo = dlsym(library, "cuKernelGetParamInfo");

@@ -67,7 +67,6 @@ typedef struct cuda_driver_api {
     CUresult (*cuFuncIsLoaded)(CUfunctionLoadingState *state, CUfunction function);
     CUresult (*cuFuncLoad)(CUfunction function);
     CUresult (*cuKernelGetFunction)(CUfunction *function, CUkernel kernel);
-    CUresult (*cuMemGetAddressRange)(CUdeviceptr *base, size_t *size, CUdeviceptr pointer);
     CUresult (*cuLibraryGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUlibrary library,
                                    const char *name);
     /* Range replay (cuda_span.c): deep copies of kernel arguments, and the

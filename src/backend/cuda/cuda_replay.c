@@ -839,58 +839,6 @@ static void attempts_free(globals_attempt *attempts, size_t count)
     free(attempts);
 }
 
-/* A stretch of a module's data that one copy snapshots and restores. */
-typedef struct variable_extent {
-    uintptr_t address;
-    uintptr_t end;
-    CUdeviceptr allocation; /* the driver allocation holding it (0: unknown) */
-} variable_extent;
-
-static int compare_extents(const void *left, const void *right)
-{
-    const variable_extent *a = left, *b = right;
-    return a->address < b->address ? -1 : a->address > b->address;
-}
-
-/* A module's variables as few extents as is safe: neighbours inside one
- * driver allocation (cuMemGetAddressRange) become one extent, padding
- * included, since a restore costs about 9 us per copy whatever its size
- * (PyTorch's modules hold hundreds of variables: 789 copies per pass were
- * measured on the H200). Variables whose allocation is unknown stay
- * apart: one copy must never cross two allocations. NULL: out of memory. */
-static variable_extent *merge_extents(const uintptr_t *addresses, const size_t *sizes, size_t count,
-                                      size_t *merged_count)
-{
-    variable_extent *extents = calloc(count > 0 ? count : 1, sizeof(*extents));
-    if (extents == NULL)
-        return NULL;
-    internal_depth++;
-    for (size_t k = 0; k < count; k++) {
-        extents[k].address = addresses[k];
-        extents[k].end = addresses[k] + sizes[k];
-        CUdeviceptr base = 0;
-        size_t bytes = 0;
-        if (driver.cuMemGetAddressRange != NULL &&
-            driver.cuMemGetAddressRange(&base, &bytes, (CUdeviceptr)addresses[k]) == CUDA_SUCCESS &&
-            (uintptr_t)base <= addresses[k] && extents[k].end <= (uintptr_t)base + bytes)
-            extents[k].allocation = base;
-    }
-    internal_depth--;
-    qsort(extents, count, sizeof(*extents), compare_extents);
-    size_t kept = 0;
-    for (size_t k = 0; k < count; k++) {
-        variable_extent *last = kept > 0 ? &extents[kept - 1] : NULL;
-        if (last != NULL && last->allocation != 0 && last->allocation == extents[k].allocation) {
-            if (extents[k].end > last->end)
-                last->end = extents[k].end;
-        } else {
-            extents[kept++] = extents[k];
-        }
-    }
-    *merged_count = kept;
-    return extents;
-}
-
 /* Tries a module (or library) handle against the pending modules of its
  * device. The driver is never called with modules_lock held: module_loaded
  * takes that lock from inside the driver (which holds its own locks then),
@@ -975,16 +923,9 @@ static void resolve_handle(int device, CUmodule module, CUlibrary library, bool 
         matched_any = 1;
         if (resolved < attempt->count)
             core_log(CORE_LOG_WARNING,
-                     "replay: %zu of %zu __device__ variables of %s resolved; replay on device "
-                     "%d declines until they do",
+                     "replay: %zu of %zu __device__ variables of %s resolved; replays on "
+                     "device %d are declined while the module is loaded",
                      resolved, attempt->count, failure, device);
-        size_t merged_count = 0;
-        variable_extent *merged =
-            resolved == attempt->count
-                ? merge_extents(attempt->addresses, attempt->sizes, attempt->count, &merged_count)
-                : NULL;
-        if (resolved == attempt->count && merged == NULL)
-            continue; /* out of memory: it stays pending, tried again */
         /* Publish, if the module is still loaded. */
         pthread_mutex_lock(&modules_lock);
         for (size_t i = 0; i < module_count; i++) {
@@ -997,18 +938,19 @@ static void resolve_handle(int device, CUmodule module, CUlibrary library, bool 
                 snprintf(candidate->failure, sizeof(candidate->failure), "%s", failure);
                 break;
             }
-            for (size_t k = 0; k < merged_count; k++) {
-                candidate->addresses[k] = merged[k].address;
-                replay_inventory_add(device, merged[k].address, merged[k].end - merged[k].address,
+            /* One inventory entry (and one copy per restore, about 9 us on
+             * the H200) per variable: PyTorch's steps carried 776. */
+            for (size_t k = 0; k < candidate->count; k++) {
+                candidate->addresses[k] = attempt->addresses[k];
+                replay_inventory_add(device, candidate->addresses[k], candidate->sizes[k],
                                      REPLAY_ALLOCATION_GLOBAL);
             }
-            candidate->tracked_count = merged_count;
+            candidate->tracked_count = candidate->count;
             candidate->resolved = 1;
             break;
         }
         update_untracked(device);
         pthread_mutex_unlock(&modules_lock);
-        free(merged);
     }
     attempts_free(attempts, attempt_count);
     /* No match only settles a handle whose module is known to be loaded:
