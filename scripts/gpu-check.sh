@@ -5,11 +5,16 @@
 # PyTorch training loop, and runs the overhead benchmarks. Logs and results
 # go to $OUT (default ./gpu-check-out).
 #
-# usage: scripts/gpu-check.sh [checks|bench|storm|pm|replay|span|all]   (default all;
-#        parts may be combined with commas, e.g. pm,span; storm: only the CUDA C launch-storm benchmark with its per-feature
-#        breakdown; pm: PM sampling (scripts/gpu-check-pm.sh); replay: kernel
-#        replay against ncu (scripts/gpu-check-replay.sh); span: range replay
-#        against ncu (scripts/gpu-check-span.sh))
+# usage: scripts/gpu-check.sh [PART[,PART...]]   (default all: checks, bench, pm,
+#        replay, span). Parts: checks (CUDA C and PyTorch programs under
+#        flare trace, checked exactly; exit status; short programs exit
+#        cleanly); bench (overhead benchmarks); storm (only the CUDA C launch
+#        storm with its per-feature breakdown); pm (PM sampling,
+#        scripts/gpu-check-pm.sh); replay (kernel replay against ncu,
+#        scripts/gpu-check-replay.sh); span (range replay against ncu,
+#        scripts/gpu-check-span.sh); hang (the PyTorch range-replay hang
+#        diagnosis); multi (needs 2+ GPUs, scripts/gpu-check-multi.sh). Any
+#        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
