@@ -259,8 +259,8 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     /* The launch count lets another profiler be pointed at the same span
      * (ncu --launch-skip): scripts/gpu-check-span.sh does. */
     core_log(CORE_LOG_INFO,
-             "range replay: span %s (occurrence %" PRIu64
-             ") begins on device %d after %" PRIu64 " kernel launches by the program",
+             "range replay: span %s (occurrence %" PRIu64 ") begins on device %d after %" PRIu64
+             " kernel launches by the program",
              name, occurrence, device, windows_session_launches());
     /* The writer side for the drain and the snapshot only: nothing in
      * flight may change memory under the copy. */
@@ -314,8 +314,8 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                  "range replay: span %s drained in %.3f ms, %" PRIu64
                  " bytes in %ld allocation(s) (%ld of them module variables) snapshotted in "
                  "%.3f ms; recording",
-                 name, (double)record->drain_ns / 1e6, record->snapshot_bytes,
-                 span->snapshot.count, variables, (double)record->snapshot_ns / 1e6);
+                 name, (double)record->drain_ns / 1e6, record->snapshot_bytes, span->snapshot.count,
+                 variables, (double)record->snapshot_ns / 1e6);
         span->pass_start_ns = core_now_ns();
     }
     replay_gate_writer_exit(device);
