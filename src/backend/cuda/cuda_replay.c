@@ -740,21 +740,25 @@ static void free_module(cuda_module_globals *module)
     free(module);
 }
 
-/* Module (or library) handles already settled: resolved, matched with a
- * failure, or matching none of the pending modules (their module has no
- * __device__ variables). They are not tried again: PyTorch launches
- * thousands of kernels, and each try costs a lock and a driver call per
- * pending name. A direct-mapped cache (a collision only costs a retry);
+/* Module (or library) handles already settled on a device: resolved,
+ * matched with a failure, or matching none of the pending modules (their
+ * module has no __device__ variables); and functions already loaded and
+ * settled. They are not tried again: PyTorch launches thousands of kernels,
+ * and each try costs driver calls and a lock, where a settled function
+ * costs one relaxed load per launch. Per device, because a library handle
+ * and a CUkernel are shared by every context, and each context loads the
+ * module on its own. Direct-mapped (a collision only costs a retry);
  * cleared when a module unloads, since a handle may then be reused. */
-#define SETTLED_HANDLES 256
-static void *_Atomic settled_handles[SETTLED_HANDLES];
+#define SETTLED_SLOTS 256
+static void *_Atomic settled_handles[REPLAY_DEVICE_MAX][SETTLED_SLOTS];
+static void *_Atomic settled_functions[REPLAY_DEVICE_MAX][SETTLED_SLOTS];
 
 static size_t handle_slot(const void *handle)
 {
     uintptr_t bits = (uintptr_t)handle;
     bits ^= bits >> 17;
     bits *= (uintptr_t)0x9E3779B97F4A7C15ull;
-    return (size_t)(bits >> 7) % SETTLED_HANDLES;
+    return (size_t)(bits >> 7) % SETTLED_SLOTS;
 }
 
 static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *data)
@@ -813,8 +817,11 @@ static void module_unloading(const CUpti_ModuleResourceData *data)
         break;
     }
     /* A handle may be reused by a module loaded later. */
-    for (size_t slot = 0; slot < SETTLED_HANDLES; slot++)
-        atomic_store_explicit(&settled_handles[slot], NULL, memory_order_relaxed);
+    for (size_t device = 0; device < REPLAY_DEVICE_MAX; device++)
+        for (size_t slot = 0; slot < SETTLED_SLOTS; slot++) {
+            atomic_store_explicit(&settled_handles[device][slot], NULL, memory_order_relaxed);
+            atomic_store_explicit(&settled_functions[device][slot], NULL, memory_order_relaxed);
+        }
     pthread_mutex_unlock(&modules_lock);
 }
 
@@ -846,17 +853,20 @@ static void attempts_free(globals_attempt *attempts, size_t count)
  * launches on the H200. Candidates are copied out, tried without the lock,
  * and the result is published under it again, by module id. A candidate
  * is this handle's module when any of its names resolves under it. */
-static void resolve_handle(int device, CUmodule module, CUlibrary library, bool loaded)
+static bool resolve_handle(int device, CUmodule module, CUlibrary library, bool loaded)
 {
     void *handle = module != NULL ? (void *)module : (void *)library;
-    if (handle == NULL ||
-        atomic_load_explicit(&settled_handles[handle_slot(handle)], memory_order_relaxed) == handle)
-        return;
+    if (handle == NULL)
+        return false;
+    if (atomic_load_explicit(&settled_handles[device][handle_slot(handle)], memory_order_relaxed) ==
+        handle)
+        return true;
     pthread_mutex_lock(&modules_lock);
     int known = 0;
     size_t candidates = 0;
     for (size_t i = 0; i < module_count && !known; i++) {
-        known = modules[i]->handle == handle && (modules[i]->resolved || modules[i]->matched);
+        known = modules[i]->handle == handle && modules[i]->device == device &&
+                (modules[i]->resolved || modules[i]->matched);
         candidates += !modules[i]->resolved && !modules[i]->matched && modules[i]->device == device;
     }
     globals_attempt *attempts =
@@ -885,15 +895,17 @@ static void resolve_handle(int device, CUmodule module, CUlibrary library, bool 
     }
     pthread_mutex_unlock(&modules_lock);
     if (known)
-        atomic_store_explicit(&settled_handles[handle_slot(handle)], handle, memory_order_relaxed);
+        atomic_store_explicit(&settled_handles[device][handle_slot(handle)], handle,
+                              memory_order_relaxed);
     if (known || candidates == 0 || attempts == NULL) {
         free(attempts);
-        return;
+        return known || candidates == 0;
     }
 
-    int matched_any = 0;
+    int matched_any = 0, skipped_any = 0;
     for (size_t a = 0; a < attempt_count && !matched_any; a++) {
         globals_attempt *attempt = &attempts[a];
+        skipped_any |= attempt->count == 0; /* out of memory: not tried */
         const char *name = attempt->names;
         size_t resolved = 0;
         char failure[160] = "";
@@ -953,10 +965,14 @@ static void resolve_handle(int device, CUmodule module, CUlibrary library, bool 
         pthread_mutex_unlock(&modules_lock);
     }
     attempts_free(attempts, attempt_count);
-    /* No match only settles a handle whose module is known to be loaded:
-     * else its module may not have registered its names yet. */
-    if (matched_any || loaded)
-        atomic_store_explicit(&settled_handles[handle_slot(handle)], handle, memory_order_relaxed);
+    /* No match only settles a handle whose module is known to be loaded
+     * (else its module may not have registered its names yet) and whose
+     * candidates were all tried. */
+    bool settled = matched_any || (loaded && !skipped_any);
+    if (settled)
+        atomic_store_explicit(&settled_handles[device][handle_slot(handle)], handle,
+                              memory_order_relaxed);
+    return settled;
 }
 
 /* Resolves the launched function's module's __device__ variables, loading
@@ -964,7 +980,8 @@ static void resolve_handle(int device, CUmodule module, CUlibrary library, bool 
  * module inside the launch, after the snapshot). */
 static void resolve_globals(int device, CUfunction function)
 {
-    if (function == NULL)
+    if (function == NULL || atomic_load_explicit(&settled_functions[device][handle_slot(function)],
+                                                 memory_order_relaxed) == (void *)function)
         return;
     CUmodule module = NULL;
     CUlibrary library = NULL;
@@ -972,9 +989,6 @@ static void resolve_globals(int device, CUfunction function)
         module = NULL;
     if (module == NULL && (driver.cuKernelGetLibrary == NULL ||
                            driver.cuKernelGetLibrary(&library, (CUkernel)function) != CUDA_SUCCESS))
-        return;
-    void *handle = module != NULL ? (void *)module : (void *)library;
-    if (atomic_load_explicit(&settled_handles[handle_slot(handle)], memory_order_relaxed) == handle)
         return;
     /* Loading happens once per function; the module-loaded callback it
      * triggers registers the module's names before they are tried. */
@@ -988,9 +1002,14 @@ static void resolve_globals(int device, CUfunction function)
         driver.cuFuncIsLoaded(&state, loadable) == CUDA_SUCCESS)
         loaded = state == CU_FUNCTION_LOADING_STATE_LOADED ||
                  driver.cuFuncLoad(loadable) == CUDA_SUCCESS;
-    if (atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0)
-        return;
-    resolve_handle(device, module, library, loaded);
+    bool settled = atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0 ||
+                   resolve_handle(device, module, library, loaded);
+    /* Loaded, and its module settled or without variables: nothing more
+     * to do for this function until a module unloads. Unknown loading
+     * state (a driver before 12.4): tried at every launch, as before. */
+    if (loaded && settled)
+        atomic_store_explicit(&settled_functions[device][handle_slot(function)], (void *)function,
+                              memory_order_relaxed);
 }
 
 /* ---- Allocations ---- */
