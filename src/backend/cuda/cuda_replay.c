@@ -19,7 +19,6 @@
 
 #include <cupti_activity.h>
 #include <dlfcn.h>
-#include <elf.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -28,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cuda/cuda_cubin.h"
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
@@ -657,81 +657,6 @@ static void update_untracked(int device)
     replay_inventory_set_untracked(device, reason);
 }
 
-/* Collects the names and sizes of the global variables in a cubin; returns
- * the count (0: none), or -1 when the image is not an ELF flare can read. */
-static long scan_cubin(const unsigned char *image, size_t size, cuda_module_globals *out)
-{
-    if (image == NULL || size < sizeof(Elf64_Ehdr) || memcmp(image, ELFMAG, SELFMAG) != 0 ||
-        image[EI_CLASS] != ELFCLASS64)
-        return -1;
-    const Elf64_Ehdr *header = (const Elf64_Ehdr *)(const void *)image;
-    if (header->e_shoff == 0 || header->e_shentsize != sizeof(Elf64_Shdr) ||
-        header->e_shoff > size || (size - header->e_shoff) / sizeof(Elf64_Shdr) < header->e_shnum ||
-        header->e_shstrndx >= header->e_shnum)
-        return -1;
-    const Elf64_Shdr *sections = (const Elf64_Shdr *)(const void *)(image + header->e_shoff);
-    const Elf64_Shdr *names = &sections[header->e_shstrndx];
-    if (names->sh_offset > size || names->sh_size > size - names->sh_offset)
-        return -1;
-    const char *section_names = (const char *)image + names->sh_offset;
-    unsigned char is_global[4096] = {0};
-    int any = 0;
-    for (size_t i = 0; i < header->e_shnum && i < sizeof(is_global); i++)
-        if (sections[i].sh_name < names->sh_size &&
-            strncmp(section_names + sections[i].sh_name, ".nv.global", 10) == 0)
-            is_global[i] = 1, any = 1;
-    if (!any)
-        return 0;
-    long found = 0;
-    size_t name_bytes = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t s = 0; s < header->e_shnum; s++) {
-            const Elf64_Shdr *table = &sections[s];
-            if (table->sh_type != SHT_SYMTAB || table->sh_entsize != sizeof(Elf64_Sym) ||
-                table->sh_offset > size || table->sh_size > size - table->sh_offset ||
-                table->sh_link >= header->e_shnum)
-                continue;
-            const Elf64_Shdr *strings = &sections[table->sh_link];
-            if (strings->sh_offset > size || strings->sh_size > size - strings->sh_offset)
-                continue;
-            const Elf64_Sym *symbols = (const Elf64_Sym *)(const void *)(image + table->sh_offset);
-            size_t symbol_count = table->sh_size / sizeof(Elf64_Sym);
-            for (size_t k = 0; k < symbol_count; k++) {
-                const Elf64_Sym *symbol = &symbols[k];
-                if (ELF64_ST_TYPE(symbol->st_info) != STT_OBJECT || symbol->st_size == 0 ||
-                    symbol->st_shndx >= sizeof(is_global) || !is_global[symbol->st_shndx] ||
-                    symbol->st_name >= strings->sh_size)
-                    continue;
-                const char *name = (const char *)image + strings->sh_offset + symbol->st_name;
-                size_t length = strnlen(name, strings->sh_size - symbol->st_name);
-                if (length == strings->sh_size - symbol->st_name)
-                    continue; /* not terminated inside the table */
-                if (pass == 0) {
-                    name_bytes += length + 1;
-                } else {
-                    memcpy(out->names + name_bytes, name, length + 1);
-                    name_bytes += length + 1;
-                    out->sizes[found] = symbol->st_size;
-                }
-                found++;
-            }
-        }
-        if (pass == 0) {
-            if (found == 0)
-                return 0;
-            out->names = malloc(name_bytes);
-            out->sizes = calloc((size_t)found, sizeof(size_t));
-            out->addresses = calloc((size_t)found, sizeof(uintptr_t));
-            if (out->names == NULL || out->sizes == NULL || out->addresses == NULL)
-                return -1;
-            out->count = (size_t)found;
-            found = 0;
-            name_bytes = 0;
-        }
-    }
-    return found;
-}
-
 static void free_module(cuda_module_globals *module)
 {
     free(module->names);
@@ -771,10 +696,19 @@ static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *dat
         return;
     module->module_id = data->moduleId;
     module->device = device;
-    long count = scan_cubin((const unsigned char *)data->pCubin, data->cubinSize, module);
+    cuda_cubin_globals found;
+    long count = cuda_cubin_scan_globals(data->pCubin, data->cubinSize, &found);
     if (count == 0) {
         free_module(module);
         return;
+    }
+    if (count > 0) {
+        module->count = found.count;
+        module->names = found.names;
+        module->sizes = found.sizes;
+        module->addresses = calloc(found.count, sizeof(uintptr_t));
+        if (module->addresses == NULL)
+            count = -1;
     }
     pthread_mutex_lock(&modules_lock);
     if (count < 0 || module_count >= CUDA_REPLAY_MODULES_MAX) {
