@@ -75,10 +75,11 @@ static _Atomic uint64_t internal_work_skipped;
  * for first launches from modules with __device__ variables). Such ids go
  * here instead: their kernel records are the launch's passes, of which the
  * first is kept as the program's; their copies are flare's restores. */
-/* (kernel_name: the record's kernel, NULL for copies and memsets.) */
-#define REPLAYED_LAUNCH_SLOTS 4096u
-static _Atomic uint32_t replayed_launch_ids[REPLAYED_LAUNCH_SLOTS];
-static _Atomic int replayed_launch_kept[REPLAYED_LAUNCH_SLOTS];
+/* One 64-bit word per slot: the id shifted left by one, and the low bit
+ * set once the program's record of that id was kept, so a slot reused by a
+ * later id (16,384 ids on) can never mix the two. */
+#define REPLAYED_LAUNCH_SLOTS 16384u
+static _Atomic uint64_t replayed_launches[REPLAYED_LAUNCH_SLOTS];
 /* The correlation id of the program's launch whose callback this thread
  * is in (0: none). */
 static _Thread_local uint32_t program_launch_correlation;
@@ -100,12 +101,9 @@ void cuda_replay_note_internal_work(uint32_t correlation_id)
     if (correlation_id == 0)
         return;
     if (correlation_id == program_launch_correlation) {
-        size_t slot = correlation_id % REPLAYED_LAUNCH_SLOTS;
-        if (atomic_load_explicit(&replayed_launch_ids[slot], memory_order_relaxed) !=
-            correlation_id) {
-            atomic_store_explicit(&replayed_launch_kept[slot], 0, memory_order_relaxed);
-            atomic_store_explicit(&replayed_launch_ids[slot], correlation_id, memory_order_release);
-        }
+        _Atomic uint64_t *slot = &replayed_launches[correlation_id % REPLAYED_LAUNCH_SLOTS];
+        if (atomic_load_explicit(slot, memory_order_relaxed) >> 1 != correlation_id)
+            atomic_store_explicit(slot, (uint64_t)correlation_id << 1, memory_order_release);
     } else {
         atomic_store_explicit(&internal_work_ids[correlation_id % INTERNAL_WORK_SLOTS],
                               correlation_id, memory_order_relaxed);
@@ -119,13 +117,14 @@ bool cuda_replay_is_internal_work(uint32_t correlation_id, const char *kernel_na
     /* Tracing without replay pays one relaxed load here. */
     if (correlation_id == 0 || !atomic_load_explicit(&internal_work_seen, memory_order_acquire))
         return false;
-    size_t slot = correlation_id % REPLAYED_LAUNCH_SLOTS;
-    if (atomic_load_explicit(&replayed_launch_ids[slot], memory_order_acquire) == correlation_id) {
+    _Atomic uint64_t *slot = &replayed_launches[correlation_id % REPLAYED_LAUNCH_SLOTS];
+    uint64_t entry = atomic_load_explicit(slot, memory_order_acquire);
+    if (entry >> 1 == correlation_id) {
         /* The first kernel record is the program's launch; the rest, the
          * range profiler's own WaitNs kernels of each pass, and every copy
          * are flare's. */
-        if (kernel_name != NULL && strstr(kernel_name, "WaitNs") == NULL &&
-            atomic_exchange_explicit(&replayed_launch_kept[slot], 1, memory_order_relaxed) == 0)
+        if (kernel_name != NULL && strstr(kernel_name, "WaitNs") == NULL && (entry & 1) == 0 &&
+            atomic_compare_exchange_strong(slot, &entry, entry | 1))
             return false;
         count_skipped();
         return true;
@@ -321,8 +320,11 @@ static void context_created(CUcontext context)
     cuda_rangeprof_context_created(context, device);
 }
 
+static void forget_cached_context(CUcontext context);
+
 static void context_destroying(CUcontext context)
 {
+    forget_cached_context(context);
     cuda_context_slot *found = NULL;
     cuda_stream_slot *streams[CUDA_DRAIN_BATCH];
     size_t stream_count = 0;
@@ -607,6 +609,7 @@ static const replay_device_ops cuda_ops = {
 typedef struct cuda_module_globals {
     uint32_t module_id;
     int device;
+    CUcontext context; /* the context it was loaded into */
     int resolved;
     /* A launch (or an address query) came from this module, but not every
      * variable resolved: replay on the device must decline. */
@@ -670,13 +673,75 @@ static void free_module(cuda_module_globals *module)
  * module has no __device__ variables); and functions already loaded and
  * settled. They are not tried again: PyTorch launches thousands of kernels,
  * and each try costs driver calls and a lock, where a settled function
- * costs one relaxed load per launch. Per device, because a library handle
- * and a CUkernel are shared by every context, and each context loads the
- * module on its own. Direct-mapped (a collision only costs a retry);
- * cleared when a module unloads, since a handle may then be reused. */
+ * costs one relaxed load per launch. Only for the device's first context:
+ * a library handle and a CUkernel are shared by every context, and each
+ * context loads the module on its own, so other contexts always take the
+ * full path. Direct-mapped (a collision only costs a retry); cleared when
+ * a module unloads or a context goes (a handle may then be reused), and a
+ * store that raced with such a clear is not made (settle_generation). */
 #define SETTLED_SLOTS 256
 static void *_Atomic settled_handles[REPLAY_DEVICE_MAX][SETTLED_SLOTS];
 static void *_Atomic settled_functions[REPLAY_DEVICE_MAX][SETTLED_SLOTS];
+static _Atomic(CUcontext) cached_contexts[REPLAY_DEVICE_MAX];
+static _Atomic uint64_t settle_generation;
+
+/* Whether context is the one the device's caches serve (the first seen). */
+static bool cache_serves(int device, CUcontext context)
+{
+    CUcontext none = NULL;
+    if (context == NULL)
+        return false;
+    atomic_compare_exchange_strong(&cached_contexts[device], &none, context);
+    return atomic_load(&cached_contexts[device]) == context;
+}
+
+static size_t handle_slot(const void *handle);
+
+/* Stores key unless a clear came after generation was read; a clear that
+ * lands between the check and the store takes the entry back out. */
+static void settle(void *_Atomic *table, const void *key, uint64_t generation)
+{
+    if (atomic_load(&settle_generation) != generation)
+        return;
+    void *_Atomic *slot = &table[handle_slot(key)];
+    atomic_store(slot, (void *)key);
+    void *expected = (void *)key;
+    if (atomic_load(&settle_generation) != generation)
+        atomic_compare_exchange_strong(slot, &expected, NULL);
+}
+
+/* modules_lock held, or at context teardown. */
+static void clear_settled(void)
+{
+    atomic_fetch_add(&settle_generation, 1);
+    for (size_t device = 0; device < REPLAY_DEVICE_MAX; device++)
+        for (size_t slot = 0; slot < SETTLED_SLOTS; slot++) {
+            atomic_store_explicit(&settled_handles[device][slot], NULL, memory_order_relaxed);
+            atomic_store_explicit(&settled_functions[device][slot], NULL, memory_order_relaxed);
+        }
+}
+
+/* A context goes: its handles may come back for another context. */
+static void forget_cached_context(CUcontext context)
+{
+    bool served = false;
+    for (size_t device = 0; device < REPLAY_DEVICE_MAX; device++) {
+        CUcontext expected = context;
+        served |= atomic_compare_exchange_strong(&cached_contexts[device], &expected, NULL);
+    }
+    if (served) {
+        pthread_mutex_lock(&modules_lock);
+        clear_settled();
+        pthread_mutex_unlock(&modules_lock);
+    }
+}
+
+/* While flare loads a function itself (cuFuncLoad), the module the driver
+ * loads for it on this thread is that function's module: its identity,
+ * with no guessing from variable names (static variables of a header, such
+ * as curand's tables, carry the same names in many modules). */
+static _Thread_local int watching_module_loads;
+static _Thread_local int64_t module_loaded_while_watching; /* -1: none */
 
 static size_t handle_slot(const void *handle)
 {
@@ -696,6 +761,7 @@ static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *dat
         return;
     module->module_id = data->moduleId;
     module->device = device;
+    module->context = context;
     cuda_cubin_globals found;
     long count = cuda_cubin_scan_globals(data->pCubin, data->cubinSize, &found);
     if (count == 0) {
@@ -727,6 +793,8 @@ static void module_loaded(CUcontext context, const CUpti_ModuleResourceData *dat
     modules[module_count++] = module;
     update_untracked(device);
     pthread_mutex_unlock(&modules_lock);
+    if (watching_module_loads)
+        module_loaded_while_watching = data->moduleId;
     if (replay_configured() && replay_span_active_on(device))
         replay_span_decline(device, "a module with __device__ variables was loaded inside the span "
                                     "(its memory is not in the span's snapshot)");
@@ -750,12 +818,7 @@ static void module_unloading(const CUpti_ModuleResourceData *data)
         update_untracked(device);
         break;
     }
-    /* A handle may be reused by a module loaded later. */
-    for (size_t device = 0; device < REPLAY_DEVICE_MAX; device++)
-        for (size_t slot = 0; slot < SETTLED_SLOTS; slot++) {
-            atomic_store_explicit(&settled_handles[device][slot], NULL, memory_order_relaxed);
-            atomic_store_explicit(&settled_functions[device][slot], NULL, memory_order_relaxed);
-        }
+    clear_settled(); /* a handle may be reused by a module loaded later */
     pthread_mutex_unlock(&modules_lock);
 }
 
@@ -781,34 +844,46 @@ static void attempts_free(globals_attempt *attempts, size_t count)
 }
 
 /* Tries a module (or library) handle against the pending modules of its
- * device. The driver is never called with modules_lock held: module_loaded
- * takes that lock from inside the driver (which holds its own locks then),
- * so calling cuModuleGetGlobal under it deadlocked PyTorch at its first
- * launches on the H200. Candidates are copied out, tried without the lock,
- * and the result is published under it again, by module id. A candidate
- * is this handle's module when any of its names resolves under it. */
-static bool resolve_handle(int device, CUmodule module, CUlibrary library, bool loaded)
+ * context (only module_id's when has_only: the module the driver loaded
+ * for the function flare just loaded). The driver is never called with
+ * modules_lock held: module_loaded takes that lock from inside the driver
+ * (which holds its own locks then), so calling cuModuleGetGlobal under it
+ * deadlocked PyTorch at its first launches on the H200. Candidates are
+ * copied out, tried without the lock, and the result is published under
+ * it again, by module id.
+ *
+ * Without a known identity, a candidate whose every variable resolves
+ * under the handle is taken (the first, if several do: modules declaring
+ * the same names); failing that, one whose lookup found any of its names
+ * (even with the wrong size) is this handle's module with a failure, and
+ * blocks replay. Returns whether the handle is settled. */
+static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlibrary library,
+                           bool loaded, bool has_only, uint32_t only_id)
 {
     void *handle = module != NULL ? (void *)module : (void *)library;
     if (handle == NULL)
         return false;
-    if (atomic_load_explicit(&settled_handles[device][handle_slot(handle)], memory_order_relaxed) ==
-        handle)
+    bool cached = cache_serves(device, context);
+    if (cached && atomic_load_explicit(&settled_handles[device][handle_slot(handle)],
+                                       memory_order_relaxed) == handle)
         return true;
+    uint64_t generation = atomic_load(&settle_generation);
     pthread_mutex_lock(&modules_lock);
     int known = 0;
     size_t candidates = 0;
     for (size_t i = 0; i < module_count && !known; i++) {
-        known = modules[i]->handle == handle && modules[i]->device == device &&
-                (modules[i]->resolved || modules[i]->matched);
-        candidates += !modules[i]->resolved && !modules[i]->matched && modules[i]->device == device;
+        const cuda_module_globals *m = modules[i];
+        known = m->handle == handle && m->context == context && (m->resolved || m->matched);
+        candidates += !m->resolved && !m->matched && m->context == context &&
+                      (!has_only || m->module_id == only_id);
     }
     globals_attempt *attempts =
         known || candidates == 0 ? NULL : calloc(candidates, sizeof(*attempts));
     size_t attempt_count = 0;
-    for (size_t i = 0; attempts != NULL && i < module_count; i++) {
+    for (size_t i = 0; attempts != NULL && i < module_count && attempt_count < candidates; i++) {
         const cuda_module_globals *candidate = modules[i];
-        if (candidate->resolved || candidate->matched || candidate->device != device)
+        if (candidate->resolved || candidate->matched || candidate->context != context ||
+            (has_only && candidate->module_id != only_id))
             continue;
         size_t names_bytes = 0;
         const char *name = candidate->names;
@@ -828,50 +903,79 @@ static bool resolve_handle(int device, CUmodule module, CUlibrary library, bool 
         memcpy(attempt->sizes, candidate->sizes, candidate->count * sizeof(size_t));
     }
     pthread_mutex_unlock(&modules_lock);
-    if (known)
-        atomic_store_explicit(&settled_handles[device][handle_slot(handle)], handle,
-                              memory_order_relaxed);
     if (known || candidates == 0 || attempts == NULL) {
         free(attempts);
+        if ((known || candidates == 0) && cached)
+            settle(settled_handles[device], handle, generation);
         return known || candidates == 0;
     }
 
-    int matched_any = 0, skipped_any = 0;
-    for (size_t a = 0; a < attempt_count && !matched_any; a++) {
+    /* Look every candidate up: which resolve completely, which at all. */
+    int skipped_any = 0;
+    size_t *resolved_counts = calloc(attempt_count, sizeof(size_t));
+    char(*failures)[160] = calloc(attempt_count, sizeof(*failures));
+    int *identified = calloc(attempt_count, sizeof(int));
+    if (resolved_counts == NULL || failures == NULL || identified == NULL) {
+        free(resolved_counts);
+        free(failures);
+        free(identified);
+        attempts_free(attempts, attempt_count);
+        return false;
+    }
+    internal_depth++; /* flare's own queries are not the program's */
+    for (size_t a = 0; a < attempt_count; a++) {
         globals_attempt *attempt = &attempts[a];
         skipped_any |= attempt->count == 0; /* out of memory: not tried */
         const char *name = attempt->names;
-        size_t resolved = 0;
-        char failure[160] = "";
-        internal_depth++; /* flare's own queries are not the program's */
         for (size_t k = 0; k < attempt->count; k++, name += strlen(name) + 1) {
             CUdeviceptr pointer = 0;
             size_t bytes = 0;
             CUresult result = module != NULL
                                   ? driver.cuModuleGetGlobal(&pointer, &bytes, module, name)
                                   : driver.cuLibraryGetGlobal(&pointer, &bytes, library, name);
+            identified[a] |= result == CUDA_SUCCESS;
             if (result == CUDA_SUCCESS && bytes == attempt->sizes[k]) {
                 attempt->addresses[k] = (uintptr_t)pointer;
-                resolved++;
-            } else if (failure[0] == '\0') {
+                resolved_counts[a]++;
+            } else if (failures[a][0] == '\0') {
                 if (result == CUDA_SUCCESS)
-                    snprintf(failure, sizeof(failure),
+                    snprintf(failures[a], sizeof(failures[a]),
                              "module %u: '%.64s' is %zu bytes, its cubin says %zu",
                              attempt->module_id, name, bytes, attempt->sizes[k]);
                 else
-                    snprintf(failure, sizeof(failure), "module %u: '%.64s': %.48s",
+                    snprintf(failures[a], sizeof(failures[a]), "module %u: '%.64s': %.48s",
                              attempt->module_id, name, cuda_driver_error_text(&driver, result));
             }
         }
-        internal_depth--;
-        if (attempt->count == 0 || resolved == 0)
-            continue; /* not this handle's module */
-        matched_any = 1;
-        if (resolved < attempt->count)
+    }
+    internal_depth--;
+    long chosen = -1;
+    size_t complete = 0;
+    for (size_t a = 0; a < attempt_count; a++)
+        if (attempts[a].count > 0 && resolved_counts[a] == attempts[a].count && complete++ == 0)
+            chosen = (long)a;
+    if (complete > 1)
+        CORE_LOG_ONCE("cuda.replay.ambiguous_module", CORE_LOG_INFO,
+                      "replay: %zu loaded modules declare the same __device__ variables; the "
+                      "first is taken for a launch whose module flare did not load itself",
+                      complete);
+    for (size_t a = 0; a < attempt_count && chosen < 0; a++)
+        if (attempts[a].count > 0 && (identified[a] || has_only))
+            chosen = (long)a; /* its module, with a failure */
+    bool published_complete = false;
+    if (chosen >= 0) {
+        globals_attempt *attempt = &attempts[chosen];
+        bool whole = resolved_counts[chosen] == attempt->count;
+        if (!whole) {
+            if (failures[chosen][0] == '\0')
+                snprintf(failures[chosen], sizeof(failures[chosen]),
+                         "module %u: none of its %zu variables found", attempt->module_id,
+                         attempt->count);
             core_log(CORE_LOG_WARNING,
                      "replay: %zu of %zu __device__ variables of %s resolved; replays on "
                      "device %d are declined while the module is loaded",
-                     resolved, attempt->count, failure, device);
+                     resolved_counts[chosen], attempt->count, failures[chosen], device);
+        }
         /* Publish, if the module is still loaded. */
         pthread_mutex_lock(&modules_lock);
         for (size_t i = 0; i < module_count; i++) {
@@ -879,9 +983,9 @@ static bool resolve_handle(int device, CUmodule module, CUlibrary library, bool 
             if (candidate->module_id != attempt->module_id || candidate->resolved)
                 continue;
             candidate->handle = handle;
-            if (resolved < attempt->count) {
+            if (!whole) {
                 candidate->matched = 1;
-                snprintf(candidate->failure, sizeof(candidate->failure), "%s", failure);
+                snprintf(candidate->failure, sizeof(candidate->failure), "%s", failures[chosen]);
                 break;
             }
             /* One inventory entry (and one copy per restore, about 9 us on
@@ -893,30 +997,41 @@ static bool resolve_handle(int device, CUmodule module, CUlibrary library, bool 
             }
             candidate->tracked_count = candidate->count;
             candidate->resolved = 1;
+            published_complete = true;
             break;
         }
         update_untracked(device);
         pthread_mutex_unlock(&modules_lock);
     }
+    free(resolved_counts);
+    free(failures);
+    free(identified);
     attempts_free(attempts, attempt_count);
+    /* Memory that joined the inventory while a span records is not in its
+     * snapshot: the span cannot restore it. */
+    if (published_complete && replay_configured() && replay_span_active_on(device))
+        replay_span_decline(device, "a module's __device__ variables were first used inside the "
+                                    "span (they are not in the span's snapshot)");
     /* No match only settles a handle whose module is known to be loaded
      * (else its module may not have registered its names yet) and whose
      * candidates were all tried. */
-    bool settled = matched_any || (loaded && !skipped_any);
-    if (settled)
-        atomic_store_explicit(&settled_handles[device][handle_slot(handle)], handle,
-                              memory_order_relaxed);
+    bool settled = chosen >= 0 || (loaded && !skipped_any);
+    if (settled && cached)
+        settle(settled_handles[device], handle, generation);
     return settled;
 }
 
 /* Resolves the launched function's module's __device__ variables, loading
  * the function first when it is not (lazy loading would otherwise load its
  * module inside the launch, after the snapshot). */
-static void resolve_globals(int device, CUfunction function)
+static void resolve_globals(int device, CUcontext context, CUfunction function)
 {
-    if (function == NULL || atomic_load_explicit(&settled_functions[device][handle_slot(function)],
-                                                 memory_order_relaxed) == (void *)function)
+    bool cached = cache_serves(device, context);
+    if (function == NULL ||
+        (cached && atomic_load_explicit(&settled_functions[device][handle_slot(function)],
+                                        memory_order_relaxed) == (void *)function))
         return;
+    uint64_t generation = atomic_load(&settle_generation);
     CUmodule module = NULL;
     CUlibrary library = NULL;
     if (driver.cuFuncGetModule == NULL || driver.cuFuncGetModule(&module, function) != CUDA_SUCCESS)
@@ -925,7 +1040,10 @@ static void resolve_globals(int device, CUfunction function)
                            driver.cuKernelGetLibrary(&library, (CUkernel)function) != CUDA_SUCCESS))
         return;
     /* Loading happens once per function; the module-loaded callback it
-     * triggers registers the module's names before they are tried. */
+     * triggers registers the module's names, and on this thread names the
+     * module, before its variables are looked up. */
+    watching_module_loads = 1;
+    module_loaded_while_watching = -1;
     CUfunction loadable = function;
     if (module == NULL && driver.cuKernelGetFunction != NULL &&
         driver.cuKernelGetFunction(&loadable, (CUkernel)function) != CUDA_SUCCESS)
@@ -936,14 +1054,16 @@ static void resolve_globals(int device, CUfunction function)
         driver.cuFuncIsLoaded(&state, loadable) == CUDA_SUCCESS)
         loaded = state == CU_FUNCTION_LOADING_STATE_LOADED ||
                  driver.cuFuncLoad(loadable) == CUDA_SUCCESS;
+    watching_module_loads = 0;
+    bool has_only = module_loaded_while_watching >= 0;
+    uint32_t only_id = has_only ? (uint32_t)module_loaded_while_watching : 0;
     bool settled = atomic_load_explicit(&pending_modules[device], memory_order_relaxed) == 0 ||
-                   resolve_handle(device, module, library, loaded);
+                   resolve_handle(device, context, module, library, loaded, has_only, only_id);
     /* Loaded, and its module settled or without variables: nothing more
      * to do for this function until a module unloads. Unknown loading
      * state (a driver before 12.4): tried at every launch, as before. */
-    if (loaded && settled)
-        atomic_store_explicit(&settled_functions[device][handle_slot(function)], (void *)function,
-                              memory_order_relaxed);
+    if (loaded && settled && cached)
+        settle(settled_functions[device], function, generation);
 }
 
 /* ---- Allocations ---- */
@@ -1380,7 +1500,7 @@ static void describe_launch(cuda_launch_frame *frame, CUpti_CallbackId id,
     request->relaunch_context = frame;
     request->capture = capture_for_span;
     if (!request->from_graph)
-        resolve_globals(device, function);
+        resolve_globals(device, call->context, function);
 }
 
 static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
@@ -1416,18 +1536,22 @@ static void launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
         replay_launch_begin(&frame->request, &frame->state);
         return;
     }
-    if (program_launch_correlation == call->correlationId)
-        program_launch_correlation = 0;
     uint64_t marker = *call->correlationData;
     cuda_launch_thread *thread = launch_thread;
-    if (marker == 0 || marker > CUDA_LAUNCH_DEPTH_MAX || thread == NULL)
+    if (marker == 0 || marker > CUDA_LAUNCH_DEPTH_MAX || thread == NULL) {
+        if (program_launch_correlation == call->correlationId)
+            program_launch_correlation = 0;
         return;
+    }
     cuda_launch_frame *frame = &thread->frames[marker - 1];
     frame->params = call->functionParams;
     CUresult submitted = result_of(call);
     replay_launch_end(&frame->request, &frame->state,
                       submitted == CUDA_SUCCESS ? FLARE_OK : FLARE_ERR_BACKEND);
     thread->depth = (int)marker - 1;
+    /* Only now: the passes run inside replay_launch_end and carry this id. */
+    if (program_launch_correlation == call->correlationId)
+        program_launch_correlation = 0;
 }
 
 /* ---- Dispatch ---- */
@@ -1476,14 +1600,14 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
             int device = device_of(call->context);
             if (device >= 0 && atomic_load_explicit(&pending_modules[device], memory_order_relaxed))
                 resolve_handle(
-                    device,
+                    device, call->context,
                     id == CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal_v2
                         ? ((const cuModuleGetGlobal_v2_params *)call->functionParams)->hmod
                         : NULL,
                     id == CUPTI_DRIVER_TRACE_CBID_cuLibraryGetGlobal
                         ? ((const cuLibraryGetGlobal_params *)call->functionParams)->library
                         : NULL,
-                    true);
+                    true, false, 0);
         }
         break;
     case KIND_FREE:
