@@ -697,10 +697,12 @@ int replay_span_end(void)
         }
     }
     release_shadows(span);
+    /* Results before the gate opens: the collector decodes from state on
+     * the device's profiler that the next replay there will reconfigure. */
+    queue_results(span, healthy);
     if (holding_writer) {
         replay_gate_writer_exit(span->device);
     }
-    queue_results(span, healthy);
     release_work(span);
     free(span->kernels);
     free(span->kernel_records);

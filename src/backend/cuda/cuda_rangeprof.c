@@ -117,7 +117,8 @@ static int installed;
 typedef struct rangeprof_session {
     rangeprof_setup *setup;
     size_t max_ranges;
-    int started; /* between Start and Stop */
+    int started;    /* between Start and Stop */
+    int configured; /* the profiler object holds this collection's config */
     int all_submitted;
     uint32_t passes_stopped;
     int failed;
@@ -543,59 +544,67 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
         snprintf(reason, reason_size, "%s", setup->reason);
         status = setup->status;
     }
-    /* Sized under the cache lock, so the early set-up thread sees it. */
-    uint64_t initialize_started = core_now_ns();
-    session->set_up_ns = initialize_started - lock_started;
-    CUptiResult result = CUPTI_SUCCESS;
-    if (status == FLARE_OK && (result = size_counter_data(setup, max_ranges)) != CUPTI_SUCCESS) {
-        snprintf(reason, reason_size, "range profiler: cuptiRangeProfilerGetCounterDataSize: %s",
-                 cupti_text(result));
-        status = FLARE_ERR_BACKEND;
-    }
     pthread_mutex_unlock(&cache_lock);
     if (status != FLARE_OK) {
         if (status != FLARE_ERR_INVALID_ARGUMENT)
             core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
         return status;
     }
-    CUpti_RangeProfiler_CounterDataImage_Initialize_Params initialize = {
-        .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
-        .pRangeProfilerObject = entry->object,
-        .counterDataSize = setup->counter_data_size,
-        .pCounterData = setup->counter_data};
-    result = api.CounterDataImageInitialize(&initialize);
-    const char *failed = "cuptiRangeProfilerCounterDataImageInitialize";
+    /* The profiler object is configured at the first pass, not here: a
+     * kernel replay prepares before it takes the device's writer gate, and
+     * two threads configuring one object (or resizing the counter image
+     * CUPTI is writing) under each other's collection would spoil both. */
+    session->setup = setup;
+    session->max_ranges = max_ranges;
+    session->set_up_ns = core_now_ns() - lock_started;
+    return (int)setup->passes;
+}
+
+/* First pass only, under the device's writer gate: sizes and initialises
+ * the counter data image and sets the configuration. */
+static CUptiResult configure_collection(rangeprof_session *session, const char **failed)
+{
+    rangeprof_setup *setup = session->setup;
+    uint64_t initialize_started = core_now_ns();
+    pthread_mutex_lock(&cache_lock); /* the early set-up thread sizes images too */
+    CUptiResult result = size_counter_data(setup, session->max_ranges);
+    pthread_mutex_unlock(&cache_lock);
+    *failed = "cuptiRangeProfilerGetCounterDataSize";
+    if (result == CUPTI_SUCCESS) {
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params initialize = {
+            .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+            .pRangeProfilerObject = setup->context->object,
+            .counterDataSize = setup->counter_data_size,
+            .pCounterData = setup->counter_data};
+        result = api.CounterDataImageInitialize(&initialize);
+        *failed = "cuptiRangeProfilerCounterDataImageInitialize";
+    }
     uint64_t config_started = core_now_ns();
     session->counter_data_init_ns = config_started - initialize_started;
     if (result == CUPTI_SUCCESS) {
-        /* One config for the whole launch: Start/Stop step through its
+        /* One config for the whole collection: Start/Stop step through its
          * passes (Stop reports the pass index and when all are submitted). */
         CUpti_RangeProfiler_SetConfig_Params config = {
             .structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE,
-            .pRangeProfilerObject = entry->object,
+            .pRangeProfilerObject = setup->context->object,
             .configSize = setup->config_size,
             .pConfig = setup->config,
             .counterDataImageSize = setup->counter_data_size,
             .pCounterDataImage = setup->counter_data,
             .range = CUPTI_AutoRange,
             .replayMode = CUPTI_UserReplay,
-            .maxRangesPerPass = max_ranges,
+            .maxRangesPerPass = session->max_ranges,
             .numNestingLevels = 1,
             .minNestingLevel = 1,
             .passIndex = 0,
             .targetNestingLevel = 1};
         result = api.SetConfig(&config);
-        failed = "cuptiRangeProfilerSetConfig";
+        *failed = "cuptiRangeProfilerSetConfig";
         session->set_config_ns = core_now_ns() - config_started;
     }
-    if (result != CUPTI_SUCCESS) {
-        snprintf(reason, reason_size, "range profiler: %s: %s", failed, cupti_text(result));
-        core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
-        return FLARE_ERR_BACKEND;
-    }
-    session->setup = setup;
-    session->max_ranges = max_ranges;
-    return (int)setup->passes;
+    if (result == CUPTI_SUCCESS)
+        session->configured = 1;
+    return result;
 }
 
 static int collector_prepare(const flare_replay_launch *launch, const char *const *metrics,
@@ -626,6 +635,16 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
     (void)launch;
     if (session->setup == NULL || session->failed)
         return FLARE_ERR_STATE;
+    if (!session->configured) {
+        const char *failed = "";
+        CUptiResult result = configure_collection(session, &failed);
+        if (result != CUPTI_SUCCESS) {
+            session_fail(failed, result);
+            core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s",
+                                session->reason);
+            return FLARE_ERR_BACKEND;
+        }
+    }
     CUpti_RangeProfiler_Start_Params start = {
         .structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
         .pRangeProfilerObject = session->setup->context->object};
