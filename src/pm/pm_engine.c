@@ -384,8 +384,8 @@ static void state_reason(pm_engine *engine, int state, char *reason, size_t reas
     switch (state) {
     case PM_ENGINE_UNPREPARED:
         snprintf(reason, reason_size,
-                 "%s: not prepared yet (set-up starts once the program creates its first "
-                 "context)",
+                 "%s: not prepared yet (set-up starts after the program's first context, or "
+                 "at the first window when no rule or schedule asks earlier)",
                  engine->ops->name);
         break;
     case PM_ENGINE_PREPARING:

@@ -107,6 +107,9 @@ static int eager_setup;
 /* The set-up thread is inside CUPTI: the process must not exit under it
  * (cuda_pm_wait_for_setup). */
 static _Atomic int setup_running;
+/* Set by the exit wait: no set-up starts after it (a window armed during
+ * teardown must not start a thread into CUPTI as the runtime goes). */
+static _Atomic int exiting;
 static _Atomic(CUcontext) first_context;
 
 static const char *result_text(CUptiResult result)
@@ -604,7 +607,8 @@ static void *setup_body(void)
 /* Starts the set-up thread once, on the first context. */
 static void start_setup(void)
 {
-    if (engine == NULL || atomic_load(&first_context) == NULL || atomic_exchange(&setup_started, 1))
+    if (engine == NULL || atomic_load(&exiting) || atomic_load(&first_context) == NULL ||
+        atomic_exchange(&setup_started, 1))
         return;
     pm_engine_mark_preparing(engine);
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
@@ -629,6 +633,14 @@ static void start_setup(void)
     }
 }
 
+void cuda_pm_context_destroying(CUcontext context)
+{
+    /* A lazy set-up must not start later on a context that is gone. */
+    CUcontext expected = context;
+    if (!atomic_load(&setup_started))
+        atomic_compare_exchange_strong(&first_context, &expected, NULL);
+}
+
 void cuda_pm_context_created(CUcontext context)
 {
     if (engine == NULL)
@@ -641,6 +653,7 @@ void cuda_pm_context_created(CUcontext context)
 
 void cuda_pm_wait_for_setup(uint64_t timeout_ns)
 {
+    atomic_store(&exiting, 1);
     uint64_t deadline = core_now_ns() + timeout_ns;
     while (atomic_load(&setup_running) && core_now_ns() < deadline) {
         struct timespec pause = {0, 1000000};

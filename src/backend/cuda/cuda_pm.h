@@ -32,6 +32,8 @@ void cuda_pm_install(const cuda_cupti_api *cupti);
 /* The CUPTI resource callback saw a context created: the first starts the
  * set-up thread. Cheap; safe on the application's thread. */
 void cuda_pm_context_created(CUcontext context);
+/* A context is being destroyed: forgotten as the one a lazy set-up uses. */
+void cuda_pm_context_destroying(CUcontext context);
 /* At exit: waits (at most timeout_ns) for the set-up thread to leave CUPTI.
  * A program that exits within the ~0.8 s set-up crashed at exit on the
  * H200 (SIGSEGV) while the thread was still inside CUPTI. */

@@ -838,8 +838,12 @@ static void *warm_main(void *argument)
     return NULL;
 }
 
+/* Set by the exit wait: no early set-up starts after it. */
+static _Atomic int rangeprof_exiting;
+
 void cuda_rangeprof_wait_for_setup(uint64_t timeout_ns)
 {
+    atomic_store(&rangeprof_exiting, 1);
     uint64_t deadline = core_now_ns() + timeout_ns;
     while (atomic_load(&warm_threads_running) > 0 && core_now_ns() < deadline) {
         struct timespec pause = {0, 1000000};
@@ -885,7 +889,7 @@ static void *warm_body(void *argument)
 
 void cuda_rangeprof_context_created(CUcontext context, int device)
 {
-    if (!installed || !replay_configured())
+    if (!installed || !replay_configured() || atomic_load(&rangeprof_exiting))
         return;
     rangeprof_warm_request *request = malloc(sizeof(*request));
     if (request == NULL)

@@ -395,6 +395,8 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
          * InitializeInjection: it starts here, on a thread of its own. */
         if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
             cuda_pm_context_created(((const CUpti_ResourceData *)data)->context);
+        else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+            cuda_pm_context_destroying(((const CUpti_ResourceData *)data)->context);
         cuda_replay_on_resource(id, data);
     } else if (domain == CUPTI_CB_DOMAIN_NVTX) {
         handle_nvtx(id, data);
