@@ -1056,6 +1056,75 @@ static void test_span_replays_in_order(void **state)
     flare_sim_free(other);
 }
 
+/* A span's results are decoded while its writer gate is still held: the
+ * CUDA collector decodes from the device profiler's state, which the next
+ * replay on the device reconfigures as soon as the gate opens. The wrapper
+ * below asks, from inside finish_ranges, whether another thread can enter
+ * the device's gate. */
+static const replay_metric_collector *wrapped;
+static atomic_int gate_probe_entered;
+static atomic_int gate_open_during_finish = -1;
+
+static void *gate_probe(void *argument)
+{
+    (void)argument;
+    int token = replay_gate_enter(0);
+    atomic_store(&gate_probe_entered, 1);
+    replay_gate_exit(0, token);
+    return NULL;
+}
+
+static int probing_finish_ranges(const flare_replay_launch *span, const flare_replay_launch *ranges,
+                                 size_t range_count, double *values, size_t metric_count,
+                                 char *reason, size_t reason_size)
+{
+    pthread_t thread;
+    atomic_store(&gate_probe_entered, 0);
+    assert_int_equal(pthread_create(&thread, NULL, gate_probe, NULL), 0);
+    struct timespec pause = {0, 50 * 1000000};
+    nanosleep(&pause, NULL);
+    atomic_store(&gate_open_during_finish, atomic_load(&gate_probe_entered));
+    int status = wrapped->finish_ranges(span, ranges, range_count, values, metric_count, reason,
+                                        reason_size);
+    pthread_detach(thread); /* it enters once the span lets the gate go */
+    return status;
+}
+
+static void test_span_results_decoded_under_the_gate(void **state)
+{
+    (void)state;
+    select_span_metrics(NULL, 0);
+    wrapped = sim_replay_collector();
+    replay_metric_collector probing = *wrapped;
+    probing.finish_ranges = probing_finish_ranges;
+    replay_set_metric_collector(&probing);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL, *other = NULL;
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    uint64_t host[4] = {1, 2, 3, 4};
+    atomic_store(&gate_open_during_finish, -1);
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    run_step(stream, memory, other, host);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    assert_int_equal(atomic_load(&gate_open_during_finish), 0);
+    for (int wait = 0; wait < 500 && !atomic_load(&gate_probe_entered); wait++) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    assert_int_equal(atomic_load(&gate_probe_entered), 1); /* and it opened after */
+    assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 3);
+    assert_int_equal(records[2]->declined, 0);
+    free_records(records, count);
+    replay_set_metric_collector(sim_replay_collector());
+    destroy(stream, memory);
+    flare_sim_free(other);
+}
+
 static void test_span_declines(void **state)
 {
     (void)state;
@@ -1413,6 +1482,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tool_launch_does_not_deadlock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metric_collection_selection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_counter_availability_switch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_results_decoded_under_the_gate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_and_cooperative_declined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_devices_replay_concurrently, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_replays_in_order, setup, teardown),
