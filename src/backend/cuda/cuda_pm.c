@@ -104,13 +104,16 @@ static _Atomic int setup_started;
  * `flare trace`; none with FLARE_PM=0), so a plain trace does not start
  * one. */
 static int eager_setup;
-/* The set-up thread is inside CUPTI: the process must not exit under it
- * (cuda_pm_wait_for_setup). */
+/* Set-up threads inside CUPTI, or about to be: the process must not exit
+ * under them (cuda_pm_wait_for_setup). */
 static _Atomic int setup_running;
 /* Set by the exit wait: no set-up starts after it (a window armed during
  * teardown must not start a thread into CUPTI as the runtime goes). */
 static _Atomic int exiting;
 static _Atomic(CUcontext) first_context;
+/* The context created last, to take first_context's place when that one is
+ * destroyed before a lazy set-up used it (NULL once destroyed itself). */
+static _Atomic(CUcontext) latest_context;
 
 static const char *result_text(CUptiResult result)
 {
@@ -569,7 +572,7 @@ static void *setup_main(void *argument)
 {
     (void)argument;
     setup_body();
-    atomic_store(&setup_running, 0);
+    atomic_fetch_sub(&setup_running, 1);
     return NULL;
 }
 
@@ -578,6 +581,11 @@ static void *setup_body(void)
     CUcontext context = atomic_load(&first_context);
     uint32_t device = 0;
     char reason[256] = "";
+    if (context == NULL) {
+        /* Destroyed between the start and now; the next window retries. */
+        atomic_store(&setup_started, 0);
+        return NULL;
+    }
     CUptiResult result = hardware.api.cuptiGetDeviceId(context, &device);
     if (result != CUPTI_SUCCESS) {
         snprintf(reason, sizeof(reason), "cuptiGetDeviceId: %s", result_text(result));
@@ -607,9 +615,15 @@ static void *setup_body(void)
 /* Starts the set-up thread once, on the first context. */
 static void start_setup(void)
 {
-    if (engine == NULL || atomic_load(&exiting) || atomic_load(&first_context) == NULL ||
-        atomic_exchange(&setup_started, 1))
+    if (engine == NULL || atomic_load(&first_context) == NULL)
         return;
+    /* Marked running before the exit flag is read: the exit wait either
+     * sees this thread coming or this sees the exit, never neither. */
+    atomic_fetch_add(&setup_running, 1);
+    if (atomic_load(&exiting) || atomic_exchange(&setup_started, 1)) {
+        atomic_fetch_sub(&setup_running, 1);
+        return;
+    }
     pm_engine_mark_preparing(engine);
     core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
                         "preparing (config image, enable) after the first context");
@@ -620,10 +634,9 @@ static void start_setup(void)
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous);
-    atomic_store(&setup_running, 1);
     int error = pthread_create(&thread, &attributes, setup_main, NULL);
     if (error != 0)
-        atomic_store(&setup_running, 0);
+        atomic_fetch_sub(&setup_running, 1);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     pthread_attr_destroy(&attributes);
     if (error != 0) {
@@ -635,16 +648,20 @@ static void start_setup(void)
 
 void cuda_pm_context_destroying(CUcontext context)
 {
-    /* A lazy set-up must not start later on a context that is gone. */
+    /* A lazy set-up must not start later on a context that is gone: a
+     * later context takes its place, or the next one created does. */
     CUcontext expected = context;
+    atomic_compare_exchange_strong(&latest_context, &expected, NULL);
+    expected = context;
     if (!atomic_load(&setup_started))
-        atomic_compare_exchange_strong(&first_context, &expected, NULL);
+        atomic_compare_exchange_strong(&first_context, &expected, atomic_load(&latest_context));
 }
 
 void cuda_pm_context_created(CUcontext context)
 {
     if (engine == NULL)
         return;
+    atomic_store(&latest_context, context);
     CUcontext none = NULL;
     atomic_compare_exchange_strong(&first_context, &none, context);
     if (eager_setup)

@@ -565,8 +565,15 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
 static CUptiResult configure_collection(rangeprof_session *session, const char **failed)
 {
     rangeprof_setup *setup = session->setup;
+    /* Bounded, as in prepare: another context's early set-up may hold the
+     * lock for 100s of ms, and this thread holds the device's gate. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
+    *failed = "waiting for the range profiler's set-up lock";
+    if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0)
+        return CUPTI_ERROR_UNKNOWN;
     uint64_t initialize_started = core_now_ns();
-    pthread_mutex_lock(&cache_lock); /* the early set-up thread sizes images too */
     CUptiResult result = size_counter_data(setup, session->max_ranges);
     pthread_mutex_unlock(&cache_lock);
     *failed = "cuptiRangeProfilerGetCounterDataSize";
@@ -889,11 +896,19 @@ static void *warm_body(void *argument)
 
 void cuda_rangeprof_context_created(CUcontext context, int device)
 {
-    if (!installed || !replay_configured() || atomic_load(&rangeprof_exiting))
+    if (!installed || !replay_configured())
         return;
+    /* Counted before the exit flag is read (see cuda_rangeprof_wait_for_setup). */
+    atomic_fetch_add(&warm_threads_running, 1);
+    if (atomic_load(&rangeprof_exiting)) {
+        atomic_fetch_sub(&warm_threads_running, 1);
+        return;
+    }
     rangeprof_warm_request *request = malloc(sizeof(*request));
-    if (request == NULL)
+    if (request == NULL) {
+        atomic_fetch_sub(&warm_threads_running, 1);
         return;
+    }
     request->context = context;
     request->device = device;
     pthread_t thread;
@@ -903,7 +918,6 @@ void cuda_rangeprof_context_created(CUcontext context, int device)
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous); /* the program's signals stay its own */
-    atomic_fetch_add(&warm_threads_running, 1);
     if (pthread_create(&thread, &attributes, warm_main, request) != 0) {
         atomic_fetch_sub(&warm_threads_running, 1);
         free(request); /* the first replayed launch sets up instead */

@@ -688,11 +688,14 @@ static _Atomic uint64_t settle_generation;
 /* Whether context is the one the device's caches serve (the first seen). */
 static bool cache_serves(int device, CUcontext context)
 {
-    CUcontext none = NULL;
     if (context == NULL)
         return false;
-    atomic_compare_exchange_strong(&cached_contexts[device], &none, context);
-    return atomic_load(&cached_contexts[device]) == context;
+    CUcontext served = atomic_load_explicit(&cached_contexts[device], memory_order_acquire);
+    if (served == NULL) {
+        atomic_compare_exchange_strong(&cached_contexts[device], &served, context);
+        served = atomic_load(&cached_contexts[device]);
+    }
+    return served == context;
 }
 
 static size_t handle_slot(const void *handle);
@@ -725,15 +728,19 @@ static void clear_settled(void)
 static void forget_cached_context(CUcontext context)
 {
     bool served = false;
+    for (size_t device = 0; device < REPLAY_DEVICE_MAX; device++)
+        served |= atomic_load(&cached_contexts[device]) == context;
+    if (!served)
+        return;
+    /* Cleared before the context is let go, so no other context can become
+     * the cached one and read what this one settled. */
+    pthread_mutex_lock(&modules_lock);
+    clear_settled();
     for (size_t device = 0; device < REPLAY_DEVICE_MAX; device++) {
         CUcontext expected = context;
-        served |= atomic_compare_exchange_strong(&cached_contexts[device], &expected, NULL);
+        atomic_compare_exchange_strong(&cached_contexts[device], &expected, NULL);
     }
-    if (served) {
-        pthread_mutex_lock(&modules_lock);
-        clear_settled();
-        pthread_mutex_unlock(&modules_lock);
-    }
+    pthread_mutex_unlock(&modules_lock);
 }
 
 /* While flare loads a function itself (cuFuncLoad), the module the driver
@@ -914,7 +921,7 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
     int skipped_any = 0;
     size_t *resolved_counts = calloc(attempt_count, sizeof(size_t));
     char(*failures)[160] = calloc(attempt_count, sizeof(*failures));
-    int *identified = calloc(attempt_count, sizeof(int));
+    size_t *identified = calloc(attempt_count, sizeof(size_t));
     if (resolved_counts == NULL || failures == NULL || identified == NULL) {
         free(resolved_counts);
         free(failures);
@@ -933,7 +940,7 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
             CUresult result = module != NULL
                                   ? driver.cuModuleGetGlobal(&pointer, &bytes, module, name)
                                   : driver.cuLibraryGetGlobal(&pointer, &bytes, library, name);
-            identified[a] |= result == CUDA_SUCCESS;
+            identified[a] += result == CUDA_SUCCESS;
             if (result == CUDA_SUCCESS && bytes == attempt->sizes[k]) {
                 attempt->addresses[k] = (uintptr_t)pointer;
                 resolved_counts[a]++;
@@ -949,20 +956,36 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
         }
     }
     internal_depth--;
+    /* The handle's own module is the one the most of whose names were
+     * found under it: every name of its own is found (with the wrong size
+     * at worst), while a module holding only a shared header's statics
+     * (curand's tables) finds only those, a subset. Equal counts prefer a
+     * complete resolution; two complete ones with equal counts are
+     * identical name sets, which names cannot tell apart. None found: not
+     * this handle's module (a module flare saw load for the function, but
+     * none of whose names resolve, is not taken on that alone; the next
+     * launch tries again without that hint). */
     long chosen = -1;
-    size_t complete = 0;
-    for (size_t a = 0; a < attempt_count; a++)
-        if (attempts[a].count > 0 && resolved_counts[a] == attempts[a].count && complete++ == 0)
+    size_t ties = 0;
+    for (size_t a = 0; a < attempt_count; a++) {
+        if (attempts[a].count == 0 || identified[a] == 0)
+            continue;
+        bool whole = resolved_counts[a] == attempts[a].count;
+        bool chosen_whole = chosen >= 0 && resolved_counts[chosen] == attempts[chosen].count;
+        if (chosen < 0 || identified[a] > identified[chosen] ||
+            (identified[a] == identified[chosen] && whole && !chosen_whole)) {
             chosen = (long)a;
-    if (complete > 1)
+            ties = 1;
+        } else if (identified[a] == identified[chosen] && whole == chosen_whole) {
+            ties++;
+        }
+    }
+    if (ties > 1)
         CORE_LOG_ONCE("cuda.replay.ambiguous_module", CORE_LOG_INFO,
                       "replay: %zu loaded modules declare the same __device__ variables; the "
                       "first is taken for a launch whose module flare did not load itself",
-                      complete);
-    for (size_t a = 0; a < attempt_count && chosen < 0; a++)
-        if (attempts[a].count > 0 && (identified[a] || has_only))
-            chosen = (long)a; /* its module, with a failure */
-    bool published_complete = false;
+                      ties);
+    bool published = false;
     if (chosen >= 0) {
         globals_attempt *attempt = &attempts[chosen];
         bool whole = resolved_counts[chosen] == attempt->count;
@@ -983,6 +1006,7 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
             if (candidate->module_id != attempt->module_id || candidate->resolved)
                 continue;
             candidate->handle = handle;
+            published = true;
             if (!whole) {
                 candidate->matched = 1;
                 snprintf(candidate->failure, sizeof(candidate->failure), "%s", failures[chosen]);
@@ -997,7 +1021,6 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
             }
             candidate->tracked_count = candidate->count;
             candidate->resolved = 1;
-            published_complete = true;
             break;
         }
         update_untracked(device);
@@ -1007,15 +1030,15 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
     free(failures);
     free(identified);
     attempts_free(attempts, attempt_count);
-    /* Memory that joined the inventory while a span records is not in its
-     * snapshot: the span cannot restore it. */
-    if (published_complete && replay_configured() && replay_span_active_on(device))
+    /* A module settled while a span records: its variables joined the
+     * inventory after the span's snapshot, or cannot be restored at all. */
+    if (published && replay_configured() && replay_span_active_on(device))
         replay_span_decline(device, "a module's __device__ variables were first used inside the "
                                     "span (they are not in the span's snapshot)");
     /* No match only settles a handle whose module is known to be loaded
      * (else its module may not have registered its names yet) and whose
      * candidates were all tried. */
-    bool settled = chosen >= 0 || (loaded && !skipped_any);
+    bool settled = chosen >= 0 || (loaded && !skipped_any && !has_only);
     if (settled && cached)
         settle(settled_handles[device], handle, generation);
     return settled;
