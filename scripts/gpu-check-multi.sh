@@ -27,5 +27,13 @@ else
       > "$multi_dir/$mode.json" 2> "$multi_dir/$mode.err" || fail "multi_rmw $mode"
     tail -2 "$multi_dir/$mode.err"
   done
+  # PM samples on a multi-GPU machine: plain tracing with a scheduled window
+  # (PM sampling set up at the first context, ~0.7 s), every GPU busy for
+  # about 3 s.
+  echo "-- PM sampling while every GPU works"
+  FLARE_PM=1 timeout 300 "$flare" trace -q -o "$multi_dir/pm" --deep-after 1500ms --deep-for 1s -- \
+    "$build/gpu/multi_rmw" --footprint-mib 256 --launches 20000 \
+    > "$multi_dir/pm.json" 2> "$multi_dir/pm.err" || fail "multi_rmw under flare trace (PM)"
+  tail -2 "$multi_dir/pm.err"
   python3 tests/gpu/check_multi.py "$multi_dir" "$OUT/multi-summary.json" || fail "multi-GPU checks"
 fi

@@ -9,8 +9,10 @@ concurrent/ and serial/. Checks: every device's result correct in both runs;
 every launch replayed with all its passes; in the concurrent run, replays on
 different devices overlap in time (from the stored pass timestamps) while
 replays on one device never do; every replayed kernel and every kernel record
-is attributed to the device its thread used. Reports the speed-up of the
-concurrent run's replay time over the serialised one.
+is attributed to the device its thread used. A third run (pm.json, pm/) under
+plain `flare trace` with a scheduled window checks that kernels land on every
+device and PM samples on the one device the engine samples. Reports the
+speed-up of the concurrent run's replay time over the serialised one.
 """
 import json
 import sqlite3
@@ -44,6 +46,38 @@ def replays(database):
         "WHERE n.name LIKE 'multi_rmw%' GROUP BY k.device"
     ).fetchall()
     return rows, dict(kernels)
+
+
+def check_pm(directory, summary):
+    """The PM run (plain `flare trace`, a scheduled window, every GPU busy):
+    kernels land on every device, and the window's PM samples carry the
+    device the engine reported it samples (one device per process)."""
+    result = output(f"{directory}/pm.json")
+    if result is None:
+        return
+    if not result["ok"]:
+        fail(f"pm: wrong results: {result['per_device']}")
+    connection = sqlite3.connect(f"{directory}/pm/session.db")
+    kernels = dict(connection.execute(
+        "SELECT k.device, COUNT(*) FROM kernels k JOIN names n ON n.id = k.name_id "
+        "WHERE n.name LIKE 'multi_rmw%' GROUP BY k.device").fetchall())
+    samples = dict(connection.execute(
+        "SELECT device, COUNT(*) FROM pm_samples GROUP BY device").fetchall())
+    capability = connection.execute(
+        "SELECT status, reason FROM capabilities WHERE feature = 'pm_sampling'").fetchone()
+    windows = connection.execute("SELECT engine_status, engine_reason FROM windows").fetchall()
+    summary["pm"] = {"kernels": kernels, "samples": samples, "capability": capability,
+                     "windows": windows}
+    devices = result["devices"]
+    if sorted(kernels) != list(range(devices)):
+        fail(f"pm: kernel records on devices {sorted(kernels)}, expected 0..{devices - 1}")
+    sampled = None
+    if capability and "prepared on device " in (capability[1] or ""):
+        sampled = int(capability[1].split("prepared on device ")[1].split()[0])
+    if not samples:
+        fail(f"pm: no PM samples (windows {windows}, capability {capability})")
+    elif sampled is None or list(samples) != [sampled]:
+        fail(f"pm: samples on devices {sorted(samples)}, the engine samples device {sampled}")
 
 
 def main():
@@ -82,6 +116,7 @@ def main():
         replay_span = (max(e for _, e, _ in intervals) - min(s for s, _, _ in intervals)) / 1e9 \
             if intervals else None
         summary[mode]["replay_span_s"] = replay_span
+    check_pm(directory, summary)
     if "concurrent" in summary and "serial" in summary and summary["concurrent"]["replay_span_s"]:
         summary["speedup_over_serialised"] = (summary["serial"]["replay_span_s"] /
                                              summary["concurrent"]["replay_span_s"])
