@@ -997,15 +997,21 @@ static void run_step(flare_sim_stream *stream, uint64_t *device_values, uint64_t
     assert_int_equal(flare_sim_memset_async(stream, other, 7, 16), FLARE_OK);
 }
 
+/* The stream and buffers run_step works on: 4 words and 16 bytes. */
+static void make_step_buffers(flare_sim_stream **stream, void **memory, void **other)
+{
+    assert_int_equal(flare_sim_stream_create(0, stream), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), memory), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 16, other), FLARE_OK);
+}
+
 static void test_span_replays_in_order(void **state)
 {
     (void)state;
     select_span_metrics(NULL, 0);
     flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     void *memory = NULL, *other = NULL;
-    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
-    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    make_step_buffers(&stream, &memory, &other);
     memset(other, 0, 16);
     uint64_t host[4] = {1, 2, 3, 4};
     atomic_store(&rmw_invocations, 0);
@@ -1099,10 +1105,8 @@ static void test_span_results_decoded_under_the_gate(void **state)
     probing.finish_ranges = probing_finish_ranges;
     replay_set_metric_collector(&probing);
     flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     void *memory = NULL, *other = NULL;
-    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
-    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    make_step_buffers(&stream, &memory, &other);
     uint64_t host[4] = {1, 2, 3, 4};
     atomic_store(&gate_open_during_finish, -1);
     assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
@@ -1130,10 +1134,8 @@ static void test_span_declines(void **state)
     (void)state;
     select_span_metrics(NULL, 0);
     flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     void *memory = NULL, *other = NULL;
-    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
-    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    make_step_buffers(&stream, &memory, &other);
     const char *expected[] = {"memory allocated inside the span", "device-to-host copy",
                               "uses devices 0 and 1"};
     for (int variant = 0; variant < 3; variant++) {
@@ -1207,10 +1209,8 @@ static void test_span_siblings_not_reverted(void **state)
     enum { SPANS = 200, SIBLING_LAUNCHES = 5000 };
     select_span_metrics(NULL, 0);
     flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     void *memory = NULL, *other = NULL, *sibling_memory = NULL;
-    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
-    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    make_step_buffers(&stream, &memory, &other);
     assert_int_equal(flare_sim_malloc(0, sizeof(uint64_t), &sibling_memory), FLARE_OK);
     *(uint64_t *)sibling_memory = 0;
     span_sibling sibling = {.values = sibling_memory, .launches = SIBLING_LAUNCHES};
@@ -1247,10 +1247,8 @@ static void test_span_selected_by_scope_name(void **state)
     (void)state;
     select_span_metrics("step", 2);
     flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     void *memory = NULL, *other = NULL;
-    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
-    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    make_step_buffers(&stream, &memory, &other);
     /* Launches outside spans are not replayed on their own under --range. */
     for (int step = 1; step <= 3; step++) {
         uint64_t host[4] = {1, 2, 3, 4};
@@ -1398,10 +1396,8 @@ static void test_span_metric_failure_and_failed_launch_decline(void **state)
     (void)state;
     replay_set_metric_collector(sim_replay_collector());
     flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     void *memory = NULL, *other = NULL;
-    assert_int_equal(flare_sim_malloc(0, 4 * sizeof(uint64_t), &memory), FLARE_OK);
-    assert_int_equal(flare_sim_malloc(0, 16, &other), FLARE_OK);
+    make_step_buffers(&stream, &memory, &other);
 
     /* Without a selection, a span marked in code collects speed-of-light. */
     uint64_t host[4] = {1, 2, 3, 4};
