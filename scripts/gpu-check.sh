@@ -9,7 +9,9 @@
 #        replay, span). Parts: checks (CUDA C and PyTorch programs under
 #        flare trace, checked exactly; exit status; short programs exit
 #        cleanly); bench (overhead benchmarks); storm (only the CUDA C launch
-#        storm with its per-feature breakdown); pm (PM sampling,
+#        storm with its per-feature breakdown); costs (bare CUPTI's cost
+#        per launch and per restore, no flare: bench/gpu_cupti_costs.py,
+#        replay_baselines copy-cost); pm (PM sampling,
 #        scripts/gpu-check-pm.sh); replay (kernel replay against ncu,
 #        scripts/gpu-check-replay.sh); span (range replay against ncu,
 #        scripts/gpu-check-span.sh); hang (the PyTorch range-replay hang
@@ -117,6 +119,26 @@ if wants checks; then
   python3 tests/gpu/check_session.py train "$work/train" 50 || fail "train database"
   "$flare" report --top 8 "$work/train" > "$OUT/train-report.txt"
   head -40 "$OUT/train-report.txt"
+fi
+
+if [[ ",$what," == *",costs,"* ]]; then
+  # What bare CUPTI costs per launch, and what one restore costs, with no
+  # flare in the process: the floors the storm and restore targets meet.
+  echo "== bare CUPTI costs: per launch, per restore"
+  cupti_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")
+  checkpoint_lib=$(dirname "$(ls /usr/local/cuda*/lib*/libcheckpoint.so /usr/local/cuda*/targets/*/lib/libcheckpoint.so 2>/dev/null | head -1)" 2>/dev/null)
+  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/cupti_launch_cost" bench/cupti_launch_cost.cu \
+    -L"$cupti_lib" -L/usr/local/cuda/lib64/stubs -lcupti -lcuda -Xlinker -rpath -Xlinker "$cupti_lib" \
+    || fail "nvcc cupti_launch_cost"
+  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/replay_baselines" tests/gpu/replay_baselines.cu \
+    -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
+    -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
+    || fail "nvcc replay_baselines"
+  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_COSTS_ROUNDS:-5}" | tee "$OUT/cupti-costs.txt" \
+    || fail "bare CUPTI launch costs"
+  for size in 64 256; do
+    "$build/gpu/replay_baselines" copy-cost $size | tee -a "$OUT/cupti-costs.txt" || fail "copy-cost $size"
+  done
 fi
 
 if [[ ",$what," == *",storm,"* ]]; then

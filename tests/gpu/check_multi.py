@@ -15,6 +15,8 @@ device and PM samples on the one device the engine samples. Reports the
 speed-up of the concurrent run's replay time over the serialised one.
 """
 import json
+import os
+import statistics
 import sqlite3
 import sys
 
@@ -39,8 +41,9 @@ def replays(database):
     connection = sqlite3.connect(database)
     rows = connection.execute(
         "SELECT l.launch_id, l.device, l.declined, l.passes_run, l.passes_planned, l.reason, "
-        "MIN(p.start_ns), MAX(p.end_ns) FROM replay_launches l JOIN replay_passes p "
-        "ON p.pid = l.pid AND p.launch_id = l.launch_id GROUP BY l.pid, l.launch_id").fetchall()
+        "MIN(p.start_ns), MAX(p.end_ns), l.begin_ns, l.end_ns FROM replay_launches l "
+        "JOIN replay_passes p ON p.pid = l.pid AND p.launch_id = l.launch_id "
+        "GROUP BY l.pid, l.launch_id ORDER BY l.begin_ns").fetchall()
     kernels = connection.execute(
         "SELECT k.device, COUNT(*) FROM kernels k JOIN names n ON n.id = k.name_id "
         "WHERE n.name LIKE 'multi_rmw%' GROUP BY k.device"
@@ -80,10 +83,59 @@ def check_pm(directory, summary):
         fail(f"pm: samples on devices {sorted(samples)}, the engine samples device {sampled}")
 
 
+def check_processes(directory, summary):
+    """One flare process per GPU at once: results, and the same speed-up as
+    the concurrent run's (host monotonic clock, shared by the processes)."""
+    warm, cold = [], []
+    index = 0
+    while os.path.exists(f"{directory}/process-{index}.json"):
+        result = output(f"{directory}/process-{index}.json")
+        if result is None or not result["ok"]:
+            fail(f"process {index}: wrong results: {result and result['per_device']}")
+        rows, _ = replays(f"{directory}/process-{index}/session.db")
+        for position, (launch_id, _, declined, run, planned, reason, _, _, begin, end) in \
+                enumerate(rows):
+            if declined or run != planned:
+                fail(f"process {index}: launch {launch_id}: {run}/{planned} passes ({reason})")
+            (cold if position == 0 else warm).append((begin, end))
+        index += 1
+    if index == 0 or not warm:
+        return
+    entry = {"processes": index, "first_replay_s": [round((e - b) / 1e9, 4) for b, e in cold],
+             "later_replays_busy_s": sum(e - b for b, e in warm) / 1e9,
+             "later_replays_span_s": (max(e for _, e in warm) - min(b for b, _ in warm)) / 1e9}
+    summary["one_process_per_gpu"] = entry
+    serial = summary.get("serial", {}).get("later_replays_busy_s")
+    if serial:
+        entry["speedup_over_serialised"] = serial / entry["later_replays_span_s"]
+
+
+def check_cupti_devices(directory, summary):
+    """CUPTI's own kernel replay, each GPU alone then all at once (no flare):
+    the speed-up CUPTI itself allows, against which flare's is read."""
+    try:
+        lines = [json.loads(line) for line in open(f"{directory}/cupti-devices.json")
+                 if line.startswith("{")]
+    except OSError:
+        return
+    runs = {line["together"]: line for line in lines}
+    if 0 not in runs or 1 not in runs:
+        return
+    # Median collection per device, its first (CUPTI's first Start) left out.
+    medians = {mode: [statistics.median(times[1:]) for times in run["collection_ms"] if len(times) > 1]
+               for mode, run in runs.items()}
+    summary["cupti_alone_collection_ms"] = medians[0]
+    summary["cupti_together_collection_ms"] = medians[1]
+    if medians[0] and medians[1]:
+        summary["cupti_speedup_over_serialised"] = sum(medians[0]) / max(medians[1])
+
+
 def main():
     directory, summary_path = sys.argv[1], sys.argv[2]
     summary = {}
-    for mode in ("concurrent", "serial"):
+    modes = [name for name in ("concurrent", "turns", "concurrent-2", "turns-2", "concurrent-3",
+                               "turns-3", "serial") if os.path.exists(f"{directory}/{name}.json")]
+    for mode in modes:
         result = output(f"{directory}/{mode}.json")
         if result is None:
             continue
@@ -92,13 +144,13 @@ def main():
         rows, kernels = replays(f"{directory}/{mode}/session.db")
         devices = result["devices"]
         summary[mode] = {"total_s": result["total_s"], "replays": len(rows), "kernels": kernels}
-        for launch_id, device, declined, run, planned, reason, start, end in rows:
+        for launch_id, device, declined, run, planned, reason, start, end, _, _ in rows:
             if declined or run != planned:
                 fail(f"{mode}: launch {launch_id} on device {device}: {run}/{planned} passes "
                      f"({reason})")
         if sorted(kernels) != list(range(devices)):
             fail(f"{mode}: kernel records on devices {sorted(kernels)}, expected 0..{devices - 1}")
-        intervals = [(start, end, device) for _, device, _, _, _, _, start, end in rows]
+        intervals = [(start, end, device) for _, device, _, _, _, _, start, end, _, _ in rows]
         same = cross = 0
         for i, (a_start, a_end, a_device) in enumerate(intervals):
             for b_start, b_end, b_device in intervals[i + 1:]:
@@ -111,15 +163,45 @@ def main():
         summary[mode]["overlapping_pairs_across_devices"] = cross
         if same:
             fail(f"{mode}: {same} pairs of replays on one device overlapped")
-        if mode == "concurrent" and devices > 1 and cross == 0:
-            fail("concurrent: no replays on different devices overlapped")
+        if mode.startswith("concurrent") and devices > 1 and cross == 0:
+            fail(f"{mode}: no replays on different devices overlapped")
         replay_span = (max(e for _, e, _ in intervals) - min(s for s, _, _ in intervals)) / 1e9 \
             if intervals else None
         summary[mode]["replay_span_s"] = replay_span
+        # Time spent inside replays (first pass start to last pass end, each
+        # launch): the serial run's sum is what one-GPU-at-a-time replay
+        # costs, without the program's own start-up on the next GPU.
+        summary[mode]["replay_busy_s"] = sum(e - s for s, e, _ in intervals) / 1e9
+        summary[mode]["replay_s"] = [[device, round((e - s) / 1e9, 4)]
+                                     for s, e, device in sorted(intervals)]
+        # Whole replays (gate, drain, snapshot, every pass, results), after
+        # each device's first: that one pays CUPTI's first Start on the
+        # context (about 0.2 s alone, up to 1.2 s when two run at once).
+        seen, warm, cold = set(), [], []
+        for _, device, _, _, _, _, _, _, begin, end in rows:
+            (warm if device in seen else cold).append((begin, end))
+            seen.add(device)
+        summary[mode]["first_replay_s"] = [round((e - b) / 1e9, 4) for b, e in cold]
+        if warm:
+            summary[mode]["later_replays_busy_s"] = sum(e - b for b, e in warm) / 1e9
+            summary[mode]["later_replays_span_s"] = (max(e for _, e in warm) -
+                                                     min(b for b, _ in warm)) / 1e9
+    check_processes(directory, summary)
     check_pm(directory, summary)
-    if "concurrent" in summary and "serial" in summary and summary["concurrent"]["replay_span_s"]:
-        summary["speedup_over_serialised"] = (summary["serial"]["replay_span_s"] /
-                                             summary["concurrent"]["replay_span_s"])
+    check_cupti_devices(directory, summary)
+    serial = summary.get("serial", {}).get("later_replays_busy_s")
+    for mode in modes:
+        entry = summary.get(mode)
+        if mode == "serial" or not entry or not serial or not entry.get("later_replays_span_s"):
+            continue
+        # Serialised replay time over this run's wall time for the same
+        # replays (each device's first left out, see above).
+        entry["speedup_over_serialised"] = serial / entry["later_replays_span_s"]
+        # How much of its replay time ran on two GPUs at once.
+        if entry.get("replay_span_s"):
+            entry["parallelism"] = entry["replay_busy_s"] / entry["replay_span_s"]
+    if summary.get("concurrent", {}).get("speedup_over_serialised") is not None:
+        summary["speedup_over_serialised"] = summary["concurrent"]["speedup_over_serialised"]
     print(json.dumps(summary, indent=1))
     with open(summary_path, "w") as handle:
         json.dump(summary, handle, indent=1)

@@ -10,6 +10,17 @@
 //     The CUPTI checkpoint API (cuptiCheckpointSave / Restore) on a context
 //     holding FOOTPRINT MiB, against a device-to-device copy of the same
 //     bytes; checks the restore really brought the memory back.
+//   replay_baselines kernel-replay-devices METRICS FOOTPRINT_MIB REPEATS alone|together
+//     The same on every GPU, one at a time (alone) or all at once from one
+//     thread per GPU (together; a process each, since a context keeps its
+//     range profiler): whether CUPTI profiles GPUs of a process in parallel.
+//   replay_baselines copy-cost FOOTPRINT_MIB
+//     What one snapshot-style restore costs on the host clock (issue, then
+//     poll the stream until done, as flare does): one copy of the footprint,
+//     the footprint plus three small allocations, and a copy kernel; each
+//     with CUPTI off, with CUPTI memcpy + kernel activity on, and with a
+//     subscriber's driver callbacks on the copy entry points as well (what
+//     flare's trace has on). Locates the fixed cost of small restores.
 // Each prints one JSON line per measurement.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -20,12 +31,17 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace NV::Cupti::Checkpoint;
@@ -76,8 +92,20 @@ static int sm_count()
     return sms;
 }
 
-static int kernel_replay(const char *metric_list, size_t footprint_mib, int repeats)
+// Set by kernel-replay-devices: threads wait here after set-up, so their
+// timed collections run at the same time; per-collection times come back.
+struct replay_thread_options {
+    int device;
+    std::atomic<int> *barrier;
+    int parties;
+    std::vector<double> collection_ms;
+};
+
+static int kernel_replay(const char *metric_list, size_t footprint_mib, int repeats,
+                         replay_thread_options *options = nullptr)
 {
+    if (options != nullptr)
+        CUDA_CHECK(cudaSetDevice(options->device));
     std::vector<std::string> storage;
     for (const char *p = metric_list; *p;) {
         const char *comma = strchr(p, ',');
@@ -98,6 +126,10 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
     CUcontext ctx;
     cuCtxGetCurrent(&ctx);
 
+    // Set-up one thread at a time (concurrent set-up was refused with
+    // CUPTI_ERROR_INVALID_PARAMETER on the H200); only collections overlap.
+    static std::mutex setup_lock;
+    std::unique_lock<std::mutex> setup_guard(setup_lock);
     double setup_start = now_ms();
     CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
     CUPTI_CHECK(cuptiProfilerInitialize(&init));
@@ -151,9 +183,15 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
     CUPTI_CHECK(cuptiRangeProfilerGetCounterDataSize(&data_size));
     std::vector<uint8_t> counter_data(data_size.counterDataSize);
     double setup_ms = now_ms() - setup_start;
+    setup_guard.unlock();
 
     std::vector<double> per_pass;
     std::vector<double> values(names.size());
+    if (options != nullptr) {
+        options->barrier->fetch_add(1);
+        while (options->barrier->load() < options->parties) {
+        }
+    }
     for (int r = 0; r < repeats; r++) {
         CUpti_RangeProfiler_CounterDataImage_Initialize_Params image = {
             CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
@@ -190,6 +228,8 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
         CUPTI_CHECK(cuptiRangeProfilerDecodeData(&decode));
         double t1 = now_ms();
         per_pass.push_back((t1 - t0) / (double)passes.numOfPasses);
+        if (options != nullptr)
+            options->collection_ms.push_back(t1 - t0);
         CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
             CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
         evaluate.pHostObject = host_init.pHostObject;
@@ -202,6 +242,8 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
         CUPTI_CHECK(cuptiProfilerHostEvaluateToGpuValues(&evaluate));
     }
     std::sort(per_pass.begin(), per_pass.end());
+    if (options != nullptr)
+        return 0; // the caller prints, one line for all threads
     printf("{\"baseline\":\"cupti_kernel_replay\",\"chip\":\"%s\",\"footprint_mib\":%zu,"
            "\"passes\":%zu,\"host_setup_ms\":%.1f,\"per_pass_ms_median\":%.3f,"
            "\"per_pass_ms_min\":%.3f,\"values\":{",
@@ -294,13 +336,215 @@ static int checkpoint(int argc, char **argv)
     return 0;
 }
 
+__global__ void copy_words(float4 *destination, const float4 *source, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x)
+        destination[i] = source[i];
+}
+
+static void CUPTIAPI copy_cost_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *size = 8u << 20;
+    *buffer = (uint8_t *)aligned_alloc(8, *size);
+    *max_records = 0;
+}
+
+static void CUPTIAPI copy_cost_buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t,
+                                                size_t)
+{
+    free(buffer);
+}
+
+struct copy_job {
+    void *destination;
+    const void *source;
+    size_t bytes;
+};
+
+// Median host time (us) of issuing the jobs on stream and polling it empty.
+// What runs before each timed restore: nothing (back to back), the GPU
+// idle for a while (as while CUPTI's Stop and Start run between passes),
+// or a kernel just finished (a restore issued as soon as the pass ends).
+enum before_restore { BEFORE_NOTHING, BEFORE_IDLE_20MS, BEFORE_IDLE_1MS, BEFORE_KERNEL };
+
+static double time_jobs(const std::vector<copy_job> &jobs, CUstream stream, bool kernel, int sms,
+                        before_restore before = BEFORE_NOTHING, bool yield = false)
+{
+    std::vector<double> times;
+    for (int r = 0; r < (before == BEFORE_NOTHING ? 41 : 15); r++) {
+        if (before == BEFORE_IDLE_20MS)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        else if (before == BEFORE_IDLE_1MS)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (before == BEFORE_KERNEL) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            const copy_job &job = jobs[0];
+            copy_words<<<sms * 4, 512, 0, (cudaStream_t)stream>>>(
+                (float4 *)job.destination, (const float4 *)job.source, job.bytes / 16);
+            while (cuStreamQuery(stream) == CUDA_ERROR_NOT_READY) {
+            }
+        }
+        double t0 = now_ms();
+        for (const copy_job &job : jobs) {
+            if (kernel)
+                copy_words<<<sms * 4, 512, 0, (cudaStream_t)stream>>>(
+                    (float4 *)job.destination, (const float4 *)job.source, job.bytes / 16);
+            else if (cuMemcpyAsync((CUdeviceptr)job.destination, (CUdeviceptr)job.source, job.bytes,
+                                   stream) != CUDA_SUCCESS)
+                exit(1);
+        }
+        while (cuStreamQuery(stream) == CUDA_ERROR_NOT_READY) {
+            if (yield)
+                sched_yield();
+        }
+        times.push_back((now_ms() - t0) * 1e3);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+static int copy_cost(size_t footprint_mib)
+{
+    int sms = sm_count();
+    size_t bytes = footprint_mib << 20;
+    const size_t small[3] = {4u << 20, 1u << 20, 4096};
+    void *source = nullptr, *destination = nullptr, *small_source[3], *small_destination[3];
+    CUDA_CHECK(cudaMalloc(&source, bytes));
+    CUDA_CHECK(cudaMalloc(&destination, bytes));
+    CUDA_CHECK(cudaMemset(source, 1, bytes));
+    for (int i = 0; i < 3; i++) {
+        CUDA_CHECK(cudaMalloc(&small_source[i], small[i]));
+        CUDA_CHECK(cudaMalloc(&small_destination[i], small[i]));
+    }
+    CUstream stream;
+    if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return 1;
+    std::vector<copy_job> one = {{destination, source, bytes}};
+    // Built element by element: copying `one` drew a false -Wstringop-overflow from g++ 13.
+    std::vector<copy_job> four = {{destination, source, bytes}};
+    for (int i = 0; i < 3; i++)
+        four.push_back({small_destination[i], small_source[i], small[i]});
+    const char *phases[4] = {"off", "activity", "activity+callbacks",
+                             "activity+callbacks+range profiler enabled"};
+    for (int phase = 0; phase < 4; phase++) {
+        if (phase == 1) {
+            CUPTI_CHECK(cuptiActivityRegisterCallbacks(copy_cost_buffer_requested,
+                                                       copy_cost_buffer_completed));
+            CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+            CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+        } else if (phase == 2) {
+            CUpti_SubscriberHandle subscriber;
+            CUPTI_CHECK(cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)ignore_callback, nullptr));
+            CUPTI_CHECK(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                            CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync));
+            CUPTI_CHECK(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                            CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+            CUPTI_CHECK(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                            CUPTI_DRIVER_TRACE_CBID_cuStreamQuery));
+        } else if (phase == 3) {
+            // As during a replay: the range profiler enabled on the context
+            // (between collections; flare restores outside Start/Stop).
+            CUcontext context;
+            cuCtxGetCurrent(&context);
+            CUpti_Profiler_Initialize_Params initialize = {
+                CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+            CUPTI_CHECK(cuptiProfilerInitialize(&initialize));
+            CUpti_RangeProfiler_Enable_Params enable = {
+                CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+            enable.ctx = context;
+            CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
+        }
+        struct {
+            const char *name;
+            const std::vector<copy_job> *jobs;
+            bool kernel;
+            before_restore before;
+            bool yield;
+        } variants[8] = {{"one copy", &one, false, BEFORE_NOTHING, false},
+                         {"four copies", &four, false, BEFORE_NOTHING, false},
+                         {"copy kernel", &one, true, BEFORE_NOTHING, false},
+                         {"one copy after 20 ms idle", &one, false, BEFORE_IDLE_20MS, false},
+                         {"one copy after 1 ms idle", &one, false, BEFORE_IDLE_1MS, false},
+                         {"one copy right after a kernel (20 ms idle before it)", &one, false,
+                          BEFORE_KERNEL, false},
+                         {"four copies right after a kernel (20 ms idle before it)", &four, false,
+                          BEFORE_KERNEL, false},
+                         {"one copy, polling with sched_yield", &one, false, BEFORE_NOTHING, true}};
+        for (auto &variant : variants) {
+            time_jobs(*variant.jobs, stream, variant.kernel, sms); // warm
+            double us = time_jobs(*variant.jobs, stream, variant.kernel, sms, variant.before,
+                                  variant.yield);
+            size_t moved = 0;
+            for (const copy_job &job : *variant.jobs)
+                moved += job.bytes;
+            printf("{\"baseline\":\"copy_cost\",\"footprint_mib\":%zu,\"cupti\":\"%s\","
+                   "\"variant\":\"%s\",\"bytes\":%zu,\"median_us\":%.1f,\"gbps\":%.1f}\n",
+                   footprint_mib, phases[phase], variant.name, moved, us,
+                   2.0 * moved / (us * 1e-6) / 1e9);
+        }
+    }
+    cuptiActivityFlushAll(1);
+    return 0;
+}
+
+// CUPTI's kernel replay on every GPU, one GPU at a time and then all at
+// once (one thread per GPU): whether CUPTI itself lets profiling on
+// different GPUs of one process proceed in parallel.
+static int kernel_replay_devices(const char *metric_list, size_t footprint_mib, int repeats,
+                                 int together)
+{
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    std::atomic<int> barrier(0);
+    std::vector<replay_thread_options> options(devices);
+    std::vector<std::thread> threads;
+    double t0 = now_ms();
+    for (int device = 0; device < devices; device++) {
+        options[device].device = device;
+        options[device].barrier = &barrier;
+        options[device].parties = together ? devices : 1;
+        if (!together)
+            barrier.store(0);
+        threads.emplace_back(
+            [&, device] { kernel_replay(metric_list, footprint_mib, repeats, &options[device]); });
+        if (!together) {
+            threads.back().join();
+            threads.pop_back();
+        }
+    }
+    for (std::thread &thread : threads)
+        thread.join();
+    double wall = now_ms() - t0;
+    printf("{\"baseline\":\"cupti_kernel_replay_devices\",\"together\":%d,\"devices\":%d,"
+           "\"wall_ms\":%.1f,\"collection_ms\":[",
+           together, devices, wall);
+    for (int device = 0; device < devices; device++) {
+        printf("%s[", device ? "," : "");
+        for (size_t i = 0; i < options[device].collection_ms.size(); i++)
+            printf("%s%.1f", i ? "," : "", options[device].collection_ms[i]);
+        printf("]");
+    }
+    printf("]}\n");
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 5 && !strcmp(argv[1], "kernel-replay"))
         return kernel_replay(argv[2], strtoull(argv[3], nullptr, 10), atoi(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "checkpoint"))
         return checkpoint(argc - 2, argv + 2);
+    if (argc == 6 && !strcmp(argv[1], "kernel-replay-devices"))
+        return kernel_replay_devices(argv[2], strtoull(argv[3], nullptr, 10), atoi(argv[4]),
+                                     !strcmp(argv[5], "together"));
+    if (argc == 3 && !strcmp(argv[1], "copy-cost"))
+        return copy_cost(strtoull(argv[2], nullptr, 10));
     fprintf(stderr, "usage: replay_baselines kernel-replay METRICS FOOTPRINT_MIB REPEATS\n"
-                    "       replay_baselines checkpoint FOOTPRINT_MIB...\n");
+                    "       replay_baselines checkpoint FOOTPRINT_MIB...\n"
+                    "       replay_baselines copy-cost FOOTPRINT_MIB\n"
+                    "       replay_baselines kernel-replay-devices METRICS FOOTPRINT_MIB REPEATS "
+                    "alone|together\n");
     return 2;
 }

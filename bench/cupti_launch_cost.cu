@@ -1,0 +1,246 @@
+/*
+ * cupti_launch_cost.cu: what each CUPTI feature, on its own, costs per kernel
+ * launch on the launching thread.
+ *
+ * Explains flare's launch-storm overhead: sets up one CUPTI feature (CONFIG)
+ * before any CUDA call, then times a storm of empty <<<1,1>>> launches and
+ * prints `launches_per_second N` on stdout (everything else on stderr).
+ * Run by scripts/gpu-check.sh storm, once per CONFIG.
+ *
+ * This is a bench of bare CUPTI: it must never include, link or call flare
+ * code, and must keep its one-line stdout format.
+ *
+ * usage: cupti_launch_cost CONFIG [LAUNCHES=200000]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+
+#define WARMUP   10000
+#define BUF_SIZE (8u << 20)
+
+#define CUPTI_CALL(call)                                                                           \
+    do {                                                                                           \
+        CUptiResult r_ = (call);                                                                   \
+        if (r_ != CUPTI_SUCCESS) {                                                                 \
+            const char *s_ = "?";                                                                  \
+            cuptiGetResultString(r_, &s_);                                                         \
+            fprintf(stderr, "%s failed: %s (%d)\n", #call, s_, (int)r_);                           \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define CUDA_CALL(call)                                                                            \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));                     \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+enum {
+    F_SUBSCRIBE = 1 << 0,   /* cuptiSubscribe, no-op callback              */
+    F_ACTIVITY = 1 << 1,    /* activity buffers + a kernel activity kind   */
+    F_TSCB = 1 << 2,        /* timestamp callback                          */
+    F_PINNED = 1 << 3,      /* host-pinned activity buffers                */
+    F_KIND_KERNEL = 1 << 4, /* CUPTI_ACTIVITY_KIND_KERNEL (serialising)  */
+    F_CB_DRIVER = 1 << 5,   /* driver-domain launch callbacks              */
+    F_CB_RUNTIME = 1 << 6   /* runtime-domain launch callbacks             */
+};
+
+static const struct {
+    const char *name;
+    int flags;
+} configs[] = {
+    {"none", 0},
+    {"subscribe", F_SUBSCRIBE},
+    {"activity", F_ACTIVITY},
+    {"activity_tscb", F_ACTIVITY | F_TSCB},
+    {"activity_pinned", F_ACTIVITY | F_PINNED},
+    {"activity_kernel", F_ACTIVITY | F_KIND_KERNEL},
+    {"callback", F_SUBSCRIBE | F_CB_DRIVER},
+    {"callback_runtime", F_SUBSCRIBE | F_CB_RUNTIME},
+    {"both", F_ACTIVITY | F_SUBSCRIBE | F_CB_DRIVER},
+};
+
+static uint64_t n_records;   /* kernel activity records seen */
+static uint64_t n_dropped;   /* dropped records, summed      */
+static uint64_t n_callbacks; /* API-enter callbacks seen     */
+
+__global__ void empty_kernel(void)
+{
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t CUPTIAPI timestamp_cb(void)
+{
+    return now_ns();
+}
+
+static void CUPTIAPI noop_cb(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                             const void *data)
+{
+    (void)ud, (void)dom, (void)cbid, (void)data;
+}
+
+static void CUPTIAPI launch_cb(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId cbid,
+                               const void *data)
+{
+    (void)ud, (void)dom, (void)cbid;
+    const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
+    if (cb->callbackSite == CUPTI_API_ENTER)
+        __atomic_fetch_add(&n_callbacks, 1, __ATOMIC_RELAXED);
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *buf = (uint8_t *)aligned_alloc(8, BUF_SIZE);
+    if (!*buf) {
+        fprintf(stderr, "out of memory for an activity buffer\n");
+        exit(1);
+    }
+    *size = BUF_SIZE;
+    *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+                                      size_t valid)
+{
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    uint64_t n = 0;
+    for (;;) {
+        CUptiResult r = cuptiActivityGetNextRecord(buf, valid, &rec);
+        if (r == CUPTI_ERROR_MAX_LIMIT_REACHED)
+            break;
+        CUPTI_CALL(r);
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+            rec->kind == CUPTI_ACTIVITY_KIND_KERNEL)
+            n++;
+    }
+    __atomic_fetch_add(&n_records, n, __ATOMIC_RELAXED);
+    size_t dropped = 0;
+    CUPTI_CALL(cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped));
+    __atomic_fetch_add(&n_dropped, (uint64_t)dropped, __ATOMIC_RELAXED);
+    free(buf);
+}
+
+static void setup_cupti(int flags)
+{
+    uint32_t version = 0;
+    CUPTI_CALL(cuptiGetVersion(&version));
+    fprintf(stderr, "cupti version %u\n", version);
+
+    if (flags & F_ACTIVITY) {
+        if (flags & F_PINNED) {
+            uint8_t on = 1;
+            size_t sz = sizeof(on);
+            CUPTI_CALL(cuptiActivitySetAttribute(
+                CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED, &sz, &on));
+        }
+        CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+        if (flags & F_TSCB)
+            CUPTI_CALL(cuptiActivityRegisterTimestampCallback(timestamp_cb));
+        CUPTI_CALL(cuptiActivityEnable((flags & F_KIND_KERNEL)
+                                           ? CUPTI_ACTIVITY_KIND_KERNEL
+                                           : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    }
+    if (flags & F_SUBSCRIBE) {
+        CUpti_SubscriberHandle sub;
+        int cb = flags & (F_CB_DRIVER | F_CB_RUNTIME);
+        CUPTI_CALL(cuptiSubscribe(&sub, cb ? launch_cb : noop_cb, NULL));
+        if (flags & F_CB_DRIVER) {
+            static const CUpti_CallbackId ids[] = {
+                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+            };
+            for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+                CUPTI_CALL(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]));
+        }
+        if (flags & F_CB_RUNTIME) {
+            /* main() calls cudaLaunchKernel itself; in CUDA 13 <<<>>> goes
+             * through __cudaLaunchKernel instead, so enable both to be safe
+             * (the callback count printed at the end shows which fired). */
+            static const CUpti_CallbackId ids[] = {
+                CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+                CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+            };
+            for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+                CUPTI_CALL(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]));
+        }
+    }
+}
+
+static void launch(long n)
+{
+    void *args[1] = {NULL};
+    for (long i = 0; i < n; i++)
+        CUDA_CALL(cudaLaunchKernel((const void *)empty_kernel, dim3(1), dim3(1), args, 0, 0));
+}
+
+int main(int argc, char **argv)
+{
+    int flags = -1;
+    if (argc >= 2)
+        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+            if (!strcmp(argv[1], configs[i].name))
+                flags = configs[i].flags;
+    long launches = argc >= 3 ? strtol(argv[2], NULL, 10) : 200000;
+    if (flags < 0 || argc > 3 || launches <= 0) {
+        fprintf(stderr, "usage: %s CONFIG [LAUNCHES=200000]\nCONFIG:", argv[0]);
+        for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+            fprintf(stderr, " %s", configs[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+
+    if (flags)
+        setup_cupti(flags); /* before any CUDA call: before the context */
+
+    launch(WARMUP);
+    CUDA_CALL(cudaDeviceSynchronize());
+
+    uint64_t t0 = now_ns();
+    launch(launches);
+    CUDA_CALL(cudaDeviceSynchronize());
+    uint64_t t1 = now_ns();
+    CUDA_CALL(cudaGetLastError());
+
+    double secs = (double)(t1 - t0) / 1e9;
+    printf("launches_per_second %.0f\n", (double)launches / secs);
+    fflush(stdout);
+    fprintf(stderr, "config %s: %ld launches in %.3f s (%.1f ns/launch)\n", argv[1], launches, secs,
+            secs * 1e9 / (double)launches);
+
+    long expected = WARMUP + launches;
+    if (flags & (F_CB_DRIVER | F_CB_RUNTIME))
+        fprintf(stderr, "launch callbacks: %llu (launches incl. warm-up %ld)\n",
+                (unsigned long long)__atomic_load_n(&n_callbacks, __ATOMIC_RELAXED), expected);
+    if (flags & F_ACTIVITY) {
+        CUPTI_CALL(cuptiActivityFlushAll(1));
+        size_t dropped = 0;
+        CUPTI_CALL(cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped));
+        n_dropped += dropped;
+        fprintf(stderr, "kernel records: %llu (expected %ld), dropped: %llu\n",
+                (unsigned long long)__atomic_load_n(&n_records, __ATOMIC_RELAXED), expected,
+                (unsigned long long)n_dropped);
+    }
+    return 0;
+}
