@@ -91,9 +91,10 @@ static const char replay_help[] =
     "The options reach CMD as FLARE_REPLAY_KERNEL, _LAUNCH, _EVERY, _RANGE,\n"
     "_OCCURRENCE, _RANGE_API, _METRICS, _SET, _DRAIN_TIMEOUT, _PASS_TIMEOUT and\n"
     "_FOOTPRINT_BUDGET (any such variable already in the environment is replaced or\n"
-    "removed). FLARE_REPLAY_HOST_SHADOW=1 (shadows in host memory only) and\n"
+    "removed). FLARE_REPLAY_HOST_SHADOW=1 (shadows in host memory only),\n"
     "FLARE_REPLAY_COUNTER_AVAILABILITY=1 (fetch CUPTI's counter availability image\n"
-    "first) pass through to CMD. Kernels launched from CUDA graphs are\n"
+    "first) and FLARE_REPLAY_SERIAL_DEVICES=1 (one device's metric collection at a\n"
+    "time) pass through to CMD. Kernels launched from CUDA graphs are\n"
     "never replayed. Each pass costs a run of the kernel plus the restore of the\n"
     "device's tracked memory: replaying every launch of a busy program is slow.\n"
     "\n"
@@ -302,7 +303,8 @@ static int validate(const replay_options *options)
     /* The switches that pass through to CMD: a bad one would only be
      * logged in CMD's processes, with nothing replayed. */
     static const char *const switches[] = {"FLARE_REPLAY_HOST_SHADOW",
-                                           "FLARE_REPLAY_COUNTER_AVAILABILITY"};
+                                           "FLARE_REPLAY_COUNTER_AVAILABILITY",
+                                           "FLARE_REPLAY_SERIAL_DEVICES"};
     for (size_t index = 0; index < sizeof(switches) / sizeof(switches[0]); index++) {
         const char *value = getenv(switches[index]);
         if (value != NULL && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)

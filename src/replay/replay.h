@@ -79,6 +79,9 @@ typedef struct replay_settings {
      * for chips newer than the library; a configuration refused without it
      * is retried with it. */
     bool counter_availability;
+    /* Collectors on different devices take turns (one collection in the
+     * process at a time) instead of running at once. */
+    bool serial_devices;
 } replay_settings;
 
 void replay_settings_default(replay_settings *settings);
@@ -256,6 +259,10 @@ typedef struct replay_metric_collector {
     int (*finish_ranges)(const flare_replay_launch *span, const flare_replay_launch *ranges,
                          size_t range_count, double *values, size_t metric_count, char *reason,
                          size_t reason_size);
+    /* Called once after every prepare that returned passes, whatever became
+     * of the collection (finished, failed, aborted, declined), after finish
+     * when finish runs: the collector lets go of what it holds. NULL: none. */
+    void (*end)(const flare_replay_launch *launch);
 } replay_metric_collector;
 
 void replay_set_metric_collector(const replay_metric_collector *collector);

@@ -44,8 +44,9 @@ typedef struct replay_loop {
     uint32_t collector_passes; /* 0: not collecting */
     uint32_t collector_passes_done;
     bool collector_pass_open;
-    bool collector_failed; /* a pass_begin failed: it will make no more progress */
-    bool launch_failed;    /* the program's own submission failed: declined */
+    bool collector_failed;   /* a pass_begin failed: it will make no more progress */
+    bool collector_prepared; /* prepare returned passes: end() is owed */
+    bool launch_failed;      /* the program's own submission failed: declined */
     const char *const *metric_names;
     size_t metric_count;
     replay_snapshot snapshot; /* ops == NULL until taken */
@@ -197,6 +198,15 @@ static void enter_reader(const replay_launch_request *request, replay_launch_sta
 
 /* Ends a loop that never ran a pass: the launch runs once as an ordinary
  * one (reader side), the reason is recorded. */
+/* Lets the collector go of what a prepared collection holds (once). */
+static void end_collection(replay_loop *loop)
+{
+    if (loop->collector_prepared && loop->collector->end != NULL) {
+        loop->collector->end(&loop->launch);
+    }
+    loop->collector_prepared = false;
+}
+
 static void decline(replay_loop *loop, replay_launch_state *state, bool holding_writer,
                     const char *format, ...) __attribute__((format(printf, 4, 5)));
 static void decline(replay_loop *loop, replay_launch_state *state, bool holding_writer,
@@ -209,6 +219,7 @@ static void decline(replay_loop *loop, replay_launch_state *state, bool holding_
     va_end(arguments);
     record->declined = 1;
     record->passes_run = 1;
+    end_collection(loop);
     free_shadows(loop);
     if (holding_writer) {
         replay_gate_writer_exit(loop->launch.device);
@@ -422,6 +433,7 @@ static uint32_t decide(replay_loop *loop, bool selected, char *reason, size_t re
                 *collector_failed = true;
             } else {
                 loop->collector_passes = (uint32_t)passes;
+                loop->collector_prepared = true;
                 /* One collector pass needs one replay pass; more when a tool
                  * switches the metrics context off for some passes. */
                 if ((uint32_t)passes > combined) {
@@ -600,6 +612,7 @@ static void finish_loop(replay_loop *loop)
             snprintf(record->reason, sizeof record->reason, "%.250s", reason);
         }
     }
+    end_collection(loop);
     tools_finished(loop, loop->aborted || loop->launch_failed ? record->reason : NULL);
     free_shadows(loop);
     replay_thread_state *thread = replay_thread();

@@ -354,6 +354,7 @@ int replay_selection_from_environment(char *error, size_t error_size)
     const char *budget = getenv("FLARE_REPLAY_FOOTPRINT_BUDGET");
     const char *host_only = getenv("FLARE_REPLAY_HOST_SHADOW");
     const char *availability = getenv("FLARE_REPLAY_COUNTER_AVAILABILITY");
+    const char *serial_devices = getenv("FLARE_REPLAY_SERIAL_DEVICES");
     const char *range = getenv("FLARE_REPLAY_RANGE");
     const char *occurrence = getenv("FLARE_REPLAY_OCCURRENCE");
     const char *api_spans = getenv("FLARE_REPLAY_RANGE_API");
@@ -386,6 +387,14 @@ int replay_selection_from_environment(char *error, size_t error_size)
             return FLARE_ERR_INVALID_ARGUMENT;
         }
         settings.counter_availability = strcmp(availability, "1") == 0;
+    }
+    if (serial_devices != NULL) {
+        if (strcmp(serial_devices, "1") != 0 && strcmp(serial_devices, "0") != 0) {
+            snprintf(error, error_size, "FLARE_REPLAY_SERIAL_DEVICES=\"%s\": expected 0 or 1",
+                     serial_devices);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        settings.serial_devices = strcmp(serial_devices, "1") == 0;
     }
     if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL &&
         range == NULL && occurrence == NULL && api_spans == NULL) {

@@ -700,6 +700,9 @@ int replay_span_end(void)
     /* Results before the gate opens: the collector decodes from state on
      * the device's profiler that the next replay there will reconfigure. */
     queue_results(span, healthy);
+    if (span->collector_passes > 0 && span->collector->end != NULL) {
+        span->collector->end(&span->span_launch);
+    }
     if (holding_writer) {
         replay_gate_writer_exit(span->device);
     }

@@ -133,6 +133,10 @@ static void test_usage_errors(void **state)
     BAD("FLARE_REPLAY_COUNTER_AVAILABILITY=\"yes\" in the environment: expected 0 or 1", "--kernel",
         "rmw");
     unsetenv("FLARE_REPLAY_COUNTER_AVAILABILITY");
+    setenv("FLARE_REPLAY_SERIAL_DEVICES", "yes", 1);
+    BAD("FLARE_REPLAY_SERIAL_DEVICES=\"yes\" in the environment: expected 0 or 1", "--kernel",
+        "rmw");
+    unsetenv("FLARE_REPLAY_SERIAL_DEVICES");
     setenv("FLARE_REPLAY_HOST_SHADOW", "2", 1);
     BAD("FLARE_REPLAY_HOST_SHADOW=\"2\" in the environment: expected 0 or 1", "--kernel", "rmw");
     unsetenv("FLARE_REPLAY_HOST_SHADOW");

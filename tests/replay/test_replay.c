@@ -862,6 +862,21 @@ static void test_counter_availability_switch(void **state)
     assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
     replay_settings_get(&settings);
     assert_false(settings.counter_availability);
+
+    /* FLARE_REPLAY_SERIAL_DEVICES likewise: off by default, 0 or 1 only. */
+    assert_false(settings.serial_devices);
+    setenv("FLARE_REPLAY_SERIAL_DEVICES", "1", 1);
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_true(settings.serial_devices);
+    setenv("FLARE_REPLAY_SERIAL_DEVICES", "on", 1);
+    assert_int_equal(replay_selection_from_environment(error, sizeof error),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(error, "FLARE_REPLAY_SERIAL_DEVICES=\"on\": expected 0 or 1"));
+    unsetenv("FLARE_REPLAY_SERIAL_DEVICES");
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_false(settings.serial_devices);
 }
 
 static void test_graph_and_cooperative_declined(void **state)
@@ -1323,11 +1338,20 @@ static int failing_finish(const flare_replay_launch *launch, double *values, siz
     return FLARE_ERR_BACKEND;
 }
 
+static int failing_ends;
+
+static void failing_end(const flare_replay_launch *launch)
+{
+    (void)launch;
+    failing_ends++;
+}
+
 static const replay_metric_collector failing_collector = {.name = "failing",
                                                           .prepare = failing_prepare,
                                                           .pass_begin = failing_pass_begin,
                                                           .pass_end = failing_pass_end,
-                                                          .finish = failing_finish};
+                                                          .finish = failing_finish,
+                                                          .end = failing_end};
 
 static void test_failing_collector_never_loops_unrestored(void **state)
 {
@@ -1366,6 +1390,57 @@ static void test_failing_collector_never_loops_unrestored(void **state)
     assert_int_equal(count, 2);
     assert_non_null(strstr(records[1]->reason, "metric collection incomplete"));
     assert_non_null(strstr(records[1]->reason, "counters refused"));
+    free_records(records, count);
+}
+
+/* The collector's end() runs once for every prepared collection, however it
+ * ended: the CUDA collector gives back the devices' collection turn there,
+ * and a missed call would stall every other device's replays. */
+static void test_collector_end_runs_once_on_every_path(void **state)
+{
+    (void)state;
+    replay_set_metric_collector(&failing_collector);
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.metrics, sizeof selection.metrics, "some__metric.sum");
+    char error[256];
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+
+    /* Passes failing to start, then finished with a reason. */
+    failing_passes = 3;
+    failing_from_pass = 1;
+    failing_ends = 0;
+    run_rmw_once(0, &initial, &values, &stream);
+    destroy(stream, values);
+    assert_int_equal(failing_ends, 1);
+
+    /* Every pass runs. */
+    failing_from_pass = 100;
+    failing_ends = 0;
+    run_rmw_once(0, &initial, &values, &stream);
+    destroy(stream, values);
+    assert_int_equal(failing_ends, 1);
+
+    /* Declined after prepare (the snapshot exceeds the footprint budget). */
+    replay_settings settings;
+    replay_settings_default(&settings);
+    settings.footprint_budget = 1;
+    replay_settings_apply(&settings);
+    failing_ends = 0;
+    run_rmw_once(0, &initial, &values, &stream);
+    destroy(stream, values);
+    assert_int_equal(failing_ends, 1);
+    replay_settings_default(&settings);
+    replay_settings_apply(&settings);
+
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    assert_int_equal(count, 3);
+    assert_int_equal(records[2]->declined, 1);
+    assert_non_null(strstr(records[2]->reason, "footprint budget"));
     free_records(records, count);
 }
 
@@ -1485,6 +1560,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_span_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_siblings_not_reverted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_selected_by_scope_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collector_end_runs_once_on_every_path, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_failing_collector_never_loops_unrestored, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_launch_is_a_decline, setup, teardown),

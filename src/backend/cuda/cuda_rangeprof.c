@@ -122,6 +122,7 @@ typedef struct rangeprof_session {
     int all_submitted;
     uint32_t passes_stopped;
     int failed;
+    int holds_collection_lock; /* serial_devices: this thread's turn */
     char reason[256];
     /* Where the collection's time went, logged at finish: CUPTI's own calls,
      * so the per-pass set-up can be told apart from flare's work. */
@@ -134,6 +135,14 @@ typedef struct rangeprof_session {
 /* On the heap behind one TLS pointer: libflare's static TLS must stay a few
  * hundred bytes in all, or dlopen of it fails (see cuda_replay.c). Replays
  * run on few threads, so a thread's session is kept for its lifetime. */
+/* With replay_settings.serial_devices, one collection in the process at a
+ * time: held from a collection's first pass to its end (or for a prepare).
+ * On the H200 the range profiler's calls on two GPUs of one process
+ * contended (each Start and Stop about twice as long) and two GPUs
+ * replaying at once took longer than one after the other. Taken before
+ * cache_lock, never after it; waits are bounded (RANGEPROF_LOCK_WAIT_S). */
+static pthread_mutex_t collection_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static _Thread_local rangeprof_session *session_slot;
 static pthread_key_t session_key;
 static pthread_once_t session_once = PTHREAD_ONCE_INIT;
@@ -156,6 +165,42 @@ static rangeprof_session *current_session(void)
         session_slot = created;
     }
     return session_slot;
+}
+
+static bool serial_devices(void)
+{
+    replay_settings settings;
+    replay_settings_get(&settings);
+    return settings.serial_devices;
+}
+
+/* Takes the process's collection turn (bounded); 0, or -1 on timeout. */
+static int take_collection_turn(rangeprof_session *session)
+{
+    if (session->holds_collection_lock || !serial_devices())
+        return 0;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
+    if (pthread_mutex_timedlock(&collection_lock, &deadline) != 0)
+        return -1;
+    session->holds_collection_lock = 1;
+    return 0;
+}
+
+static void give_collection_turn(rangeprof_session *session)
+{
+    if (session->holds_collection_lock) {
+        session->holds_collection_lock = 0;
+        pthread_mutex_unlock(&collection_lock);
+    }
+}
+
+/* Forgets the thread's collection, giving back its turn first. */
+static void reset_session(rangeprof_session *session)
+{
+    give_collection_turn(session);
+    memset(session, 0, sizeof(*session));
 }
 
 static const char *cupti_text(CUptiResult result)
@@ -505,7 +550,7 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
 {
     rangeprof_session *session = current_session();
     stop_if_started(); /* a loop that ended early must not leave a pass open */
-    memset(session, 0, sizeof(*session));
+    reset_session(session);
     if (metric_count == 0) {
         snprintf(reason, reason_size, "no metrics to collect");
         return FLARE_ERR_INVALID_ARGUMENT;
@@ -520,11 +565,18 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
         return FLARE_ERR_STATE;
     }
     /* Bounded: the early set-up thread may hold the lock for its 100s of ms. */
+    uint64_t lock_started = core_now_ns();
+    if (take_collection_turn(session) != 0) {
+        snprintf(reason, reason_size,
+                 "range profiler: another device's collection still running after %d s",
+                 RANGEPROF_LOCK_WAIT_S);
+        return FLARE_ERR_TIMEOUT;
+    }
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
-    uint64_t lock_started = core_now_ns();
     if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0) {
+        give_collection_turn(session);
         snprintf(reason, reason_size, "range profiler: set-up still busy after %d s",
                  RANGEPROF_LOCK_WAIT_S);
         return FLARE_ERR_TIMEOUT;
@@ -545,6 +597,10 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
         status = setup->status;
     }
     pthread_mutex_unlock(&cache_lock);
+    /* The turn is taken again at the first pass: between prepare and the
+     * first pass a kernel replay takes its device's gate and drains it,
+     * which must not wait on another device's collection. */
+    give_collection_turn(session);
     if (status != FLARE_OK) {
         if (status != FLARE_ERR_INVALID_ARGUMENT)
             core_capability_set("range_profiler", 1, CORE_CAPABILITY_DEGRADED, "%s", reason);
@@ -642,6 +698,14 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
     (void)launch;
     if (session->setup == NULL || session->failed)
         return FLARE_ERR_STATE;
+    if (take_collection_turn(session) != 0) {
+        if (!session->failed)
+            snprintf(session->reason, sizeof(session->reason),
+                     "range profiler: another device's collection still running after %d s",
+                     RANGEPROF_LOCK_WAIT_S);
+        session->failed = 1;
+        return FLARE_ERR_TIMEOUT;
+    }
     if (!session->configured) {
         const char *failed = "";
         CUptiResult result = configure_collection(session, &failed);
@@ -762,7 +826,7 @@ static int collector_finish_ranges(const flare_replay_launch *span,
         status = FLARE_ERR_INVALID_ARGUMENT;
     }
     if (status != FLARE_OK) {
-        memset(session, 0, sizeof(*session));
+        reset_session(session);
         return status;
     }
     CUpti_RangeProfiler_DecodeData_Params decode = {
@@ -778,14 +842,14 @@ static int collector_finish_ranges(const flare_replay_launch *span,
         result = api.GetCounterDataInfo(&info);
     if (result != CUPTI_SUCCESS) {
         snprintf(reason, reason_size, "range profiler: decode: %s", cupti_text(result));
-        memset(session, 0, sizeof(*session));
+        reset_session(session);
         return FLARE_ERR_BACKEND;
     }
     if (info.numTotalRanges == 0) {
         snprintf(reason, reason_size,
                  "range profiler: no range recorded (%zu dropped): the kernels were not seen",
                  decode.numOfRangeDropped);
-        memset(session, 0, sizeof(*session));
+        reset_session(session);
         return FLARE_ERR_NOT_FOUND;
     }
     uint64_t evaluate_started = core_now_ns();
@@ -814,7 +878,7 @@ static int collector_finish_ranges(const flare_replay_launch *span,
                  info.numTotalRanges, decode.numOfRangeDropped, range_count);
     log_collection_time(session, range_count, evaluate_started - decode_started,
                         core_now_ns() - evaluate_started);
-    memset(session, 0, sizeof(*session));
+    reset_session(session);
     return status;
 }
 
@@ -823,6 +887,14 @@ static int collector_finish(const flare_replay_launch *launch, double *values, s
                             char *reason, size_t reason_size)
 {
     return collector_finish_ranges(launch, launch, 1, values, metric_count, reason, reason_size);
+}
+
+/* Whatever became of the collection: no pass left open, the turn given back. */
+static void collector_end(const flare_replay_launch *launch)
+{
+    (void)launch;
+    stop_if_started();
+    give_collection_turn(current_session());
 }
 
 /* ---- Early set-up ---- */
@@ -868,6 +940,15 @@ static void *warm_body(void *argument)
         return NULL;
     uint64_t started = core_now_ns();
     char why[256] = "";
+    /* Devices taking turns: the early set-up's CUPTI calls take one too. */
+    rangeprof_session *session = current_session();
+    if (take_collection_turn(session) != 0) {
+        core_log(CORE_LOG_INFO,
+                 "range profiler: early set-up on device %d skipped (another device's "
+                 "collection still running); the first replayed launch does it",
+                 request.device);
+        return NULL;
+    }
     pthread_mutex_lock(&cache_lock);
     rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
     if (entry != NULL) {
@@ -883,6 +964,7 @@ static void *warm_body(void *argument)
             size_counter_data(setup, 1);
     }
     pthread_mutex_unlock(&cache_lock);
+    give_collection_turn(session);
     if (entry == NULL)
         core_log(CORE_LOG_INFO,
                  "range profiler: early set-up on device %d failed (%s); the first replayed "
@@ -934,6 +1016,7 @@ static const replay_metric_collector collector = {
     .pass_begin = collector_pass_begin,
     .pass_end = collector_pass_end,
     .finish = collector_finish,
+    .end = collector_end,
 };
 
 void cuda_rangeprof_install(const cuda_cupti_api *cupti_api, const cuda_driver_api *driver_api)
