@@ -79,7 +79,7 @@ else
     || fail "nvcc replay_baselines"
   echo "-- CUPTI's own kernel replay: each GPU alone, then every GPU at once"
   for together in alone together; do
-    timeout 120 "$build/gpu/replay_baselines" kernel-replay-devices \
+    timeout -k 10 120 "$build/gpu/replay_baselines" kernel-replay-devices \
       dram__bytes_read.sum,lts__t_sector_hit_rate.pct 1024 6 $together | tee -a "$multi_dir/cupti-devices.json" \
       || fail "CUPTI kernel replay on several GPUs ($together)"
   done
@@ -100,7 +100,7 @@ else
   # One process per GPU, both at once (as data-parallel training runs):
   # whether separate processes escape the contention seen within one.
   for device in $(seq 0 $((gpus - 1))); do
-    CUDA_VISIBLE_DEVICES=$device timeout 60 "$flare" replay -q -o "$multi_dir/process-$device" \
+    CUDA_VISIBLE_DEVICES=$device timeout -k 10 60 "$flare" replay -q -o "$multi_dir/process-$device" \
       --kernel multi_rmw --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct -- \
       "$build/gpu/multi_rmw" --footprint-mib 1024 --launches 4 \
       > "$multi_dir/process-$device.json" 2> "$multi_dir/process-$device.err" &
@@ -110,7 +110,7 @@ else
   # (PM sampling set up at the first context, ~0.7 s), every GPU busy for
   # about 3 s.
   echo "-- PM sampling while every GPU works"
-  FLARE_PM=1 timeout 60 "$flare" trace -q -o "$multi_dir/pm" --deep-after 1500ms --deep-for 1s -- \
+  FLARE_PM=1 timeout -k 10 60 "$flare" trace -q -o "$multi_dir/pm" --deep-after 1500ms --deep-for 1s -- \
     "$build/gpu/multi_rmw" --footprint-mib 256 --launches 20000 \
     > "$multi_dir/pm.json" 2> "$multi_dir/pm.err" || fail "multi_rmw under flare trace (PM)"
   tail -2 "$multi_dir/pm.err"

@@ -48,6 +48,7 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     *(void **)&api->cuCtxPushCurrent = dlsym(library, "cuCtxPushCurrent_v2");
     *(void **)&api->cuCtxPopCurrent = dlsym(library, "cuCtxPopCurrent_v2");
     *(void **)&api->cuStreamCreate = dlsym(library, "cuStreamCreate");
+    *(void **)&api->cuStreamDestroy = dlsym(library, "cuStreamDestroy_v2");
     *(void **)&api->cuStreamQuery = dlsym(library, "cuStreamQuery");
     *(void **)&api->cuMemAlloc = dlsym(library, "cuMemAlloc_v2");
     *(void **)&api->cuMemFree = dlsym(library, "cuMemFree_v2");

@@ -35,6 +35,7 @@ typedef struct cuda_driver_api {
     CUresult (*cuCtxPushCurrent)(CUcontext context);
     CUresult (*cuCtxPopCurrent)(CUcontext *context);
     CUresult (*cuStreamCreate)(CUstream *stream, unsigned int flags);
+    CUresult (*cuStreamDestroy)(CUstream stream);
     CUresult (*cuStreamQuery)(CUstream stream);
     CUresult (*cuMemAlloc)(CUdeviceptr *pointer, size_t bytes);
     CUresult (*cuMemFree)(CUdeviceptr pointer);

@@ -949,7 +949,19 @@ static void *warm_body(void *argument)
                  request.device);
         return NULL;
     }
-    pthread_mutex_lock(&cache_lock);
+    /* Bounded like every other wait for it: a holder stuck inside CUPTI
+     * must not keep this thread (which the exit handler waits for) forever. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
+    if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0) {
+        give_collection_turn(session);
+        core_log(CORE_LOG_INFO,
+                 "range profiler: early set-up on device %d skipped (set-up lock busy for %d s); "
+                 "the first replayed launch does it",
+                 request.device, RANGEPROF_LOCK_WAIT_S);
+        return NULL;
+    }
     rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
     if (entry != NULL) {
         /* Kernel replay's one-range image too; a span resizes it. Never

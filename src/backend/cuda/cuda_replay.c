@@ -423,28 +423,36 @@ static int op_device_drain(int device, uint64_t timeout_ns)
     return status;
 }
 
-static pthread_mutex_t copy_stream_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUstream copy_streams[REPLAY_DEVICE_MAX];
+static _Atomic(CUstream) copy_streams[REPLAY_DEVICE_MAX];
 
 /* flare's own non-blocking stream on the device (in the current context):
- * shadow copies never wait behind, nor hold up, the program's streams. */
+ * shadow copies never wait behind, nor hold up, the program's streams.
+ * Made with no lock held and published with a compare-and-swap: a lock
+ * shared by every device, held across cuStreamCreate (which CUPTI sees),
+ * could tie one device's first replay to another device's replay inside
+ * CUPTI. */
 static CUstream copy_stream(int device)
 {
-    pthread_mutex_lock(&copy_stream_lock);
-    CUstream stream = copy_streams[device];
-    if (stream == NULL) {
-        CUresult result = driver.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
-        if (result != CUDA_SUCCESS) {
-            CORE_LOG_ONCE("cuda.replay.copy_stream", CORE_LOG_WARNING,
-                          "replay: cuStreamCreate for copies failed: %s",
-                          cuda_driver_error_text(&driver, result));
-            stream = NULL;
-        } else {
-            copy_streams[device] = stream;
-        }
+    CUstream stream = atomic_load_explicit(&copy_streams[device], memory_order_acquire);
+    if (stream != NULL)
+        return stream;
+    CUstream created = NULL;
+    CUresult result = driver.cuStreamCreate(&created, CU_STREAM_NON_BLOCKING);
+    if (result != CUDA_SUCCESS) {
+        CORE_LOG_ONCE("cuda.replay.copy_stream", CORE_LOG_WARNING,
+                      "replay: cuStreamCreate for copies failed: %s",
+                      cuda_driver_error_text(&driver, result));
+        return NULL;
     }
-    pthread_mutex_unlock(&copy_stream_lock);
-    return stream;
+    CUstream expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&copy_streams[device], &expected, created,
+                                                memory_order_acq_rel, memory_order_acquire))
+        return created;
+    /* Another thread published one first (replays on one device are
+     * serialised, so this is rare): use it, drop ours. */
+    if (driver.cuStreamDestroy != NULL)
+        driver.cuStreamDestroy(created);
+    return expected;
 }
 
 static int op_shadow_alloc(int device, bool on_device, size_t bytes, void **out)
