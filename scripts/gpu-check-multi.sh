@@ -99,13 +99,17 @@ else
   [ -f "$multi_dir/hang.txt" ] && { cat "$multi_dir/hang.txt"; cp "$multi_dir/hang.txt" "$OUT/multi-hang.txt"; }
   # One process per GPU, both at once (as data-parallel training runs):
   # whether separate processes escape the contention seen within one.
+  # Waited for by pid: a bare `wait` would also wait for anything the
+  # watchdog above could not kill.
+  process_pids=()
   for device in $(seq 0 $((gpus - 1))); do
     CUDA_VISIBLE_DEVICES=$device timeout -k 10 60 "$flare" replay -q -o "$multi_dir/process-$device" \
       --kernel multi_rmw --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct -- \
       "$build/gpu/multi_rmw" --footprint-mib 1024 --launches 4 \
       > "$multi_dir/process-$device.json" 2> "$multi_dir/process-$device.err" &
+    process_pids+=($!)
   done
-  wait || true
+  for pid in "${process_pids[@]}"; do wait "$pid" || fail "one process per GPU (pid $pid)"; done
   # PM samples on a multi-GPU machine: plain tracing with a scheduled window
   # (PM sampling set up at the first context, ~0.7 s), every GPU busy for
   # about 3 s.
