@@ -342,6 +342,22 @@ int replay_parse_bytes(const char *variable, const char *text, uint64_t *out_byt
     return parse_scaled(variable, text, units, scales, 5, out_bytes, error, error_size);
 }
 
+/* A 0/1 switch variable: unset leaves *out as it is; anything but "0" or
+ * "1" is refused naming the variable. */
+static int parse_switch(const char *variable, const char *value, bool *out, char *error,
+                        size_t error_size)
+{
+    if (value == NULL) {
+        return 0;
+    }
+    if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0) {
+        snprintf(error, error_size, "%s=\"%s\": expected 0 or 1", variable, value);
+        return -1;
+    }
+    *out = strcmp(value, "1") == 0;
+    return 0;
+}
+
 int replay_selection_from_environment(char *error, size_t error_size)
 {
     const char *kernel = getenv("FLARE_REPLAY_KERNEL");
@@ -372,30 +388,16 @@ int replay_selection_from_environment(char *error, size_t error_size)
                             error, error_size) != 0)) {
         return FLARE_ERR_INVALID_ARGUMENT;
     }
-    if (host_only != NULL) {
-        if (strcmp(host_only, "1") != 0 && strcmp(host_only, "0") != 0) {
-            snprintf(error, error_size, "FLARE_REPLAY_HOST_SHADOW=\"%s\": expected 0 or 1",
-                     host_only);
-            return FLARE_ERR_INVALID_ARGUMENT;
-        }
-        settings.allow_device_shadow = strcmp(host_only, "1") != 0;
+    bool host_shadow_only = false;
+    if (parse_switch("FLARE_REPLAY_HOST_SHADOW", host_only, &host_shadow_only, error, error_size) !=
+            0 ||
+        parse_switch("FLARE_REPLAY_COUNTER_AVAILABILITY", availability,
+                     &settings.counter_availability, error, error_size) != 0 ||
+        parse_switch("FLARE_REPLAY_SERIAL_DEVICES", serial_devices, &settings.serial_devices, error,
+                     error_size) != 0) {
+        return FLARE_ERR_INVALID_ARGUMENT;
     }
-    if (availability != NULL) {
-        if (strcmp(availability, "1") != 0 && strcmp(availability, "0") != 0) {
-            snprintf(error, error_size, "FLARE_REPLAY_COUNTER_AVAILABILITY=\"%s\": expected 0 or 1",
-                     availability);
-            return FLARE_ERR_INVALID_ARGUMENT;
-        }
-        settings.counter_availability = strcmp(availability, "1") == 0;
-    }
-    if (serial_devices != NULL) {
-        if (strcmp(serial_devices, "1") != 0 && strcmp(serial_devices, "0") != 0) {
-            snprintf(error, error_size, "FLARE_REPLAY_SERIAL_DEVICES=\"%s\": expected 0 or 1",
-                     serial_devices);
-            return FLARE_ERR_INVALID_ARGUMENT;
-        }
-        settings.serial_devices = strcmp(serial_devices, "1") == 0;
-    }
+    settings.allow_device_shadow = !host_shadow_only;
     if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL &&
         range == NULL && occurrence == NULL && api_spans == NULL) {
         replay_settings_apply(&settings);

@@ -1353,15 +1353,21 @@ static const replay_metric_collector failing_collector = {.name = "failing",
                                                           .finish = failing_finish,
                                                           .end = failing_end};
 
-static void test_failing_collector_never_loops_unrestored(void **state)
+/* Every launch replayed, metrics by the failing collector. */
+static void select_failing_collector(void)
 {
-    (void)state;
     replay_set_metric_collector(&failing_collector);
     replay_selection selection;
     memset(&selection, 0, sizeof selection);
     snprintf(selection.metrics, sizeof selection.metrics, "some__metric.sum");
     char error[256];
     assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+}
+
+static void test_failing_collector_never_loops_unrestored(void **state)
+{
+    (void)state;
+    select_failing_collector();
 
     /* One pass planned (no snapshot) and its start fails: the kernel must
      * run exactly once, not again on memory it already changed. */
@@ -1399,12 +1405,7 @@ static void test_failing_collector_never_loops_unrestored(void **state)
 static void test_collector_end_runs_once_on_every_path(void **state)
 {
     (void)state;
-    replay_set_metric_collector(&failing_collector);
-    replay_selection selection;
-    memset(&selection, 0, sizeof selection);
-    snprintf(selection.metrics, sizeof selection.metrics, "some__metric.sum");
-    char error[256];
-    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    select_failing_collector();
     uint64_t initial;
     uint64_t *values;
     flare_sim_stream *stream;

@@ -167,6 +167,16 @@ static rangeprof_session *current_session(void)
     return session_slot;
 }
 
+/* Every wait for one of this file's locks is bounded: a holder may be stuck
+ * inside CUPTI, and the waiter may hold a device's gate. 0 once locked. */
+static int lock_within_wait(pthread_mutex_t *lock)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
+    return pthread_mutex_timedlock(lock, &deadline);
+}
+
 static bool serial_devices(void)
 {
     replay_settings settings;
@@ -179,10 +189,7 @@ static int take_collection_turn(rangeprof_session *session)
 {
     if (session->holds_collection_lock || !serial_devices())
         return 0;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
-    if (pthread_mutex_timedlock(&collection_lock, &deadline) != 0)
+    if (lock_within_wait(&collection_lock) != 0)
         return -1;
     session->holds_collection_lock = 1;
     return 0;
@@ -572,10 +579,7 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
                  RANGEPROF_LOCK_WAIT_S);
         return FLARE_ERR_TIMEOUT;
     }
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
-    if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0) {
+    if (lock_within_wait(&cache_lock) != 0) {
         give_collection_turn(session);
         snprintf(reason, reason_size, "range profiler: set-up still busy after %d s",
                  RANGEPROF_LOCK_WAIT_S);
@@ -623,11 +627,8 @@ static CUptiResult configure_collection(rangeprof_session *session, const char *
     rangeprof_setup *setup = session->setup;
     /* Bounded, as in prepare: another context's early set-up may hold the
      * lock for 100s of ms, and this thread holds the device's gate. */
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
     *failed = "waiting for the range profiler's set-up lock";
-    if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0)
+    if (lock_within_wait(&cache_lock) != 0)
         return CUPTI_ERROR_UNKNOWN;
     uint64_t initialize_started = core_now_ns();
     CUptiResult result = size_counter_data(setup, session->max_ranges);
@@ -951,10 +952,7 @@ static void *warm_body(void *argument)
     }
     /* Bounded like every other wait for it: a holder stuck inside CUPTI
      * must not keep this thread (which the exit handler waits for) forever. */
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
-    if (pthread_mutex_timedlock(&cache_lock, &deadline) != 0) {
+    if (lock_within_wait(&cache_lock) != 0) {
         give_collection_turn(session);
         core_log(CORE_LOG_INFO,
                  "range profiler: early set-up on device %d skipped (set-up lock busy for %d s); "
