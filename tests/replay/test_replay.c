@@ -977,6 +977,37 @@ static void test_devices_replay_concurrently(void **state)
     assert_true(a_end <= b_begin || b_end <= a_begin);
 }
 
+/* FLARE_REPLAY_SERIAL_DEVICES: collections on two devices take turns (no
+ * overlap of their passes); the devices' own work still runs. With it off
+ * the same loops overlap (test_devices_replay_concurrently). */
+static void test_serial_devices_take_turns(void **state)
+{
+    (void)state;
+    replay_set_metric_collector(sim_replay_collector());
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    snprintf(selection.kernel_regex, sizeof selection.kernel_regex, "rmw");
+    snprintf(selection.metrics, sizeof selection.metrics, "launch__grid_size");
+    char error[256];
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    replay_settings settings;
+    replay_settings_default(&settings);
+    settings.serial_devices = true;
+    replay_settings_apply(&settings);
+
+    for (int round = 0; round < 3; round++) {
+        uint64_t a_begin = 0, a_end = 0, b_begin = 0, b_end = 0;
+        run_two_workers(0, 1, &a_begin, &a_end, &b_begin, &b_end);
+        assert_true(a_end <= b_begin || b_end <= a_begin);
+    }
+
+    replay_settings_default(&settings);
+    replay_settings_apply(&settings);
+    uint64_t a_begin = 0, a_end = 0, b_begin = 0, b_end = 0;
+    run_two_workers(0, 1, &a_begin, &a_end, &b_begin, &b_end);
+    assert_true(a_begin < b_end && b_begin < a_end);
+}
+
 /* ---- Range replay (spans) ---- */
 
 static void select_span_metrics(const char *range, uint64_t occurrence)
@@ -1561,6 +1592,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_span_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_siblings_not_reverted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_selected_by_scope_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_serial_devices_take_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collector_end_runs_once_on_every_path, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failing_collector_never_loops_unrestored, setup,

@@ -122,7 +122,7 @@ typedef struct rangeprof_session {
     int all_submitted;
     uint32_t passes_stopped;
     int failed;
-    int holds_collection_lock; /* serial_devices: this thread's turn */
+    bool holds_turn; /* the devices' collection turn (replay_turn.c) */
     char reason[256];
     /* Where the collection's time went, logged at finish: CUPTI's own calls,
      * so the per-pass set-up can be told apart from flare's work. */
@@ -135,14 +135,6 @@ typedef struct rangeprof_session {
 /* On the heap behind one TLS pointer: libflare's static TLS must stay a few
  * hundred bytes in all, or dlopen of it fails (see cuda_replay.c). Replays
  * run on few threads, so a thread's session is kept for its lifetime. */
-/* With replay_settings.serial_devices, one collection in the process at a
- * time: held from a collection's first pass to its end (or for a prepare).
- * On the H200 the range profiler's calls on two GPUs of one process
- * contended (each Start and Stop about twice as long) and two GPUs
- * replaying at once took longer than one after the other. Taken before
- * cache_lock, never after it; waits are bounded (RANGEPROF_LOCK_WAIT_S). */
-static pthread_mutex_t collection_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static _Thread_local rangeprof_session *session_slot;
 static pthread_key_t session_key;
 static pthread_once_t session_once = PTHREAD_ONCE_INIT;
@@ -177,30 +169,16 @@ static int lock_within_wait(pthread_mutex_t *lock)
     return pthread_mutex_timedlock(lock, &deadline);
 }
 
-static bool serial_devices(void)
-{
-    replay_settings settings;
-    replay_settings_get(&settings);
-    return settings.serial_devices;
-}
-
-/* Takes the process's collection turn (bounded); 0, or -1 on timeout. */
+/* The devices' collection turn: taken at a collection's first pass and
+ * around set-up that calls CUPTI, given back when the collection ends. */
 static int take_collection_turn(rangeprof_session *session)
 {
-    if (session->holds_collection_lock || !serial_devices())
-        return 0;
-    if (lock_within_wait(&collection_lock) != 0)
-        return -1;
-    session->holds_collection_lock = 1;
-    return 0;
+    return replay_collection_turn_take(&session->holds_turn) == FLARE_OK ? 0 : -1;
 }
 
 static void give_collection_turn(rangeprof_session *session)
 {
-    if (session->holds_collection_lock) {
-        session->holds_collection_lock = 0;
-        pthread_mutex_unlock(&collection_lock);
-    }
+    replay_collection_turn_give(&session->holds_turn);
 }
 
 /* Forgets the thread's collection, giving back its turn first. */
@@ -576,7 +554,7 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
     if (take_collection_turn(session) != 0) {
         snprintf(reason, reason_size,
                  "range profiler: another device's collection still running after %d s",
-                 RANGEPROF_LOCK_WAIT_S);
+                 REPLAY_TURN_WAIT_S);
         return FLARE_ERR_TIMEOUT;
     }
     if (lock_within_wait(&cache_lock) != 0) {
@@ -703,7 +681,7 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
         if (!session->failed)
             snprintf(session->reason, sizeof(session->reason),
                      "range profiler: another device's collection still running after %d s",
-                     RANGEPROF_LOCK_WAIT_S);
+                     REPLAY_TURN_WAIT_S);
         session->failed = 1;
         return FLARE_ERR_TIMEOUT;
     }

@@ -153,6 +153,7 @@ typedef struct sim_collection {
     double values[REPLAY_RECORD_METRIC_MAX];
     uint64_t pass_begin_ns;
     bool any_unavailable;
+    bool holds_turn; /* the devices' collection turn (replay_turn.c) */
 } sim_collection;
 
 /* Kept off static TLS (too large for a dlopen'ed libflare's TLS block):
@@ -224,6 +225,7 @@ static int collector_prepare(const flare_replay_launch *launch, const char *cons
         snprintf(reason, reason_size, "out of memory");
         return FLARE_ERR_NO_MEMORY;
     }
+    replay_collection_turn_give(&collection->holds_turn);
     memset(collection, 0, sizeof *collection);
     collection->metric_count = metric_count;
     for (size_t index = 0; index < metric_count; index++) {
@@ -237,7 +239,13 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
 {
     (void)launch;
     (void)pass;
-    thread_collection()->pass_begin_ns = core_now_ns();
+    sim_collection *collection = thread_collection();
+    /* As the CUDA collector: with devices taking turns, from the first pass
+     * to end(). */
+    if (replay_collection_turn_take(&collection->holds_turn) != FLARE_OK) {
+        return FLARE_ERR_TIMEOUT;
+    }
+    collection->pass_begin_ns = core_now_ns();
     return FLARE_OK;
 }
 
@@ -319,6 +327,12 @@ static int collector_finish_ranges(const flare_replay_launch *span,
     return FLARE_OK;
 }
 
+static void collector_end(const flare_replay_launch *launch)
+{
+    (void)launch;
+    replay_collection_turn_give(&thread_collection()->holds_turn);
+}
+
 static const replay_metric_collector sim_collector = {
     .name = "sim-metrics",
     .prepare = collector_prepare,
@@ -326,6 +340,7 @@ static const replay_metric_collector sim_collector = {
     .pass_end = collector_pass_end,
     .finish = collector_finish,
     .finish_ranges = collector_finish_ranges,
+    .end = collector_end,
 };
 
 const replay_metric_collector *sim_replay_collector(void)
