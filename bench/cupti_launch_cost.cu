@@ -5,7 +5,8 @@
  * Explains flare's launch-storm overhead: sets up one CUPTI feature (CONFIG)
  * before any CUDA call, then times a storm of empty <<<1,1>>> launches and
  * prints `launches_per_second N` on stdout (everything else on stderr).
- * Run by scripts/gpu-check.sh storm, once per CONFIG.
+ * Run by scripts/gpu-check.sh costs (bench/gpu_cupti_costs.py), once per
+ * CONFIG per round.
  *
  * This is a bench of bare CUPTI: it must never include, link or call flare
  * code, and must keep its one-line stdout format.

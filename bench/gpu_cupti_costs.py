@@ -16,27 +16,40 @@ probe = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 configs = ["none", "subscribe", "activity", "activity_tscb", "activity_pinned", "activity_kernel",
            "callback", "callback_runtime", "both"]
-values = {config: [] for config in configs}
+# rounds_seen[r][config]: launches/s of that configuration in round r (a
+# failed run leaves a hole, and its round pairs nothing with it).
+rounds_seen = []
 notes = {}
+failed = False
 for _ in range(rounds):
+    seen = {}
     for config in configs:
-        result = subprocess.run([probe, config, "200000"], capture_output=True, text=True,
-                                timeout=300)
+        try:
+            result = subprocess.run([probe, config, "200000"], capture_output=True, text=True,
+                                    timeout=300)
+        except subprocess.TimeoutExpired:
+            notes[config] = "timed out after 300 s"
+            failed = True
+            continue
         if result.returncode != 0:
             notes[config] = f"failed ({result.returncode}): {result.stderr.strip()[-300:]}"
+            failed = True
             continue
-        values[config].append(float(result.stdout.split()[1]))
+        seen[config] = float(result.stdout.split()[1])
         notes[config] = " / ".join(line for line in result.stderr.splitlines()
                                    if "records" in line or "callbacks" in line)
+    rounds_seen.append(seen)
 print(f"bare CUPTI, 200000 empty launches, {rounds} paired rounds (ratio to no CUPTI)")
-base = values["none"]
 for config in configs:
-    series = values[config]
-    if not series:
+    pairs = [(seen[config], seen["none"]) for seen in rounds_seen
+             if config in seen and "none" in seen]
+    if not pairs:
         print(f"  {config:<17} {notes.get(config, 'no runs')}")
         continue
-    ratios = [value / plain for value, plain in zip(series, base)]
-    per_launch_ns = [1e9 / value - 1e9 / plain for value, plain in zip(series, base)]
+    series = [value for value, _ in pairs]
+    ratios = [value / plain for value, plain in pairs]
+    per_launch_ns = [1e9 / value - 1e9 / plain for value, plain in pairs]
     print(f"  {config:<17} median {statistics.median(series):10.0f} launches/s  ratio "
           f"{statistics.median(ratios):.4f} (min {min(ratios):.4f} max {max(ratios):.4f})  "
           f"+{statistics.median(per_launch_ns):6.0f} ns/launch  {notes.get(config, '')}")
+sys.exit(1 if failed else 0)

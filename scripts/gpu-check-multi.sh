@@ -13,8 +13,9 @@
 # NCCL_NVLS_ENABLE=0 is set for anything that might.
 # run_watched SECONDS NAME CMD...: runs CMD; if it is still running after
 # SECONDS, writes where every thread of it and its children waits (wchan, and
-# a stack when eu-stack or gdb is installed) to $multi_dir/hang.txt, then
-# kills it and fails.
+# a stack when eu-stack or gdb is installed) straight to $OUT/multi-hang.txt
+# (kept even if the device's time limit ends the script), then kills it and
+# fails.
 run_watched() {
   local limit=$1 name=$2; shift 2
   "$@" &
@@ -46,13 +47,13 @@ run_watched() {
       timeout -k 5 20 gdb -p "$p" -batch -ex 'thread apply all bt 12' 2>&1 | head -200
     fi
   done
-  } >> "$multi_dir/hang.txt" 2>&1
+  } >> "$OUT/multi-hang.txt" 2>&1
   kill -9 $pids 2>/dev/null
   # A process stuck in the driver may not die even then: never wait on it
   # for long (two runs of this script on the H200 x2 were lost that way).
   for waited in $(seq 1 10); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
   if kill -0 "$pid" 2>/dev/null; then
-    echo "HUNG: $name did not die after SIGKILL (stuck in the driver?)" >> "$multi_dir/hang.txt"
+    echo "HUNG: $name did not die after SIGKILL (stuck in the driver?)" >> "$OUT/multi-hang.txt"
   else
     wait "$pid" 2>/dev/null
   fi
@@ -78,11 +79,14 @@ else
     -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
     || fail "nvcc replay_baselines"
   echo "-- CUPTI's own kernel replay: each GPU alone, then every GPU at once"
+  # To a file, not through a pipe: a process stuck in the driver would keep
+  # a pipe open after timeout's SIGKILL.
   for together in alone together; do
     timeout -k 10 120 "$build/gpu/replay_baselines" kernel-replay-devices \
-      dram__bytes_read.sum,lts__t_sector_hit_rate.pct 1024 6 $together | tee -a "$multi_dir/cupti-devices.json" \
+      dram__bytes_read.sum,lts__t_sector_hit_rate.pct 1024 6 $together >> "$multi_dir/cupti-devices.json" \
       || fail "CUPTI kernel replay on several GPUs ($together)"
   done
+  cat "$multi_dir/cupti-devices.json"
   # concurrent: the threads at once; turns: the same with
   # FLARE_REPLAY_SERIAL_DEVICES=1 (devices take turns collecting); serial:
   # the threads one after the other. Repeated: a concurrent run once hung.
@@ -96,7 +100,7 @@ else
       > "$multi_dir/$mode.json" 2> "$multi_dir/$mode.err" || fail "multi_rmw $mode"
     tail -2 "$multi_dir/$mode.err"
   done
-  [ -f "$multi_dir/hang.txt" ] && { cat "$multi_dir/hang.txt"; cp "$multi_dir/hang.txt" "$OUT/multi-hang.txt"; }
+  [ -f "$OUT/multi-hang.txt" ] && cat "$OUT/multi-hang.txt"
   # One process per GPU, both at once (as data-parallel training runs):
   # whether separate processes escape the contention seen within one.
   # Waited for by pid: a bare `wait` would also wait for anything the

@@ -134,11 +134,12 @@ if [[ ",$what," == *",costs,"* ]]; then
     -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
     -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
     || fail "nvcc replay_baselines"
-  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_COSTS_ROUNDS:-5}" | tee "$OUT/cupti-costs.txt" \
+  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_COSTS_ROUNDS:-5}" > "$OUT/cupti-costs.txt" \
     || fail "bare CUPTI launch costs"
   for size in 64 256; do
-    "$build/gpu/replay_baselines" copy-cost $size | tee -a "$OUT/cupti-costs.txt" || fail "copy-cost $size"
+    timeout -k 10 120 "$build/gpu/replay_baselines" copy-cost $size >> "$OUT/cupti-costs.txt" || fail "copy-cost $size"
   done
+  cat "$OUT/cupti-costs.txt"
 fi
 
 if [[ ",$what," == *",storm,"* ]]; then

@@ -267,10 +267,9 @@ typedef struct replay_metric_collector {
 
 /* The devices' collection turn (replay_turn.c), for collectors: with
  * replay_settings.serial_devices one collection in the process holds it at
- * a time. take waits at most REPLAY_TURN_WAIT_S (FLARE_ERR_TIMEOUT) and does
- * nothing when *held or without the setting; give does nothing unless
- * *held. The thread that took it gives it back. */
-#define REPLAY_TURN_WAIT_S 10
+ * a time, waiters served in arrival order. take waits at most one pass
+ * timeout (then FLARE_ERR_TIMEOUT) and does nothing when *held or without
+ * the setting; give does nothing unless *held. */
 int replay_collection_turn_take(bool *held);
 void replay_collection_turn_give(bool *held);
 

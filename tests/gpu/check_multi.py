@@ -90,9 +90,12 @@ def check_processes(directory, summary):
     index = 0
     while os.path.exists(f"{directory}/process-{index}.json"):
         result = output(f"{directory}/process-{index}.json")
-        if result is None or not result["ok"]:
-            fail(f"process {index}: wrong results: {result and result['per_device']}")
-        rows, _ = replays(f"{directory}/process-{index}/session.db")
+        database = f"{directory}/process-{index}/session.db"
+        if result is None or not result["ok"] or not os.path.exists(database):
+            fail(f"process {index}: no result or no session: {result and result['per_device']}")
+            index += 1
+            continue
+        rows, _ = replays(database)
         for position, (launch_id, _, declined, run, planned, reason, _, _, begin, end) in \
                 enumerate(rows):
             if declined or run != planned:
@@ -141,6 +144,9 @@ def main():
             continue
         if not result["ok"]:
             fail(f"{mode}: wrong results: {result['per_device']}")
+        if not os.path.exists(f"{directory}/{mode}/session.db"):
+            fail(f"{mode}: no session database (killed?)")
+            continue
         rows, kernels = replays(f"{directory}/{mode}/session.db")
         devices = result["devices"]
         summary[mode] = {"total_s": result["total_s"], "replays": len(rows), "kernels": kernels}
@@ -165,6 +171,10 @@ def main():
             fail(f"{mode}: {same} pairs of replays on one device overlapped")
         if mode.startswith("concurrent") and devices > 1 and cross == 0:
             fail(f"{mode}: no replays on different devices overlapped")
+        # With FLARE_REPLAY_SERIAL_DEVICES=1 a replay's passes lie inside its
+        # collection turn: passes on different devices must never overlap.
+        if mode.startswith("turns") and cross:
+            fail(f"{mode}: {cross} pairs of replays on different devices overlapped")
         replay_span = (max(e for _, e, _ in intervals) - min(s for s, _, _ in intervals)) / 1e9 \
             if intervals else None
         summary[mode]["replay_span_s"] = replay_span

@@ -977,6 +977,53 @@ static void test_devices_replay_concurrently(void **state)
     assert_true(a_end <= b_begin || b_end <= a_begin);
 }
 
+static void *take_turn_thread(void *argument)
+{
+    int *status = argument;
+    bool held = false;
+    *status = replay_collection_turn_take(&held);
+    replay_collection_turn_give(&held);
+    return NULL;
+}
+
+/* The turn itself: a waiter gives up after one pass timeout (with a
+ * reason, not a hang), and a waiter that gave up never stalls the queue
+ * for those after it. Without the setting it is never taken. */
+static void test_collection_turn_bounded(void **state)
+{
+    (void)state;
+    bool held = false;
+    assert_int_equal(replay_collection_turn_take(&held), FLARE_OK);
+    assert_false(held); /* serial_devices off: nothing taken */
+
+    replay_settings settings;
+    replay_settings_default(&settings);
+    settings.serial_devices = true;
+    settings.pass_timeout_ns = 50ull * 1000000ull;
+    replay_settings_apply(&settings);
+    assert_int_equal(replay_collection_turn_take(&held), FLARE_OK);
+    assert_true(held);
+    for (int round = 0; round < 3; round++) {
+        int status = FLARE_OK;
+        pthread_t thread;
+        uint64_t started = core_now_ns();
+        assert_int_equal(pthread_create(&thread, NULL, take_turn_thread, &status), 0);
+        pthread_join(thread, NULL);
+        assert_int_equal(status, FLARE_ERR_TIMEOUT);
+        assert_true(core_now_ns() - started >= 40ull * 1000000ull);
+    }
+    replay_collection_turn_give(&held);
+    assert_false(held);
+    /* The three abandoned tickets are skipped: the next waiter gets it. */
+    int status = FLARE_ERR_TIMEOUT;
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, take_turn_thread, &status), 0);
+    pthread_join(thread, NULL);
+    assert_int_equal(status, FLARE_OK);
+    replay_settings_default(&settings);
+    replay_settings_apply(&settings);
+}
+
 /* FLARE_REPLAY_SERIAL_DEVICES: collections on two devices take turns (no
  * overlap of their passes); the devices' own work still runs. With it off
  * the same loops overlap (test_devices_replay_concurrently). */
@@ -1592,6 +1639,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_span_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_siblings_not_reverted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_selected_by_scope_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collection_turn_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_serial_devices_take_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collector_end_runs_once_on_every_path, setup,
                                         teardown),

@@ -534,6 +534,12 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
                           size_t metric_count, size_t max_ranges, char *reason, size_t reason_size)
 {
     rangeprof_session *session = current_session();
+    if (session == &session_fallback) {
+        /* Shared by every thread that got no session of its own: it cannot
+         * hold a collection (nor the devices' turn) for one of them. */
+        snprintf(reason, reason_size, "range profiler: out of host memory for a collection");
+        return FLARE_ERR_NO_MEMORY;
+    }
     stop_if_started(); /* a loop that ended early must not leave a pass open */
     reset_session(session);
     if (metric_count == 0) {
@@ -553,8 +559,8 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
     uint64_t lock_started = core_now_ns();
     if (take_collection_turn(session) != 0) {
         snprintf(reason, reason_size,
-                 "range profiler: another device's collection still running after %d s",
-                 REPLAY_TURN_WAIT_S);
+                 "range profiler: another device's collection still running after a pass "
+                 "timeout (FLARE_REPLAY_SERIAL_DEVICES=1)");
         return FLARE_ERR_TIMEOUT;
     }
     if (lock_within_wait(&cache_lock) != 0) {
@@ -680,8 +686,8 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
     if (take_collection_turn(session) != 0) {
         if (!session->failed)
             snprintf(session->reason, sizeof(session->reason),
-                     "range profiler: another device's collection still running after %d s",
-                     REPLAY_TURN_WAIT_S);
+                     "range profiler: another device's collection still running after a pass "
+                     "timeout (FLARE_REPLAY_SERIAL_DEVICES=1)");
         session->failed = 1;
         return FLARE_ERR_TIMEOUT;
     }
@@ -919,9 +925,10 @@ static void *warm_body(void *argument)
         return NULL;
     uint64_t started = core_now_ns();
     char why[256] = "";
-    /* Devices taking turns: the early set-up's CUPTI calls take one too. */
-    rangeprof_session *session = current_session();
-    if (take_collection_turn(session) != 0) {
+    /* Devices taking turns: the early set-up's CUPTI calls take one too
+     * (held in a local: this thread has no collection session). */
+    bool turn = false;
+    if (replay_collection_turn_take(&turn) != FLARE_OK) {
         core_log(CORE_LOG_INFO,
                  "range profiler: early set-up on device %d skipped (another device's "
                  "collection still running); the first replayed launch does it",
@@ -931,11 +938,18 @@ static void *warm_body(void *argument)
     /* Bounded like every other wait for it: a holder stuck inside CUPTI
      * must not keep this thread (which the exit handler waits for) forever. */
     if (lock_within_wait(&cache_lock) != 0) {
-        give_collection_turn(session);
+        replay_collection_turn_give(&turn);
         core_log(CORE_LOG_INFO,
                  "range profiler: early set-up on device %d skipped (set-up lock busy for %d s); "
                  "the first replayed launch does it",
                  request.device, RANGEPROF_LOCK_WAIT_S);
+        return NULL;
+    }
+    /* The exit handler waits for this thread only so long: past it, the
+     * process is tearing CUDA down and CUPTI must not be entered. */
+    if (atomic_load(&rangeprof_exiting)) {
+        pthread_mutex_unlock(&cache_lock);
+        replay_collection_turn_give(&turn);
         return NULL;
     }
     rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
@@ -952,7 +966,7 @@ static void *warm_body(void *argument)
             size_counter_data(setup, 1);
     }
     pthread_mutex_unlock(&cache_lock);
-    give_collection_turn(session);
+    replay_collection_turn_give(&turn);
     if (entry == NULL)
         core_log(CORE_LOG_INFO,
                  "range profiler: early set-up on device %d failed (%s); the first replayed "
