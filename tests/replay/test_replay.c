@@ -1515,9 +1515,22 @@ static void test_collector_end_runs_once_on_every_path(void **state)
     replay_settings_default(&settings);
     replay_settings_apply(&settings);
 
+    /* The program's own launch failed (nothing ran). */
+    failing_ends = 0;
+    flare_sim_stream *failing_stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &failing_stream), FLARE_OK);
+    void *memory = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
+    buffer_args args = {.values = memory, .count = 1};
+    const uint32_t empty[3] = {0, 1, 1}; /* refused by the device */
+    assert_int_not_equal(
+        flare_sim_launch_kernel(failing_stream, rmw_id, empty, one, &args, sizeof args), FLARE_OK);
+    destroy(failing_stream, memory);
+    assert_int_equal(failing_ends, 1);
+
     replay_record *records[8];
     size_t count = take_records(records, 8);
-    assert_int_equal(count, 3);
+    assert_int_equal(count, 4);
     assert_int_equal(records[2]->declined, 1);
     assert_non_null(strstr(records[2]->reason, "footprint budget"));
     free_records(records, count);
@@ -1543,6 +1556,45 @@ static void test_failed_launch_is_a_decline(void **state)
     assert_int_equal(stats.replays, 0);
     assert_int_equal(stats.declines, 1);
     destroy(stream, memory);
+}
+
+/* Spans owe end() too: once per span whose collector was prepared. */
+static int span_ends;
+static replay_metric_collector end_counting_collector;
+
+static void count_span_end(const flare_replay_launch *launch)
+{
+    span_ends++;
+    const replay_metric_collector *inner = sim_replay_collector();
+    if (inner->end != NULL) {
+        inner->end(launch);
+    }
+}
+
+static void test_span_ends_its_collection(void **state)
+{
+    (void)state;
+    select_span_metrics(NULL, 0);
+    end_counting_collector = *sim_replay_collector();
+    end_counting_collector.end = count_span_end;
+    replay_set_metric_collector(&end_counting_collector);
+    flare_sim_stream *stream = NULL;
+    void *memory = NULL, *other = NULL;
+    make_step_buffers(&stream, &memory, &other);
+    uint64_t host[4] = {1, 2, 3, 4};
+    span_ends = 0;
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+        run_step(stream, memory, other, host);
+        assert_int_equal(flare_replay_range_end(), FLARE_OK);
+        assert_int_equal(span_ends, round + 1);
+    }
+    replay_record *records[8];
+    size_t count = take_records(records, 8);
+    free_records(records, count);
+    flare_sim_stream_destroy(stream);
+    flare_sim_free(memory);
+    flare_sim_free(other);
 }
 
 static void test_span_metric_failure_and_failed_launch_decline(void **state)
@@ -1646,6 +1698,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failing_collector_never_loops_unrestored, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_failed_launch_is_a_decline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_ends_its_collection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_metric_failure_and_failed_launch_decline, setup,
                                         teardown),
     };
