@@ -240,6 +240,9 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
     (void)launch;
     (void)pass;
     sim_collection *collection = thread_collection();
+    if (collection == NULL) {
+        return FLARE_ERR_NO_MEMORY;
+    }
     /* As the CUDA collector: with devices taking turns, from the first pass
      * to end(). */
     if (replay_collection_turn_take(&collection->holds_turn) != FLARE_OK) {
@@ -330,7 +333,10 @@ static int collector_finish_ranges(const flare_replay_launch *span,
 static void collector_end(const flare_replay_launch *launch)
 {
     (void)launch;
-    replay_collection_turn_give(&thread_collection()->holds_turn);
+    sim_collection *collection = thread_collection();
+    if (collection != NULL) {
+        replay_collection_turn_give(&collection->holds_turn);
+    }
 }
 
 static const replay_metric_collector sim_collector = {
