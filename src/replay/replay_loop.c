@@ -196,8 +196,6 @@ static void enter_reader(const replay_launch_request *request, replay_launch_sta
     }
 }
 
-/* Ends a loop that never ran a pass: the launch runs once as an ordinary
- * one (reader side), the reason is recorded. */
 /* Lets the collector go of what a prepared collection holds (once). */
 static void end_collection(replay_loop *loop)
 {
@@ -207,6 +205,8 @@ static void end_collection(replay_loop *loop)
     loop->collector_prepared = false;
 }
 
+/* Ends a loop that never ran a pass: the launch runs once as an ordinary
+ * one (reader side), the reason is recorded. */
 static void decline(replay_loop *loop, replay_launch_state *state, bool holding_writer,
                     const char *format, ...) __attribute__((format(printf, 4, 5)));
 static void decline(replay_loop *loop, replay_launch_state *state, bool holding_writer,
