@@ -92,7 +92,7 @@ else
   # once without CUPTI activity tracing (CUPTI 13.4 Update 1 lists a fixed
   # deadlock "when a device buffer was allocated during kernel launch", which
   # is what a snapshot does); serial: the threads one after the other.
-  # Repeated: concurrent runs hung in 2 of 6.
+  # Repeated: concurrent runs hung in 2 of 7.
   for mode in concurrent turns quiet concurrent-2 turns-2 quiet-2 concurrent-3 turns-3 serial; do
     extra=(); [ "$mode" = serial ] && extra=(--serial)
     turns=0; [[ "$mode" == turns* ]] && turns=1
