@@ -1431,6 +1431,21 @@ static const replay_metric_collector failing_collector = {.name = "failing",
                                                           .finish = failing_finish,
                                                           .end = failing_end};
 
+/* One rmw launch the simulated device refuses (an empty grid): nothing
+ * runs, the submission fails. */
+static void launch_refused_rmw(void)
+{
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    void *memory = NULL;
+    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
+    buffer_args args = {.values = memory, .count = 1};
+    const uint32_t empty[3] = {0, 1, 1};
+    assert_int_not_equal(flare_sim_launch_kernel(stream, rmw_id, empty, one, &args, sizeof args),
+                         FLARE_OK);
+    destroy(stream, memory);
+}
+
 /* Every launch replayed, metrics by the failing collector. */
 static void select_failing_collector(void)
 {
@@ -1517,15 +1532,7 @@ static void test_collector_end_runs_once_on_every_path(void **state)
 
     /* The program's own launch failed (nothing ran). */
     failing_ends = 0;
-    flare_sim_stream *failing_stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &failing_stream), FLARE_OK);
-    void *memory = NULL;
-    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
-    buffer_args args = {.values = memory, .count = 1};
-    const uint32_t empty[3] = {0, 1, 1}; /* refused by the device */
-    assert_int_not_equal(
-        flare_sim_launch_kernel(failing_stream, rmw_id, empty, one, &args, sizeof args), FLARE_OK);
-    destroy(failing_stream, memory);
+    launch_refused_rmw();
     assert_int_equal(failing_ends, 1);
 
     replay_record *records[8];
@@ -1541,21 +1548,13 @@ static void test_failed_launch_is_a_decline(void **state)
     (void)state;
     test_tool tool = {.kernel = "rmw", .passes = 3};
     register_tool(&tool);
-    flare_sim_stream *stream = NULL;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
-    void *memory = NULL;
-    assert_int_equal(flare_sim_malloc(0, 8, &memory), FLARE_OK);
-    buffer_args args = {.values = memory, .count = 1};
-    const uint32_t empty[3] = {0, 1, 1}; /* refused by the device */
-    assert_int_not_equal(flare_sim_launch_kernel(stream, rmw_id, empty, one, &args, sizeof args),
-                         FLARE_OK);
+    launch_refused_rmw();
     assert_int_equal(tool.finishes, 1);
     assert_non_null(strstr(tool.last_reason, "the launch itself failed"));
     replay_stats stats;
     replay_stats_get(&stats);
     assert_int_equal(stats.replays, 0);
     assert_int_equal(stats.declines, 1);
-    destroy(stream, memory);
 }
 
 /* Spans owe end() too: once per span whose collector was prepared. */
