@@ -18,7 +18,7 @@ import time
 
 flare, build, out = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
-only = sys.argv[5] if len(sys.argv) > 5 else "all"  # "storm" runs the CUDA C storm only
+only = sys.argv[5] if len(sys.argv) > 5 else "all"  # "storm": the two launch storms only
 here = os.path.dirname(os.path.abspath(__file__))
 gpu_tests = os.path.join(here, "..", "tests", "gpu")
 
@@ -86,6 +86,8 @@ report.append(paired(
     "launch storm, 200000 tiny kernels (CUDA C), launches/s",
     [storm, "200000"],
     [("flare trace", lambda r: traced([storm, "200000"], f"{sessions}/storm-{r}")),
+     ("guard off", lambda r: traced([storm, "200000"], f"{sessions}/storm-g-{r}",
+                                    "FLARE_STORM_RATE=0")),
      ("activity only", lambda r: traced([storm, "200000"], f"{sessions}/storm-a-{r}",
                                         "FLARE_CUDA_LAUNCH_CALLBACKS=0")),
      ("callbacks only", lambda r: traced([storm, "200000"], f"{sessions}/storm-c-{r}",
@@ -94,17 +96,19 @@ report.append(paired(
                                              "FLARE_CUDA_ACTIVITY=0",
                                              "FLARE_CUDA_LAUNCH_CALLBACKS=0"))],
     higher_is_better=True))
-if only == "storm":
-    print("\n\n".join(report))
-    sys.exit(0)
 python = sys.executable
 torch_storm = os.path.join(gpu_tests, "torch_storm.py")
 report.append(paired(
     "launch storm, 200000 tiny kernels (PyTorch), launches/s",
     [python, torch_storm, "200000"],
     [("flare trace", lambda r: traced([python, torch_storm, "200000"], f"{sessions}/tstorm-{r}")),
+     ("guard off", lambda r: traced([python, torch_storm, "200000"], f"{sessions}/tstorm-g-{r}",
+                                    "FLARE_STORM_RATE=0")),
      ("torch.profiler", lambda r: [python, torch_storm, "200000", "torch-profiler"])],
     higher_is_better=True))
+if only == "storm":
+    print("\n\n".join(report))
+    sys.exit(0)
 train = os.path.join(gpu_tests, "train.py")
 report.append(paired(
     "PyTorch training step (MLP 1024-4096-4096-1024, batch 256), median step ms",

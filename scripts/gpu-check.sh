@@ -8,8 +8,9 @@
 # usage: scripts/gpu-check.sh [PART[,PART...]]   (default all: checks, bench, pm,
 #        replay, span). Parts: checks (CUDA C and PyTorch programs under
 #        flare trace, checked exactly; exit status; short programs exit
-#        cleanly); bench (overhead benchmarks); storm (only the CUDA C launch
-#        storm with its per-feature breakdown); costs (bare CUPTI's cost
+#        cleanly); bench (overhead benchmarks); storm (the launch-storm
+#        guard's accounting, then the CUDA C and PyTorch launch storms with a
+#        per-feature breakdown); costs (bare CUPTI's cost
 #        per launch and per restore, no flare: bench/gpu_cupti_costs.py,
 #        replay_baselines copy-cost); pm (PM sampling,
 #        scripts/gpu-check-pm.sh); replay (kernel replay against ncu,
@@ -143,6 +144,10 @@ if [[ ",$what," == *",costs,"* ]]; then
 fi
 
 if [[ ",$what," == *",storm,"* ]]; then
+  echo "== the launch-storm guard: 200,000 launches (+1,000 warm-up), every one accounted for"
+  "$flare" trace -q -o "$work/storm-guard" -- "$build/gpu/launch_storm" 200000 || fail "storm guard run exit status"
+  python3 tests/gpu/check_session.py storm "$work/storm-guard" 201000 || fail "storm guard database"
+  grep -h "launch storm" "$work/storm-guard/flare.log" | head -4
   python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" 5 storm | tee "$OUT/gpu_overhead.txt" \
     || fail "storm benchmark"
 fi

@@ -32,8 +32,8 @@ static const char rules_help[] =
     "Example:\n"
     "  flare rules check 'kernel_launch_rate < 500/s for 2s' 'gpu0.utilization < 20%'\n"
     "\n"
-    "Rules are parsed and validated; the evaluator that opens deep-profiling\n"
-    "windows from them is not built yet.\n"
+    "Rules are parsed and validated here; under 'flare trace --deep-when RULE'\n"
+    "each process's evaluator opens a deep-profiling window when a rule fires.\n"
     "Exit status: 0 if every rule is accepted, 1 if any is refused, 2 for a usage\n"
     "error. Grammar, metrics, options, defaults and ranges: docs/rules.md.\n";
 
@@ -179,8 +179,5 @@ void cli_deep_when_export(int quiet)
                 "flare: WARNING: %zu rules past the first %d are refused: at most %d rules per "
                 "run\n",
                 count - stored, RULES_LIST_MAX, RULES_LIST_MAX);
-    if (!quiet)
-        fprintf(stderr, "flare: note: rules are parsed and validated only; deep-profiling "
-                        "windows are not opened yet\n");
     setenv("FLARE_DEEP_WHEN", deep_when, 1);
 }

@@ -17,11 +17,13 @@
 #include "core/config.h"
 #include "flare/flare.h"
 #include "windows/windows.h"
+#include "storm/storm_guard.h"
 #include "windows/windows_session.h"
 
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--flush-ms N] [--deep-when RULE]... [--quiet]\n"
-    "                   [--deep-after DURATION --deep-for DURATION] -- CMD [ARGS...]\n"
+    "                   [--deep-after DURATION --deep-for DURATION] [--storm-rate RATE]\n"
+    "                   -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under the profiler and saves a session in DIR/session.db: kernels,\n"
     "copies, memsets, NVTX ranges, scopes, counters and GPU metrics of every\n"
@@ -38,14 +40,21 @@ static const char trace_help[] =
     "                     for 2s' (docs/rules.md); repeatable, or rules separated by\n"
     "                     ';'. Rules are parsed and validated before CMD starts and\n"
     "                     passed to it in FLARE_DEEP_WHEN; a refused rule is reported\n"
-    "                     and never stops the trace. Deep-profiling windows are not\n"
-    "                     opened yet: the evaluator is still to come.\n"
+    "                     and never stops the trace. A rule that fires opens a\n"
+    "                     deep-profiling window in its process.\n"
     "                     'flare rules check RULE' tries a rule without running CMD.\n"
     "  --deep-after DURATION --deep-for DURATION\n"
     "                     one scheduled deep-profiling window in each process: it\n"
     "                     opens DURATION after the process's session starts and\n"
     "                     lasts the --deep-for DURATION (units: ms, s, min; e.g.\n"
     "                     --deep-after 30s --deep-for 2s). Both or neither.\n"
+    "  --storm-rate RATE  the launch-storm guard (CUDA): over RATE kernel launches\n"
+    "                     per second for 50 ms, kernels are timed only in 20 ms\n"
+    "                     slices each second, which keeps tracing cheap in a storm;\n"
+    "                     every launch is still counted and the untimed ones are\n"
+    "                     reported. RATE: 1000..100000000 (a trailing /s is fine),\n"
+    "                     or 0 to time every kernel. Default 50000/s, or\n"
+    "                     $FLARE_STORM_RATE.\n"
     "  -q, --quiet        print nothing but errors and warnings\n"
     "  -h, --help         this help\n"
     "\n"
@@ -59,7 +68,7 @@ int cli_trace(int argc, char **argv)
     const char *output = NULL;
     uint32_t flush_ms = 0;
     int quiet = 0;
-    const char *deep_after = NULL, *deep_for = NULL;
+    const char *deep_after = NULL, *deep_for = NULL, *storm_rate = NULL;
     int index = 1;
     for (; index < argc; index++) {
         const char *argument = argv[index];
@@ -106,6 +115,16 @@ int cli_trace(int argc, char **argv)
                 deep_after = value;
             else
                 deep_for = value;
+        } else if (strcmp(argument, "--storm-rate") == 0) {
+            if (index + 1 >= argc || strcmp(argv[index + 1], "--") == 0)
+                return cli_usage_error("trace",
+                                       "option '--storm-rate' needs launches per second, e.g. "
+                                       "--storm-rate 50000/s (0: off)");
+            storm_rate = argv[++index];
+            char why[192];
+            uint64_t rate;
+            if (storm_guard_parse_rate(storm_rate, &rate, why, sizeof(why)) != FLARE_OK)
+                return cli_usage_error("trace", "'--storm-rate %s': %s", storm_rate, why);
         } else if (strcmp(argument, "-q") == 0 || strcmp(argument, "--quiet") == 0) {
             quiet = 1;
         } else if (argument[0] == '-') {
@@ -134,10 +153,21 @@ int cli_trace(int argc, char **argv)
             deep_after != NULL ? deep_after : deep_for,
             deep_after != NULL ? "--deep-for" : "--deep-after",
             deep_after != NULL ? "--deep-for" : "--deep-after");
+    /* A bad FLARE_STORM_RATE from the environment would only be logged in
+     * each process of CMD: refused here instead, before anything runs. */
+    const char *inherited_rate = getenv("FLARE_STORM_RATE");
+    if (storm_rate == NULL && inherited_rate != NULL) {
+        char why[192];
+        uint64_t rate;
+        if (storm_guard_parse_rate(inherited_rate, &rate, why, sizeof(why)) != FLARE_OK)
+            return cli_usage_error("trace", "FLARE_STORM_RATE in the environment: %s", why);
+    }
     if (deep_after != NULL) {
         setenv("FLARE_DEEP_AFTER", deep_after, 1);
         setenv("FLARE_DEEP_FOR", deep_for, 1);
     }
+    if (storm_rate != NULL)
+        setenv("FLARE_STORM_RATE", storm_rate, 1);
     /* Rules are checked before anything is prepared, so their warnings come
      * first; a refused rule never stops the trace (cli_deep_when_export). */
     cli_deep_when_export(quiet);

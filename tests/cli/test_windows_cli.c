@@ -4,6 +4,8 @@
  * `flare report`: usage errors are exit 2 with a message that names the way
  * out, in either flag order, and nothing runs; good values reach the command
  * as FLARE_DEEP_AFTER / FLARE_DEEP_FOR; a session's windows are reported.
+ * Also the launch-storm guard's rate (`--storm-rate`, FLARE_STORM_RATE),
+ * refused or passed on the same way.
  * Runs the built flare (FLARE_TEST_BIN_DIR) in child processes.
  */
 #include <setjmp.h>
@@ -123,6 +125,38 @@ static void test_schedule_reaches_the_command(void **state)
     expect_contains(out_text, "--deep-after DURATION --deep-for DURATION");
 }
 
+static void test_storm_rate_is_checked_and_passed_on(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("trace", "-o", "out", "--storm-rate", "500", "--", "true"), 2);
+    expect_contains(err_text, "flare trace: '--storm-rate 500': '500' is outside "
+                              "1000..100000000 launches per second (0: off)");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--storm-rate", "50k", "--", "true"), 2);
+    expect_contains(err_text, "unexpected 'k' after the number");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--storm-rate"), 2);
+    expect_contains(err_text, "option '--storm-rate' needs launches per second");
+    expect_nothing_ran();
+    /* A bad value inherited from the environment: refused before CMD runs. */
+    setenv("FLARE_STORM_RATE", "fast", 1);
+    assert_int_equal(FLARE("trace", "-o", "out", "--", "true"), 2);
+    expect_contains(err_text, "FLARE_STORM_RATE in the environment: 'fast' is not a number");
+    expect_nothing_ran();
+    /* The flag wins over the environment, and reaches the command. */
+    assert_int_equal(FLARE("trace", "-o", "out", "-q", "--storm-rate", "20000/s", "--", "sh", "-c",
+                           "echo \"[$FLARE_STORM_RATE]\""),
+                     0);
+    expect_contains(out_text, "[20000/s]");
+    unsetenv("FLARE_STORM_RATE");
+    assert_int_equal(FLARE("trace", "-o", "out2", "-q", "--storm-rate", "0", "--", "sh", "-c",
+                           "echo \"[$FLARE_STORM_RATE]\""),
+                     0);
+    expect_contains(out_text, "[0]");
+    assert_int_equal(FLARE("trace", "--help"), 0);
+    expect_contains(out_text, "--storm-rate RATE");
+}
+
 static void test_report_lists_windows(void **state)
 {
     (void)state;
@@ -156,6 +190,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_without_the_other_is_refused_in_either_order,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_schedule_reaches_the_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_storm_rate_is_checked_and_passed_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_lists_windows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -135,6 +135,37 @@ def check_rule(db):
     return failures
 
 
+def check_storm(db, launched):
+    """A CUDA launch storm under the launch-storm guard: a storm was seen,
+    kernels were timed only part of the time, and every launch is either a
+    kernel record or counted in the storm_guard drop (within 1%: CUPTI is
+    switched a moment after the guard decides, and kernels in flight at the
+    switch may or may not get a record)."""
+    failures = []
+    caps = {f: (s, r) for f, s, r in rows(db, "SELECT feature, status, reason FROM capabilities")}
+    status, reason = caps.get("storm_guard", (None, ""))
+    if status != "active" or "storm(s)" not in reason:
+        failures.append(f"storm_guard capability: {status} {reason!r}")
+    kernels = rows(db, "SELECT COUNT(*) FROM kernels")[0][0]
+    untimed = rows(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = 'storm_guard'")[0][0]
+    counted = rows(db, "SELECT MAX(value) FROM metrics m JOIN names n ON n.id = m.name_id "
+                       "WHERE n.name = 'host_kernel_launches'")[0][0] or 0
+    if counted != launched:
+        failures.append(f"host_kernel_launches {counted}, the program launched {launched}")
+    if untimed <= 0 or kernels >= launched:
+        failures.append(f"no launches left untimed ({kernels} kernel records, {untimed} untimed)")
+    accounted = kernels + untimed
+    if abs(accounted - launched) > launched / 100:
+        failures.append(f"kernel records {kernels} + untimed {untimed} = {accounted}, "
+                        f"launched {launched} (more than 1% apart)")
+    bad = rows(db, "SELECT COUNT(*) FROM kernels WHERE end_ns < start_ns OR start_ns = 0")[0][0]
+    if bad:
+        failures.append(f"{bad} kernel records with impossible times")
+    print(f"storm: {launched} launched, {kernels} kernel records, {untimed} untimed "
+          f"(accounted {accounted}, off by {accounted - launched}); {reason}")
+    return failures
+
+
 def main():
     mode, session = sys.argv[1], sys.argv[2]
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
@@ -146,6 +177,8 @@ def main():
         failures = check_window(db)
     elif mode == "rule":
         failures = check_rule(db)
+    elif mode == "storm":
+        failures = check_storm(db, int(sys.argv[3]))
     else:
         failures = check_train(db, int(sys.argv[3]))
     for failure in failures:

@@ -10,12 +10,20 @@
 // is measured against). Prints one JSON line: per device, ok and the wall
 // time from its first launch to its last sync. Never uses NCCL or
 // multicast.
+//
+// At once, the threads meet after their first launch: a device's first
+// replay pays CUPTI's first Start on its context (0.25-0.5 s, differing by
+// device), and without the meeting point one device's later replays would
+// be over before the other's began, so nothing would be measured running at
+// once. The wait is bounded (a thread that failed arrives without waiting).
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -32,10 +40,31 @@ struct device_result {
     char error[160] = "";
 };
 
-static void run_device(int device, size_t n, int launches, device_result *result)
+// Where the threads meet after their first launch (see the top).
+struct meeting_point {
+    std::mutex lock;
+    std::condition_variable all_here;
+    int expected = 0;
+    int arrived = 0;
+    // Counts this thread in; waits (at most 120 s) for the others if asked.
+    void arrive(bool wait)
+    {
+        std::unique_lock<std::mutex> hold(lock);
+        if (++arrived >= expected)
+            all_here.notify_all();
+        if (wait)
+            all_here.wait_for(hold, std::chrono::seconds(120), [&] { return arrived >= expected; });
+    }
+};
+
+static void run_device(int device, size_t n, int launches, device_result *result,
+                       meeting_point *meeting)
 {
+    bool met = meeting == nullptr;
     auto fail = [&](const char *what, cudaError_t error) {
         snprintf(result->error, sizeof result->error, "%s: %s", what, cudaGetErrorString(error));
+        if (!met)
+            meeting->arrive(false);
     };
     cudaError_t error;
     if ((error = cudaSetDevice(device)) != cudaSuccess)
@@ -54,7 +83,13 @@ static void run_device(int device, size_t n, int launches, device_result *result
         multi_rmw<<<1024, 256, 0, stream>>>(x, n, (unsigned int)device + 1u);
         if ((error = cudaStreamSynchronize(stream)) != cudaSuccess)
             return fail("launch", error);
+        if (!met) {
+            met = true;
+            meeting->arrive(true);
+        }
     }
+    if (!met)
+        meeting->arrive(false);
     result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::vector<unsigned int> back(n);
     cudaMemcpy(back.data(), x, n * sizeof(unsigned int), cudaMemcpyDeviceToHost);
@@ -96,11 +131,13 @@ int main(int argc, char **argv)
     auto start = std::chrono::steady_clock::now();
     if (serial) {
         for (int device = 0; device < devices; device++)
-            run_device(device, n, launches, &results[device]);
+            run_device(device, n, launches, &results[device], nullptr);
     } else {
+        meeting_point meeting;
+        meeting.expected = devices;
         std::vector<std::thread> threads;
         for (int device = 0; device < devices; device++)
-            threads.emplace_back(run_device, device, n, launches, &results[device]);
+            threads.emplace_back(run_device, device, n, launches, &results[device], &meeting);
         for (auto &thread : threads)
             thread.join();
     }

@@ -7,8 +7,11 @@
  * records (kernels, copies, memsets, external correlations) stamped with
  * flare's clock, driver callbacks on every launch entry point (host launch
  * counts), NVTX push/pop and start/end ranges as scopes, and an NVML
- * sampler thread. Every CUPTI or NVML failure degrades a capability with
- * the vendor's reason; none may stop or crash the program.
+ * sampler thread, which also steps the launch-storm guard (src/storm):
+ * during a storm it switches CUPTI's kernel activity off between short
+ * sample slices, and the launches left untimed are reported as a drop.
+ * Every CUPTI or NVML failure degrades a capability with the vendor's
+ * reason; none may stop or crash the program.
  */
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
@@ -35,12 +38,15 @@
 #include "core/runtime.h"
 #include "flare/flare.h"
 #include "pm/pm_session.h"
+#include "storm/storm_guard.h"
 #include "windows/windows_session.h"
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
 #define PATIENT_WAIT_NS             500000000ull
 #define OPEN_RANGES_MAX             4096
 #define NVML_DEVICES_MAX            64
+/* How often the sampler thread steps the launch-storm guard. */
+#define STORM_STEP_NS 10000000ull
 
 static cuda_cupti_api cupti;
 static cuda_nvml_api nvml;
@@ -446,18 +452,125 @@ static void sample_nvml(void)
     }
 }
 
+/* ---- Launch-storm guard (sampler thread only, once started) ---- */
+
+static storm_guard *guard; /* NULL: off */
+static storm_guard_config guard_config;
+static int kernel_timing = 1; /* CONCURRENT_KERNEL activity is enabled now */
+/* Enabling kernel activity again failed: from that launch count on, no
+ * kernel is timed, whatever the guard says. */
+static int guard_broken;
+static uint64_t launches_when_broken;
+
+static void storm_step(uint64_t now_ns)
+{
+    if (guard == NULL || guard_broken)
+        return;
+    windows_coordinator *coordinator = windows_session_coordinator();
+    /* A deep window wants every kernel: the storm goes on underneath. */
+    bool hold = coordinator != NULL && windows_blackout_active(coordinator);
+    bool was_storm = storm_guard_in_storm(guard);
+    uint64_t launches = windows_session_launches();
+    bool timed = storm_guard_step(guard, now_ns, launches, hold);
+    if (!was_storm && storm_guard_in_storm(guard))
+        core_log(CORE_LOG_INFO,
+                 "launch storm (over %llu launches/s for %llu ms): kernels are timed only in "
+                 "%llu ms slices every %llu ms; every launch is still counted "
+                 "(FLARE_STORM_RATE=0 times every kernel)",
+                 (unsigned long long)guard_config.enter_rate,
+                 (unsigned long long)(guard_config.confirm_ns / 1000000),
+                 (unsigned long long)(guard_config.sample_for_ns / 1000000),
+                 (unsigned long long)(guard_config.sample_every_ns / 1000000));
+    else if (was_storm && !storm_guard_in_storm(guard))
+        core_log(CORE_LOG_INFO, "launch storm over; %llu launches so far counted but not timed",
+                 (unsigned long long)storm_guard_untimed_launches(guard));
+    if (timed == (kernel_timing != 0))
+        return;
+    CUptiResult result = timed ? cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+                               : cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (result == CUPTI_SUCCESS) {
+        kernel_timing = timed;
+        return;
+    }
+    guard_broken = 1;
+    if (!timed) { /* still timing every kernel: only the guard is lost */
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "cuptiActivityDisable: %s; every kernel stays timed",
+                            cuda_cupti_error_text(&cupti, result));
+        return;
+    }
+    launches_when_broken = launches;
+    core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
+                        "cuptiActivityEnable after a launch storm: %s; later kernels are counted "
+                        "(drops: storm_guard), not timed",
+                        cuda_cupti_error_text(&cupti, result));
+    core_log(CORE_LOG_WARNING,
+             "kernel timing could not be switched back on after a launch storm: %s",
+             cuda_cupti_error_text(&cupti, result));
+}
+
+/* Launches counted but not timed so far (sampler thread, or after it stopped). */
+static uint64_t untimed_launches(void)
+{
+    if (guard == NULL)
+        return 0;
+    uint64_t untimed = storm_guard_untimed_launches(guard);
+    if (guard_broken && kernel_timing == 0 && launches_when_broken != 0)
+        untimed += windows_session_launches() - launches_when_broken;
+    return untimed;
+}
+
+/* After the sampler stopped: charges the last launches, reports the guard. */
+static void finish_storm_guard(void)
+{
+    if (guard == NULL)
+        return;
+    if (!guard_broken)
+        storm_guard_step(guard, core_now_ns(), windows_session_launches(), false);
+    uint64_t untimed = untimed_launches();
+    core_drops_set("storm_guard", "kernel launches counted but not timed (launch storm)", untimed);
+    if (untimed != 0)
+        emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
+    if (!guard_broken || kernel_timing == 0)
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
+                            "over %llu launches/s: %llu storm(s), %.2f s; %llu launches counted "
+                            "but not timed; %llu sample slice(s) of %llu ms every %llu ms",
+                            (unsigned long long)guard_config.enter_rate,
+                            (unsigned long long)storm_guard_storms(guard),
+                            (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed,
+                            (unsigned long long)storm_guard_sample_slices(guard),
+                            (unsigned long long)(guard_config.sample_for_ns / 1000000),
+                            (unsigned long long)(guard_config.sample_every_ns / 1000000));
+    if (untimed != 0)
+        core_log(CORE_LOG_INFO,
+                 "launch storm guard: %llu storm(s), %.2f s; %llu launches counted but not timed",
+                 (unsigned long long)storm_guard_storms(guard),
+                 (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed);
+}
+
 static void *sampler_main(void *argument)
 {
     (void)argument;
+    uint64_t next_sample_ns = 0;
     pthread_mutex_lock(&sampler_lock);
     while (!sampler_stop) {
         pthread_mutex_unlock(&sampler_lock);
-        if (nvml_device_count > 0)
-            sample_nvml();
-        emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)windows_session_launches());
+        uint64_t now = core_now_ns();
+        if (now >= next_sample_ns) {
+            if (nvml_device_count > 0)
+                sample_nvml();
+            emit_metric(-1, "host_kernel_launches", now, (int64_t)windows_session_launches());
+            uint64_t untimed = untimed_launches();
+            if (untimed != 0)
+                emit_metric(-1, "untimed_kernel_launches", now, (int64_t)untimed);
+            next_sample_ns = now + (uint64_t)sampler_interval_ms * 1000000ull;
+        }
+        storm_step(now);
+        uint64_t wake_ns = next_sample_ns;
+        if (guard != NULL && !guard_broken && now + STORM_STEP_NS < wake_ns)
+            wake_ns = now + STORM_STEP_NS;
         pthread_mutex_lock(&sampler_lock);
-        struct timespec deadline =
-            core_deadline_after_ns((uint64_t)sampler_interval_ms * 1000000ull);
+        struct timespec deadline = core_deadline_after_ns(wake_ns - now);
         while (!sampler_stop &&
                pthread_cond_timedwait(&sampler_wake, &sampler_lock, &deadline) == 0) {
         }
@@ -520,7 +633,7 @@ static void stop_sampler(void)
 
 /* ---- Start and stop ---- */
 
-static void enable_activity(CUpti_ActivityKind kind, const char *feature)
+static CUptiResult enable_activity(CUpti_ActivityKind kind, const char *feature)
 {
     CUptiResult result = cupti.cuptiActivityEnable(kind);
     if (result == CUPTI_SUCCESS)
@@ -528,6 +641,41 @@ static void enable_activity(CUpti_ActivityKind kind, const char *feature)
     else
         core_capability_set(feature, 1, CORE_CAPABILITY_UNAVAILABLE, "cuptiActivityEnable: %s",
                             cuda_cupti_error_text(&cupti, result));
+    return result;
+}
+
+/* The launch-storm guard, when kernels are timed: FLARE_STORM_RATE (the
+ * CLI refuses a bad value before the command runs; here it is logged). */
+static void set_up_storm_guard(int launches_counted)
+{
+    storm_guard_default_config(&guard_config);
+    const char *text = getenv("FLARE_STORM_RATE");
+    char error[160];
+    if (text != NULL &&
+        storm_guard_parse_rate(text, &guard_config.enter_rate, error, sizeof(error)) != FLARE_OK) {
+        core_log(CORE_LOG_WARNING, "FLARE_STORM_RATE: %s; using %u launches/s", error,
+                 STORM_GUARD_DEFAULT_RATE);
+        guard_config.enter_rate = STORM_GUARD_DEFAULT_RATE;
+    }
+    if (guard_config.enter_rate == 0) {
+        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF,
+                            "switched off (FLARE_STORM_RATE=0): every kernel is timed");
+        return;
+    }
+    /* The guard measures the rate with the launch callbacks' count. */
+    if (!launches_counted) {
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "needs the launch callbacks (no launch count to judge a storm by)");
+        return;
+    }
+    if (storm_guard_create(&guard_config, core_now_ns(), windows_session_launches(), &guard) !=
+        FLARE_OK) {
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
+        guard = NULL;
+        return;
+    }
+    core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE, "over %llu launches/s",
+                        (unsigned long long)guard_config.enter_rate);
 }
 
 static void finish_tracing(void)
@@ -542,6 +690,7 @@ static void finish_tracing(void)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     stop_sampler();
     emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)windows_session_launches());
+    finish_storm_guard();
     uint64_t dropped = atomic_load(&cupti_dropped_records);
     uint64_t lost_buffers = atomic_load(&activity_buffers_lost);
     uint64_t lost_ranges = atomic_load(&ranges_dropped);
@@ -600,6 +749,7 @@ int cuda_trace_start(void)
     else
         core_log(CORE_LOG_WARNING, "this CUPTI cannot take flare's clock; GPU times use CUPTI's");
     CUptiResult result = CUPTI_SUCCESS;
+    int kernels_timed = 0, launches_counted = 0;
     if (!want_activity) {
         const char *why = "switched off (FLARE_CUDA_ACTIVITY=0)";
         core_capability_set("kernels", 0, CORE_CAPABILITY_OFF, "%s", why);
@@ -611,7 +761,8 @@ int cuda_trace_start(void)
                             "cuptiActivityRegisterCallbacks: %s",
                             cuda_cupti_error_text(&cupti, result));
     } else {
-        enable_activity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels");
+        kernels_timed =
+            enable_activity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels") == CUPTI_SUCCESS;
         enable_activity(CUPTI_ACTIVITY_KIND_MEMCPY, "copies");
         enable_activity(CUPTI_ACTIVITY_KIND_MEMSET, "memsets");
         enable_activity(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "external_correlation");
@@ -637,6 +788,7 @@ int cuda_trace_start(void)
              i++)
             enabled += cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
                                                  launch_callbacks[i]) == CUPTI_SUCCESS;
+        launches_counted = enabled > 0;
         if (!want_launch_callbacks)
             core_capability_set("launch_callbacks", 0, CORE_CAPABILITY_OFF,
                                 "switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
@@ -675,6 +827,8 @@ int cuda_trace_start(void)
     core_capability_set("cuda_injection", 1, CORE_CAPABILITY_ACTIVE, "CUPTI API %u from %s",
                         version, cupti.path);
     core_log(CORE_LOG_INFO, "CUDA tracing started (CUPTI API %u, %s)", version, cupti.path);
+    if (kernels_timed)
+        set_up_storm_guard(launches_counted);
     pthread_mutex_unlock(&start_lock);
     start_sampler();
     atexit(finish_tracing);
