@@ -58,15 +58,16 @@ def traced(command, session, *settings):
     return ["env", *settings, flare, "trace", "-q", "-o", session, "--"] + command
 
 
-def paired(name, plain_command, configurations, higher_is_better):
+def paired(name, plain_command, configurations, higher_is_better, round_count=None):
+    round_count = round_count or rounds
     values = {"untraced": []}
     for label, _ in configurations:
         values[label] = []
-    for round_index in range(rounds):
+    for round_index in range(round_count):
         values["untraced"].append(run(plain_command, name)[0])
         for label, make in configurations:
             values[label].append(run(make(round_index), f"{name} {label}")[0])
-    lines = [f"{name}: {rounds} paired rounds"]
+    lines = [f"{name}: {round_count} paired rounds"]
     base = values["untraced"]
     lines.append(f"  untraced            median {statistics.median(base):.2f}   runs {[round(v, 2) for v in base]}")
     for label, _ in configurations:
@@ -96,6 +97,17 @@ report.append(paired(
                                              "FLARE_CUDA_ACTIVITY=0",
                                              "FLARE_CUDA_LAUNCH_CALLBACKS=0"))],
     higher_is_better=True))
+# A storm five times longer: the guard's steady state, with its first 50 ms
+# (every kernel timed until the storm is confirmed) a smaller share.
+report.append(paired(
+    "long launch storm, 1000000 tiny kernels (CUDA C), launches/s",
+    [storm, "1000000"],
+    [("flare trace", lambda r: traced([storm, "1000000"], f"{sessions}/lstorm-{r}")),
+     ("guard off", lambda r: traced([storm, "1000000"], f"{sessions}/lstorm-g-{r}",
+                                    "FLARE_STORM_RATE=0")),
+     ("callbacks only", lambda r: traced([storm, "1000000"], f"{sessions}/lstorm-c-{r}",
+                                         "FLARE_CUDA_ACTIVITY=0"))],
+    higher_is_better=True, round_count=3))
 python = sys.executable
 torch_storm = os.path.join(gpu_tests, "torch_storm.py")
 report.append(paired(

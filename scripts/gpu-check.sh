@@ -103,8 +103,10 @@ if wants checks; then
   "$flare" trace -q -o "$work/other" -- "$build/gpu/other_subscriber" || fail "other_subscriber exit status"
   python3 tests/gpu/check_session.py other_subscriber "$work/other" || fail "other_subscriber database"
 
+  # 800 ms in: after the program's CUDA start-up (over 350 ms on the H200
+  # x2), well inside its 1.5 s storm.
   echo "== a scheduled deep window during a CUDA launch storm"
-  "$flare" trace -q -o "$work/window" --deep-after 50ms --deep-for 300ms -- "$build/gpu/launch_storm" 400000 \
+  "$flare" trace -q -o "$work/window" --deep-after 800ms --deep-for 300ms -- "$build/gpu/launch_storm" 400000 \
     || fail "window run exit status"
   python3 tests/gpu/check_session.py window "$work/window" || fail "window database"
 

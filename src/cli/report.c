@@ -189,6 +189,14 @@ static int print_counter_row(const store_counter_row *row, void *user)
     return 0;
 }
 
+/* Adds up the launch-storm guard's untimed launches (every process). */
+static int sum_untimed_launches(const store_drop_row *row, void *user)
+{
+    if (strcmp(row->source, "storm_guard") == 0)
+        *(uint64_t *)user += row->count;
+    return 0;
+}
+
 static int print_drop_row(const store_drop_row *row, void *user)
 {
     table_context *context = user;
@@ -784,6 +792,13 @@ int cli_report(int argc, char **argv)
            (long long)summary.process_count, (long long)summary.kernel_count,
            (long long)summary.copy_count, (long long)summary.scope_count);
     int status = CLI_EXIT_OK;
+    /* Said up front: the kernel tables below count only timed kernels. */
+    uint64_t untimed = 0;
+    if (store_read_drops(database, sum_untimed_launches, &untimed) == 0 && untimed > 0)
+        printf("  untimed    %llu more kernel launches, counted but not timed during launch "
+               "storms\n             (flare trace --storm-rate; the kernel tables hold the timed "
+               "ones)\n",
+               (unsigned long long)untimed);
     if (summary.process_count == 0)
         printf("\n  No process started a flare session: nothing was recorded. See %s/flare.log.\n",
                session_dir);
@@ -869,11 +884,11 @@ int cli_report(int argc, char **argv)
         cli_format_bytes(replay.snapshot_bytes, snapshot, sizeof(snapshot));
         cli_format_bytes(replay.bytes_restored, restored, sizeof(restored));
         cli_format_duration(replay.collection_ns, took, sizeof(took));
-        printf(
-            "\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; %llu passes; "
-            "%s snapshotted, %s restored; %s in replay\n",
-            replay.replayed, replay.kernels, replay.declined, replay.passes, snapshot, restored,
-            took);
+        printf("\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; %llu "
+               "passes; "
+               "%s snapshotted, %s restored; %s in replay\n",
+               replay.replayed, replay.kernels, replay.declined, replay.passes, snapshot, restored,
+               took);
     }
     /* Range replay: a section only for sessions with spans. */
     if (replay_summary.spans > 0) {

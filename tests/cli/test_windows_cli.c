@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/capability.h"
 #include "flare/flare.h"
 #include "cli_run.h"
 #include "test_util.h"
@@ -157,6 +158,27 @@ static void test_storm_rate_is_checked_and_passed_on(void **state)
     expect_contains(out_text, "--storm-rate RATE");
 }
 
+/* The launch-storm guard's untimed launches (a drop the CUDA tracer sets)
+ * are said in the report's header, not only among the drops. */
+static void test_report_says_launches_went_untimed(void **state)
+{
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/storm", scratch);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 5;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    core_drops_set("storm_guard", "kernel launches counted but not timed (launch storm)", 188078);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    assert_int_equal(FLARE("report", dir), 0);
+    expect_contains(out_text, "  untimed    188078 more kernel launches, counted but not timed "
+                              "during launch storms");
+    expect_contains(out_text, "storm_guard");
+}
+
 static void test_report_lists_windows(void **state)
 {
     (void)state;
@@ -176,6 +198,8 @@ static void test_report_lists_windows(void **state)
     assert_int_equal(flare_shutdown(), FLARE_OK);
 
     assert_int_equal(FLARE("report", dir), 0);
+    /* No storm, no word of untimed launches. */
+    assert_null(strstr(out_text, "untimed"));
     expect_contains(out_text, "Deep-profiling windows (times from the session's start)");
     expect_contains(out_text, "manual 'from the cli test'");
     expect_contains(out_text, "sim-pm");
@@ -192,6 +216,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schedule_reaches_the_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_rate_is_checked_and_passed_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_lists_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_report_says_launches_went_untimed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

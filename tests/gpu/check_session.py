@@ -114,8 +114,18 @@ def check_window(db):
         return failures
     if launches <= 0:
         failures.append(f"window counted {launches} launches: CUDA launches do not reach it")
+    # The launch-storm guard holds while a window is open: the window's
+    # kernels are timed (allowing a step, 10 ms, for the guard to see it),
+    # although the storm around it is not.
+    inside = rows(db, "SELECT COUNT(*) FROM kernels WHERE start_ns BETWEEN ? AND ?",
+                  opened + 20_000_000, closed)[0][0]
+    after = rows(db, "SELECT COUNT(*) FROM kernels WHERE start_ns > ?", closed + 100_000_000)[0][0]
+    if launches > 0 and inside < launches // 2:
+        failures.append(f"{inside} kernels timed inside the window of {launches} launches: "
+                        f"the storm guard did not hold")
     print(f"window: {kind}, closed on {reason}, {launches} launches, "
-          f"{(closed - opened) / 1e6:.1f} ms, engine {engine} {why}")
+          f"{(closed - opened) / 1e6:.1f} ms, engine {engine} {why}; {inside} kernels timed "
+          f"inside it, {after} from 100 ms after it")
     return failures
 
 

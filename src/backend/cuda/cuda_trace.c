@@ -461,6 +461,9 @@ static int kernel_timing = 1; /* CONCURRENT_KERNEL activity is enabled now */
  * kernel is timed, whatever the guard says. */
 static int guard_broken;
 static uint64_t launches_when_broken;
+/* What switching CUPTI costs the sampler thread (and, if CUPTI locks, the
+ * launching threads): reported with the guard's summary. */
+static uint64_t switches, switch_ns_total, switch_ns_longest;
 
 static void storm_step(uint64_t now_ns)
 {
@@ -486,8 +489,14 @@ static void storm_step(uint64_t now_ns)
                  (unsigned long long)storm_guard_untimed_launches(guard));
     if (timed == (kernel_timing != 0))
         return;
+    uint64_t switch_started = core_now_ns();
     CUptiResult result = timed ? cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
                                : cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    uint64_t switch_ns = core_now_ns() - switch_started;
+    switches++;
+    switch_ns_total += switch_ns;
+    if (switch_ns > switch_ns_longest)
+        switch_ns_longest = switch_ns;
     if (result == CUPTI_SUCCESS) {
         kernel_timing = timed;
         return;
@@ -534,13 +543,16 @@ static void finish_storm_guard(void)
     if (!guard_broken || kernel_timing == 0)
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
                             "over %llu launches/s: %llu storm(s), %.2f s; %llu launches counted "
-                            "but not timed; %llu sample slice(s) of %llu ms every %llu ms",
+                            "but not timed; %llu sample slice(s) of %llu ms every %llu ms; "
+                            "%llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms",
                             (unsigned long long)guard_config.enter_rate,
                             (unsigned long long)storm_guard_storms(guard),
                             (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed,
                             (unsigned long long)storm_guard_sample_slices(guard),
                             (unsigned long long)(guard_config.sample_for_ns / 1000000),
-                            (unsigned long long)(guard_config.sample_every_ns / 1000000));
+                            (unsigned long long)(guard_config.sample_every_ns / 1000000),
+                            (unsigned long long)switches, (double)switch_ns_total / 1e6,
+                            (double)switch_ns_longest / 1e6);
     if (untimed != 0)
         core_log(CORE_LOG_INFO,
                  "launch storm guard: %llu storm(s), %.2f s; %llu launches counted but not timed",
