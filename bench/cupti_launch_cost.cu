@@ -53,8 +53,17 @@ enum {
     F_PINNED = 1 << 3,      /* host-pinned activity buffers                */
     F_KIND_KERNEL = 1 << 4, /* CUPTI_ACTIVITY_KIND_KERNEL (serialising)  */
     F_CB_DRIVER = 1 << 5,   /* driver-domain launch callbacks              */
-    F_CB_RUNTIME = 1 << 6   /* runtime-domain launch callbacks             */
+    F_CB_RUNTIME = 1 << 6,  /* runtime-domain launch callbacks             */
+    F_COPIES = 1 << 7,      /* MEMCPY and MEMSET activity kinds            */
+    F_EXTERNAL = 1 << 8,    /* EXTERNAL_CORRELATION activity kind          */
+    /* After the warm-up, before the timed launches: what flare's launch-storm
+     * guard does (kernel activity off), or every activity kind off. */
+    F_KERNEL_OFF = 1 << 9,
+    F_ALL_OFF = 1 << 10
 };
+/* flare's default set-up: kernel, copy, memset and external-correlation
+ * activity, driver launch callbacks. */
+#define FLARE_SETUP (F_ACTIVITY | F_COPIES | F_EXTERNAL | F_SUBSCRIBE | F_CB_DRIVER)
 
 static const struct {
     const char *name;
@@ -69,6 +78,12 @@ static const struct {
     {"callback", F_SUBSCRIBE | F_CB_DRIVER},
     {"callback_runtime", F_SUBSCRIBE | F_CB_RUNTIME},
     {"both", F_ACTIVITY | F_SUBSCRIBE | F_CB_DRIVER},
+    {"copies", F_COPIES},
+    {"external", F_EXTERNAL},
+    {"kernel_then_off", F_ACTIVITY | F_KERNEL_OFF},
+    {"flare_setup", FLARE_SETUP},
+    {"flare_storm", FLARE_SETUP | F_KERNEL_OFF},
+    {"flare_storm_all_off", FLARE_SETUP | F_ALL_OFF},
 };
 
 static uint64_t n_records;   /* kernel activity records seen */
@@ -145,7 +160,7 @@ static void setup_cupti(int flags)
     CUPTI_CALL(cuptiGetVersion(&version));
     fprintf(stderr, "cupti version %u\n", version);
 
-    if (flags & F_ACTIVITY) {
+    if (flags & (F_ACTIVITY | F_COPIES | F_EXTERNAL)) {
         if (flags & F_PINNED) {
             uint8_t on = 1;
             size_t sz = sizeof(on);
@@ -155,9 +170,16 @@ static void setup_cupti(int flags)
         CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
         if (flags & F_TSCB)
             CUPTI_CALL(cuptiActivityRegisterTimestampCallback(timestamp_cb));
-        CUPTI_CALL(cuptiActivityEnable((flags & F_KIND_KERNEL)
-                                           ? CUPTI_ACTIVITY_KIND_KERNEL
-                                           : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+        if (flags & F_ACTIVITY)
+            CUPTI_CALL(cuptiActivityEnable((flags & F_KIND_KERNEL)
+                                               ? CUPTI_ACTIVITY_KIND_KERNEL
+                                               : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+        if (flags & F_COPIES) {
+            CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+            CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+        }
+        if (flags & F_EXTERNAL)
+            CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
     }
     if (flags & F_SUBSCRIBE) {
         CUpti_SubscriberHandle sub;
@@ -217,6 +239,17 @@ int main(int argc, char **argv)
 
     launch(WARMUP);
     CUDA_CALL(cudaDeviceSynchronize());
+    if (flags & (F_KERNEL_OFF | F_ALL_OFF)) {
+        uint64_t off_started = now_ns();
+        CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+        if (flags & F_ALL_OFF) {
+            CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
+            CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
+            CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+        }
+        fprintf(stderr, "activity switched off in %.3f ms (records until then kept)\n",
+                (double)(now_ns() - off_started) / 1e6);
+    }
 
     uint64_t t0 = now_ns();
     launch(launches);
@@ -234,7 +267,7 @@ int main(int argc, char **argv)
     if (flags & (F_CB_DRIVER | F_CB_RUNTIME))
         fprintf(stderr, "launch callbacks: %llu (launches incl. warm-up %ld)\n",
                 (unsigned long long)__atomic_load_n(&n_callbacks, __ATOMIC_RELAXED), expected);
-    if (flags & F_ACTIVITY) {
+    if (flags & (F_ACTIVITY | F_COPIES | F_EXTERNAL)) {
         CUPTI_CALL(cuptiActivityFlushAll(1));
         size_t dropped = 0;
         CUPTI_CALL(cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped));

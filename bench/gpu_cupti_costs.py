@@ -6,7 +6,7 @@ median launches/s and the median of its per-round ratio to `none` (no CUPTI).
 It explains flare's launch-storm overhead (docs/PERFORMANCE.md); it measures
 CUPTI alone, never flare.
 
-usage: gpu_cupti_costs.py PROBE_BIN [ROUNDS]
+usage: gpu_cupti_costs.py PROBE_BIN [ROUNDS] [CONFIG,CONFIG...]
 """
 import statistics
 import subprocess
@@ -15,7 +15,11 @@ import sys
 probe = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 configs = ["none", "subscribe", "activity", "activity_tscb", "activity_pinned", "activity_kernel",
-           "callback", "callback_runtime", "both"]
+           "callback", "callback_runtime", "both", "copies", "external", "kernel_then_off",
+           "flare_setup", "flare_storm", "flare_storm_all_off"]
+if len(sys.argv) > 3:  # a comma list: only these (and none, the baseline)
+    wanted = set(sys.argv[3].split(",")) | {"none"}
+    configs = [config for config in configs if config in wanted]
 # rounds_seen[r][config]: launches/s of that configuration in round r (a
 # failed run leaves a hole, and its round pairs nothing with it).
 rounds_seen = []
@@ -37,7 +41,8 @@ for _ in range(rounds):
             continue
         seen[config] = float(result.stdout.split()[1])
         notes[config] = " / ".join(line for line in result.stderr.splitlines()
-                                   if "records" in line or "callbacks" in line)
+                                   if "records" in line or "callbacks" in line
+                                   or "switched off" in line)
     rounds_seen.append(seen)
 print(f"bare CUPTI, 200000 empty launches, {rounds} paired rounds (ratio to no CUPTI)")
 for config in configs:

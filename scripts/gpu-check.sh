@@ -137,9 +137,11 @@ if [[ ",$what," == *",costs,"* ]]; then
     -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
     -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
     || fail "nvcc replay_baselines"
-  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_COSTS_ROUNDS:-5}" > "$OUT/cupti-costs.txt" \
-    || fail "bare CUPTI launch costs"
-  for size in 64 256; do
+  # FLARE_COSTS_CONFIGS=a,b,...: only those launch configurations, and no
+  # restore costs (a quick look at one question).
+  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_COSTS_ROUNDS:-5}" \
+    ${FLARE_COSTS_CONFIGS:+"$FLARE_COSTS_CONFIGS"} > "$OUT/cupti-costs.txt" || fail "bare CUPTI launch costs"
+  [ -n "${FLARE_COSTS_CONFIGS:-}" ] || for size in 64 256; do
     timeout -k 10 120 "$build/gpu/replay_baselines" copy-cost $size >> "$OUT/cupti-costs.txt" || fail "copy-cost $size"
   done
   cat "$OUT/cupti-costs.txt"
