@@ -189,11 +189,21 @@ static int print_counter_row(const store_counter_row *row, void *user)
     return 0;
 }
 
-/* Adds up the launch-storm guard's untimed launches (every process). */
-static int sum_untimed_launches(const store_drop_row *row, void *user)
+/* The launch-storm guard's untimed work, every process added up. */
+typedef struct untimed_work {
+    uint64_t launches;
+    uint64_t copies; /* and memsets */
+} untimed_work;
+
+static int sum_untimed_work(const store_drop_row *row, void *user)
 {
-    if (strcmp(row->source, "storm_guard") == 0)
-        *(uint64_t *)user += row->count;
+    untimed_work *untimed = user;
+    if (strcmp(row->source, "storm_guard") != 0)
+        return 0;
+    if (strncmp(row->detail, "kernel launches", 15) == 0)
+        untimed->launches += row->count;
+    else if (strncmp(row->detail, "copies", 6) == 0)
+        untimed->copies += row->count;
     return 0;
 }
 
@@ -793,12 +803,13 @@ int cli_report(int argc, char **argv)
            (long long)summary.copy_count, (long long)summary.scope_count);
     int status = CLI_EXIT_OK;
     /* Said up front: the kernel tables below count only timed kernels. */
-    uint64_t untimed = 0;
-    if (store_read_drops(database, sum_untimed_launches, &untimed) == 0 && untimed > 0)
-        printf("  untimed    %llu more kernel launches, counted but not timed during launch "
-               "storms\n             (flare trace --storm-rate; the kernel tables hold the timed "
-               "ones)\n",
-               (unsigned long long)untimed);
+    untimed_work untimed = {0, 0};
+    if (store_read_drops(database, sum_untimed_work, &untimed) == 0 &&
+        untimed.launches + untimed.copies > 0)
+        printf("  untimed    %llu more kernel launches and %llu copies/memsets, counted but not "
+               "timed during\n             launch storms (flare trace --storm-rate; the tables "
+               "below hold the timed ones)\n",
+               (unsigned long long)untimed.launches, (unsigned long long)untimed.copies);
     if (summary.process_count == 0)
         printf("\n  No process started a flare session: nothing was recorded. See %s/flare.log.\n",
                session_dir);

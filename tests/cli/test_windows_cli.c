@@ -172,10 +172,12 @@ static void test_report_says_launches_went_untimed(void **state)
     options.flush_interval_ms = 5;
     assert_int_equal(flare_init(&options), FLARE_OK);
     core_drops_set("storm_guard", "kernel launches counted but not timed (launch storm)", 188078);
+    core_drops_set("storm_guard", "copies and memsets counted but not timed (launch storm)", 3);
+    core_drops_set("ring", "thread 1", 5); /* another source: not added in */
     assert_int_equal(flare_shutdown(), FLARE_OK);
     assert_int_equal(FLARE("report", dir), 0);
-    expect_contains(out_text, "  untimed    188078 more kernel launches, counted but not timed "
-                              "during launch storms");
+    expect_contains(out_text, "  untimed    188078 more kernel launches and 3 copies/memsets, "
+                              "counted but not timed during\n             launch storms");
     expect_contains(out_text, "storm_guard");
 }
 

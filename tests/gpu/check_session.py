@@ -157,7 +157,8 @@ def check_storm(db, launched):
     if status != "active" or "storm(s)" not in reason:
         failures.append(f"storm_guard capability: {status} {reason!r}")
     kernels = rows(db, "SELECT COUNT(*) FROM kernels")[0][0]
-    untimed = rows(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = 'storm_guard'")[0][0]
+    untimed = rows(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = 'storm_guard' "
+                       "AND detail LIKE 'kernel launches%'")[0][0]
     counted = rows(db, "SELECT MAX(value) FROM metrics m JOIN names n ON n.id = m.name_id "
                        "WHERE n.name = 'host_kernel_launches'")[0][0] or 0
     if counted != launched:
@@ -171,8 +172,17 @@ def check_storm(db, launched):
     bad = rows(db, "SELECT COUNT(*) FROM kernels WHERE end_ns < start_ns OR start_ns = 0")[0][0]
     if bad:
         failures.append(f"{bad} kernel records with impossible times")
+    # launch_storm.cu: one memset before the storm, one copy after it (while
+    # the storm may still be running): each recorded or counted untimed.
+    copies = rows(db, "SELECT COUNT(*) FROM copies")[0][0]
+    untimed_copies = rows(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                              "'storm_guard' AND detail LIKE 'copies%'")[0][0]
+    if copies + untimed_copies != 2:
+        failures.append(f"copies and memsets: {copies} recorded + {untimed_copies} untimed, "
+                        f"the program made 2")
     print(f"storm: {launched} launched, {kernels} kernel records, {untimed} untimed "
-          f"(accounted {accounted}, off by {accounted - launched}); {reason}")
+          f"(accounted {accounted}, off by {accounted - launched}); copies {copies} recorded, "
+          f"{untimed_copies} untimed; {reason}")
     return failures
 
 

@@ -1272,13 +1272,30 @@ static int enable_ids(const CUpti_CallbackId *ids, size_t count)
 }
 
 /* Copies and memsets are the programs' most frequent calls after launches:
- * their callbacks are switched on only once replay is configured. */
+ * their callbacks are switched on only once replay is configured, or a
+ * launch storm needs them counted (cuda_replay_watch_copies). */
 static void enable_gates(void)
 {
     if (atomic_exchange(&gates_enabled, 1))
         return;
     int enabled = enable_ids(copy_ids, COUNT_OF(copy_ids));
-    core_log(CORE_LOG_INFO, "replay: %d copy and memset entry points gated", enabled);
+    core_log(CORE_LOG_INFO,
+             "%d copy and memset entry points watched (replay gate, launch-storm "
+             "copy count)",
+             enabled);
+}
+
+bool cuda_replay_is_copy(CUpti_CallbackId id)
+{
+    return id < CUDA_CBID_TABLE && cbid_kind[id] == KIND_COPY;
+}
+
+int cuda_replay_watch_copies(void)
+{
+    if (cupti == NULL || replay_subscriber == NULL)
+        return FLARE_ERR_STATE;
+    enable_gates();
+    return FLARE_OK;
 }
 
 /* ---- The gate around copies, memsets and frees ----

@@ -29,6 +29,13 @@ int cuda_replay_attach(const cuda_cupti_api *cupti, CUpti_SubscriberHandle subsc
 
 /* Whether a driver callback id is one of the kernel-launch entry points. */
 bool cuda_replay_is_launch(CUpti_CallbackId id);
+/* Whether id is a driver entry point that copies or sets memory (known
+ * once attached). */
+bool cuda_replay_is_copy(CUpti_CallbackId id);
+/* Switches on the callbacks of every copy and memset entry point (once; the
+ * replay gate uses them too), so the launch-storm guard can count the
+ * copies it leaves untimed. FLARE_ERR_STATE before attach. */
+int cuda_replay_watch_copies(void);
 
 /* True on a thread while flare itself calls the driver for replay (shadow
  * allocations, copies, relaunches): those calls are neither traced as the

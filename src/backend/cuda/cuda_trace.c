@@ -57,6 +57,11 @@ static CUpti_SubscriberHandle subscriber;
 static _Atomic uint64_t cupti_dropped_records;
 static _Atomic uint64_t activity_buffers_lost;
 static _Atomic uint64_t ranges_dropped;
+/* Copies and memsets while a launch storm has their activity off: counted
+ * by the copy entry points' callbacks (relaxed: a count, read after the
+ * sampler thread stopped). */
+static _Atomic int copies_untimed_now;
+static _Atomic uint64_t copies_untimed;
 
 /* ---- Activity records ---- */
 
@@ -390,6 +395,11 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                 !atomic_exchange(&exit_wait_registered, 1))
                 atexit(wait_for_setup_threads);
         }
+        /* A launch storm has copy and memset activity off: count them. */
+        if (call->callbackSite == CUPTI_API_ENTER &&
+            atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) &&
+            cuda_replay_is_copy(id) && !cuda_replay_internal())
+            atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
         /* flare's own replay work (relaunches, shadow copies): its activity
          * records are kept out of the program's kernels and copies. */
         if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_internal())
@@ -456,14 +466,37 @@ static void sample_nvml(void)
 
 static storm_guard *guard; /* NULL: off */
 static storm_guard_config guard_config;
-static int kernel_timing = 1; /* CONCURRENT_KERNEL activity is enabled now */
-/* Enabling kernel activity again failed: from that launch count on, no
- * kernel is timed, whatever the guard says. */
+/* The activity kinds a storm switches off: every kind flare enabled, since
+ * any enabled kind costs every launch (bare CUPTI on the H200: copy and
+ * memset activity alone took 12% of the launch rate; with every kind off,
+ * launch callbacks alone cost nothing measurable; docs/PERFORMANCE.md). */
+#define STORM_KINDS_MAX 4
+static CUpti_ActivityKind storm_kinds[STORM_KINDS_MAX];
+static size_t storm_kind_count;
+static int activity_on = 1; /* the storm kinds are enabled now */
+/* Switching them back on failed: from that launch count on, no kernel is
+ * timed, whatever the guard says. */
 static int guard_broken;
 static uint64_t launches_when_broken;
 /* What switching CUPTI costs the sampler thread (and, if CUPTI locks, the
  * launching threads): reported with the guard's summary. */
 static uint64_t switches, switch_ns_total, switch_ns_longest;
+
+/* Every storm kind on or off; on a failure to switch off, the kinds already
+ * off go back on (every kernel stays timed). */
+static CUptiResult switch_activity(bool on)
+{
+    for (size_t i = 0; i < storm_kind_count; i++) {
+        CUptiResult result = on ? cupti.cuptiActivityEnable(storm_kinds[i])
+                                : cupti.cuptiActivityDisable(storm_kinds[i]);
+        if (result == CUPTI_SUCCESS)
+            continue;
+        for (size_t undo = 0; !on && undo < i; undo++)
+            cupti.cuptiActivityEnable(storm_kinds[undo]);
+        return result;
+    }
+    return CUPTI_SUCCESS;
+}
 
 static void storm_step(uint64_t now_ns)
 {
@@ -477,8 +510,8 @@ static void storm_step(uint64_t now_ns)
     bool timed = storm_guard_step(guard, now_ns, launches, hold);
     if (!was_storm && storm_guard_in_storm(guard))
         core_log(CORE_LOG_INFO,
-                 "launch storm (over %llu launches/s for %llu ms): kernels are timed only in "
-                 "%llu ms slices every %llu ms; every launch is still counted "
+                 "launch storm (over %llu launches/s for %llu ms): kernels, copies and memsets "
+                 "are timed only in %llu ms slices every %llu ms; every one is still counted "
                  "(FLARE_STORM_RATE=0 times every kernel)",
                  (unsigned long long)guard_config.enter_rate,
                  (unsigned long long)(guard_config.confirm_ns / 1000000),
@@ -487,22 +520,35 @@ static void storm_step(uint64_t now_ns)
     else if (was_storm && !storm_guard_in_storm(guard))
         core_log(CORE_LOG_INFO, "launch storm over; %llu launches so far counted but not timed",
                  (unsigned long long)storm_guard_untimed_launches(guard));
-    if (timed == (kernel_timing != 0))
+    if (timed == (activity_on != 0))
         return;
+    if (!timed) {
+        /* Copies are counted from before their activity stops. */
+        if (cuda_replay_watch_copies() != FLARE_OK) {
+            guard_broken = 1;
+            core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                                "copy and memset callbacks unavailable (no untimed copy could be "
+                                "counted); every kernel stays timed");
+            return;
+        }
+        atomic_store_explicit(&copies_untimed_now, 1, memory_order_relaxed);
+    }
     uint64_t switch_started = core_now_ns();
-    CUptiResult result = timed ? cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-                               : cupti.cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    CUptiResult result = switch_activity(timed);
     uint64_t switch_ns = core_now_ns() - switch_started;
     switches++;
     switch_ns_total += switch_ns;
     if (switch_ns > switch_ns_longest)
         switch_ns_longest = switch_ns;
     if (result == CUPTI_SUCCESS) {
-        kernel_timing = timed;
+        activity_on = timed;
+        if (timed)
+            atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
         return;
     }
     guard_broken = 1;
-    if (!timed) { /* still timing every kernel: only the guard is lost */
+    if (!timed) { /* still timing everything: only the guard is lost */
+        atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "cuptiActivityDisable: %s; every kernel stays timed",
                             cuda_cupti_error_text(&cupti, result));
@@ -524,7 +570,7 @@ static uint64_t untimed_launches(void)
     if (guard == NULL)
         return 0;
     uint64_t untimed = storm_guard_untimed_launches(guard);
-    if (guard_broken && kernel_timing == 0 && launches_when_broken != 0)
+    if (guard_broken && activity_on == 0 && launches_when_broken != 0)
         untimed += windows_session_launches() - launches_when_broken;
     return untimed;
 }
@@ -537,10 +583,13 @@ static void finish_storm_guard(void)
     if (!guard_broken)
         storm_guard_step(guard, core_now_ns(), windows_session_launches(), false);
     uint64_t untimed = untimed_launches();
+    uint64_t copies = atomic_load(&copies_untimed);
     core_drops_set("storm_guard", "kernel launches counted but not timed (launch storm)", untimed);
+    core_drops_set("storm_guard", "copies and memsets counted but not timed (launch storm)",
+                   copies);
     if (untimed != 0)
         emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
-    if (!guard_broken || kernel_timing == 0)
+    if (!guard_broken || activity_on == 0)
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
                             "over %llu launches/s: %llu storm(s), %.2f s; %llu launches counted "
                             "but not timed; %llu sample slice(s) of %llu ms every %llu ms; "
@@ -773,11 +822,20 @@ int cuda_trace_start(void)
                             "cuptiActivityRegisterCallbacks: %s",
                             cuda_cupti_error_text(&cupti, result));
     } else {
-        kernels_timed =
-            enable_activity(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels") == CUPTI_SUCCESS;
-        enable_activity(CUPTI_ACTIVITY_KIND_MEMCPY, "copies");
-        enable_activity(CUPTI_ACTIVITY_KIND_MEMSET, "memsets");
-        enable_activity(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "external_correlation");
+        static const struct {
+            CUpti_ActivityKind kind;
+            const char *feature;
+        } kinds[STORM_KINDS_MAX] = {
+            {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},
+            {CUPTI_ACTIVITY_KIND_MEMCPY, "copies"},
+            {CUPTI_ACTIVITY_KIND_MEMSET, "memsets"},
+            {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "external_correlation"},
+        };
+        for (size_t i = 0; i < STORM_KINDS_MAX; i++)
+            if (enable_activity(kinds[i].kind, kinds[i].feature) == CUPTI_SUCCESS) {
+                storm_kinds[storm_kind_count++] = kinds[i].kind;
+                kernels_timed |= kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+            }
         if (cupti.cuptiActivityFlushPeriod != NULL)
             cupti.cuptiActivityFlushPeriod(100);
     }
