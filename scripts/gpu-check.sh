@@ -10,7 +10,8 @@
 #        flare trace, checked exactly; exit status; short programs exit
 #        cleanly); bench (overhead benchmarks); storm (the launch-storm
 #        guard's accounting, then the CUDA C and PyTorch launch storms with a
-#        per-feature breakdown); costs (bare CUPTI's cost
+#        per-feature breakdown); storm-long (the 1,000,000-launch storm alone,
+#        FLARE_STORM_ROUNDS rounds); costs (bare CUPTI's cost
 #        per launch and per restore, no flare: bench/gpu_cupti_costs.py,
 #        replay_baselines copy-cost); pm (PM sampling,
 #        scripts/gpu-check-pm.sh); replay (kernel replay against ncu,
@@ -154,6 +155,12 @@ if [[ ",$what," == *",storm,"* ]]; then
   grep -h "launch storm" "$work/storm-guard/flare.log" | head -4
   python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" 5 storm | tee "$OUT/gpu_overhead.txt" \
     || fail "storm benchmark"
+fi
+
+if [[ ",$what," == *",storm-long,"* ]]; then
+  # The guard's steady state alone, more rounds (FLARE_STORM_ROUNDS, default 6).
+  python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" "${FLARE_STORM_ROUNDS:-6}" storm-long \
+    | tee "$OUT/gpu_overhead_long.txt" || fail "long storm benchmark"
 fi
 
 if wants bench; then
