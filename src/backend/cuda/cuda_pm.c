@@ -755,7 +755,9 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
      * down); the driver releases the counters with the process. */
     const char *rules = getenv("FLARE_DEEP_WHEN");
     eager_setup = (rules != NULL && rules[0] != '\0') || getenv("FLARE_DEEP_AFTER") != NULL;
-    core_capability_set("pm_sampling", 1, CORE_CAPABILITY_DEGRADED,
+    /* Requested only when a rule or schedule asks for windows: a plain
+     * trace must not end with a warning about a feature nobody used. */
+    core_capability_set("pm_sampling", eager_setup ? 1 : 0, CORE_CAPABILITY_DEGRADED,
                         "installed: set-up starts %s (preset %s, every %llu ns)",
                         eager_setup ? "after the first context"
                                     : "at the first deep window (no rule or schedule asks "
