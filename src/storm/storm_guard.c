@@ -23,8 +23,10 @@
 struct storm_guard {
     storm_guard_config config;
     uint64_t last_ns;
-    uint64_t last_launches;
-    bool timed; /* the previous step's answer */
+    uint64_t rate_launches;    /* the count the next rate is measured from */
+    uint64_t charged_launches; /* launches charged to timed or untimed so far */
+    bool timed;                /* the previous step's answer */
+    bool timed_before;         /* the answer before that (until it took effect) */
     bool in_storm;
     bool above; /* rate at or over enter_rate since above_since */
     uint64_t above_since_ns;
@@ -55,7 +57,7 @@ int storm_guard_parse_rate(const char *text, uint64_t *rate, char *error, size_t
         snprintf(error, error_size, "empty; expected launches per second (e.g. 50000/s) or 0");
         return FLARE_ERR_INVALID_ARGUMENT;
     }
-    if (strcmp(text, "off") == 0 || strcmp(text, "0") == 0) {
+    if (strcmp(text, "off") == 0 || strcmp(text, "0") == 0 || strcmp(text, "0/s") == 0) {
         *rate = 0;
         return FLARE_OK;
     }
@@ -94,8 +96,10 @@ int storm_guard_create(const storm_guard_config *config, uint64_t now_ns, uint64
         return FLARE_ERR_NO_MEMORY;
     guard->config = *config;
     guard->last_ns = now_ns;
-    guard->last_launches = launches;
+    guard->rate_launches = launches;
+    guard->charged_launches = launches;
     guard->timed = true;
+    guard->timed_before = true;
     *out = guard;
     return FLARE_OK;
 }
@@ -170,22 +174,41 @@ static void follow_slices(storm_guard *guard, uint64_t now_ns)
     }
 }
 
+/* Charges the launches since the last charge to the answer they ran under. */
+static void charge(storm_guard *guard, uint64_t launches, bool timed)
+{
+    if (launches <= guard->charged_launches)
+        return;
+    if (!timed)
+        guard->untimed_launches += launches - guard->charged_launches;
+    guard->charged_launches = launches;
+}
+
 bool storm_guard_step(storm_guard *guard, uint64_t now_ns, uint64_t launches, bool hold)
 {
-    uint64_t between = launches > guard->last_launches ? launches - guard->last_launches : 0;
-    if (!guard->timed)
-        guard->untimed_launches += between;
-    if (launches > guard->last_launches)
-        guard->last_launches = launches;
-    if (now_ns <= guard->last_ns)
-        return guard->timed; /* no time passed: no rate to judge */
+    charge(guard, launches, guard->timed);
+    guard->timed_before = guard->timed;
+    if (now_ns <= guard->last_ns) {
+        /* No time passed: no rate to judge, but a hold still times. */
+        guard->timed = guard->timed || hold;
+        return guard->timed;
+    }
+    uint64_t between = launches > guard->rate_launches ? launches - guard->rate_launches : 0;
     if (guard->config.enter_rate != 0)
         follow_rate(guard, now_ns, between);
     if (guard->in_storm)
         follow_slices(guard, now_ns);
     guard->last_ns = now_ns;
+    if (launches > guard->rate_launches)
+        guard->rate_launches = launches;
     guard->timed = !guard->in_storm || guard->slice_active || hold;
     return guard->timed;
+}
+
+void storm_guard_settle(storm_guard *guard, uint64_t launches)
+{
+    charge(guard, launches, guard->timed_before);
+    guard->timed_before = guard->timed;
 }
 
 bool storm_guard_in_storm(const storm_guard *guard)

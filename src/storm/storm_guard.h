@@ -4,7 +4,7 @@
  *
  * Why: CUPTI's kernel activity adds about 0.7 us to every launch on the
  * H200 (docs/PERFORMANCE.md), so a program launching 200,000 tiny kernels a
- * second runs 17-20% slower traced, with no tracer able to avoid it while it
+ * second runs 17-30% slower traced, with no tracer able to avoid it while it
  * times every kernel. Above a launch rate the guard stops timing each kernel
  * and times short sample slices instead; every launch is still counted (the
  * driver's launch callback), and the untimed ones reach the report as a
@@ -37,7 +37,7 @@ typedef struct storm_guard_config {
 #define STORM_GUARD_DEFAULT_RATE 50000u
 void storm_guard_default_config(storm_guard_config *config);
 
-/* Parses a rate as FLARE_STORM_RATE gives it: "0" or "off" (guard off), or
+/* Parses a rate as FLARE_STORM_RATE gives it: "0", "0/s" or "off" (guard off), or
  * launches per second, 1000 to 100000000, optionally followed by "/s".
  * 0, or FLARE_ERR_INVALID_ARGUMENT with error naming the problem. */
 int storm_guard_parse_rate(const char *text, uint64_t *rate, char *error, size_t error_size);
@@ -55,9 +55,15 @@ void storm_guard_destroy(storm_guard *guard);
  * process's launch count now (monotonic). hold: something needs every kernel
  * timed now (a deep window is open); a storm keeps running underneath and
  * its launches count as timed. Returns whether every kernel should be timed
- * from now until the next step. Launches since the previous step count as
- * untimed when that step returned false. */
+ * from now until the next step. Launches since the previous step (or the
+ * last settle) count as untimed when that step returned false. */
 bool storm_guard_step(storm_guard *guard, uint64_t now_ns, uint64_t launches, bool hold);
+
+/* The answer of the last step took effect (the caller switched CUPTI) when
+ * the launch count was launches: the launches between the step and now ran
+ * under the answer before it, and are charged so. Without it, a switch's
+ * own latency is charged to the new answer. */
+void storm_guard_settle(storm_guard *guard, uint64_t launches);
 
 /* Whether a storm is running (sample slices and holds included). */
 bool storm_guard_in_storm(const storm_guard *guard);

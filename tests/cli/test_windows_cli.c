@@ -158,19 +158,25 @@ static void test_storm_rate_is_checked_and_passed_on(void **state)
     expect_contains(out_text, "--storm-rate RATE");
 }
 
-/* The launch-storm guard's untimed launches (a drop the CUDA tracer sets)
- * are said in the report's header, not only among the drops. */
-static void test_report_says_launches_went_untimed(void **state)
+/* Starts a session of this process in scratch/name (dir receives the path). */
+static void start_session_in(char *dir, size_t size, const char *name)
 {
-    (void)state;
-    char dir[400];
-    snprintf(dir, sizeof(dir), "%s/storm", scratch);
+    snprintf(dir, size, "%s/%s", scratch, name);
     assert_int_equal(mkdir(dir, 0755), 0);
     flare_options options;
     flare_options_init(&options);
     options.session_dir = dir;
     options.flush_interval_ms = 5;
     assert_int_equal(flare_init(&options), FLARE_OK);
+}
+
+/* The launch-storm guard's untimed launches (a drop the CUDA tracer sets)
+ * are said in the report's header, not only among the drops. */
+static void test_report_says_launches_went_untimed(void **state)
+{
+    (void)state;
+    char dir[400];
+    start_session_in(dir, sizeof(dir), "storm");
     core_drops_set("storm_guard", "kernel launches counted but not timed (launch storm)", 188078);
     core_drops_set("storm_guard", "copies and memsets counted but not timed (launch storm)", 3);
     core_drops_set("ring", "thread 1", 5); /* another source: not added in */
@@ -185,13 +191,7 @@ static void test_report_lists_windows(void **state)
 {
     (void)state;
     char dir[400];
-    snprintf(dir, sizeof(dir), "%s/session", scratch);
-    assert_int_equal(mkdir(dir, 0755), 0);
-    flare_options options;
-    flare_options_init(&options);
-    options.session_dir = dir;
-    options.flush_interval_ms = 5;
-    assert_int_equal(flare_init(&options), FLARE_OK);
+    start_session_in(dir, sizeof(dir), "session");
     flare_window_options window;
     flare_window_options_init(&window);
     window.max_duration_ms = 20;

@@ -8,7 +8,8 @@
 // against the same arithmetic done on the CPU. With --serial the threads run
 // one after another instead of at once (the serialised baseline the speed-up
 // is measured against). Prints one JSON line: per device, ok and the wall
-// time from its first launch to its last sync. Never uses NCCL or
+// time from its first launch to its last sync (the wait at the meeting
+// point below included). Never uses NCCL or
 // multicast.
 //
 // At once, the threads meet after their first launch: a device's first
@@ -90,7 +91,8 @@ static void run_device(int device, size_t n, int launches, device_result *result
     }
     if (!met)
         meeting->arrive(false);
-    result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::vector<unsigned int> back(n);
     cudaMemcpy(back.data(), x, n * sizeof(unsigned int), cudaMemcpyDeviceToHost);
     // After L launches x = 3^L x + add (3^(L-1) + ... + 1), all mod 2^32:

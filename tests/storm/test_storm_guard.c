@@ -72,6 +72,9 @@ static void test_parse_rate(void **unused)
     rate = 7;
     assert_int_equal(storm_guard_parse_rate("off", &rate, error, sizeof(error)), FLARE_OK);
     assert_int_equal(rate, 0);
+    rate = 7;
+    assert_int_equal(storm_guard_parse_rate("0/s", &rate, error, sizeof(error)), FLARE_OK);
+    assert_int_equal(rate, 0);
     struct {
         const char *text;
         const char *says;
@@ -261,6 +264,112 @@ static void test_clock_and_count_that_do_not_advance(void **unused)
     storm_guard_destroy(guard);
 }
 
+/* A switch takes effect a little after the step that asked for it: settle
+ * charges the launches in between to the answer they really ran under. */
+static void test_settle_charges_the_switch_latency(void **unused)
+{
+    (void)unused;
+    storm_guard *guard = make_guard(50000);
+    uint64_t now = 0, launches = 0;
+    bool timed = true;
+    /* 100k/s: the storm starts at the fifth step (50 ms). */
+    for (int step = 0; step < 5; step++) {
+        now += STEP;
+        launches += 1000;
+        timed = storm_guard_step(guard, now, launches, false);
+    }
+    assert_false(timed);
+    /* 200 launches before CUPTI was switched off: they were timed. */
+    storm_guard_settle(guard, launches + 200);
+    now += STEP;
+    launches += 1000;
+    assert_false(storm_guard_step(guard, now, launches, false));
+    assert_int_equal(storm_guard_untimed_launches(guard), 800);
+    /* A window opens: timing back on, 300 launches before it took effect. */
+    now += STEP;
+    launches += 1000;
+    assert_true(storm_guard_step(guard, now, launches, true));
+    assert_int_equal(storm_guard_untimed_launches(guard), 1800);
+    storm_guard_settle(guard, launches + 300);
+    assert_int_equal(storm_guard_untimed_launches(guard), 2100);
+    now += STEP;
+    launches += 1000;
+    assert_true(storm_guard_step(guard, now, launches, true));
+    assert_int_equal(storm_guard_untimed_launches(guard), 2100); /* the rest was timed */
+    /* A second settle for the same step charges nothing more. */
+    storm_guard_settle(guard, launches);
+    assert_int_equal(storm_guard_untimed_launches(guard), 2100);
+    storm_guard_destroy(guard);
+}
+
+/* The limits themselves: exactly enter_rate starts a storm, exactly half of
+ * it is not calm. */
+static void test_rate_boundaries(void **unused)
+{
+    (void)unused;
+    storm_guard *guard = make_guard(50000);
+    drive state = {.timed = true};
+    run_at(guard, &state, 50000, 50 * MS, false);
+    assert_true(storm_guard_in_storm(guard));
+    run_at(guard, &state, 25000, 2000 * MS, false);
+    assert_true(storm_guard_in_storm(guard));
+    run_at(guard, &state, 24900, 500 * MS, false);
+    assert_false(storm_guard_in_storm(guard));
+    storm_guard_destroy(guard);
+    guard = make_guard(50000);
+    state = (drive){.timed = true};
+    run_at(guard, &state, 49900, 1000 * MS, false);
+    assert_false(storm_guard_in_storm(guard));
+    storm_guard_destroy(guard);
+}
+
+/* Irregular steps: one long step over the rate starts a storm at once; a
+ * step longer than a slice still times one step; a storm that ends during a
+ * slice leaves nothing open; a hold in a step with no time passed times. */
+static void test_irregular_steps(void **unused)
+{
+    (void)unused;
+    storm_guard *guard = make_guard(50000);
+    uint64_t now = 100 * MS, launches = 10000; /* 100k/s over one 100 ms step */
+    assert_false(storm_guard_step(guard, now, launches, false));
+    assert_true(storm_guard_in_storm(guard));
+    /* 50 ms steps (longer than the 20 ms slice): the slice due at 1.1 s
+     * opens at the step at or after it and closes at the next step. */
+    int timed_steps = 0;
+    while (now < 1500 * MS) {
+        now += 50 * MS;
+        launches += 5000;
+        timed_steps += storm_guard_step(guard, now, launches, false);
+    }
+    assert_int_equal(timed_steps, 1);
+    assert_int_equal(storm_guard_sample_slices(guard), 1);
+    /* Still stormy to 1.61 s, then calm: the storm ends at 2.11 s, inside the
+     * slice that opened at 2.1 s; the slice ends with it. */
+    while (now < 1610 * MS) {
+        now += 10 * MS;
+        launches += 1000;
+        storm_guard_step(guard, now, launches, false);
+    }
+    while (now < 2100 * MS) {
+        now += 10 * MS;
+        launches += 100;
+        storm_guard_step(guard, now, launches, false);
+    }
+    assert_true(storm_guard_in_storm(guard));
+    assert_int_equal(storm_guard_sample_slices(guard), 2); /* the one at 2.1 s is open */
+    now += 10 * MS;
+    launches += 100;
+    assert_true(storm_guard_step(guard, now, launches, false));
+    assert_false(storm_guard_in_storm(guard));
+    /* A new storm starts untimed (no slice left over); then a hold at the
+     * same instant as the last step. */
+    now += 100 * MS;
+    launches += 10000;
+    assert_false(storm_guard_step(guard, now, launches, false));
+    assert_true(storm_guard_step(guard, now, launches, true));
+    storm_guard_destroy(guard);
+}
+
 /* Random rates, holds and step lengths: every launch is charged to the
  * answer in force while it happened, exactly once. */
 static void test_every_launch_is_charged_once(void **unused)
@@ -299,6 +408,9 @@ int main(void)
         cmocka_unit_test(test_a_hold_times_everything_and_the_storm_goes_on),
         cmocka_unit_test(test_off_never_stops_timing),
         cmocka_unit_test(test_clock_and_count_that_do_not_advance),
+        cmocka_unit_test(test_settle_charges_the_switch_latency),
+        cmocka_unit_test(test_rate_boundaries),
+        cmocka_unit_test(test_irregular_steps),
         cmocka_unit_test(test_every_launch_is_charged_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

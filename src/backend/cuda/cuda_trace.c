@@ -472,33 +472,72 @@ static storm_guard_config guard_config;
  * launch callbacks alone cost nothing measurable; docs/PERFORMANCE.md). */
 #define STORM_KINDS_MAX 4
 static CUpti_ActivityKind storm_kinds[STORM_KINDS_MAX];
+static bool storm_kind_on[STORM_KINDS_MAX];
 static size_t storm_kind_count;
-static int activity_on = 1; /* the storm kinds are enabled now */
-/* Switching them back on failed: from that launch count on, no kernel is
- * timed, whatever the guard says. */
+static int activity_on = 1; /* kernel activity is enabled now */
+/* Switching CUPTI failed: the guard steps no more. If kernel activity was
+ * left off, every launch from launches_when_broken on is untimed. */
 static int guard_broken;
 static uint64_t launches_when_broken;
 /* What switching CUPTI costs the sampler thread (and, if CUPTI locks, the
  * launching threads): reported with the guard's summary. */
 static uint64_t switches, switch_ns_total, switch_ns_longest;
 
-/* Every storm kind on or off; on a failure to switch off, the kinds already
- * off go back on (every kernel stays timed). */
+/* Switches every storm kind on or off. On a failure every kind is switched
+ * back on where CUPTI lets it (timing everything is the safe state);
+ * storm_kind_on then says what stands. */
 static CUptiResult switch_activity(bool on)
 {
-    for (size_t i = 0; i < storm_kind_count; i++) {
-        CUptiResult result = on ? cupti.cuptiActivityEnable(storm_kinds[i])
-                                : cupti.cuptiActivityDisable(storm_kinds[i]);
-        if (result == CUPTI_SUCCESS)
+    CUptiResult failure = CUPTI_SUCCESS;
+    for (size_t i = 0; i < storm_kind_count && failure == CUPTI_SUCCESS; i++) {
+        if (storm_kind_on[i] == on)
             continue;
-        for (size_t undo = 0; !on && undo < i; undo++)
-            cupti.cuptiActivityEnable(storm_kinds[undo]);
-        return result;
+        failure = on ? cupti.cuptiActivityEnable(storm_kinds[i])
+                     : cupti.cuptiActivityDisable(storm_kinds[i]);
+        if (failure == CUPTI_SUCCESS)
+            storm_kind_on[i] = on;
     }
-    return CUPTI_SUCCESS;
+    for (size_t i = 0; failure != CUPTI_SUCCESS && i < storm_kind_count; i++)
+        if (!storm_kind_on[i] && cupti.cuptiActivityEnable(storm_kinds[i]) == CUPTI_SUCCESS)
+            storm_kind_on[i] = true;
+    return failure;
 }
 
-static void storm_step(uint64_t now_ns)
+static bool storm_kind_is_on(CUpti_ActivityKind kind)
+{
+    for (size_t i = 0; i < storm_kind_count; i++)
+        if (storm_kinds[i] == kind)
+            return storm_kind_on[i];
+    return false;
+}
+
+/* A switch failed (result): the guard stops, with what CUPTI was left doing. */
+static void break_guard(CUptiResult result, uint64_t launches)
+{
+    guard_broken = 1;
+    activity_on = storm_kind_is_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    atomic_store_explicit(&copies_untimed_now,
+                          !(storm_kind_is_on(CUPTI_ACTIVITY_KIND_MEMCPY) &&
+                            storm_kind_is_on(CUPTI_ACTIVITY_KIND_MEMSET)),
+                          memory_order_relaxed);
+    if (activity_on) {
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "switching CUPTI's activity failed (%s); every kernel is timed from "
+                            "then on",
+                            cuda_cupti_error_text(&cupti, result));
+        return;
+    }
+    launches_when_broken = launches;
+    core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
+                        "kernel activity could not be switched back on after a launch storm "
+                        "(%s); later kernels are counted (drops: storm_guard), not timed",
+                        cuda_cupti_error_text(&cupti, result));
+    core_log(CORE_LOG_WARNING,
+             "kernel timing could not be switched back on after a launch storm: %s",
+             cuda_cupti_error_text(&cupti, result));
+}
+
+static void storm_step(void)
 {
     if (guard == NULL || guard_broken)
         return;
@@ -506,6 +545,8 @@ static void storm_step(uint64_t now_ns)
     /* A deep window wants every kernel: the storm goes on underneath. */
     bool hold = coordinator != NULL && windows_blackout_active(coordinator);
     bool was_storm = storm_guard_in_storm(guard);
+    /* Read together: a rate from a clock and a count taken apart is wrong. */
+    uint64_t now_ns = core_now_ns();
     uint64_t launches = windows_session_launches();
     bool timed = storm_guard_step(guard, now_ns, launches, hold);
     if (!was_storm && storm_guard_in_storm(guard))
@@ -540,28 +581,16 @@ static void storm_step(uint64_t now_ns)
     switch_ns_total += switch_ns;
     if (switch_ns > switch_ns_longest)
         switch_ns_longest = switch_ns;
-    if (result == CUPTI_SUCCESS) {
-        activity_on = timed;
-        if (timed)
-            atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
+    /* The launches made while CUPTI switched ran under the old answer. */
+    uint64_t settled = windows_session_launches();
+    storm_guard_settle(guard, settled);
+    if (result != CUPTI_SUCCESS) {
+        break_guard(result, settled);
         return;
     }
-    guard_broken = 1;
-    if (!timed) { /* still timing everything: only the guard is lost */
+    activity_on = timed;
+    if (timed)
         atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
-        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
-                            "cuptiActivityDisable: %s; every kernel stays timed",
-                            cuda_cupti_error_text(&cupti, result));
-        return;
-    }
-    launches_when_broken = launches;
-    core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
-                        "cuptiActivityEnable after a launch storm: %s; later kernels are counted "
-                        "(drops: storm_guard), not timed",
-                        cuda_cupti_error_text(&cupti, result));
-    core_log(CORE_LOG_WARNING,
-             "kernel timing could not be switched back on after a launch storm: %s",
-             cuda_cupti_error_text(&cupti, result));
 }
 
 /* Launches counted but not timed so far (sampler thread, or after it stopped). */
@@ -626,7 +655,7 @@ static void *sampler_main(void *argument)
                 emit_metric(-1, "untimed_kernel_launches", now, (int64_t)untimed);
             next_sample_ns = now + (uint64_t)sampler_interval_ms * 1000000ull;
         }
-        storm_step(now);
+        storm_step();
         uint64_t wake_ns = next_sample_ns;
         if (guard != NULL && !guard_broken && now + STORM_STEP_NS < wake_ns)
             wake_ns = now + STORM_STEP_NS;
@@ -678,6 +707,12 @@ static void start_sampler(void)
     pthread_sigmask(SIG_SETMASK, &all, &previous);
     sampler_running = pthread_create(&sampler_thread, NULL, sampler_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (!sampler_running && guard != NULL) { /* nothing would step it */
+        storm_guard_destroy(guard);
+        guard = NULL;
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "the sampler thread did not start; every kernel is timed");
+    }
 }
 
 static void stop_sampler(void)
@@ -747,9 +782,11 @@ static void finish_tracing(void)
     if (!started)
         return;
     wait_for_setup_threads(); /* a program that never launched */
+    /* The sampler first: it may still switch activity on (a storm guard's
+     * slice), and what it lets CUPTI record must be in the last flush. */
+    stop_sampler();
     if (cupti.library != NULL)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    stop_sampler();
     emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)windows_session_launches());
     finish_storm_guard();
     uint64_t dropped = atomic_load(&cupti_dropped_records);
@@ -833,7 +870,8 @@ int cuda_trace_start(void)
         };
         for (size_t i = 0; i < STORM_KINDS_MAX; i++)
             if (enable_activity(kinds[i].kind, kinds[i].feature) == CUPTI_SUCCESS) {
-                storm_kinds[storm_kind_count++] = kinds[i].kind;
+                storm_kinds[storm_kind_count] = kinds[i].kind;
+                storm_kind_on[storm_kind_count++] = true;
                 kernels_timed |= kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
             }
         if (cupti.cuptiActivityFlushPeriod != NULL)
