@@ -620,12 +620,14 @@ static void finish_storm_guard(void)
         emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
     if (!guard_broken || activity_on == 0)
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
-                            "over %llu launches/s: %llu storm(s), %.2f s; %llu launches counted "
-                            "but not timed; %llu sample slice(s) of %llu ms every %llu ms; "
-                            "%llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms",
+                            "over %llu launches/s: %llu storm(s), %.2f s; %llu launches and "
+                            "%llu copies/memsets counted but not timed; %llu sample slice(s) of "
+                            "%llu ms every %llu ms; %llu switch(es) of CUPTI, %.2f ms in all, "
+                            "longest %.2f ms",
                             (unsigned long long)guard_config.enter_rate,
                             (unsigned long long)storm_guard_storms(guard),
                             (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed,
+                            (unsigned long long)copies,
                             (unsigned long long)storm_guard_sample_slices(guard),
                             (unsigned long long)(guard_config.sample_for_ns / 1000000),
                             (unsigned long long)(guard_config.sample_every_ns / 1000000),
