@@ -24,6 +24,7 @@
 #include "backend/sim/sim.h"
 #include "replay/replay.h"
 #include "rules/rules_session.h"
+#include "storm/storm_session.h"
 #include "windows/windows_session.h"
 
 struct core_collector {
@@ -269,6 +270,8 @@ static void beat(drain_context *context)
     uint64_t now = core_now_ns();
     rules_session_beat(context->store, context->pid, now);
     windows_session_beat(context->store, context->pid, now);
+    /* After the windows: a window armed on this beat holds the guard now. */
+    storm_session_beat(now);
     /* After the windows: a window closed on this beat has its samples
      * queued; a complete drain lets the pending ones be attributed. */
     pm_session_beat(context->store, context->pid, now, !context->saturated);

@@ -29,6 +29,7 @@
 #include "replay/replay.h"
 #include "pm/pm_session.h"
 #include "rules/rules_session.h"
+#include "storm/storm_session.h"
 #include "windows/windows_session.h"
 
 typedef struct session {
@@ -77,6 +78,9 @@ static void on_backend_completion(const backend_completion *completion, void *us
     /* Launch bounds of deep-profiling windows count the simulated device's kernels. */
     if (completion->kind == BACKEND_WORK_KERNEL)
         windows_session_count_launch();
+    /* A launch storm (only when asked for: FLARE_STORM_RATE): counted, not recorded. */
+    if (!storm_session_record(completion->kind == BACKEND_WORK_KERNEL))
+        return;
     core_thread *thread;
     core_event *event = core_emit_reserve(&thread);
     if (event == NULL)
@@ -281,6 +285,7 @@ FLARE_API int flare_init(const flare_options *options)
     windows_session_begin(core_now_ns());
     rules_session_begin(core_now_ns());
     pm_session_begin();
+    storm_session_begin(core_now_ns());
     replay_set_device_ops_default(sim_replay_ops());
     replay_set_metric_collector_default(sim_replay_collector());
     replay_session_begin();
@@ -350,6 +355,9 @@ FLARE_API int flare_shutdown(void)
         windows_session_end(current->store, current->pid, end_ns);
         pm_session_end(current->store, current->pid, end_ns);
         rules_session_end(current->store, current->pid, end_ns);
+        /* After the collector's last commit: the guard's rows are written here. */
+        storm_session_end();
+        core_capabilities_write(current->store, current->pid, 0);
         core_threads_for_each(record_open_scopes, &context);
         counters_scope_handles_end_session(current->store, current->pid, current->generation,
                                            end_ns);

@@ -236,3 +236,16 @@ uint64_t storm_guard_sample_slices(const storm_guard *guard)
 {
     return guard->sample_slices;
 }
+
+void storm_guard_describe(const storm_guard *guard, uint64_t untimed_launches,
+                          uint64_t untimed_copies, char *buffer, size_t size)
+{
+    snprintf(buffer, size,
+             "over %llu launches/s: %llu storm(s), %.2f s; %llu launches and %llu copies/memsets "
+             "counted but not timed; %llu sample slice(s) of %llu ms every %llu ms",
+             (unsigned long long)guard->config.enter_rate, (unsigned long long)guard->storms,
+             (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed_launches,
+             (unsigned long long)untimed_copies, (unsigned long long)guard->sample_slices,
+             (unsigned long long)(guard->config.sample_for_ns / 1000000),
+             (unsigned long long)(guard->config.sample_every_ns / 1000000));
+}

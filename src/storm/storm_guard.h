@@ -76,4 +76,14 @@ uint64_t storm_guard_untimed_launches(const storm_guard *guard);
 /* Sample slices begun. */
 uint64_t storm_guard_sample_slices(const storm_guard *guard);
 
+/* The drop details the guard's untimed work is stored under (source
+ * "storm_guard"); `flare report` adds them up by these words. */
+#define STORM_GUARD_DROP_LAUNCHES "kernel launches counted but not timed (launch storm)"
+#define STORM_GUARD_DROP_COPIES   "copies and memsets counted but not timed (launch storm)"
+
+/* The guard's summary for its capability row: rate, storms and their time,
+ * what was left untimed (the caller's counts), sample slices. */
+void storm_guard_describe(const storm_guard *guard, uint64_t untimed_launches,
+                          uint64_t untimed_copies, char *buffer, size_t size);
+
 #endif /* FLARE_STORM_STORM_GUARD_H */

@@ -613,26 +613,18 @@ static void finish_storm_guard(void)
         storm_guard_step(guard, core_now_ns(), windows_session_launches(), false);
     uint64_t untimed = untimed_launches();
     uint64_t copies = atomic_load(&copies_untimed);
-    core_drops_set("storm_guard", "kernel launches counted but not timed (launch storm)", untimed);
-    core_drops_set("storm_guard", "copies and memsets counted but not timed (launch storm)",
-                   copies);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, untimed);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
     if (untimed != 0)
         emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
-    if (!guard_broken || activity_on == 0)
+    if (!guard_broken || activity_on == 0) {
+        char summary[320];
+        storm_guard_describe(guard, untimed, copies, summary, sizeof(summary));
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
-                            "over %llu launches/s: %llu storm(s), %.2f s; %llu launches and "
-                            "%llu copies/memsets counted but not timed; %llu sample slice(s) of "
-                            "%llu ms every %llu ms; %llu switch(es) of CUPTI, %.2f ms in all, "
-                            "longest %.2f ms",
-                            (unsigned long long)guard_config.enter_rate,
-                            (unsigned long long)storm_guard_storms(guard),
-                            (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed,
-                            (unsigned long long)copies,
-                            (unsigned long long)storm_guard_sample_slices(guard),
-                            (unsigned long long)(guard_config.sample_for_ns / 1000000),
-                            (unsigned long long)(guard_config.sample_every_ns / 1000000),
-                            (unsigned long long)switches, (double)switch_ns_total / 1e6,
+                            "%s; %llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms",
+                            summary, (unsigned long long)switches, (double)switch_ns_total / 1e6,
                             (double)switch_ns_longest / 1e6);
+    }
     if (untimed != 0)
         core_log(CORE_LOG_INFO,
                  "launch storm guard: %llu storm(s), %.2f s; %llu launches counted but not timed",

@@ -1,0 +1,120 @@
+/*
+ * storm_session.c: the launch-storm guard over the simulated device's work
+ * (storm_session.h).
+ *
+ * The simulated device reports its work on completion, and the decision to
+ * record a completion is taken right there, so what is counted untimed is
+ * counted exactly (the guard's own estimate, which the CUDA tracer needs
+ * because CUPTI switches late, is not used). Only the collector's beat
+ * steps the guard; the completion path reads one flag and adds to counts.
+ * Must never block or allocate on the completion path.
+ */
+#include "storm/storm_session.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/capability.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "storm/storm_guard.h"
+#include "windows/windows_session.h"
+
+/* Collector thread only between begin and end (begin and end run while no
+ * beat can: before the collector starts, after it stopped). */
+static storm_guard *guard;
+static bool storm_announced;
+/* Capability and drop rows live as long as the process: a later session
+ * without a guard must not inherit an earlier one's. */
+static bool rows_written;
+
+static _Atomic bool timing = true;
+static _Atomic bool in_storm; /* the guard's state, for other threads */
+static _Atomic uint64_t kernels_seen;
+static _Atomic uint64_t untimed_kernels;
+static _Atomic uint64_t untimed_copies;
+
+void storm_session_begin(uint64_t now_ns)
+{
+    storm_session_end(); /* a session that never ended cleanly */
+    atomic_store(&timing, true);
+    atomic_store(&kernels_seen, 0);
+    atomic_store(&untimed_kernels, 0);
+    atomic_store(&untimed_copies, 0);
+    storm_announced = false;
+    if (rows_written) {
+        core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 0);
+        core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, 0);
+        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF,
+                            "not asked for in this session (FLARE_STORM_RATE unset or 0)");
+    }
+    const char *text = getenv("FLARE_STORM_RATE");
+    if (text == NULL)
+        return;
+    storm_guard_config config;
+    storm_guard_default_config(&config);
+    char error[160];
+    if (storm_guard_parse_rate(text, &config.enter_rate, error, sizeof(error)) != FLARE_OK) {
+        core_log(CORE_LOG_WARNING, "FLARE_STORM_RATE: %s; using %u launches/s", error,
+                 STORM_GUARD_DEFAULT_RATE);
+        config.enter_rate = STORM_GUARD_DEFAULT_RATE;
+    }
+    if (config.enter_rate == 0)
+        return;
+    if (storm_guard_create(&config, now_ns, 0, &guard) != FLARE_OK) {
+        guard = NULL;
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
+    }
+}
+
+bool storm_session_record(bool kernel)
+{
+    if (kernel)
+        atomic_fetch_add_explicit(&kernels_seen, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&timing, memory_order_relaxed))
+        return true;
+    atomic_fetch_add_explicit(kernel ? &untimed_kernels : &untimed_copies, 1, memory_order_relaxed);
+    return false;
+}
+
+void storm_session_beat(uint64_t now_ns)
+{
+    if (guard == NULL)
+        return;
+    windows_coordinator *coordinator = windows_session_coordinator();
+    bool hold = coordinator != NULL && windows_blackout_active(coordinator);
+    bool was_storm = storm_guard_in_storm(guard);
+    bool timed = storm_guard_step(guard, now_ns,
+                                  atomic_load_explicit(&kernels_seen, memory_order_relaxed), hold);
+    atomic_store_explicit(&timing, timed, memory_order_relaxed);
+    atomic_store_explicit(&in_storm, storm_guard_in_storm(guard), memory_order_relaxed);
+    if (!was_storm && storm_guard_in_storm(guard) && !storm_announced) {
+        storm_announced = true; /* once: a test may storm and calm many times */
+        core_log(CORE_LOG_INFO,
+                 "launch storm on the simulated device: its work is recorded only in sample "
+                 "slices and deep windows; the rest is counted (FLARE_STORM_RATE)");
+    }
+}
+
+void storm_session_end(void)
+{
+    if (guard == NULL)
+        return;
+    uint64_t kernels = atomic_load(&untimed_kernels), copies = atomic_load(&untimed_copies);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, kernels);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
+    char summary[320];
+    storm_guard_describe(guard, kernels, copies, summary, sizeof(summary));
+    core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE, "%s (simulated device)", summary);
+    rows_written = true;
+    storm_guard_destroy(guard);
+    guard = NULL;
+    atomic_store(&timing, true);
+    atomic_store(&in_storm, false);
+}
+
+bool storm_session_in_storm(void)
+{
+    return atomic_load_explicit(&in_storm, memory_order_relaxed);
+}

@@ -1,0 +1,226 @@
+/*
+ * test_storm_session.c: the launch-storm guard end to end on the simulated
+ * device, with real threads: four threads launch as fast as they can while
+ * the collector's beat steps the guard; every launch is then either a
+ * kernel row, counted untimed, or a counted ring drop; a deep window opened
+ * during the storm records its kernels; the report says what went untimed;
+ * a later session without the guard inherits nothing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flare/flare.h"
+#include "flare/sim.h"
+#include "storm/storm_session.h"
+#include "test_util.h"
+
+#define LAUNCHERS 4
+#define MS        1000000ull
+
+static void empty_kernel(const flare_sim_launch *launch)
+{
+    (void)launch;
+}
+
+typedef struct launcher {
+    pthread_t thread;
+    int kernel;
+    atomic_bool *stop;
+    uint64_t launched;
+    int failed;
+} launcher;
+
+static void *launch_until_stopped(void *argument)
+{
+    launcher *self = argument;
+    flare_sim_stream *stream = NULL;
+    if (flare_sim_stream_create(0, &stream) != FLARE_OK) {
+        self->failed = 1;
+        return NULL;
+    }
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    while (!atomic_load(self->stop)) {
+        if (flare_sim_launch_kernel(stream, self->kernel, grid, block, NULL, 0) != FLARE_OK) {
+            self->failed = 1;
+            break;
+        }
+        self->launched++;
+    }
+    if (flare_sim_stream_destroy(stream) != FLARE_OK)
+        self->failed = 1;
+    return NULL;
+}
+
+static void pause_ms(unsigned ms)
+{
+    struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL);
+}
+
+static int64_t query(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *statement = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &statement, NULL), SQLITE_OK);
+    int64_t value = -1;
+    if (sqlite3_step(statement) == SQLITE_ROW)
+        value = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    return value;
+}
+
+static void start_session(const char *dir)
+{
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 20;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+}
+
+static void test_storm_on_the_simulated_device(void **unused)
+{
+    (void)unused;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof(dir), "storm");
+    /* Low enough that a sanitizer build's launch rate is a storm too. */
+    setenv("FLARE_STORM_RATE", "5000/s", 1);
+    start_session(dir);
+    int kernel;
+    assert_int_equal(flare_sim_kernel_register("storm_kernel", empty_kernel, &kernel), FLARE_OK);
+    atomic_bool stop = false;
+    launcher launchers[LAUNCHERS];
+    for (int i = 0; i < LAUNCHERS; i++) {
+        launchers[i] = (launcher){.kernel = kernel, .stop = &stop};
+        assert_int_equal(
+            pthread_create(&launchers[i].thread, NULL, launch_until_stopped, &launchers[i]), 0);
+    }
+    /* The storm is confirmed 50 ms after the rate is over the limit. */
+    for (int waited = 0; waited < 10000 && !storm_session_in_storm(); waited += 5)
+        pause_ms(5);
+    assert_true(storm_session_in_storm());
+    pause_ms(100); /* untimed: no slice comes before a second */
+    flare_window_options window;
+    flare_window_options_init(&window);
+    window.max_duration_ms = 100;
+    window.label = "during the storm";
+    assert_int_equal(flare_window_open(&window), FLARE_OK);
+    pause_ms(250);
+    atomic_store(&stop, true);
+    uint64_t launched = 0;
+    for (int i = 0; i < LAUNCHERS; i++) {
+        pthread_join(launchers[i].thread, NULL);
+        assert_false(launchers[i].failed);
+        launched += launchers[i].launched;
+    }
+    assert_int_equal(flare_sim_device_synchronize(0, 10000), FLARE_OK);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    unsetenv("FLARE_STORM_RATE");
+
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    int64_t rows = query(db, "SELECT COUNT(*) FROM kernels");
+    int64_t untimed = query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                "'storm_guard' AND detail LIKE 'kernel launches%'");
+    int64_t ring = query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                             "'event_ring'");
+    /* Every launch accounted for, exactly. */
+    if ((uint64_t)(rows + untimed + ring) != launched)
+        fail_msg("%lld rows + %lld untimed + %lld ring drops != %llu launched", (long long)rows,
+                 (long long)untimed, (long long)ring, (unsigned long long)launched);
+    assert_true(untimed > 0);
+    assert_true(rows > 0);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                               "AND status = 'active' AND reason LIKE 'over 5000 launches/s: %'"),
+                     1);
+    /* The window held the guard: kernels that finished in it (after its first
+     * beat) were recorded; none in the untimed stretch just before it (the
+     * storm began at least 100 ms before, its first slice comes a second
+     * after). Counted over the window's own 100 ms: its row closes later. */
+    int64_t opened = query(db, "SELECT opened_ns FROM windows");
+    assert_true(opened > 0);
+    char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
+             (long long)(opened + (int64_t)(10 * MS)), (long long)(opened + (int64_t)(100 * MS)));
+    int64_t inside = query(db, sql);
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
+             (long long)(opened - (int64_t)(95 * MS)), (long long)(opened - (int64_t)(5 * MS)));
+    int64_t before = query(db, sql);
+    if (inside == 0 || before != 0)
+        fail_msg("%lld kernels recorded in the window, %lld in the 90 ms before it",
+                 (long long)inside, (long long)before);
+    sqlite3_close(db);
+
+    /* The report says it up front. */
+    char command[700], output[4096] = "";
+    const char *bin = getenv("FLARE_TEST_BIN_DIR");
+    snprintf(command, sizeof(command), "%s/flare report '%s' 2>&1", bin != NULL ? bin : "bin", dir);
+    FILE *pipe = popen(command, "r");
+    assert_non_null(pipe);
+    size_t used = fread(output, 1, sizeof(output) - 1, pipe);
+    output[used] = '\0';
+    assert_int_equal(pclose(pipe), 0);
+    if (strstr(output, "  untimed    ") == NULL)
+        fail_msg("no 'untimed' line in the report:\n%s", output);
+    test_remove_dir(dir);
+
+    /* A later session without the guard: nothing inherited. */
+    test_make_temp_dir(dir, sizeof(dir), "calm");
+    start_session(dir);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                               "'storm_guard'"),
+                     0);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                               "AND status = 'active'"),
+                     0);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+}
+
+/* Without FLARE_STORM_RATE the simulated device's work is all recorded,
+ * whatever its rate; a bad value is logged and the default rate used. */
+static void test_guard_only_when_asked(void **unused)
+{
+    (void)unused;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof(dir), "asked");
+    setenv("FLARE_STORM_RATE", "fast", 1);
+    start_session(dir);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    unsetenv("FLARE_STORM_RATE");
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                               "AND reason LIKE 'over 50000 launches/s: 0 storm(s)%'"),
+                     1);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM log WHERE message LIKE "
+                               "'FLARE_STORM_RATE: ''fast'' is not a number%'"),
+                     1);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_storm_on_the_simulated_device),
+        cmocka_unit_test(test_guard_only_when_asked),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
