@@ -102,6 +102,13 @@ void storm_session_end(void)
     if (guard == NULL)
         return;
     uint64_t kernels = atomic_load(&untimed_kernels), copies = atomic_load(&untimed_copies);
+    /* No simulated work: this process's device is another's (the CUDA
+     * tracer's guard owns the storm_guard rows there; never overwrite). */
+    if (atomic_load(&kernels_seen) == 0 && copies == 0) {
+        storm_guard_destroy(guard);
+        guard = NULL;
+        return;
+    }
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, kernels);
     core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
     char summary[320];

@@ -27,7 +27,8 @@ void storm_session_beat(uint64_t now_ns);
 /* Whether the guard is in a storm now (for tests: any thread). */
 bool storm_session_in_storm(void);
 /* At session end, after the collector stopped: the storm_guard drops and
- * capability row (only when a guard ran), then the guard is freed. */
+ * capability row (only when a guard ran over some simulated work: in a CUDA
+ * process those rows are the CUDA tracer's), then the guard is freed. */
 void storm_session_end(void);
 
 #endif /* FLARE_STORM_STORM_SESSION_H */

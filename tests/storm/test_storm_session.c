@@ -19,8 +19,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/capability.h"
 #include "flare/flare.h"
 #include "flare/sim.h"
+#include "storm/storm_guard.h"
 #include "storm/storm_session.h"
 #include "test_util.h"
 
@@ -191,6 +193,35 @@ static void test_storm_on_the_simulated_device(void **unused)
     test_remove_dir(dir);
 }
 
+/* A guard asked for in a process whose work is not the simulated device's
+ * (a CUDA program under flare trace --storm-rate): the CUDA tracer's rows,
+ * set here as it sets them, are left as they are. */
+static void test_no_simulated_work_leaves_the_rows_alone(void **unused)
+{
+    (void)unused;
+    char dir[256];
+    test_make_temp_dir(dir, sizeof(dir), "cuda");
+    setenv("FLARE_STORM_RATE", "5000", 1);
+    start_session(dir);
+    core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE, "the CUDA tracer's summary");
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 42);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    unsetenv("FLARE_STORM_RATE");
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                               "AND reason = 'the CUDA tracer''s summary'"),
+                     1);
+    assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                               "'storm_guard'"),
+                     42);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 0); /* for the next test */
+}
+
 /* Without FLARE_STORM_RATE the simulated device's work is all recorded,
  * whatever its rate; a bad value is logged and the default rate used. */
 static void test_guard_only_when_asked(void **unused)
@@ -200,6 +231,15 @@ static void test_guard_only_when_asked(void **unused)
     test_make_temp_dir(dir, sizeof(dir), "asked");
     setenv("FLARE_STORM_RATE", "fast", 1);
     start_session(dir);
+    /* A little simulated work, far from a storm: the guard reports. */
+    int kernel;
+    assert_int_equal(flare_sim_kernel_register("calm_kernel", empty_kernel, &kernel), FLARE_OK);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(flare_sim_launch_kernel(stream, kernel, grid, block, NULL, 0), FLARE_OK);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
     char path[400];
@@ -209,6 +249,7 @@ static void test_guard_only_when_asked(void **unused)
     assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
                                "AND reason LIKE 'over 50000 launches/s: 0 storm(s)%'"),
                      1);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM kernels"), 10);
     assert_int_equal(query(db, "SELECT COUNT(*) FROM log WHERE message LIKE "
                                "'FLARE_STORM_RATE: ''fast'' is not a number%'"),
                      1);
@@ -220,6 +261,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_storm_on_the_simulated_device),
+        cmocka_unit_test(test_no_simulated_work_leaves_the_rows_alone),
         cmocka_unit_test(test_guard_only_when_asked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
