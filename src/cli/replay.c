@@ -24,6 +24,7 @@
 #include "cli/cli.h"
 #include "flare/flare.h"
 #include "replay/replay.h"
+#include "storm/storm_guard.h"
 #include "store/store.h"
 #include "store/store_replay.h"
 
@@ -311,6 +312,14 @@ static int validate(const replay_options *options)
             return cli_usage_error("replay", "%s=\"%.40s\" in the environment: expected 0 or 1",
                                    switches[index], value);
     }
+    /* The launch-storm guard's rate passes through too (flare trace
+     * --storm-rate sets it). */
+    const char *storm_rate = getenv("FLARE_STORM_RATE");
+    char why[192];
+    uint64_t rate;
+    if (storm_rate != NULL &&
+        storm_guard_parse_rate(storm_rate, &rate, why, sizeof(why)) != FLARE_OK)
+        return cli_usage_error("replay", "FLARE_STORM_RATE in the environment: %s", why);
 
     /* Last, the engine's own check of the whole selection (metric list
      * syntax, lengths, counts): what it refuses here it would refuse in

@@ -140,6 +140,11 @@ static void test_usage_errors(void **state)
     setenv("FLARE_REPLAY_HOST_SHADOW", "2", 1);
     BAD("FLARE_REPLAY_HOST_SHADOW=\"2\" in the environment: expected 0 or 1", "--kernel", "rmw");
     unsetenv("FLARE_REPLAY_HOST_SHADOW");
+    setenv("FLARE_STORM_RATE", "12", 1);
+    BAD("FLARE_STORM_RATE in the environment: '12' is outside 1000..100000000 launches per "
+        "second (0: off)",
+        "--kernel", "rmw");
+    unsetenv("FLARE_STORM_RATE");
 
     /* An unknown set lists the sets, so the fix is on the screen. */
     BAD("unknown metric set 'sol'; the sets are:", "--set", "sol");
