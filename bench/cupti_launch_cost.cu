@@ -59,7 +59,10 @@ enum {
     /* After the warm-up, before the timed launches: what flare's launch-storm
      * guard does (kernel activity off), or every activity kind off. */
     F_KERNEL_OFF = 1 << 9,
-    F_ALL_OFF = 1 << 10
+    F_ALL_OFF = 1 << 10,
+    /* With F_ALL_OFF: the driver launch callbacks off too and runtime
+     * launch callbacks on instead (a storm counted at the runtime API). */
+    F_TO_RUNTIME = 1 << 11
 };
 /* flare's default set-up: kernel, copy, memset and external-correlation
  * activity, driver launch callbacks. */
@@ -84,7 +87,35 @@ static const struct {
     {"flare_setup", FLARE_SETUP},
     {"flare_storm", FLARE_SETUP | F_KERNEL_OFF},
     {"flare_storm_all_off", FLARE_SETUP | F_ALL_OFF},
+    {"flare_storm_runtime", FLARE_SETUP | F_ALL_OFF | F_TO_RUNTIME},
 };
+static CUpti_SubscriberHandle subscriber;
+static const CUpti_CallbackId driver_launch_ids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+};
+/* main() calls cudaLaunchKernel itself; in CUDA 13 <<<>>> goes through
+ * __cudaLaunchKernel instead, so both (the callback count printed at the
+ * end shows which fired). */
+static const CUpti_CallbackId runtime_launch_ids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+};
+
+static void switch_launch_callbacks(int domain_driver, int on)
+{
+    const CUpti_CallbackId *ids = domain_driver ? driver_launch_ids : runtime_launch_ids;
+    size_t count = domain_driver ? sizeof driver_launch_ids / sizeof driver_launch_ids[0]
+                                 : sizeof runtime_launch_ids / sizeof runtime_launch_ids[0];
+    for (size_t i = 0; i < count; i++)
+        CUPTI_CALL(cuptiEnableCallback(
+            on, subscriber,
+            domain_driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]));
+}
 
 static uint64_t n_records;   /* kernel activity records seen */
 static uint64_t n_dropped;   /* dropped records, summed      */
@@ -182,32 +213,12 @@ static void setup_cupti(int flags)
             CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
     }
     if (flags & F_SUBSCRIBE) {
-        CUpti_SubscriberHandle sub;
         int cb = flags & (F_CB_DRIVER | F_CB_RUNTIME);
-        CUPTI_CALL(cuptiSubscribe(&sub, cb ? launch_cb : noop_cb, NULL));
-        if (flags & F_CB_DRIVER) {
-            static const CUpti_CallbackId ids[] = {
-                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-                CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-            };
-            for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-                CUPTI_CALL(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]));
-        }
-        if (flags & F_CB_RUNTIME) {
-            /* main() calls cudaLaunchKernel itself; in CUDA 13 <<<>>> goes
-             * through __cudaLaunchKernel instead, so enable both to be safe
-             * (the callback count printed at the end shows which fired). */
-            static const CUpti_CallbackId ids[] = {
-                CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-                CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
-                CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
-            };
-            for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-                CUPTI_CALL(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, ids[i]));
-        }
+        CUPTI_CALL(cuptiSubscribe(&subscriber, cb ? launch_cb : noop_cb, NULL));
+        if (flags & F_CB_DRIVER)
+            switch_launch_callbacks(1, 1);
+        if (flags & F_CB_RUNTIME)
+            switch_launch_callbacks(0, 1);
     }
 }
 
@@ -246,6 +257,10 @@ int main(int argc, char **argv)
             CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
             CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
             CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+        }
+        if (flags & F_TO_RUNTIME) {
+            switch_launch_callbacks(1, 0);
+            switch_launch_callbacks(0, 1);
         }
         fprintf(stderr, "activity switched off in %.3f ms (records until then kept)\n",
                 (double)(now_ns() - off_started) / 1e6);
