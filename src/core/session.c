@@ -350,13 +350,14 @@ FLARE_API int flare_shutdown(void)
 
     uint64_t end_ns = core_now_ns();
     int status = FLARE_OK;
+    /* Whether or not the last batch can be written: the guard ends here. */
+    storm_session_end();
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
         windows_session_end(current->store, current->pid, end_ns);
         pm_session_end(current->store, current->pid, end_ns);
         rules_session_end(current->store, current->pid, end_ns);
         /* After the collector's last commit: the guard's rows are written here. */
-        storm_session_end();
         core_capabilities_write(current->store, current->pid, 0);
         core_threads_for_each(record_open_scopes, &context);
         counters_scope_handles_end_session(current->store, current->pid, current->generation,

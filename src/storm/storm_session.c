@@ -25,9 +25,20 @@
  * beat can: before the collector starts, after it stopped). */
 static storm_guard *guard;
 static bool storm_announced;
-/* Capability and drop rows live as long as the process: a later session
- * without a guard must not inherit an earlier one's. */
-static bool rows_written;
+/* Capability and drop rows live as long as the process: rows this module
+ * wrote for an earlier session are stale until this one says otherwise. */
+static bool stale_rows;
+
+/* Replaces stale rows of an earlier session with this one's plain answer. */
+static void clear_stale_rows(const char *why)
+{
+    if (!stale_rows)
+        return;
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 0);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, 0);
+    core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF, "%s", why);
+    stale_rows = false;
+}
 
 static _Atomic bool timing = true;
 static _Atomic bool in_storm; /* the guard's state, for other threads */
@@ -43,15 +54,11 @@ void storm_session_begin(uint64_t now_ns)
     atomic_store(&untimed_kernels, 0);
     atomic_store(&untimed_copies, 0);
     storm_announced = false;
-    if (rows_written) {
-        core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 0);
-        core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, 0);
-        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF,
-                            "not asked for in this session (FLARE_STORM_RATE unset or 0)");
-    }
     const char *text = getenv("FLARE_STORM_RATE");
-    if (text == NULL)
+    if (text == NULL) {
+        clear_stale_rows("not asked for in this session (FLARE_STORM_RATE unset)");
         return;
+    }
     storm_guard_config config;
     storm_guard_default_config(&config);
     char error[160];
@@ -60,8 +67,10 @@ void storm_session_begin(uint64_t now_ns)
                  STORM_GUARD_DEFAULT_RATE);
         config.enter_rate = STORM_GUARD_DEFAULT_RATE;
     }
-    if (config.enter_rate == 0)
+    if (config.enter_rate == 0) {
+        clear_stale_rows("switched off in this session (FLARE_STORM_RATE=0)");
         return;
+    }
     if (storm_guard_create(&config, now_ns, 0, &guard) != FLARE_OK) {
         guard = NULL;
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
@@ -107,6 +116,7 @@ void storm_session_end(void)
     if (atomic_load(&kernels_seen) == 0 && copies == 0) {
         storm_guard_destroy(guard);
         guard = NULL;
+        clear_stale_rows("no simulated work in this session");
         return;
     }
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, kernels);
@@ -114,7 +124,7 @@ void storm_session_end(void)
     char summary[320];
     storm_guard_describe(guard, kernels, copies, summary, sizeof(summary));
     core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE, "%s (simulated device)", summary);
-    rows_written = true;
+    stale_rows = true;
     storm_guard_destroy(guard);
     guard = NULL;
     atomic_store(&timing, true);

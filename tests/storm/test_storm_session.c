@@ -177,6 +177,25 @@ static void test_storm_on_the_simulated_device(void **unused)
         fail_msg("no 'untimed' line in the report:\n%s", output);
     test_remove_dir(dir);
 
+    /* A later session with the guard asked for but no simulated work (as in
+     * a CUDA process): nothing inherited either. */
+    test_make_temp_dir(dir, sizeof(dir), "idle");
+    setenv("FLARE_STORM_RATE", "5000", 1);
+    start_session(dir);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    unsetenv("FLARE_STORM_RATE");
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                               "'storm_guard'"),
+                     0);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                               "AND status = 'off' AND reason = 'no simulated work in this "
+                               "session'"),
+                     1);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+
     /* A later session without the guard: nothing inherited. */
     test_make_temp_dir(dir, sizeof(dir), "calm");
     start_session(dir);

@@ -551,7 +551,7 @@ static int op_copy_batch(int device, const replay_copy *copies, size_t count, ui
     return status;
 }
 
-static void enable_gates(void);
+static int enable_gates(void);
 
 /* Replay became configured (a tool, a selection, a span marked in code):
  * copies and memsets must be gated and recorded from now on, not from the
@@ -1273,16 +1273,26 @@ static int enable_ids(const CUpti_CallbackId *ids, size_t count)
 
 /* Copies and memsets are the programs' most frequent calls after launches:
  * their callbacks are switched on only once replay is configured, or a
- * launch storm needs them counted (cuda_replay_watch_copies). */
-static void enable_gates(void)
+ * launch storm needs them counted (cuda_replay_watch_copies). Once per
+ * process, under a lock (never a hot path: callers test gates_enabled
+ * first); returns how many entry points are watched. */
+static pthread_mutex_t gates_lock = PTHREAD_MUTEX_INITIALIZER;
+static int gates_watched;
+
+static int enable_gates(void)
 {
-    if (atomic_exchange(&gates_enabled, 1))
-        return;
-    int enabled = enable_ids(copy_ids, COUNT_OF(copy_ids));
-    core_log(CORE_LOG_INFO,
-             "%d copy and memset entry points watched (replay gate, launch-storm "
-             "copy count)",
-             enabled);
+    pthread_mutex_lock(&gates_lock);
+    if (!atomic_load(&gates_enabled)) {
+        gates_watched = enable_ids(copy_ids, COUNT_OF(copy_ids));
+        core_log(gates_watched == (int)COUNT_OF(copy_ids) ? CORE_LOG_INFO : CORE_LOG_WARNING,
+                 "%d of %zu copy and memset entry points watched (replay gate, launch-storm "
+                 "copy count)",
+                 gates_watched, COUNT_OF(copy_ids));
+        atomic_store(&gates_enabled, 1);
+    }
+    int watched = gates_watched;
+    pthread_mutex_unlock(&gates_lock);
+    return watched;
 }
 
 bool cuda_replay_is_copy(CUpti_CallbackId id)
@@ -1294,8 +1304,9 @@ int cuda_replay_watch_copies(void)
 {
     if (cupti == NULL || replay_subscriber == NULL)
         return FLARE_ERR_STATE;
-    enable_gates();
-    return FLARE_OK;
+    /* Every entry point or none: a copy through an unwatched one would go
+     * neither timed nor counted. */
+    return enable_gates() == (int)COUNT_OF(copy_ids) ? FLARE_OK : FLARE_ERR_BACKEND;
 }
 
 /* ---- The gate around copies, memsets and frees ----

@@ -34,7 +34,8 @@ bool cuda_replay_is_launch(CUpti_CallbackId id);
 bool cuda_replay_is_copy(CUpti_CallbackId id);
 /* Switches on the callbacks of every copy and memset entry point (once; the
  * replay gate uses them too), so the launch-storm guard can count the
- * copies it leaves untimed. FLARE_ERR_STATE before attach. */
+ * copies it leaves untimed. FLARE_ERR_STATE before attach,
+ * FLARE_ERR_BACKEND when CUPTI refused any of them. */
 int cuda_replay_watch_copies(void);
 
 /* True on a thread while flare itself calls the driver for replay (shadow

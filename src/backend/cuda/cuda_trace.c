@@ -503,11 +503,13 @@ static CUptiResult switch_activity(bool on)
     return failure;
 }
 
-static bool storm_kind_is_on(CUpti_ActivityKind kind)
+/* Whether kind is one the guard switches and it is off now (a kind CUPTI
+ * refused at start was never on, and is no business of the guard's). */
+static bool storm_kind_is_off(CUpti_ActivityKind kind)
 {
     for (size_t i = 0; i < storm_kind_count; i++)
         if (storm_kinds[i] == kind)
-            return storm_kind_on[i];
+            return !storm_kind_on[i];
     return false;
 }
 
@@ -515,10 +517,10 @@ static bool storm_kind_is_on(CUpti_ActivityKind kind)
 static void break_guard(CUptiResult result, uint64_t launches)
 {
     guard_broken = 1;
-    activity_on = storm_kind_is_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    activity_on = !storm_kind_is_off(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     atomic_store_explicit(&copies_untimed_now,
-                          !(storm_kind_is_on(CUPTI_ACTIVITY_KIND_MEMCPY) &&
-                            storm_kind_is_on(CUPTI_ACTIVITY_KIND_MEMSET)),
+                          storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
+                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
                           memory_order_relaxed);
     if (activity_on) {
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
@@ -564,12 +566,13 @@ static void storm_step(void)
     if (timed == (activity_on != 0))
         return;
     if (!timed) {
-        /* Copies are counted from before their activity stops. */
+        /* Copies are counted from before their activity stops until after
+         * it is back: the count may run a switch's worth high, never low. */
         if (cuda_replay_watch_copies() != FLARE_OK) {
             guard_broken = 1;
             core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
-                                "copy and memset callbacks unavailable (no untimed copy could be "
-                                "counted); every kernel stays timed");
+                                "not every copy and memset entry point could be watched (an "
+                                "untimed copy might go uncounted); every kernel stays timed");
             return;
         }
         atomic_store_explicit(&copies_untimed_now, 1, memory_order_relaxed);
