@@ -67,7 +67,7 @@ cmake --build "$build" -j"$(nproc)" >"$work/build.log" 2>&1 ||
   { cp "$work/build.log" "$OUT/"; tail -50 "$work/build.log"; fail "build"; exit 1; }
 flare="$PWD/$build/bin/flare"
 mkdir -p "$build/gpu"
-for program in known_work launch_storm other_subscriber; do
+for program in known_work launch_storm other_subscriber fork_exit; do
   nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/$program" "tests/gpu/$program.cu" -ldl \
     || fail "nvcc $program"
 done
@@ -99,6 +99,9 @@ if wants checks; then
   done
   echo "short runs that failed: $crashes of 10"
   [ "$crashes" -eq 0 ] || fail "short programs crashed or failed at exit under flare trace"
+
+  echo "== a child forked without exec exits at once (inherited exit handlers)"
+  timeout -k 5 60 "$flare" trace -q -o "$work/fork" -- "$build/gpu/fork_exit" || fail "fork_exit under flare trace"
 
   echo "== another CUPTI subscriber in the process: degraded, program unharmed"
   "$flare" trace -q -o "$work/other" -- "$build/gpu/other_subscriber" || fail "other_subscriber exit status"

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_pm.h"
@@ -52,6 +53,10 @@ static cuda_cupti_api cupti;
 static cuda_nvml_api nvml;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int tracing_started;
+/* The process that started tracing. A child made by fork() without exec
+ * inherits the exit handler but none of the threads or CUPTI state: joining
+ * the parent's sampler thread there would wait forever. */
+static pid_t tracing_pid;
 static int nvtx_forwarded;
 static CUpti_SubscriberHandle subscriber;
 static _Atomic uint64_t cupti_dropped_records;
@@ -773,6 +778,10 @@ static void set_up_storm_guard(int launches_counted)
 
 static void finish_tracing(void)
 {
+    /* First, without the lock: a forked child's copy of it may be held by a
+     * parent thread that does not exist there (and 0: never started). */
+    if (getpid() != tracing_pid)
+        return;
     pthread_mutex_lock(&start_lock);
     int started = tracing_started;
     pthread_mutex_unlock(&start_lock);
@@ -817,6 +826,7 @@ int cuda_trace_start(void)
         return 0;
     }
     tracing_started = 1;
+    tracing_pid = getpid();
     int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
     int want_launch_callbacks = switch_on("FLARE_CUDA_LAUNCH_CALLBACKS");
     const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
