@@ -380,6 +380,8 @@ static _Atomic int exit_wait_registered;
 
 static void wait_for_setup_threads(void)
 {
+    if (getpid() != tracing_pid) /* a forked child: the threads are the parent's */
+        return;
     cuda_pm_wait_for_setup(3000000000ull);
     cuda_rangeprof_wait_for_setup(3000000000ull);
 }
