@@ -895,9 +895,8 @@ int cli_report(int argc, char **argv)
         cli_format_bytes(replay.snapshot_bytes, snapshot, sizeof(snapshot));
         cli_format_bytes(replay.bytes_restored, restored, sizeof(restored));
         cli_format_duration(replay.collection_ns, took, sizeof(took));
-        printf("\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; %llu "
-               "passes; "
-               "%s snapshotted, %s restored; %s in replay\n",
+        printf("\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; "
+               "%llu passes; %s snapshotted, %s restored; %s in replay\n",
                replay.replayed, replay.kernels, replay.declined, replay.passes, snapshot, restored,
                took);
     }

@@ -16,8 +16,8 @@
 #include "cli/cli.h"
 #include "core/config.h"
 #include "flare/flare.h"
-#include "windows/windows.h"
 #include "storm/storm_guard.h"
+#include "windows/windows.h"
 #include "windows/windows_session.h"
 
 static const char trace_help[] =
