@@ -40,6 +40,7 @@ static void clear_stale_rows(const char *why)
     stale_rows = false;
 }
 
+static _Atomic bool active; /* a guard runs: completions are counted */
 static _Atomic bool timing = true;
 static _Atomic bool in_storm; /* the guard's state, for other threads */
 static _Atomic uint64_t kernels_seen;
@@ -74,11 +75,15 @@ void storm_session_begin(uint64_t now_ns)
     if (storm_guard_create(&config, now_ns, 0, &guard) != FLARE_OK) {
         guard = NULL;
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
+        return;
     }
+    atomic_store(&active, true);
 }
 
 bool storm_session_record(bool kernel)
 {
+    if (!atomic_load_explicit(&active, memory_order_relaxed))
+        return true; /* no guard: nothing to count */
     if (kernel)
         atomic_fetch_add_explicit(&kernels_seen, 1, memory_order_relaxed);
     if (atomic_load_explicit(&timing, memory_order_relaxed))
@@ -110,6 +115,7 @@ void storm_session_end(void)
 {
     if (guard == NULL)
         return;
+    atomic_store(&active, false);
     uint64_t kernels = atomic_load(&untimed_kernels), copies = atomic_load(&untimed_copies);
     /* No simulated work: this process's device is another's (the CUDA
      * tracer's guard owns the storm_guard rows there; never overwrite). */
