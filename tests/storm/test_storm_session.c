@@ -87,6 +87,16 @@ static int64_t query(sqlite3 *db, const char *sql)
     return value;
 }
 
+/* The session database of dir, read-only. */
+static sqlite3 *open_session_db(const char *dir)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    return db;
+}
+
 static void start_session(const char *dir)
 {
     flare_options options;
@@ -134,10 +144,7 @@ static void test_storm_on_the_simulated_device(void **unused)
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
 
-    char path[400];
-    snprintf(path, sizeof(path), "%s/session.db", dir);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3 *db = open_session_db(dir);
     int64_t rows = query(db, "SELECT COUNT(*) FROM kernels");
     int64_t untimed = query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
                                 "'storm_guard' AND detail LIKE 'kernel launches%'");
@@ -191,8 +198,7 @@ static void test_storm_on_the_simulated_device(void **unused)
     start_session(dir);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
-    snprintf(path, sizeof(path), "%s/session.db", dir);
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    db = open_session_db(dir);
     assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
                                "'storm_guard'"),
                      0);
@@ -207,8 +213,7 @@ static void test_storm_on_the_simulated_device(void **unused)
     test_make_temp_dir(dir, sizeof(dir), "calm");
     start_session(dir);
     assert_int_equal(flare_shutdown(), FLARE_OK);
-    snprintf(path, sizeof(path), "%s/session.db", dir);
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    db = open_session_db(dir);
     assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
                                "'storm_guard'"),
                      0);
@@ -239,10 +244,7 @@ static void test_no_simulated_work_leaves_the_rows_alone(void **unused)
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 42);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
-    char path[400];
-    snprintf(path, sizeof(path), "%s/session.db", dir);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3 *db = open_session_db(dir);
     assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
                                "AND reason = 'the CUDA tracer''s summary'"),
                      1);
@@ -274,10 +276,7 @@ static void test_guard_only_when_asked(void **unused)
     assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
-    char path[400];
-    snprintf(path, sizeof(path), "%s/session.db", dir);
-    sqlite3 *db = NULL;
-    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3 *db = open_session_db(dir);
     assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
                                "AND reason LIKE 'over 50000 launches/s: 0 storm(s)%'"),
                      1);
