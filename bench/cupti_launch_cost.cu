@@ -12,6 +12,16 @@
  * code, and must keep its one-line stdout format.
  *
  * usage: cupti_launch_cost CONFIG [LAUNCHES=200000]
+ *        cupti_launch_cost alternate [BLOCK=20000] [ROUNDS=15]
+ *
+ * alternate: one process, flare's set-up (every activity kind, driver
+ * launch callbacks), then blocks of BLOCK launches in turn under each
+ * launch-counting state (no launch callback, driver callbacks, runtime
+ * callbacks, both, and full tracing), the order rotated every round. Paired
+ * in time and in one process, it resolves per-launch costs of a few percent
+ * that separate processes on a shared host cannot (their runs differ by
+ * +-10%). Prints each state's median launches/s and its median ratio to the
+ * no-callback state, on stdout.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -62,7 +72,10 @@ enum {
     F_ALL_OFF = 1 << 10,
     /* With F_ALL_OFF: the driver launch callbacks off too and runtime
      * launch callbacks on instead (a storm counted at the runtime API). */
-    F_TO_RUNTIME = 1 << 11
+    F_TO_RUNTIME = 1 << 11,
+    /* With F_ALL_OFF: the driver launch callbacks off too, nothing instead
+     * (what CUPTI costs once loaded, subscribed and switched off). */
+    F_TO_NOTHING = 1 << 12
 };
 /* flare's default set-up: kernel, copy, memset and external-correlation
  * activity, driver launch callbacks. */
@@ -88,6 +101,7 @@ static const struct {
     {"flare_storm", FLARE_SETUP | F_KERNEL_OFF},
     {"flare_storm_all_off", FLARE_SETUP | F_ALL_OFF},
     {"flare_storm_runtime", FLARE_SETUP | F_ALL_OFF | F_TO_RUNTIME},
+    {"flare_storm_no_callbacks", FLARE_SETUP | F_ALL_OFF | F_TO_NOTHING},
 };
 static CUpti_SubscriberHandle subscriber;
 static const CUpti_CallbackId driver_launch_ids[] = {
@@ -229,8 +243,93 @@ static void launch(long n)
         CUDA_CALL(cudaLaunchKernel((const void *)empty_kernel, dim3(1), dim3(1), args, 0, 0));
 }
 
+/* The launch-counting states `alternate` steps through. */
+enum { STATE_NONE, STATE_DRIVER, STATE_RUNTIME, STATE_BOTH, STATE_TRACED, STATE_COUNT };
+static const char *const state_names[STATE_COUNT] = {
+    "no_launch_callback", "driver_callbacks", "runtime_callbacks", "driver_and_runtime", "traced"};
+
+static void set_activity(int on)
+{
+    const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                        CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        CUPTI_CALL(on ? cuptiActivityEnable(kinds[i]) : cuptiActivityDisable(kinds[i]));
+}
+
+static void enter_state(int state)
+{
+    switch_launch_callbacks(1,
+                            state == STATE_DRIVER || state == STATE_BOTH || state == STATE_TRACED);
+    switch_launch_callbacks(0, state == STATE_RUNTIME || state == STATE_BOTH);
+    set_activity(state == STATE_TRACED);
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *values, int count)
+{
+    qsort(values, (size_t)count, sizeof values[0], compare_doubles);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+static int alternate(long block, int rounds)
+{
+    setup_cupti(FLARE_SETUP);
+    launch(WARMUP);
+    CUDA_CALL(cudaDeviceSynchronize());
+    double *rates = (double *)calloc((size_t)rounds * STATE_COUNT, sizeof(double));
+    double *ratios = (double *)calloc((size_t)rounds, sizeof(double));
+    double *sorted = (double *)calloc((size_t)rounds, sizeof(double));
+    if (!rates || !ratios || !sorted)
+        return 1;
+    uint64_t callbacks_before = __atomic_load_n(&n_callbacks, __ATOMIC_RELAXED);
+    uint64_t callbacks_expected = 0;
+    for (int round = 0; round < rounds; round++)
+        for (int turn = 0; turn < STATE_COUNT; turn++) {
+            int state = (turn + round) % STATE_COUNT;
+            enter_state(state);
+            CUDA_CALL(cudaDeviceSynchronize());
+            uint64_t t0 = now_ns();
+            launch(block);
+            CUDA_CALL(cudaDeviceSynchronize());
+            rates[state * rounds + round] = (double)block * 1e9 / (double)(now_ns() - t0);
+            if (state != STATE_NONE)
+                callbacks_expected += (uint64_t)block * (state == STATE_BOTH ? 2 : 1);
+        }
+    enter_state(STATE_NONE);
+    CUPTI_CALL(cuptiActivityFlushAll(1));
+    printf("bare CUPTI in one process, flare's set-up, blocks of %ld launches, %d rounds "
+           "(states in rotating order)\n",
+           block, rounds);
+    for (int state = 0; state < STATE_COUNT; state++) {
+        for (int round = 0; round < rounds; round++)
+            ratios[round] = rates[state * rounds + round] / rates[STATE_NONE * rounds + round];
+        double ratio = median(ratios, rounds); /* sorts ratios, never rates: pairs stay */
+        double low = ratios[0], high = ratios[rounds - 1];
+        memcpy(sorted, rates + state * rounds, (size_t)rounds * sizeof(double));
+        printf("  %-20s median %9.0f launches/s  ratio %.4f (min %.4f max %.4f)\n",
+               state_names[state], median(sorted, rounds), ratio, low, high);
+    }
+    printf("  launch callbacks seen %llu, expected %llu\n",
+           (unsigned long long)(__atomic_load_n(&n_callbacks, __ATOMIC_RELAXED) - callbacks_before),
+           (unsigned long long)callbacks_expected);
+    free(rates);
+    free(ratios);
+    free(sorted);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "alternate"))
+        return alternate(argc >= 3 ? strtol(argv[2], NULL, 10) : 20000,
+                         argc >= 4 ? atoi(argv[3]) : 15);
+
     int flags = -1;
     if (argc >= 2)
         for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
@@ -258,10 +357,10 @@ int main(int argc, char **argv)
             CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
             CUPTI_CALL(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
         }
-        if (flags & F_TO_RUNTIME) {
+        if (flags & (F_TO_RUNTIME | F_TO_NOTHING))
             switch_launch_callbacks(1, 0);
+        if (flags & F_TO_RUNTIME)
             switch_launch_callbacks(0, 1);
-        }
         fprintf(stderr, "activity switched off in %.3f ms (records until then kept)\n",
                 (double)(now_ns() - off_started) / 1e6);
     }

@@ -16,7 +16,8 @@ probe = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 configs = ["none", "subscribe", "activity", "activity_tscb", "activity_pinned", "activity_kernel",
            "callback", "callback_runtime", "both", "copies", "external", "kernel_then_off",
-           "flare_setup", "flare_storm", "flare_storm_all_off", "flare_storm_runtime"]
+           "flare_setup", "flare_storm", "flare_storm_all_off", "flare_storm_runtime",
+           "flare_storm_no_callbacks"]
 if len(sys.argv) > 3:  # a comma list: only these (and none, the baseline)
     wanted = set(sys.argv[3].split(",")) | {"none"}
     configs = [config for config in configs if config in wanted]

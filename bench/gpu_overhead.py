@@ -19,7 +19,8 @@ import time
 flare, build, out = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 # "storm": the launch storms only; "storm-long": the 1,000,000-launch storm
-# only, ROUNDS rounds (the guard's steady state, more rounds for a noisy GPU host)
+# only, ROUNDS rounds (the guard's steady state, more rounds for a noisy GPU host);
+# "storm-c": the 200,000-launch CUDA C storm only, ROUNDS rounds
 only = sys.argv[5] if len(sys.argv) > 5 else "all"
 here = os.path.dirname(os.path.abspath(__file__))
 gpu_tests = os.path.join(here, "..", "tests", "gpu")
@@ -91,6 +92,18 @@ long_storm_configurations = [
                                    "FLARE_STORM_RATE=0")),
     ("callbacks only", lambda r: traced([storm, "1000000"], f"{sessions}/lstorm-c-{r}",
                                         "FLARE_CUDA_ACTIVITY=0"))]
+if only == "storm-c":
+    # The CUDA C storm alone, ROUNDS rounds: flare's storm state against
+    # tracing with nothing enabled, to resolve a few percent on a noisy host.
+    print(paired("launch storm, 200000 tiny kernels (CUDA C), launches/s", [storm, "200000"],
+                 [("flare trace", lambda r: traced([storm, "200000"], f"{sessions}/cstorm-{r}")),
+                  ("callbacks only", lambda r: traced([storm, "200000"], f"{sessions}/cstorm-c-{r}",
+                                                      "FLARE_CUDA_ACTIVITY=0")),
+                  ("cupti loaded, idle",
+                   lambda r: traced([storm, "200000"], f"{sessions}/cstorm-n-{r}",
+                                    "FLARE_CUDA_ACTIVITY=0", "FLARE_CUDA_LAUNCH_CALLBACKS=0"))],
+                 higher_is_better=True))
+    sys.exit(0)
 if only == "storm-long":
     print(paired("long launch storm, 1000000 tiny kernels (CUDA C), launches/s", [storm, "1000000"],
                  long_storm_configurations, higher_is_better=True))

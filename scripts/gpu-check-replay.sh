@@ -103,6 +103,9 @@ echo "-- CUPTI's own kernel-replay mode, same kernel and metrics"
 timed cupti-kernel-replay "$build/gpu/replay_baselines" kernel-replay "$sol_metrics" $footprint 3
 cat "$replay_dir/cupti-kernel-replay.json"
 
+echo "-- bare CUPTI range profiler, user replay, one kernel: the floor under any tool built on it"
+timed range-floor "$build/gpu/replay_baselines" range-floor "$sol_metrics" 1 3 none
+
 echo "-- a module-scope __device__ variable is found and restored"
 timed device-var "$flare" replay -q -o "$replay_dir/device-var" --kernel rmw --launch 2 \
   --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct -- "$build/gpu/replay_rmw_var" \

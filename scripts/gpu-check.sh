@@ -10,8 +10,10 @@
 #        flare trace, checked exactly; exit status; short programs exit
 #        cleanly); bench (overhead benchmarks); storm (the launch-storm
 #        guard's accounting, then the CUDA C and PyTorch launch storms with a
-#        per-feature breakdown); storm-long (the 1,000,000-launch storm alone,
-#        FLARE_STORM_ROUNDS rounds); costs (bare CUPTI's cost
+#        per-feature breakdown); storm-precise (the CUDA C storm alone, more
+#        rounds, with bare CUPTI's storm state beside it); storm-long (the 1,000,000-launch storm alone,
+#        FLARE_STORM_ROUNDS rounds); floors (bare CUPTI's range profiler
+#        and launch callbacks: what the speed targets stand on); costs (bare CUPTI's cost
 #        per launch and per restore, no flare: bench/gpu_cupti_costs.py,
 #        replay_baselines copy-cost); pm (PM sampling,
 #        scripts/gpu-check-pm.sh); replay (kernel replay against ncu,
@@ -128,10 +130,8 @@ if wants checks; then
   head -40 "$OUT/train-report.txt"
 fi
 
-if [[ ",$what," == *",costs,"* ]]; then
-  # What bare CUPTI costs per launch, and what one restore costs, with no
-  # flare in the process: the floors the storm and restore targets meet.
-  echo "== bare CUPTI costs: per launch, per restore"
+# Builds the bare-CUPTI probes (no flare in them) for costs and floors.
+build_cupti_probes() {
   cupti_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")
   checkpoint_lib=$(dirname "$(ls /usr/local/cuda*/lib*/libcheckpoint.so /usr/local/cuda*/targets/*/lib/libcheckpoint.so 2>/dev/null | head -1)" 2>/dev/null)
   nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/cupti_launch_cost" bench/cupti_launch_cost.cu \
@@ -141,6 +141,13 @@ if [[ ",$what," == *",costs,"* ]]; then
     -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
     -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
     || fail "nvcc replay_baselines"
+}
+
+if [[ ",$what," == *",costs,"* ]]; then
+  # What bare CUPTI costs per launch, and what one restore costs, with no
+  # flare in the process: the floors the storm and restore targets meet.
+  echo "== bare CUPTI costs: per launch, per restore"
+  build_cupti_probes
   # FLARE_COSTS_CONFIGS=a,b,...: only those launch configurations, and no
   # restore costs (a quick look at one question).
   python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_COSTS_ROUNDS:-5}" \
@@ -151,6 +158,30 @@ if [[ ",$what," == *",costs,"* ]]; then
   cat "$OUT/cupti-costs.txt"
 fi
 
+if [[ ",$what," == *",floors,"* ]]; then
+  # The floors under the speed targets, from bare CUPTI in processes without
+  # flare: the range profiler in user-replay mode with automatic ranges over
+  # the speed-of-light set (1 kernel, as kernel replay; 58, as the PyTorch
+  # step of range replay), whether its one-time cost can be paid by a warm-up
+  # that profiles nothing, and the per-launch cost of each callback set-up
+  # over more rounds (FLARE_FLOOR_ROUNDS, default 11).
+  echo "== floors: the range profiler alone, launch callbacks alone"
+  build_cupti_probes
+  sol=$("$flare" replay --list-sets | awk '/^  [a-z]/ {inside = ($1 == "speed-of-light")} inside && /__/ {print $1}' | paste -sd, -)
+  echo "speed-of-light: $sol"
+  {
+    for warm in none warm warm-reenable none; do
+      timeout -k 10 120 "$build/gpu/replay_baselines" range-floor "$sol" 1 3 $warm || fail "range-floor 1 $warm"
+    done
+    for kernels in 58 58 16; do
+      timeout -k 10 120 "$build/gpu/replay_baselines" range-floor "$sol" $kernels 2 none || fail "range-floor $kernels"
+    done
+  } | tee "$OUT/floors.jsonl"
+  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_FLOOR_ROUNDS:-11}" \
+    subscribe,callback,callback_runtime,flare_storm_all_off,flare_storm_runtime | tee "$OUT/floor-costs.txt" \
+    || fail "bare CUPTI launch costs"
+fi
+
 if [[ ",$what," == *",storm,"* ]]; then
   echo "== the launch-storm guard: 200,000 launches (+1,000 warm-up), every one accounted for"
   "$flare" trace -q -o "$work/storm-guard" -- "$build/gpu/launch_storm" 200000 || fail "storm guard run exit status"
@@ -158,6 +189,20 @@ if [[ ",$what," == *",storm,"* ]]; then
   grep -h "launch storm" "$work/storm-guard/flare.log" | head -4
   python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" 5 storm | tee "$OUT/gpu_overhead.txt" \
     || fail "storm benchmark"
+fi
+
+if [[ ",$what," == *",storm-precise,"* ]]; then
+  # flare's storm state resolved to a few percent: the CUDA C storm alone,
+  # more rounds (FLARE_STORM_ROUNDS, default 15), flare against tracing with
+  # nothing enabled; then bare CUPTI's storm state against no CUPTI, and in
+  # one process (blocks of launches under each launch-counting state).
+  python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" "${FLARE_STORM_ROUNDS:-15}" storm-c \
+    | tee "$OUT/storm-precise.txt" || fail "storm-precise benchmark"
+  build_cupti_probes
+  python3 bench/gpu_cupti_costs.py "$build/gpu/cupti_launch_cost" "${FLARE_STORM_ROUNDS:-15}" \
+    flare_storm_all_off,flare_storm_no_callbacks | tee -a "$OUT/storm-precise.txt" || fail "bare storm costs"
+  "$build/gpu/cupti_launch_cost" alternate 20000 15 2>/dev/null | tee -a "$OUT/storm-precise.txt" \
+    || fail "bare alternate"
 fi
 
 if [[ ",$what," == *",storm-long,"* ]]; then

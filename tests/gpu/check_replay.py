@@ -188,6 +188,18 @@ def main():
         print(f"  {label}: profiled launches flare {f_ms:.1f} ms, ncu {n_ms:.1f} ms "
               f"(ncu/flare {n_ms / f_ms:.2f}x); processes flare {f_wall:.2f} s, ncu {n_wall:.2f} s, "
               f"unprofiled {p_wall:.2f} s")
+        # The floor: bare CUPTI's range profiler (user replay, automatic
+        # range) on one short kernel, alone in a process (replay_baselines
+        # range-floor): its first collection for launch 2, its collections
+        # summed for all 3. No tool on the range profiler gets under it.
+        floor = program_output(directory, "range-floor")
+        if floor and len(floor["collections"]) >= len(indexes):
+            floor_ms = sum(c["collection_ms"] for c in floor["collections"][:len(indexes)])
+            entry["bare_cupti_floor_ms"] = floor_ms
+            entry["ncu_over_floor"] = n_ms / floor_ms
+            print(f"  {label}: bare CUPTI range profiler alone {floor_ms:.1f} ms for the same "
+                  f"passes: ncu/floor {n_ms / floor_ms:.2f}x is the most any tool on it could "
+                  f"reach; flare/floor {f_ms / floor_ms:.2f}")
         if n_ms / f_ms < 3:
             fail(f"{label}: flare is only {n_ms / f_ms:.2f}x faster than ncu (target 3x)")
 

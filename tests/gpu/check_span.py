@@ -224,6 +224,15 @@ def judge(directory, name, summary):
         result["ncu_replay_s"] = ncu_on - ncu_off
         result["ncu_wall_s"] = ncu_on
         result["speedup_vs_ncu"] = (ncu_on - ncu_off) / collection_s if collection_s else None
+        # Bare CUPTI's range profiler over as many short kernels, alone in a
+        # process (replay_baselines range-floor): no tool built on it can
+        # collect faster, so ncu's time over it is the most any could reach.
+        floor = program_output(os.path.join(directory, f"{name}-floor.json"))
+        if floor and floor.get("collections"):
+            floor_s = floor["collections"][0]["collection_ms"] / 1e3
+            result["bare_cupti_floor_s"] = floor_s
+            result["ncu_over_floor"] = (ncu_on - ncu_off) / floor_s
+            result["collection_over_floor"] = collection_s / floor_s
     summary[name] = result
     print(json.dumps({name: result}, indent=1))
 

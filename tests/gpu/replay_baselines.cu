@@ -14,6 +14,16 @@
 //     The same on every GPU, one at a time (alone) or all at once from one
 //     thread per GPU (together; a process each, since a context keeps its
 //     range profiler): whether CUPTI profiles GPUs of a process in parallel.
+//   replay_baselines range-floor METRICS KERNELS COLLECTIONS none|warm|warm-reenable
+//     The floor range replay and kernel replay stand on: the range profiler in
+//     user-replay mode with automatic ranges, as flare drives it, with nothing
+//     else in the process (no restore, no gate, no flare). Each collection runs
+//     every pass of METRICS over KERNELS short kernels and reports its Start,
+//     Stop and pass times; the first collection in the process carries
+//     CUPTI's one-time cost. warm: first a Start/Stop in user-range mode with
+//     no range pushed (a warm-up that profiles nothing); warm-reenable: the
+//     same, then the profiler disabled and enabled again. Says whether that
+//     one-time cost can be paid before the first profiled launch.
 //   replay_baselines copy-cost FOOTPRINT_MIB
 //     What one snapshot-style restore costs on the host clock (issue, then
 //     poll the stream until done, as flare does): one copy of the footprint,
@@ -92,6 +102,22 @@ static int sm_count()
     return sms;
 }
 
+// Splits "a,b,c" into names that live as long as storage.
+static std::vector<const char *> split_metrics(const char *metric_list,
+                                               std::vector<std::string> &storage)
+{
+    for (const char *p = metric_list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        storage.emplace_back(p, n);
+        p += n + (comma ? 1 : 0);
+    }
+    std::vector<const char *> names;
+    for (auto &s : storage)
+        names.push_back(s.c_str());
+    return names;
+}
+
 // Set by kernel-replay-devices: threads wait here after set-up, so their
 // timed collections run at the same time; per-collection times come back.
 struct replay_thread_options {
@@ -107,15 +133,7 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
     if (options != nullptr)
         CUDA_CHECK(cudaSetDevice(options->device));
     std::vector<std::string> storage;
-    for (const char *p = metric_list; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        storage.emplace_back(p, n);
-        p += n + (comma ? 1 : 0);
-    }
-    std::vector<const char *> names;
-    for (auto &s : storage)
-        names.push_back(s.c_str());
+    std::vector<const char *> names = split_metrics(metric_list, storage);
     size_t bytes = footprint_mib << 20;
     float4 *x = nullptr;
     CUDA_CHECK(cudaMalloc(&x, bytes));
@@ -530,6 +548,193 @@ static int kernel_replay_devices(const char *metric_list, size_t footprint_mib, 
     return 0;
 }
 
+static void print_list(const char *key, const std::vector<double> &values)
+{
+    printf(",\"%s\":[", key);
+    for (size_t i = 0; i < values.size(); i++)
+        printf("%s%.2f", i ? "," : "", values[i]);
+    printf("]");
+}
+
+// Sets the profiler object to a fresh counter data image of `ranges` ranges
+// and the given range mode (user replay, pass 0).
+static void range_floor_configure(CUpti_RangeProfiler_Object *object,
+                                  std::vector<const char *> &names, std::vector<uint8_t> &config,
+                                  std::vector<uint8_t> &counter_data, size_t ranges,
+                                  CUpti_ProfilerRange range)
+{
+    CUpti_RangeProfiler_GetCounterDataSize_Params data_size = {
+        CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+    data_size.pRangeProfilerObject = object;
+    data_size.pMetricNames = names.data();
+    data_size.numMetrics = names.size();
+    data_size.maxNumOfRanges = ranges;
+    data_size.maxNumRangeTreeNodes = ranges;
+    CUPTI_CHECK(cuptiRangeProfilerGetCounterDataSize(&data_size));
+    counter_data.assign(data_size.counterDataSize, 0);
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params image = {
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    image.pRangeProfilerObject = object;
+    image.counterDataSize = counter_data.size();
+    image.pCounterData = counter_data.data();
+    CUPTI_CHECK(cuptiRangeProfilerCounterDataImageInitialize(&image));
+    CUpti_RangeProfiler_SetConfig_Params set = {CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+    set.pRangeProfilerObject = object;
+    set.configSize = config.size();
+    set.pConfig = config.data();
+    set.counterDataImageSize = counter_data.size();
+    set.pCounterDataImage = counter_data.data();
+    set.range = range;
+    set.replayMode = CUPTI_UserReplay;
+    set.maxRangesPerPass = ranges;
+    set.numNestingLevels = 1;
+    set.minNestingLevel = 1;
+    set.targetNestingLevel = 1;
+    set.passIndex = 0;
+    CUPTI_CHECK(cuptiRangeProfilerSetConfig(&set));
+}
+
+static int range_floor(const char *metric_list, int kernels, int collections, const char *warm)
+{
+    std::vector<std::string> storage;
+    std::vector<const char *> names = split_metrics(metric_list, storage);
+    double process_start = now_ms();
+    const size_t bytes = 1u << 20;
+    float4 *x = nullptr;
+    CUDA_CHECK(cudaMalloc(&x, bytes));
+    CUDA_CHECK(cudaMemset(x, 0, bytes));
+    int sms = sm_count();
+    rmw<<<sms, 256>>>(x, bytes / 16, 1.0001f, 0.5f);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUcontext ctx;
+    cuCtxGetCurrent(&ctx);
+    double context_ms = now_ms() - process_start;
+
+    // Host set-up as flare does it: no counter availability image.
+    double setup_start = now_ms();
+    CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    CUPTI_CHECK(cuptiProfilerInitialize(&init));
+    CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    CUPTI_CHECK(cuptiDeviceGetChipName(&chip));
+    CUpti_Profiler_Host_Initialize_Params host_init = {
+        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    host_init.pChipName = chip.pChipName;
+    CUPTI_CHECK(cuptiProfilerHostInitialize(&host_init));
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host_init.pHostObject;
+    add.ppMetricNames = names.data();
+    add.numMetrics = names.size();
+    CUPTI_CHECK(cuptiProfilerHostConfigAddMetrics(&add));
+    CUpti_Profiler_Host_GetConfigImageSize_Params config_size = {
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    config_size.pHostObject = host_init.pHostObject;
+    CUPTI_CHECK(cuptiProfilerHostGetConfigImageSize(&config_size));
+    std::vector<uint8_t> config(config_size.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params config_image = {
+        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    config_image.pHostObject = host_init.pHostObject;
+    config_image.configImageSize = config.size();
+    config_image.pConfigImage = config.data();
+    CUPTI_CHECK(cuptiProfilerHostGetConfigImage(&config_image));
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
+        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    passes.configImageSize = config.size();
+    passes.pConfigImage = config.data();
+    CUPTI_CHECK(cuptiProfilerHostGetNumOfPasses(&passes));
+    CUpti_RangeProfiler_Enable_Params enable = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    enable.ctx = ctx;
+    CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
+    double setup_ms = now_ms() - setup_start;
+
+    std::vector<uint8_t> counter_data;
+    double warm_ms = 0;
+    if (strcmp(warm, "none") != 0) {
+        double t0 = now_ms();
+        range_floor_configure(enable.pRangeProfilerObject, names, config, counter_data, 1,
+                              CUPTI_UserRange);
+        CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+        start.pRangeProfilerObject = enable.pRangeProfilerObject;
+        CUPTI_CHECK(cuptiRangeProfilerStart(&start));
+        CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+        stop.pRangeProfilerObject = enable.pRangeProfilerObject;
+        CUPTI_CHECK(cuptiRangeProfilerStop(&stop));
+        if (!strcmp(warm, "warm-reenable")) {
+            CUpti_RangeProfiler_Disable_Params disable = {
+                CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+            disable.pRangeProfilerObject = enable.pRangeProfilerObject;
+            CUPTI_CHECK(cuptiRangeProfilerDisable(&disable));
+            enable = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+            enable.ctx = ctx;
+            CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
+        }
+        warm_ms = now_ms() - t0;
+    }
+
+    printf("{\"baseline\":\"range_floor\",\"warm\":\"%s\",\"kernels\":%d,\"passes\":%zu,"
+           "\"context_ms\":%.1f,\"host_setup_ms\":%.1f,\"warm_ms\":%.1f,\"collections\":[",
+           warm, kernels, passes.numOfPasses, context_ms, setup_ms, warm_ms);
+    std::vector<double> values(names.size());
+    for (int c = 0; c < collections; c++) {
+        double collection_start = now_ms();
+        range_floor_configure(enable.pRangeProfilerObject, names, config, counter_data,
+                              (size_t)kernels, CUPTI_AutoRange);
+        std::vector<double> start_ms, stop_ms, pass_ms;
+        for (int pass = 0; pass < 64; pass++) {
+            double t0 = now_ms();
+            CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+            start.pRangeProfilerObject = enable.pRangeProfilerObject;
+            CUPTI_CHECK(cuptiRangeProfilerStart(&start));
+            double t1 = now_ms();
+            for (int k = 0; k < kernels; k++)
+                rmw<<<sms, 256>>>(x, bytes / 16, 1.0001f, 0.5f);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            double t2 = now_ms();
+            CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+            stop.pRangeProfilerObject = enable.pRangeProfilerObject;
+            CUPTI_CHECK(cuptiRangeProfilerStop(&stop));
+            double t3 = now_ms();
+            start_ms.push_back(t1 - t0);
+            pass_ms.push_back(t2 - t1);
+            stop_ms.push_back(t3 - t2);
+            if (stop.isAllPassSubmitted)
+                break;
+        }
+        CUpti_RangeProfiler_DecodeData_Params decode = {
+            CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+        decode.pRangeProfilerObject = enable.pRangeProfilerObject;
+        CUPTI_CHECK(cuptiRangeProfilerDecodeData(&decode));
+        double collection_ms = now_ms() - collection_start;
+        CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
+            CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+        info.pCounterDataImage = counter_data.data();
+        info.counterDataImageSize = counter_data.size();
+        CUPTI_CHECK(cuptiRangeProfilerGetCounterDataInfo(&info));
+        // The last kernel's values: every range must have been collected.
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
+            CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+        evaluate.pHostObject = host_init.pHostObject;
+        evaluate.pCounterDataImage = counter_data.data();
+        evaluate.counterDataImageSize = counter_data.size();
+        evaluate.rangeIndex = info.numTotalRanges ? info.numTotalRanges - 1 : 0;
+        evaluate.ppMetricNames = names.data();
+        evaluate.numMetrics = names.size();
+        evaluate.pMetricValues = values.data();
+        CUptiResult evaluated = cuptiProfilerHostEvaluateToGpuValues(&evaluate);
+        printf("%s{\"collection_ms\":%.1f,\"ranges\":%zu,\"evaluated\":%d,\"first_value\":%.6g",
+               c ? "," : "", collection_ms, info.numTotalRanges, evaluated == CUPTI_SUCCESS,
+               values[0]);
+        print_list("start_ms", start_ms);
+        print_list("kernels_ms", pass_ms);
+        print_list("stop_ms", stop_ms);
+        printf("}");
+    }
+    printf("]}\n");
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 5 && !strcmp(argv[1], "kernel-replay"))
@@ -539,11 +744,15 @@ int main(int argc, char **argv)
     if (argc == 6 && !strcmp(argv[1], "kernel-replay-devices"))
         return kernel_replay_devices(argv[2], strtoull(argv[3], nullptr, 10), atoi(argv[4]),
                                      !strcmp(argv[5], "together"));
+    if (argc == 6 && !strcmp(argv[1], "range-floor"))
+        return range_floor(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
     if (argc == 3 && !strcmp(argv[1], "copy-cost"))
         return copy_cost(strtoull(argv[2], nullptr, 10));
     fprintf(stderr, "usage: replay_baselines kernel-replay METRICS FOOTPRINT_MIB REPEATS\n"
                     "       replay_baselines checkpoint FOOTPRINT_MIB...\n"
                     "       replay_baselines copy-cost FOOTPRINT_MIB\n"
+                    "       replay_baselines range-floor METRICS KERNELS COLLECTIONS "
+                    "none|warm|warm-reenable\n"
                     "       replay_baselines kernel-replay-devices METRICS FOOTPRINT_MIB REPEATS "
                     "alone|together\n");
     return 2;

@@ -392,25 +392,26 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
     (void)user;
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
         const CUpti_CallbackData *call = data;
-        /* Host launches are counted at entry: they feed the launch rate and
-         * the deep windows' launch bound (one process-wide counter). One
-         * relaxed add; flare's own relaunches during a replay do not count. */
-        if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_is_launch(id) &&
-            !cuda_replay_internal()) {
-            windows_session_count_launch();
-            if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
-                !atomic_exchange(&exit_wait_registered, 1))
-                atexit(wait_for_setup_threads);
+        /* Every launch passes here twice (entry and exit), storms included:
+         * one thread-local read, one id test, one relaxed add at entry. */
+        if (call->callbackSite == CUPTI_API_ENTER) {
+            if (cuda_replay_internal()) {
+                /* flare's own replay work (relaunches, shadow copies): its
+                 * activity records are kept out of the program's records. */
+                cuda_replay_note_internal_work(call->correlationId);
+            } else if (cuda_replay_is_launch(id)) {
+                /* Host launches feed the launch rate and the deep windows'
+                 * launch bound (one process-wide counter). */
+                windows_session_count_launch();
+                if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
+                    !atomic_exchange(&exit_wait_registered, 1))
+                    atexit(wait_for_setup_threads);
+            } else if (atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) &&
+                       cuda_replay_is_copy(id)) {
+                /* A launch storm has copy and memset activity off: count them. */
+                atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
+            }
         }
-        /* A launch storm has copy and memset activity off: count them. */
-        if (call->callbackSite == CUPTI_API_ENTER &&
-            atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) &&
-            cuda_replay_is_copy(id) && !cuda_replay_internal())
-            atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
-        /* flare's own replay work (relaunches, shadow copies): its activity
-         * records are kept out of the program's kernels and copies. */
-        if (call->callbackSite == CUPTI_API_ENTER && cuda_replay_internal())
-            cuda_replay_note_internal_work(call->correlationId);
         /* Replay: the launch bracket, the gate, the allocation inventory. */
         cuda_replay_on_driver(id, call);
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
