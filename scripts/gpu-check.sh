@@ -7,7 +7,7 @@
 #
 # usage: scripts/gpu-check.sh [PART[,PART...]]   (default all: checks, bench, pm,
 #        replay, span). Parts: checks (CUDA C and PyTorch programs under
-#        flare trace, checked exactly; exit status; short programs exit
+#        flare trace, checked exactly, the storm guard's accounting among them; exit status; short programs exit
 #        cleanly); bench (overhead benchmarks); storm (the launch-storm
 #        guard's accounting, then the CUDA C and PyTorch launch storms with a
 #        per-feature breakdown); storm-precise (the CUDA C storm alone, more
@@ -182,11 +182,14 @@ if [[ ",$what," == *",floors,"* ]]; then
     || fail "bare CUPTI launch costs"
 fi
 
-if [[ ",$what," == *",storm,"* ]]; then
+if wants checks || [[ ",$what," == *",storm,"* ]]; then
   echo "== the launch-storm guard: 200,000 launches (+1,000 warm-up), every one accounted for"
   "$flare" trace -q -o "$work/storm-guard" -- "$build/gpu/launch_storm" 200000 || fail "storm guard run exit status"
   python3 tests/gpu/check_session.py storm "$work/storm-guard" 201000 || fail "storm guard database"
   grep -h "launch storm" "$work/storm-guard/flare.log" | head -4
+fi
+
+if [[ ",$what," == *",storm,"* ]]; then
   python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" 5 storm | tee "$OUT/gpu_overhead.txt" \
     || fail "storm benchmark"
 fi
