@@ -7,7 +7,10 @@ It explains flare's launch-storm overhead (docs/PERFORMANCE.md); it measures
 CUPTI alone, never flare.
 
 usage: gpu_cupti_costs.py PROBE_BIN [ROUNDS] [CONFIG,CONFIG...]
+FLARE_BENCH_CPUS=LIST runs every probe under `taskset -c LIST` (the same CPUs
+for every configuration: less noise from placement on a shared host).
 """
+import os
 import statistics
 import subprocess
 import sys
@@ -24,13 +27,16 @@ if len(sys.argv) > 3:  # a comma list: only these (and none, the baseline)
 # rounds_seen[r][config]: launches/s of that configuration in round r (a
 # failed run leaves a hole, and its round pairs nothing with it).
 rounds_seen = []
+cpus = os.environ.get("FLARE_BENCH_CPUS", "")
+pinning = ["taskset", "-c", cpus] if cpus else []
 notes = {}
 failed = False
 for _ in range(rounds):
     seen = {}
     for config in configs:
         try:
-            result = subprocess.run([probe, config, "200000"], capture_output=True, text=True,
+            result = subprocess.run(pinning + [probe, config, "200000"], capture_output=True,
+                                    text=True,
                                     timeout=300)
         except subprocess.TimeoutExpired:
             notes[config] = "timed out after 300 s"
@@ -45,7 +51,8 @@ for _ in range(rounds):
                                    if "records" in line or "callbacks" in line
                                    or "switched off" in line)
     rounds_seen.append(seen)
-print(f"bare CUPTI, 200000 empty launches, {rounds} paired rounds (ratio to no CUPTI)")
+print(f"bare CUPTI, 200000 empty launches, {rounds} paired rounds (ratio to no CUPTI)"
+      + (f", pinned to CPUs {cpus}" if cpus else ""))
 for config in configs:
     pairs = [(seen[config], seen["none"]) for seen in rounds_seen
              if config in seen and "none" in seen]

@@ -26,7 +26,6 @@ struct storm_guard {
     uint64_t rate_launches;    /* the count the next rate is measured from */
     uint64_t charged_launches; /* launches charged to timed or untimed so far */
     bool timed;                /* the previous step's answer */
-    bool timed_before;         /* the answer before that (until it took effect) */
     bool in_storm;
     bool above; /* rate at or over enter_rate since above_since */
     uint64_t above_since_ns;
@@ -99,7 +98,6 @@ int storm_guard_create(const storm_guard_config *config, uint64_t now_ns, uint64
     guard->rate_launches = launches;
     guard->charged_launches = launches;
     guard->timed = true;
-    guard->timed_before = true;
     *out = guard;
     return FLARE_OK;
 }
@@ -187,7 +185,6 @@ static void charge(storm_guard *guard, uint64_t launches, bool timed)
 bool storm_guard_step(storm_guard *guard, uint64_t now_ns, uint64_t launches, bool hold)
 {
     charge(guard, launches, guard->timed);
-    guard->timed_before = guard->timed;
     if (now_ns <= guard->last_ns) {
         /* No time passed: no rate to judge, but a hold still times. */
         guard->timed = guard->timed || hold;
@@ -207,8 +204,7 @@ bool storm_guard_step(storm_guard *guard, uint64_t now_ns, uint64_t launches, bo
 
 void storm_guard_settle(storm_guard *guard, uint64_t launches)
 {
-    charge(guard, launches, guard->timed_before);
-    guard->timed_before = guard->timed;
+    charge(guard, launches, false);
 }
 
 bool storm_guard_in_storm(const storm_guard *guard)

@@ -59,10 +59,11 @@ void storm_guard_destroy(storm_guard *guard);
  * last settle) count as untimed when that step returned false. */
 bool storm_guard_step(storm_guard *guard, uint64_t now_ns, uint64_t launches, bool hold);
 
-/* The answer of the last step took effect (the caller switched CUPTI) when
- * the launch count was launches: the launches between the step and now ran
- * under the answer before it, and are charged so. Without it, a switch's
- * own latency is charged to the new answer. */
+/* The caller finished switching CUPTI when the launch count was launches.
+ * A launch made while CUPTI switched may or may not have been timed, either
+ * way: it is charged untimed, so the untimed count may run high by a
+ * switch's worth, never low (a launch neither timed nor counted would be
+ * silent loss). Without it, a switch on charges its latency as timed. */
 void storm_guard_settle(storm_guard *guard, uint64_t launches);
 
 /* Whether a storm is running (sample slices and holds included). */
