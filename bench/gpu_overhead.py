@@ -20,7 +20,8 @@ flare, build, out = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 # "storm": the launch storms only; "storm-long": the 1,000,000-launch storm
 # only, ROUNDS rounds (the guard's steady state, more rounds for a noisy GPU host);
-# "storm-c": the 200,000-launch CUDA C storm only, ROUNDS rounds
+# "storm-c": the 200,000-launch CUDA C storm only, ROUNDS rounds; "storm-parts":
+# the same, flare's callbacks and idle state with and without its NVML sampler
 only = sys.argv[5] if len(sys.argv) > 5 else "all"
 here = os.path.dirname(os.path.abspath(__file__))
 gpu_tests = os.path.join(here, "..", "tests", "gpu")
@@ -102,6 +103,23 @@ if only == "storm-c":
                   ("cupti loaded, idle",
                    lambda r: traced([storm, "200000"], f"{sessions}/cstorm-n-{r}",
                                     "FLARE_CUDA_ACTIVITY=0", "FLARE_CUDA_LAUNCH_CALLBACKS=0"))],
+                 higher_is_better=True))
+    sys.exit(0)
+if only == "storm-parts":
+    # What flare's own threads cost in a storm: the NVML sampler (every 100 ms)
+    # and PM sampling's install, against the same runs with both quiet.
+    quiet = ("FLARE_NVML_INTERVAL_MS=60000", "FLARE_PM=0")
+    print(paired("launch storm, 200000 tiny kernels (CUDA C), launches/s", [storm, "200000"],
+                 [("callbacks only", lambda r: traced([storm, "200000"], f"{sessions}/pstorm-c-{r}",
+                                                      "FLARE_CUDA_ACTIVITY=0")),
+                  ("callbacks, quiet", lambda r: traced([storm, "200000"], f"{sessions}/pstorm-q-{r}",
+                                                        "FLARE_CUDA_ACTIVITY=0", *quiet)),
+                  ("idle", lambda r: traced([storm, "200000"], f"{sessions}/pstorm-n-{r}",
+                                            "FLARE_CUDA_ACTIVITY=0",
+                                            "FLARE_CUDA_LAUNCH_CALLBACKS=0")),
+                  ("idle, quiet", lambda r: traced([storm, "200000"], f"{sessions}/pstorm-nq-{r}",
+                                                   "FLARE_CUDA_ACTIVITY=0",
+                                                   "FLARE_CUDA_LAUNCH_CALLBACKS=0", *quiet))],
                  higher_is_better=True))
     sys.exit(0)
 if only == "storm-long":
