@@ -9,14 +9,17 @@
  * starve a replay. With no replay configured the gate costs one relaxed
  * load and touches no lock. A thread running a replay loop passes through
  * every gate: a tool callback that launches must never deadlock on it.
- * It must never block a reader without a writer present or waiting.
+ * It must never block a reader without a writer present or waiting, nor
+ * longer than the writer's stall bound past its last sign of life.
  */
 #include "replay/replay_internal.h"
 
 #include "core/clock.h"
+#include "core/log.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 
 typedef struct device_gate {
     pthread_mutex_t lock;
@@ -25,7 +28,15 @@ typedef struct device_gate {
     int writer;
     pthread_t writer_thread; /* valid while writer is set */
     int writers_waiting;
+    /* While writer is set: its last sign of life, how long it may go without
+     * one, and what it was doing then. */
+    uint64_t writer_progress_ns;
+    uint64_t writer_stall_ns;
+    char writer_what[256];
 } device_gate;
+
+/* Until the writer says otherwise: the defaults' bound (2 x 60 s + 2 x 10 s). */
+#define GATE_STALL_DEFAULT_NS 140000000000ull
 
 static device_gate gates[REPLAY_DEVICE_MAX];
 static pthread_once_t gates_once = PTHREAD_ONCE_INIT;
@@ -73,7 +84,29 @@ int replay_gate_reader_enter_always(int device)
         return 0;
     }
     while (gate->writer || gate->writers_waiting > 0) {
-        pthread_cond_wait(&gate->changed, &gate->lock);
+        if (!gate->writer) {
+            /* Only waiting writers: each gives up within its own timeout. */
+            pthread_cond_wait(&gate->changed, &gate->lock);
+            continue;
+        }
+        uint64_t give_up_ns = gate->writer_progress_ns + gate->writer_stall_ns;
+        uint64_t now_ns = core_now_ns();
+        if (now_ns >= give_up_ns) {
+            char message[1024];
+            snprintf(message, sizeof message,
+                     "an ordinary launch, copy or memset on device %d waited %.3g s for %.256s, "
+                     "which gave no sign of life in that time (stuck inside CUPTI or the driver, "
+                     "past every timeout of its own); letting the work through could let the "
+                     "replay's next restore revert it, so flare stops the program",
+                     device, (double)(now_ns - gate->writer_progress_ns) / 1e9,
+                     gate->writer_what[0] != '\0' ? gate->writer_what : "a replay");
+            pthread_mutex_unlock(&gate->lock);
+            core_log(CORE_LOG_ERROR, "%s", message);
+            replay_call_abort_handler(message);
+            return 0; /* only a test's handler returns: the work goes through */
+        }
+        struct timespec deadline = core_deadline_after_ns(give_up_ns - now_ns);
+        pthread_cond_timedwait(&gate->changed, &gate->lock, &deadline);
     }
     gate->readers++;
     pthread_mutex_unlock(&gate->lock);
@@ -127,6 +160,9 @@ int replay_gate_writer_enter(int device, uint64_t timeout_ns)
     if (status == FLARE_OK) {
         gate->writer = 1;
         gate->writer_thread = pthread_self();
+        gate->writer_progress_ns = core_now_ns();
+        gate->writer_stall_ns = GATE_STALL_DEFAULT_NS;
+        gate->writer_what[0] = '\0';
     } else {
         /* Readers held back by this waiting writer may go again. */
         pthread_cond_broadcast(&gate->changed);
@@ -144,5 +180,27 @@ void replay_gate_writer_exit(int device)
     pthread_mutex_lock(&gate->lock);
     gate->writer = 0;
     pthread_cond_broadcast(&gate->changed);
+    pthread_mutex_unlock(&gate->lock);
+}
+
+uint64_t replay_gate_stall_ns(const replay_settings *settings)
+{
+    return 2 * settings->pass_timeout_ns + 2 * settings->drain_timeout_ns;
+}
+
+void replay_gate_writer_progress(int device, const char *what, uint64_t stall_ns)
+{
+    device_gate *gate = gate_of(device);
+    if (gate == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&gate->lock);
+    if (gate->writer && pthread_equal(gate->writer_thread, pthread_self())) {
+        gate->writer_progress_ns = core_now_ns();
+        gate->writer_stall_ns = stall_ns;
+        if (what != NULL) {
+            snprintf(gate->writer_what, sizeof gate->writer_what, "%s", what);
+        }
+    }
     pthread_mutex_unlock(&gate->lock);
 }

@@ -64,6 +64,17 @@ void replay_snapshot_free(replay_snapshot *snapshot);
 /* Gate (replay_gate.c). The writer side waits at most timeout_ns. */
 int replay_gate_writer_enter(int device, uint64_t timeout_ns);
 void replay_gate_writer_exit(int device);
+/* The writer's sign of life (after entering, and at every pass): what it is
+ * doing (for a stuck reader's message, e.g. "replay of kernel k (launch 4),
+ * pass 2") and how long it may go without another sign (replay_gate_stall_ns).
+ * A reader waiting longer than that past the last sign calls the abort
+ * handler: the replay is stuck where no timeout of its own can end it
+ * (inside CUPTI or the driver), and letting the launch through would let a
+ * later restore revert it. */
+void replay_gate_writer_progress(int device, const char *what, uint64_t stall_ns);
+/* The stall bound for settings: two pass timeouts (a pass's wait and the
+ * restore before it) and two drain timeouts (the drains before a snapshot). */
+uint64_t replay_gate_stall_ns(const replay_settings *settings);
 int replay_gate_reader_enter_always(int device);
 
 /* Thread state (replay_tools.c): depth of replay loops this thread runs,

@@ -272,10 +272,21 @@ static const char *take_snapshot(replay_loop *loop, char *reason, size_t reason_
     return declined;
 }
 
+/* Tells work held at the device's gate that this replay is alive, and
+ * what it is doing (named if a reader gives up on it). */
+static void signal_progress(replay_loop *loop, const char *doing)
+{
+    char what[256];
+    snprintf(what, sizeof what, "the replay of kernel %.128s (launch %" PRIu64 ", %s pass %u)",
+             loop->record->kernel_name, loop->record->launch_id, doing, loop->pass);
+    replay_gate_writer_progress(loop->launch.device, what, replay_gate_stall_ns(&loop->settings));
+}
+
 /* Writes every shadow back; false (after fail_loop) when a copy failed. */
 static bool restore_snapshot(replay_loop *loop)
 {
     char detail[384];
+    signal_progress(loop, "restoring memory for");
     if (replay_snapshot_restore(&loop->snapshot, loop->settings.pass_timeout_ns, loop->record,
                                 detail, sizeof detail) != FLARE_OK) {
         fail_loop(loop, "%s", detail);
@@ -288,6 +299,7 @@ static bool restore_snapshot(replay_loop *loop)
  * pass start. Toggles are legal only while the callbacks run. */
 static void pass_enter(replay_loop *loop)
 {
+    signal_progress(loop, "in");
     replay_thread_state *thread = replay_thread();
     flare_replay_pass pass = {.launch_id = loop->launch.launch_id,
                               .pass = loop->pass,
@@ -556,6 +568,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
                 request->device, limit);
         return;
     }
+    signal_progress(loop, "draining before");
     if (replay_span_active_on(request->device)) {
         decline(loop, state, true, "a range replay is recording on device %d", request->device);
         return;

@@ -177,6 +177,16 @@ void replay_span_decline(int device, const char *reason)
     pthread_mutex_unlock(&spans_lock);
 }
 
+/* Tells work held at the device's gate that this span's replay is alive,
+ * and what it is doing (named if a reader gives up on it). */
+static void span_progress(span_state *span, int device, const char *doing)
+{
+    char what[256];
+    snprintf(what, sizeof what, "the range replay of span %.128s (%s pass %u)",
+             span->record->kernel_name, doing, span->pass);
+    replay_gate_writer_progress(device, what, replay_gate_stall_ns(&span->settings));
+}
+
 int replay_span_begin(const char *name, uint64_t occurrence)
 {
     if (name == NULL || name[0] == '\0') {
@@ -272,6 +282,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
                      limit);
         return FLARE_OK;
     }
+    span_progress(span, device, "draining and snapshotting before");
     /* Claim the device first: a second span must not drain and snapshot
      * for nothing (and hold the shadows) while this one records. */
     pthread_mutex_lock(&spans_lock);
@@ -536,6 +547,7 @@ static bool span_pass_finish(span_state *span)
 static bool span_restore(span_state *span)
 {
     char detail[384];
+    span_progress(span, span->device, "restoring memory for");
     if (replay_snapshot_restore(&span->snapshot, span->settings.pass_timeout_ns, span->record,
                                 detail, sizeof detail) != FLARE_OK) {
         span_fail(span, "%s", detail);
@@ -618,6 +630,7 @@ int replay_span_end(void)
          * declined span is detached already: nobody can reach it. */
         if (replay_gate_writer_enter(span->device, span->settings.drain_timeout_ns) == FLARE_OK) {
             holding_writer = true;
+            span_progress(span, span->device, "preparing the counters after");
         } else {
             span_decline(span, "the gate of device %d stayed busy at the span's end", span->device);
         }
@@ -679,6 +692,7 @@ int replay_span_end(void)
                 healthy = false;
                 break;
             }
+            span_progress(span, span->device, "in");
             span->collector_pass_open =
                 span->collector->pass_begin(&span->span_launch, span->pass - 1) == FLARE_OK;
             span->pass_start_ns = core_now_ns();

@@ -668,6 +668,145 @@ static void test_partial_restore_aborts(void **state)
     destroy(stream, first);
 }
 
+/* A replay stuck where none of its own timeouts reaches (here a tool's pass
+ * callback that does not return; on a GPU, a CUPTI call): ordinary work held
+ * at the gate gives up after the writer's stall bound with a message naming
+ * the replay, instead of waiting forever. */
+typedef struct stuck_context {
+    flare_sim_stream *stream;
+    void *memory;
+    atomic_int in_pass;
+    atomic_int released;
+    uint64_t waited_ns;
+} stuck_context;
+
+static uint32_t stuck_decide(const flare_replay_launch *launch, void *user)
+{
+    (void)user;
+    return strcmp(launch->kernel_name, "rmw") == 0 ? 2 : 1;
+}
+
+static void stuck_enter(const flare_replay_launch *launch, const flare_replay_pass *pass,
+                        void *user)
+{
+    (void)launch;
+    stuck_context *context = user;
+    if (pass->pass != 1) {
+        return;
+    }
+    atomic_store(&context->in_pass, 1);
+    uint64_t limit_ns = core_now_ns() + 10000000000ull;
+    while (!atomic_load(&context->released) && core_now_ns() < limit_ns) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static void *stuck_reader(void *argument)
+{
+    stuck_context *context = argument;
+    while (!atomic_load(&context->in_pass)) {
+        struct timespec pause = {0, 100000};
+        nanosleep(&pause, NULL);
+    }
+    uint64_t started = core_now_ns();
+    buffer_args args = {.values = context->memory, .count = 1};
+    flare_sim_launch_kernel(context->stream, increment_id, one, one, &args, sizeof args);
+    context->waited_ns = core_now_ns() - started;
+    atomic_store(&context->released, 1);
+    return NULL;
+}
+
+static void test_stuck_writer_releases_readers(void **state)
+{
+    (void)state;
+    set_timeouts(20, 30); /* stall bound: 2 x 30 + 2 x 20 = 100 ms */
+    abort_calls = 0;
+    abort_message[0] = '\0';
+    replay_set_abort_handler(capture_abort);
+    stuck_context context = {0};
+    assert_int_equal(flare_sim_stream_create(0, &context.stream), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 8, &context.memory), FLARE_OK);
+    flare_replay_tool description = {.struct_size = sizeof description,
+                                     .decide = stuck_decide,
+                                     .pass_enter = stuck_enter,
+                                     .user = &context};
+    int id = 0;
+    assert_int_equal(flare_replay_tool_register(&description, &id), FLARE_OK);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, stuck_reader, &context), 0);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    pthread_join(thread, NULL);
+    assert_int_equal(abort_calls, 1);
+    assert_non_null(strstr(abort_message, "device 0"));
+    assert_non_null(strstr(abort_message, "the replay of kernel rmw"));
+    assert_non_null(strstr(abort_message, "in pass 1"));
+    assert_non_null(strstr(abort_message, "no sign of life"));
+    assert_true(context.waited_ns >= 100000000ull);
+    assert_true(context.waited_ns < 5000000000ull);
+    /* The replay went on once released: one application, as unprofiled. */
+    assert_int_equal(values[0], apply_rmw(initial, 1));
+    assert_int_equal(flare_sim_stream_synchronize(context.stream, TIMEOUT_MS), FLARE_OK);
+    assert_int_equal(*(uint64_t *)context.memory, 1);
+    destroy(stream, values);
+    destroy(context.stream, context.memory);
+}
+
+/* A replay that keeps making progress holds readers as long as it needs,
+ * well past the stall bound: only silence ends the wait. */
+static uint32_t progressing_decide(const flare_replay_launch *launch, void *user)
+{
+    (void)user;
+    return strcmp(launch->kernel_name, "rmw") == 0 ? 8 : 1;
+}
+
+static void progressing_enter(const flare_replay_launch *launch, const flare_replay_pass *pass,
+                              void *user)
+{
+    (void)launch;
+    held_context *context = user;
+    if (pass->pass == 0) {
+        atomic_store(&context->ready, 1);
+    }
+    struct timespec pause = {0, 40000000};
+    nanosleep(&pause, NULL);
+}
+
+static void test_progressing_writer_holds_readers(void **state)
+{
+    (void)state;
+    set_timeouts(20, 30); /* stall bound 100 ms; the replay takes 8 x 40 ms */
+    abort_calls = 0;
+    replay_set_abort_handler(capture_abort);
+    held_context context = {0};
+    assert_int_equal(flare_sim_stream_create(0, &context.stream), FLARE_OK);
+    assert_int_equal(flare_sim_malloc(0, 64, &context.memory), FLARE_OK);
+    held_finished_ns = 0;
+    flare_replay_tool description = {.struct_size = sizeof description,
+                                     .decide = progressing_decide,
+                                     .pass_enter = progressing_enter,
+                                     .finished = held_finished,
+                                     .user = &context};
+    int id = 0;
+    assert_int_equal(flare_replay_tool_register(&description, &id), FLARE_OK);
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, held_thread, &context), 0);
+    uint64_t initial;
+    uint64_t *values;
+    flare_sim_stream *stream;
+    run_rmw_once(0, &initial, &values, &stream);
+    pthread_join(thread, NULL);
+    assert_int_equal(abort_calls, 0);
+    assert_true(held_finished_ns > 0);
+    assert_true(context.launch_returned_ns >= held_finished_ns);
+    assert_int_equal(values[0], apply_rmw(initial, 1));
+    destroy(stream, values);
+    destroy(context.stream, context.memory);
+}
+
 static void test_snapshot_declines_and_fallback(void **state)
 {
     (void)state;
@@ -1678,6 +1817,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_drain_timeout_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_timeout_aborts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_partial_restore_aborts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stuck_writer_releases_readers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progressing_writer_holds_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_declines_and_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_untracked_memory_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tool_launch_does_not_deadlock, setup, teardown),
