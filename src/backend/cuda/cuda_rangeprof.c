@@ -163,10 +163,10 @@ static rangeprof_session *current_session(void)
  * inside CUPTI, and the waiter may hold a device's gate. 0 once locked. */
 static int lock_within_wait(pthread_mutex_t *lock)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += RANGEPROF_LOCK_WAIT_S;
-    return pthread_mutex_timedlock(lock, &deadline);
+    /* On the monotonic clock: a wall-clock step must not stretch or cut it. */
+    struct timespec deadline =
+        core_deadline_after_ns((uint64_t)RANGEPROF_LOCK_WAIT_S * 1000000000ull);
+    return pthread_mutex_clocklock(lock, CLOCK_MONOTONIC, &deadline);
 }
 
 /* The devices' collection turn: taken at a collection's first pass and
