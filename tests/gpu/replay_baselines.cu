@@ -118,6 +118,68 @@ static std::vector<const char *> split_metrics(const char *metric_list,
     return names;
 }
 
+// The range profiler's host side for a metric list: the host object, the
+// config image and how many passes it takes. With availability, CUPTI's
+// counter availability image for ctx is fetched first (flare skips it).
+struct host_config {
+    CUpti_Profiler_Host_Object *host_object;
+    std::string chip;
+    std::vector<uint8_t> config;
+    size_t passes;
+};
+
+static host_config make_host_config(CUcontext ctx, std::vector<const char *> &names,
+                                    bool availability)
+{
+    host_config made;
+    CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    CUPTI_CHECK(cuptiProfilerInitialize(&init));
+    CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    CUPTI_CHECK(cuptiDeviceGetChipName(&chip));
+    made.chip = chip.pChipName;
+    std::vector<uint8_t> avail_image;
+    if (availability) {
+        CUpti_Profiler_GetCounterAvailability_Params avail = {
+            CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+        avail.ctx = ctx;
+        CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
+        avail_image.resize(avail.counterAvailabilityImageSize);
+        avail.pCounterAvailabilityImage = avail_image.data();
+        CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
+    }
+    CUpti_Profiler_Host_Initialize_Params host_init = {
+        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    host_init.pChipName = chip.pChipName;
+    host_init.pCounterAvailabilityImage = availability ? avail_image.data() : nullptr;
+    CUPTI_CHECK(cuptiProfilerHostInitialize(&host_init));
+    made.host_object = host_init.pHostObject;
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = made.host_object;
+    add.ppMetricNames = names.data();
+    add.numMetrics = names.size();
+    CUPTI_CHECK(cuptiProfilerHostConfigAddMetrics(&add));
+    CUpti_Profiler_Host_GetConfigImageSize_Params config_size = {
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    config_size.pHostObject = made.host_object;
+    CUPTI_CHECK(cuptiProfilerHostGetConfigImageSize(&config_size));
+    made.config.resize(config_size.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params config_image = {
+        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    config_image.pHostObject = made.host_object;
+    config_image.configImageSize = made.config.size();
+    config_image.pConfigImage = made.config.data();
+    CUPTI_CHECK(cuptiProfilerHostGetConfigImage(&config_image));
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
+        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    passes.configImageSize = made.config.size();
+    passes.pConfigImage = made.config.data();
+    CUPTI_CHECK(cuptiProfilerHostGetNumOfPasses(&passes));
+    made.passes = passes.numOfPasses;
+    return made;
+}
+
 // Set by kernel-replay-devices: threads wait here after set-up, so their
 // timed collections run at the same time; per-collection times come back.
 struct replay_thread_options {
@@ -149,45 +211,8 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
     static std::mutex setup_lock;
     std::unique_lock<std::mutex> setup_guard(setup_lock);
     double setup_start = now_ms();
-    CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-    CUPTI_CHECK(cuptiProfilerInitialize(&init));
-    CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-    CUPTI_CHECK(cuptiDeviceGetChipName(&chip));
-    CUpti_Profiler_GetCounterAvailability_Params avail = {
-        CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
-    avail.ctx = ctx;
-    CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
-    std::vector<uint8_t> avail_image(avail.counterAvailabilityImageSize);
-    avail.pCounterAvailabilityImage = avail_image.data();
-    CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
-    CUpti_Profiler_Host_Initialize_Params host_init = {
-        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
-    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    host_init.pChipName = chip.pChipName;
-    host_init.pCounterAvailabilityImage = avail_image.data();
-    CUPTI_CHECK(cuptiProfilerHostInitialize(&host_init));
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = host_init.pHostObject;
-    add.ppMetricNames = names.data();
-    add.numMetrics = names.size();
-    CUPTI_CHECK(cuptiProfilerHostConfigAddMetrics(&add));
-    CUpti_Profiler_Host_GetConfigImageSize_Params config_size = {
-        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
-    config_size.pHostObject = host_init.pHostObject;
-    CUPTI_CHECK(cuptiProfilerHostGetConfigImageSize(&config_size));
-    std::vector<uint8_t> config(config_size.configImageSize);
-    CUpti_Profiler_Host_GetConfigImage_Params config_image = {
-        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
-    config_image.pHostObject = host_init.pHostObject;
-    config_image.configImageSize = config.size();
-    config_image.pConfigImage = config.data();
-    CUPTI_CHECK(cuptiProfilerHostGetConfigImage(&config_image));
-    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
-        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
-    passes.configImageSize = config.size();
-    passes.pConfigImage = config.data();
-    CUPTI_CHECK(cuptiProfilerHostGetNumOfPasses(&passes));
+    host_config host = make_host_config(ctx, names, true);
+    std::vector<uint8_t> &config = host.config;
     CUpti_RangeProfiler_Enable_Params enable = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
     enable.ctx = ctx;
     CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
@@ -245,12 +270,12 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
         decode.pRangeProfilerObject = enable.pRangeProfilerObject;
         CUPTI_CHECK(cuptiRangeProfilerDecodeData(&decode));
         double t1 = now_ms();
-        per_pass.push_back((t1 - t0) / (double)passes.numOfPasses);
+        per_pass.push_back((t1 - t0) / (double)host.passes);
         if (options != nullptr)
             options->collection_ms.push_back(t1 - t0);
         CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
             CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-        evaluate.pHostObject = host_init.pHostObject;
+        evaluate.pHostObject = host.host_object;
         evaluate.pCounterDataImage = counter_data.data();
         evaluate.counterDataImageSize = counter_data.size();
         evaluate.rangeIndex = 0;
@@ -265,8 +290,8 @@ static int kernel_replay(const char *metric_list, size_t footprint_mib, int repe
     printf("{\"baseline\":\"cupti_kernel_replay\",\"chip\":\"%s\",\"footprint_mib\":%zu,"
            "\"passes\":%zu,\"host_setup_ms\":%.1f,\"per_pass_ms_median\":%.3f,"
            "\"per_pass_ms_min\":%.3f,\"values\":{",
-           chip.pChipName, footprint_mib, passes.numOfPasses, setup_ms,
-           per_pass[per_pass.size() / 2], per_pass[0]);
+           host.chip.c_str(), footprint_mib, host.passes, setup_ms, per_pass[per_pass.size() / 2],
+           per_pass[0]);
     for (size_t i = 0; i < names.size(); i++)
         printf("%s\"%s\":%.6g", i ? "," : "", names[i], values[i]);
     printf("}}\n");
@@ -612,37 +637,8 @@ static int range_floor(const char *metric_list, int kernels, int collections, co
 
     // Host set-up as flare does it: no counter availability image.
     double setup_start = now_ms();
-    CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-    CUPTI_CHECK(cuptiProfilerInitialize(&init));
-    CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-    CUPTI_CHECK(cuptiDeviceGetChipName(&chip));
-    CUpti_Profiler_Host_Initialize_Params host_init = {
-        CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
-    host_init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
-    host_init.pChipName = chip.pChipName;
-    CUPTI_CHECK(cuptiProfilerHostInitialize(&host_init));
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = host_init.pHostObject;
-    add.ppMetricNames = names.data();
-    add.numMetrics = names.size();
-    CUPTI_CHECK(cuptiProfilerHostConfigAddMetrics(&add));
-    CUpti_Profiler_Host_GetConfigImageSize_Params config_size = {
-        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
-    config_size.pHostObject = host_init.pHostObject;
-    CUPTI_CHECK(cuptiProfilerHostGetConfigImageSize(&config_size));
-    std::vector<uint8_t> config(config_size.configImageSize);
-    CUpti_Profiler_Host_GetConfigImage_Params config_image = {
-        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
-    config_image.pHostObject = host_init.pHostObject;
-    config_image.configImageSize = config.size();
-    config_image.pConfigImage = config.data();
-    CUPTI_CHECK(cuptiProfilerHostGetConfigImage(&config_image));
-    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
-        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
-    passes.configImageSize = config.size();
-    passes.pConfigImage = config.data();
-    CUPTI_CHECK(cuptiProfilerHostGetNumOfPasses(&passes));
+    host_config host = make_host_config(ctx, names, false);
+    std::vector<uint8_t> &config = host.config;
     CUpti_RangeProfiler_Enable_Params enable = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
     enable.ctx = ctx;
     CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
@@ -674,7 +670,7 @@ static int range_floor(const char *metric_list, int kernels, int collections, co
 
     printf("{\"baseline\":\"range_floor\",\"warm\":\"%s\",\"kernels\":%d,\"passes\":%zu,"
            "\"context_ms\":%.1f,\"host_setup_ms\":%.1f,\"warm_ms\":%.1f,\"collections\":[",
-           warm, kernels, passes.numOfPasses, context_ms, setup_ms, warm_ms);
+           warm, kernels, host.passes, context_ms, setup_ms, warm_ms);
     std::vector<double> values(names.size());
     for (int c = 0; c < collections; c++) {
         double collection_start = now_ms();
@@ -714,7 +710,7 @@ static int range_floor(const char *metric_list, int kernels, int collections, co
         // The last kernel's values: every range must have been collected.
         CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
             CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-        evaluate.pHostObject = host_init.pHostObject;
+        evaluate.pHostObject = host.host_object;
         evaluate.pCounterDataImage = counter_data.data();
         evaluate.counterDataImageSize = counter_data.size();
         evaluate.rangeIndex = info.numTotalRanges ? info.numTotalRanges - 1 : 0;
