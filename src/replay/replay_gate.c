@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct device_gate {
@@ -89,7 +90,9 @@ int replay_gate_reader_enter_always(int device)
             pthread_cond_wait(&gate->changed, &gate->lock);
             continue;
         }
-        uint64_t give_up_ns = gate->writer_progress_ns + gate->writer_stall_ns;
+        uint64_t give_up_ns = gate->writer_progress_ns > UINT64_MAX - gate->writer_stall_ns
+                                  ? UINT64_MAX
+                                  : gate->writer_progress_ns + gate->writer_stall_ns;
         uint64_t now_ns = core_now_ns();
         if (now_ns >= give_up_ns) {
             char message[1024];
@@ -163,6 +166,9 @@ int replay_gate_writer_enter(int device, uint64_t timeout_ns)
         gate->writer_progress_ns = core_now_ns();
         gate->writer_stall_ns = GATE_STALL_DEFAULT_NS;
         gate->writer_what[0] = '\0';
+        /* Readers that queued behind this writer while it only waited sleep
+         * without a deadline: wake them to take up the writer's bound. */
+        pthread_cond_broadcast(&gate->changed);
     } else {
         /* Readers held back by this waiting writer may go again. */
         pthread_cond_broadcast(&gate->changed);
@@ -185,7 +191,14 @@ void replay_gate_writer_exit(int device)
 
 uint64_t replay_gate_stall_ns(const replay_settings *settings)
 {
-    return 2 * settings->pass_timeout_ns + 2 * settings->drain_timeout_ns;
+    /* Saturating: timeouts may be set near the largest duration. */
+    uint64_t bound = 0;
+    const uint64_t parts[] = {settings->pass_timeout_ns, settings->pass_timeout_ns,
+                              settings->drain_timeout_ns, settings->drain_timeout_ns};
+    for (size_t index = 0; index < sizeof parts / sizeof parts[0]; index++) {
+        bound = parts[index] > UINT64_MAX - bound ? UINT64_MAX : bound + parts[index];
+    }
+    return bound;
 }
 
 void replay_gate_writer_progress(int device, const char *what, uint64_t stall_ns)
@@ -201,6 +214,9 @@ void replay_gate_writer_progress(int device, const char *what, uint64_t stall_ns
         if (what != NULL) {
             snprintf(gate->writer_what, sizeof gate->writer_what, "%s", what);
         }
+        /* Readers sleep until the bound they last saw: a shorter one must
+         * reach them now (a few calls per pass; readers only recheck). */
+        pthread_cond_broadcast(&gate->changed);
     }
     pthread_mutex_unlock(&gate->lock);
 }

@@ -321,6 +321,7 @@ static void pass_enter(replay_loop *loop)
         loop->collector_pass_open =
             loop->collector->pass_begin(&loop->launch, loop->collector_passes_done) == FLARE_OK;
         loop->collector_failed = !loop->collector_pass_open;
+        signal_progress(loop, "running"); /* the collector's start can take a while */
     }
     loop->pass_start_ns = core_now_ns();
 }
@@ -329,6 +330,7 @@ static void pass_enter(replay_loop *loop)
  * callbacks. False (after fail_loop) when the pass did not finish. */
 static bool pass_exit(replay_loop *loop, void *stream)
 {
+    signal_progress(loop, "waiting for");
     int status = loop->ops->stream_drain(stream, loop->settings.pass_timeout_ns);
     uint64_t end_ns = core_now_ns();
     if (status != FLARE_OK) {
@@ -585,6 +587,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         return;
     }
     record->drain_ns = core_now_ns() - drain_started;
+    signal_progress(loop, "snapshotting before");
     loop->needs_snapshot = planned != 1;
     if (loop->needs_snapshot && take_snapshot(loop, reason, sizeof reason) != NULL) {
         decline(loop, state, true, "%s", reason);

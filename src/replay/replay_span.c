@@ -521,6 +521,7 @@ static bool span_pass_finish(span_state *span)
             if (seen || stream == NULL) {
                 continue;
             }
+            span_progress(span, span->device, "waiting for");
             status = span->ops->stream_drain(stream, span->settings.pass_timeout_ns);
             if (drained_count < 16) {
                 drained[drained_count++] = stream;
@@ -528,6 +529,7 @@ static bool span_pass_finish(span_state *span)
         }
     }
     if (status == FLARE_OK) {
+        span_progress(span, span->device, "waiting for");
         status = span->ops->device_drain(span->device, span->settings.pass_timeout_ns);
     }
     uint64_t end_ns = core_now_ns();
@@ -666,6 +668,7 @@ int replay_span_end(void)
     }
     if (!span->declined) {
         char reason[256] = "";
+        span_progress(span, span->device, "preparing the counters after");
         int passes = span->kernel_count == 0 ? 0
                      : span->collector->prepare_span != NULL
                          ? span->collector->prepare_span(&span->span_launch, span->metric_names,
@@ -683,6 +686,7 @@ int replay_span_end(void)
         } else {
             span->collector_passes = (uint32_t)passes;
         }
+        span_progress(span, span->device, "prepared after");
         span->record->passes_planned = span->collector_passes + 1;
         if (healthy && span->collector_passes > 0) {
             replay_stats_add(1, 0, 0, 0, 0);
@@ -695,6 +699,7 @@ int replay_span_end(void)
             span_progress(span, span->device, "in");
             span->collector_pass_open =
                 span->collector->pass_begin(&span->span_launch, span->pass - 1) == FLARE_OK;
+            span_progress(span, span->device, "re-issuing");
             span->pass_start_ns = core_now_ns();
             for (size_t index = 0; index < span->work_count; index++) {
                 int status = span->work[index].reissue(span->work[index].data);

@@ -27,6 +27,7 @@
 #include "flare/replay.h"
 #include "flare/sim.h"
 #include "replay/replay.h"
+#include "replay/replay_internal.h"
 
 #define TIMEOUT_MS 10000
 
@@ -470,7 +471,10 @@ typedef struct held_context {
 static void *held_thread(void *argument)
 {
     held_context *context = argument;
-    while (atomic_load(&context->ready) == 0) {
+    /* Bounded: a replay declined before its first pass never sets ready,
+     * and the test must then fail, not hang. */
+    uint64_t limit_ns = core_now_ns() + 10000000000ull;
+    while (atomic_load(&context->ready) == 0 && core_now_ns() < limit_ns) {
         struct timespec pause = {0, 100000};
         nanosleep(&pause, NULL);
     }
@@ -690,9 +694,10 @@ static void run_rmw_beside_thread(const flare_replay_tool *description,
 typedef struct stuck_context {
     flare_sim_stream *stream;
     void *memory;
+    _Atomic uint64_t pass0_ns; /* before the replay's last sign of life */
     atomic_int in_pass;
     atomic_int released;
-    uint64_t waited_ns;
+    uint64_t returned_ns;
 } stuck_context;
 
 static uint32_t stuck_decide(const flare_replay_launch *launch, void *user)
@@ -706,6 +711,9 @@ static void stuck_enter(const flare_replay_launch *launch, const flare_replay_pa
 {
     (void)launch;
     stuck_context *context = user;
+    if (pass->pass == 0) {
+        atomic_store(&context->pass0_ns, core_now_ns());
+    }
     if (pass->pass != 1) {
         return;
     }
@@ -720,14 +728,14 @@ static void stuck_enter(const flare_replay_launch *launch, const flare_replay_pa
 static void *stuck_reader(void *argument)
 {
     stuck_context *context = argument;
-    while (!atomic_load(&context->in_pass)) {
+    uint64_t limit_ns = core_now_ns() + 10000000000ull;
+    while (!atomic_load(&context->in_pass) && core_now_ns() < limit_ns) {
         struct timespec pause = {0, 100000};
         nanosleep(&pause, NULL);
     }
-    uint64_t started = core_now_ns();
     buffer_args args = {.values = context->memory, .count = 1};
     flare_sim_launch_kernel(context->stream, increment_id, one, one, &args, sizeof args);
-    context->waited_ns = core_now_ns() - started;
+    context->returned_ns = core_now_ns();
     atomic_store(&context->released, 1);
     return NULL;
 }
@@ -735,7 +743,7 @@ static void *stuck_reader(void *argument)
 static void test_stuck_writer_releases_readers(void **state)
 {
     (void)state;
-    set_timeouts(20, 30); /* stall bound: 2 x 30 + 2 x 20 = 100 ms */
+    set_timeouts(100, 150); /* stall bound: 2 x 150 + 2 x 100 = 500 ms */
     abort_calls = 0;
     abort_message[0] = '\0';
     replay_set_abort_handler(capture_abort);
@@ -755,16 +763,71 @@ static void test_stuck_writer_releases_readers(void **state)
     assert_non_null(strstr(abort_message, "the replay of kernel rmw"));
     assert_non_null(strstr(abort_message, "in pass 1"));
     assert_non_null(strstr(abort_message, "no sign of life"));
-    /* The bound runs from the replay's last sign of life, a moment before
-     * the reader came to the gate. */
-    assert_true(context.waited_ns >= 50000000ull);
-    assert_true(context.waited_ns < 5000000000ull);
+    /* The bound runs from the replay's last sign of life, after pass 0. */
+    uint64_t after_pass0_ns = context.returned_ns - atomic_load(&context.pass0_ns);
+    assert_true(after_pass0_ns >= 500000000ull);
+    assert_true(after_pass0_ns < 5000000000ull);
     /* The replay went on once released: one application, as unprofiled. */
     assert_int_equal(values[0], apply_rmw(initial, 1));
     assert_int_equal(flare_sim_stream_synchronize(context.stream, TIMEOUT_MS), FLARE_OK);
     assert_int_equal(*(uint64_t *)context.memory, 1);
     destroy(stream, values);
     destroy(context.stream, context.memory);
+}
+
+/* Work that queued behind a replay still waiting for the gate (readers in
+ * the way) sleeps without a deadline; once that replay holds the gate and
+ * then stalls, the work must still give up within the replay's bound (the
+ * review of the first version found it could wait forever). */
+typedef struct queued_reader {
+    atomic_int waiting_writer_seen;
+    uint64_t returned_ns;
+} queued_reader;
+
+static void *stalling_writer(void *argument)
+{
+    (void)argument;
+    assert_int_equal(replay_gate_writer_enter(0, 5000000000ull), FLARE_OK);
+    replay_gate_writer_progress(0, "a stalling test writer", 100000000ull);
+    struct timespec pause = {1, 500000000}; /* stuck for 1.5 s */
+    nanosleep(&pause, NULL);
+    replay_gate_writer_exit(0);
+    return NULL;
+}
+
+static void *reader_behind_writer(void *argument)
+{
+    queued_reader *reader = argument;
+    int token = replay_gate_reader_enter_always(0);
+    reader->returned_ns = core_now_ns();
+    replay_gate_exit(0, token);
+    return NULL;
+}
+
+static void test_reader_behind_waiting_writer_keeps_bound(void **state)
+{
+    (void)state;
+    abort_calls = 0;
+    abort_message[0] = '\0';
+    replay_set_abort_handler(capture_abort);
+    int first = replay_gate_reader_enter_always(0);
+    assert_int_equal(first, 1);
+    pthread_t writer, reader_thread;
+    queued_reader reader = {0};
+    assert_int_equal(pthread_create(&writer, NULL, stalling_writer, NULL), 0);
+    struct timespec settle = {0, 50000000};
+    nanosleep(&settle, NULL); /* the writer now waits for the first reader */
+    assert_int_equal(pthread_create(&reader_thread, NULL, reader_behind_writer, &reader), 0);
+    nanosleep(&settle, NULL); /* the second reader now waits behind the writer */
+    uint64_t released_ns = core_now_ns();
+    replay_gate_exit(0, first);
+    pthread_join(reader_thread, NULL);
+    pthread_join(writer, NULL);
+    assert_int_equal(abort_calls, 1);
+    assert_non_null(strstr(abort_message, "a stalling test writer"));
+    /* Gave up after the writer's 100 ms bound, long before its 1.5 s stall. */
+    assert_true(reader.returned_ns - released_ns >= 100000000ull);
+    assert_true(reader.returned_ns - released_ns < 1200000000ull);
 }
 
 /* A replay that keeps making progress holds readers as long as it needs,
@@ -783,14 +846,14 @@ static void progressing_enter(const flare_replay_launch *launch, const flare_rep
     if (pass->pass == 0) {
         atomic_store(&context->ready, 1);
     }
-    struct timespec pause = {0, 40000000};
+    struct timespec pause = {0, 100000000};
     nanosleep(&pause, NULL);
 }
 
 static void test_progressing_writer_holds_readers(void **state)
 {
     (void)state;
-    set_timeouts(20, 30); /* stall bound 100 ms; the replay takes 8 x 40 ms */
+    set_timeouts(100, 150); /* stall bound 500 ms; the replay takes 8 x 100 ms */
     abort_calls = 0;
     replay_set_abort_handler(capture_abort);
     held_context context = {0};
@@ -1826,6 +1889,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_partial_restore_aborts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stuck_writer_releases_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progressing_writer_holds_readers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_behind_waiting_writer_keeps_bound, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_declines_and_fallback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_untracked_memory_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tool_launch_does_not_deadlock, setup, teardown),
