@@ -108,7 +108,11 @@ int replay_gate_reader_enter_always(int device)
             replay_call_abort_handler(message);
             return 0; /* only a test's handler returns: the work goes through */
         }
-        struct timespec deadline = core_deadline_after_ns(give_up_ns - now_ns);
+        /* A second at a time: a bound near the largest duration must not
+         * wrap the deadline. */
+        uint64_t wait_ns = give_up_ns - now_ns;
+        struct timespec deadline =
+            core_deadline_after_ns(wait_ns < 1000000000ull ? wait_ns : 1000000000ull);
         pthread_cond_timedwait(&gate->changed, &gate->lock, &deadline);
     }
     gate->readers++;
