@@ -72,12 +72,7 @@ else
   # CUPTI alone, no flare: its kernel replay on each GPU by itself, then on
   # every GPU at once from one thread each. Whether CUPTI profiles GPUs of
   # one process in parallel bounds what flare's concurrent replay can gain.
-  cupti_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")
-  checkpoint_lib=$(dirname "$(ls /usr/local/cuda*/lib*/libcheckpoint.so /usr/local/cuda*/targets/*/lib/libcheckpoint.so 2>/dev/null | head -1)" 2>/dev/null)
-  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/replay_baselines" tests/gpu/replay_baselines.cu \
-    -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
-    -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
-    || fail "nvcc replay_baselines"
+  build_replay_baselines
   echo "-- CUPTI's own kernel replay: each GPU alone, then every GPU at once"
   # To a file, not through a pipe: a process stuck in the driver would keep
   # a pipe open after timeout's SIGKILL.

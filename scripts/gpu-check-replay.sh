@@ -20,19 +20,10 @@ command -v ncu >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 replay_dir="$work/replay"
 rm -rf "$replay_dir"
 mkdir -p "$replay_dir"
-cupti_lib=""
-for dir in /usr/local/cuda-13.0/targets/x86_64-linux/lib /usr/local/cuda/targets/x86_64-linux/lib \
-  /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda-13.0/lib /usr/local/cuda/lib64; do
-  [ -z "$cupti_lib" ] && [ -e "$dir/libcupti.so" ] && cupti_lib=$dir
-done
-checkpoint_lib=$(dirname "$(ls /usr/local/cuda*/lib*/libcheckpoint.so /usr/local/cuda*/targets/*/lib/libcheckpoint.so 2>/dev/null | head -1)" 2>/dev/null)
 nvcc -O2 -arch=sm_90 -o "$build/gpu/replay_rmw" tests/gpu/replay_rmw.cu || fail "nvcc replay_rmw"
 nvcc -O2 -arch=sm_90 -DREPLAY_RMW_DEVICE_VAR -o "$build/gpu/replay_rmw_var" tests/gpu/replay_rmw.cu \
   || fail "nvcc replay_rmw_var"
-nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/replay_baselines" tests/gpu/replay_baselines.cu \
-  -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
-  -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
-  || fail "nvcc replay_baselines"
+build_replay_baselines
 rmw="$build/gpu/replay_rmw"
 timed() { # timed NAME CMD...: stdout to NAME.json, stderr to NAME.err, start and end to NAME.wall
   local name=$1; shift

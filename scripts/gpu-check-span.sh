@@ -20,14 +20,7 @@ mkdir -p "$span_dir"
 nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/span_steps" tests/gpu/span_steps.cu -ldl \
   || fail "nvcc span_steps"
 # The bare-CUPTI floor probe (built here too when the replay part did not run).
-if [ ! -x "$build/gpu/replay_baselines" ]; then
-  span_cupti_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")
-  span_checkpoint_lib=$(dirname "$(ls /usr/local/cuda*/lib*/libcheckpoint.so /usr/local/cuda*/targets/*/lib/libcheckpoint.so 2>/dev/null | head -1)" 2>/dev/null)
-  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/replay_baselines" tests/gpu/replay_baselines.cu \
-    -L"$span_cupti_lib" -L"${span_checkpoint_lib:-$span_cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
-    -Xlinker -rpath -Xlinker "$span_cupti_lib" -Xlinker -rpath -Xlinker "${span_checkpoint_lib:-$span_cupti_lib}" \
-    || fail "nvcc replay_baselines"
-fi
+[ -x "$build/gpu/replay_baselines" ] || build_replay_baselines
 sol=$("$flare" replay --list-sets | awk '/^  [a-z]/ {inside = ($1 == "speed-of-light")} inside && /__/ {print $1}' | paste -sd, -)
 echo "speed-of-light: $sol"
 export CUBLAS_WORKSPACE_CONFIG=:4096:8

@@ -130,17 +130,22 @@ if wants checks; then
   head -40 "$OUT/train-report.txt"
 fi
 
-# Builds the bare-CUPTI probes (no flare in them) for costs and floors.
-build_cupti_probes() {
+# Builds the bare-CUPTI probes (no flare in them): replay_baselines (CUPTI's
+# kernel replay, its range profiler alone, the checkpoint API; used by the
+# costs, floors, replay and span parts) and cupti_launch_cost (costs, floors).
+build_replay_baselines() {
   cupti_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")
   checkpoint_lib=$(dirname "$(ls /usr/local/cuda*/lib*/libcheckpoint.so /usr/local/cuda*/targets/*/lib/libcheckpoint.so 2>/dev/null | head -1)" 2>/dev/null)
-  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/cupti_launch_cost" bench/cupti_launch_cost.cu \
-    -L"$cupti_lib" -L/usr/local/cuda/lib64/stubs -lcupti -lcuda -Xlinker -rpath -Xlinker "$cupti_lib" \
-    || fail "nvcc cupti_launch_cost"
   nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/replay_baselines" tests/gpu/replay_baselines.cu \
     -L"$cupti_lib" -L"${checkpoint_lib:-$cupti_lib}" -L/usr/local/cuda/lib64/stubs -lcupti -lcheckpoint -lcuda \
     -Xlinker -rpath -Xlinker "$cupti_lib" -Xlinker -rpath -Xlinker "${checkpoint_lib:-$cupti_lib}" \
     || fail "nvcc replay_baselines"
+}
+build_cupti_probes() {
+  build_replay_baselines
+  nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/cupti_launch_cost" bench/cupti_launch_cost.cu \
+    -L"$cupti_lib" -L/usr/local/cuda/lib64/stubs -lcupti -lcuda -Xlinker -rpath -Xlinker "$cupti_lib" \
+    || fail "nvcc cupti_launch_cost"
 }
 
 if [[ ",$what," == *",costs,"* ]]; then
