@@ -2,7 +2,7 @@
  * bench_collector.c: collector throughput from rings into SQLite.
  *
  * Fills one thread's ring with kernel events (1,000,000 per run, 50 distinct
- * names), then times core_collector_drain_once draining all of them into a
+ * names), then times session_collector_drain_once draining all of them into a
  * fresh session database in one thread: ring read, row conversion, name
  * interning, insert, commit. Five runs; prints each and the median.
  * Target (issue 2): at least 1,000,000 kernel records per second on one core.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "core/collector.h"
+#include "session/collector.h"
 #include "core/runtime.h"
 #include "store/store.h"
 
@@ -60,12 +60,12 @@ int main(void)
             core_copy_name(event->name, names[i % 50]);
             core_emit_commit(thread);
         }
-        core_collector_stats stats = {0};
+        session_collector_stats stats = {0};
         uint64_t start = bench_now_ns();
         int status;
         do {
-            status = core_collector_drain_once(database, 1, 7, &stats);
-        } while (status == CORE_COLLECTOR_MORE_PENDING);
+            status = session_collector_drain_once(database, NULL, 1, 7, &stats);
+        } while (status == SESSION_COLLECTOR_MORE_PENDING);
         uint64_t end = bench_now_ns();
         store_close(database);
         if (status != 0 || stats.events_written != EVENTS) {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/sim/sim.h"
 #include "bench_common.h"
 #include "flare/flare.h"
 #include "rules/rules_session.h"
@@ -65,7 +66,7 @@ int main(void)
             return 1;
         }
         uint64_t start = 1000000000ull;
-        windows_session_begin(start);
+        windows_session_begin(start, sim_engine());
         rules_session_begin(start);
         store_begin(database);
         uint64_t busy = 0;

@@ -2,8 +2,9 @@
  * backend.h: the seam between flare's device-independent code and a device.
  *
  * Every backend (the simulated device in sim/, CUDA in cuda/) fills one const
- * table of functions. Core, replay and the CLI talk to devices only through
- * it. A backend owns its devices, streams and memory; it reports finished
+ * descriptor (backend_descriptor, at the end) holding its tables. Features
+ * talk to a device only through the tables the session layer hands them;
+ * no feature and no core file names a backend. A backend owns its devices, streams and memory; it reports finished
  * work through one completion handler, called on a backend thread, which must
  * not block for long (the sim backend's slow-handler fault tests exactly that).
  * Backend functions return 0 or a negative flare_status and never abort.
@@ -135,5 +136,71 @@ typedef struct backend_engine_ops {
      * its reason. Lets a rule be refused up front, never fired into nothing. */
     int (*probe)(int device, char *reason, size_t reason_size);
 } backend_engine_ops;
+
+/* ---- The backend descriptor ----
+ *
+ * What the session layer (src/session) knows of a backend: one const table
+ * per backend, chosen once when a session starts (backend_choice.c) and
+ * handed to the features by the session layer, never pushed into them by
+ * the backend. The getters may be called at any time and answer for now:
+ * a CUDA table appears only once its start() has loaded CUPTI, and stays
+ * NULL when that part is unavailable (the capability rows say why).
+ */
+struct pm_engine;
+struct pm_open_scope;
+struct replay_device_ops;
+struct replay_metric_collector;
+
+enum {
+    /* flare drives the device itself (streams, launches): device != NULL. */
+    BACKEND_CAP_DEVICE_OPS = 1u << 0,
+    /* Records the device work the program does on its own (CUPTI). */
+    BACKEND_CAP_TRACE = 1u << 1,
+    /* A deep engine for windows (PM sampling). */
+    BACKEND_CAP_DEEP_ENGINE = 1u << 2,
+    /* Kernel and range replay: device ops and a metric collector. */
+    BACKEND_CAP_REPLAY = 1u << 3,
+    /* NVTX ranges, offered to attribution as open scopes. */
+    BACKEND_CAP_NVTX = 1u << 4,
+};
+
+/* What a backend may ask of the session that started it: upcalls the
+ * session layer hands to start(), so a backend never includes a feature
+ * to reach one. Each may be called from any thread and must not block. */
+typedef struct backend_host {
+    /* One host kernel launch (the window launch bounds count them). */
+    void (*count_launch)(void);
+    /* Host kernel launches counted so far, every session's. */
+    uint64_t (*launch_count)(void);
+    /* Whether a deep window is pending, open or closing: it wants every
+     * kernel timed (the launch-storm guard holds off). */
+    int (*deep_window_active)(void);
+} backend_host;
+
+typedef struct backend_descriptor {
+    const char *name; /* what processes.backend records: "sim", "cuda" */
+    uint32_t caps;    /* BACKEND_CAP_* */
+    /* The device flare drives (the simulated device); NULL for CUDA, where
+     * the program drives the device and CUPTI reports its work. */
+    const backend_ops *device;
+    /* Starts the backend once its session is live (CUDA: CUPTI activity,
+     * callbacks, NVML). Never fails the session: every failure degrades a
+     * capability with its reason. NULL: nothing to start. */
+    void (*start)(const backend_host *host);
+    /* Forwards NVTX's initialisation to the backend (CUDA: CUPTI's). 1 when
+     * the backend took it. NULL: NVTX is not the backend's. */
+    int (*forward_nvtx)(void *get_export_table);
+    /* The deep engine windows arm, or NULL when there is none (yet). */
+    const backend_engine_ops *(*deep_engine)(void);
+    /* The PM engine whose samples the session collects, or NULL (the
+     * simulated device registers its own, created at its first arm). */
+    struct pm_engine *(*pm_engine)(void);
+    /* Replay's device operations and metric collector, or NULL. */
+    const struct replay_device_ops *(*replay_ops)(void);
+    const struct replay_metric_collector *(*metric_collector)(void);
+    /* Open ranges the backend tracks besides flare's scopes (CUDA: NVTX),
+     * for attribution; writes up to capacity, returns how many. NULL: none. */
+    size_t (*open_scopes)(struct pm_open_scope *out, size_t capacity, void *user);
+} backend_descriptor;
 
 #endif /* FLARE_BACKEND_BACKEND_H */

@@ -9,7 +9,14 @@
 #include "core/runtime.h"
 
 #include "core/clock.h"
-#include "replay/replay.h"
+#include "core/scope.h"
+
+static const core_scope_observer *_Atomic scope_observer;
+
+void core_scope_set_observer(const core_scope_observer *observer)
+{
+    atomic_store_explicit(&scope_observer, observer, memory_order_release);
+}
 
 FLARE_API int flare_scope_begin(const char *name)
 {
@@ -45,8 +52,11 @@ FLARE_API int flare_scope_begin(const char *name)
                      (thread->serial << 32) | (++thread->scope_sequence & 0xffffffffu),
                      __ATOMIC_RELEASE);
     atomic_store_explicit(&thread->scope_depth, depth + 1, memory_order_release);
-    /* Range replay selected by scope name (one relaxed load when none is). */
-    replay_span_scope_enter(frame->name);
+    /* Range replay selected by scope name (one load when nothing observes). */
+    const core_scope_observer *observer =
+        atomic_load_explicit(&scope_observer, memory_order_acquire);
+    if (observer != NULL)
+        observer->enter(frame->name);
     return FLARE_OK;
 }
 
@@ -90,6 +100,9 @@ FLARE_API int flare_scope_end(void)
         status = FLARE_ERR_FULL;
     }
     atomic_store_explicit(&thread->scope_depth, depth - 1, memory_order_release);
-    replay_span_scope_exit(frame->name);
+    const core_scope_observer *observer =
+        atomic_load_explicit(&scope_observer, memory_order_acquire);
+    if (observer != NULL)
+        observer->exit(frame->name);
     return status;
 }

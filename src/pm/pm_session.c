@@ -563,6 +563,11 @@ void pm_session_beat(store *database, int64_t pid, uint64_t now_ns, int rings_dr
     publish();
 }
 
+void pm_session_cancel(void)
+{
+    release_state();
+}
+
 void pm_session_end(store *database, int64_t pid, uint64_t end_ns)
 {
     (void)end_ns;

@@ -57,6 +57,8 @@ void pm_session_set_history_capacity(size_t capacity);
 
 /* Session life, called by flare_init / flare_shutdown. */
 void pm_session_begin(void);
+/* Undoes pm_session_begin when the session could not start. */
+void pm_session_cancel(void);
 /* Collector: every scope it drains. */
 void pm_session_scope_closed(uint64_t start_ns, uint64_t end_ns, uint64_t instance_id,
                              uint32_t depth, int64_t thread_id, const char *name);

@@ -374,6 +374,12 @@ void rules_session_beat(store *database, int64_t pid, uint64_t now_ns)
     }
 }
 
+void rules_session_cancel(void)
+{
+    free_sources();
+    evaluator.count = 0;
+}
+
 void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
 {
     if (evaluator.count == 0)

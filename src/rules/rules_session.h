@@ -20,6 +20,9 @@
 /* Parses FLARE_DEEP_WHEN (a refused rule is kept as refused, with its reason,
  * and never stops the session) and sets up each rule's source. */
 void rules_session_begin(uint64_t start_ns);
+/* Undoes rules_session_begin when the session could not start: the rules
+ * are dropped unwritten. */
+void rules_session_cancel(void);
 /* A completed kernel, stamped with its end (percentile sources). */
 void rules_session_kernel(uint64_t end_ns, uint64_t duration_ns);
 /* A metric sample: gpu_utilization_pct, power_mw, sm_clock_mhz and

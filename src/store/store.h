@@ -73,6 +73,8 @@ int store_process_begin(store *store, int64_t pid, int64_t parent_pid, uint64_t 
                         const char *backend_name, const char *executable);
 /* FLARE_ERR_STATE when the process has no row. */
 int store_process_end(store *store, int64_t pid, uint64_t end_ns);
+/* Records the backend a running process adopted after its row was written. */
+int store_process_set_backend(store *store, int64_t pid, const char *backend_name);
 
 int store_put_device(store *store, int64_t pid, int device, const char *name,
                      const char *backend_name);

@@ -600,3 +600,23 @@ int store_put_log(store *handle, int64_t pid, uint64_t time_ns, const char *leve
     sqlite3_bind_text(statement, 4, message != NULL ? message : "", -1, SQLITE_STATIC);
     return store_step(handle, statement, "cannot write a log line");
 }
+
+int store_process_set_backend(store *handle, int64_t pid, const char *backend_name)
+{
+    if (handle == NULL || backend_name == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_require_writer(handle);
+    if (status != 0)
+        return status;
+    /* Once per process at most (a backend adopted after the session
+     * started): prepared here rather than kept with the hot statements. */
+    sqlite3_stmt *statement = NULL;
+    if (sqlite3_prepare_v2(handle->db, "UPDATE processes SET backend = ?2 WHERE pid = ?1", -1,
+                           &statement, NULL) != SQLITE_OK)
+        return store_set_sqlite_error(handle, "cannot prepare the process backend update");
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_text(statement, 2, backend_name, -1, SQLITE_STATIC);
+    status = store_step(handle, statement, "cannot update a process's backend");
+    sqlite3_finalize(statement);
+    return status;
+}

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/sim/sim.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -208,10 +207,10 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
     pthread_mutex_unlock(&coordinator_lock);
 }
 
-void windows_session_begin(uint64_t start_ns)
+void windows_session_begin(uint64_t start_ns, const backend_engine_ops *default_engine)
 {
     const backend_engine_ops *engine =
-        atomic_load(&engine_chosen) ? atomic_load(&chosen_engine) : sim_engine();
+        atomic_load(&engine_chosen) ? atomic_load(&chosen_engine) : default_engine;
     pthread_mutex_lock(&coordinator_lock);
     windows_coordinator *coordinator = windows_session_coordinator();
     if (coordinator == NULL) {
@@ -312,6 +311,26 @@ void windows_session_beat(store *database, int64_t pid, uint64_t now_ns)
     start_scheduled(coordinator, now_ns);
     windows_tick(coordinator, now_ns, launches_now());
     write_records(coordinator, database, pid);
+}
+
+int windows_session_running(void)
+{
+    return atomic_load(&session_running);
+}
+
+void windows_session_cancel(void)
+{
+    atomic_store(&session_running, 0);
+    schedule_at_ns = 0;
+    pthread_mutex_lock(&coordinator_lock);
+    windows_coordinator *coordinator = windows_session_coordinator();
+    if (coordinator != NULL) {
+        windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, core_now_ns(), launches_now());
+        windows_record discard[WINDOWS_WRITE_BATCH];
+        while (windows_take_records(coordinator, discard, WINDOWS_WRITE_BATCH) > 0) {
+        }
+    }
+    pthread_mutex_unlock(&coordinator_lock);
 }
 
 void windows_session_end(store *database, int64_t pid, uint64_t end_ns)

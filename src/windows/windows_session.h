@@ -20,10 +20,17 @@
 #include "windows/windows.h"
 
 /* Called by flare_init before the collector starts: resets the coordinator
- * for a new session and reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR. A bad value
+ * for a new session, arming default_engine (the session backend's deep
+ * engine, may be NULL) unless windows_session_set_engine chose one, and
+ * reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR. A bad value
  * is logged and recorded as a degraded "deep_windows" capability; it never
  * stops the session (the CLI refuses bad values before the command runs). */
-void windows_session_begin(uint64_t start_ns);
+void windows_session_begin(uint64_t start_ns, const backend_engine_ops *default_engine);
+/* Undoes windows_session_begin when the session could not start: no window
+ * opens, nothing is written. */
+void windows_session_cancel(void);
+/* Whether a session's windows are running (begun, not yet ended). */
+int windows_session_running(void);
 /* The collector's beat, inside its open batch at every poll (5 ms): starts a due
  * scheduled window, runs windows_tick, and writes finished windows. */
 void windows_session_beat(store *database, int64_t pid, uint64_t now_ns);
@@ -34,8 +41,9 @@ void windows_session_end(store *database, int64_t pid, uint64_t end_ns);
 void windows_session_count_launch(void);
 /* Launches counted since the process started (every session's). */
 uint64_t windows_session_launches(void);
-/* The engine windows arm from the next window on (default: the simulated
- * device's, sim_engine()). NULL: windows open with no engine. */
+/* The engine windows arm from the next window on, in this session and the
+ * next ones (until then, the default_engine each begin is given). NULL:
+ * windows open with no engine. */
 void windows_session_set_engine(const backend_engine_ops *engine);
 /* The process's coordinator (NULL before the first session). For tests and
  * the evaluator. */

@@ -24,8 +24,6 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "pm/pm_engine.h"
-#include "pm/pm_session.h"
-#include "windows/windows_session.h"
 
 /* The raw buffer the GPU writes samples into (measured on the H200: 512 MiB
  * enabled and configured in 460-630 ms, no overflow at 10 us with a 20 ms
@@ -698,6 +696,18 @@ static const char *replay_requested(void)
     return NULL;
 }
 
+pm_engine *cuda_pm_core(void)
+{
+    return engine;
+}
+
+const backend_engine_ops *cuda_pm_deep_engine(void)
+{
+    /* None until installed, and none when PM sampling is off or missing:
+     * windows then open without an engine, saying so. */
+    return engine != NULL ? cuda_pm_engine() : NULL;
+}
+
 void cuda_pm_install(const cuda_cupti_api *cupti)
 {
     if (engine != NULL)
@@ -709,7 +719,6 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     }
     if (wanted != NULL && strcmp(wanted, "0") == 0) {
         core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF, "switched off (FLARE_PM=0)");
-        windows_session_set_engine(NULL);
         return;
     }
     const char *replay = replay_requested();
@@ -718,7 +727,6 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
                             "off: %s asks for kernel replay, whose range profiler needs the "
                             "device's counters (FLARE_PM=1 forces PM sampling on)",
                             replay);
-        windows_session_set_engine(NULL);
         return;
     }
     char reason[384] = "";
@@ -745,11 +753,8 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
         snprintf(reason, sizeof(reason), "no memory for the PM sampling engine");
     if (reason[0] != '\0') {
         core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
-        windows_session_set_engine(NULL);
         return;
     }
-    pm_session_register_engine(engine);
-    windows_session_set_engine(cuda_pm_engine());
     /* Not disabled at exit: cuptiPmSamplingDisable from an atexit handler
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */

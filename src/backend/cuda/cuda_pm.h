@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_loader.h"
+#include "pm/pm_engine.h"
 
 /* The engine's lease key on CUDA devices. */
 #define CUDA_PM_CONTEXT_ID 0xC0DAu
@@ -40,5 +41,10 @@ void cuda_pm_context_destroying(CUcontext context);
 void cuda_pm_wait_for_setup(uint64_t timeout_ns);
 
 const backend_engine_ops *cuda_pm_engine(void);
+/* After cuda_pm_install: the deep engine windows arm, or NULL when PM
+ * sampling is off or unavailable; and the engine whose samples the session
+ * collects (NULL likewise). */
+const backend_engine_ops *cuda_pm_deep_engine(void);
+pm_engine *cuda_pm_core(void);
 
 #endif /* FLARE_BACKEND_CUDA_PM_H */

@@ -1021,6 +1021,11 @@ static const replay_metric_collector collector = {
     .end = collector_end,
 };
 
+const replay_metric_collector *cuda_rangeprof_collector(void)
+{
+    return installed ? &collector : NULL;
+}
+
 void cuda_rangeprof_install(const cuda_cupti_api *cupti_api, const cuda_driver_api *driver_api)
 {
     cupti = cupti_api;
@@ -1057,7 +1062,6 @@ void cuda_rangeprof_install(const cuda_cupti_api *cupti_api, const cuda_driver_a
                             missing != NULL ? missing : "cuCtxGetCurrent");
         return;
     }
-    replay_set_metric_collector(&collector);
     installed = 1;
     core_capability_set("range_profiler", 0, CORE_CAPABILITY_ACTIVE,
                         "CUPTI range profiler, user replay, automatic ranges (set up at the "

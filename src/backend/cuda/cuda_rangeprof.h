@@ -20,6 +20,8 @@
  * replay_set_metric_collector. No driver or CUPTI call is made here (it
  * runs inside InitializeInjection); set-up happens at the first prepare. */
 void cuda_rangeprof_install(const cuda_cupti_api *cupti, const cuda_driver_api *driver);
+/* The range-profiler metric collector once installed, else NULL. */
+const struct replay_metric_collector *cuda_rangeprof_collector(void);
 
 /* A context was created: when replay with metrics is configured, runs the
  * host set-up for it (availability, enable, config image: 100s of ms) on a

@@ -582,6 +582,10 @@ static size_t op_device_memory_free(int device)
     return free_bytes;
 }
 
+/* Set when attach got far enough to offer the operations (as it installed
+ * them before the descriptor existed): cuda_replay_device_ops. */
+static int ops_offered;
+
 static const replay_device_ops cuda_ops = {
     .name = "cuda",
     .stream_drain = op_stream_drain,
@@ -594,6 +598,11 @@ static const replay_device_ops cuda_ops = {
     .current_device = op_current_device,
     .on_configured = op_on_configured,
 };
+
+const replay_device_ops *cuda_replay_device_ops(void)
+{
+    return ops_offered ? &cuda_ops : NULL;
+}
 
 /* ---- Module-scope __device__ variables ----
  *
@@ -1776,7 +1785,7 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     classify(launch_ids, COUNT_OF(launch_ids), KIND_LAUNCH);
     classify(copy_ids, COUNT_OF(copy_ids), KIND_COPY);
     classify(global_query_ids, COUNT_OF(global_query_ids), KIND_GLOBAL_QUERY);
-    replay_set_device_ops(&cuda_ops);
+    ops_offered = 1;
     cuda_span_attach(&driver, internal_begin, internal_end, span_replay_stream);
     /* Allocations and resources are tracked from the start whether or not
      * replay is configured yet: a tool registered later must not replay

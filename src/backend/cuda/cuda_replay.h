@@ -26,6 +26,8 @@
  * callbacks. Returns the number of callback ids enabled (0: replay is
  * unavailable, with the reason in the capability matrix). */
 int cuda_replay_attach(const cuda_cupti_api *cupti, CUpti_SubscriberHandle subscriber);
+/* Replay's device operations once attach offered them, else NULL. */
+const struct replay_device_ops *cuda_replay_device_ops(void);
 
 /* Whether a driver callback id is one of the kernel-launch entry points. */
 bool cuda_replay_is_launch(CUpti_CallbackId id);

@@ -40,7 +40,23 @@
 #include "flare/flare.h"
 #include "pm/pm_session.h"
 #include "storm/storm_guard.h"
-#include "windows/windows_session.h"
+
+/* What the session offers (backend_host), set by cuda_trace_start before
+ * any callback is enabled; inert until then. */
+static void no_count(void)
+{
+}
+static uint64_t no_launches(void)
+{
+    return 0;
+}
+static int no_window(void)
+{
+    return 0;
+}
+static const backend_host inert_host = {
+    .count_launch = no_count, .launch_count = no_launches, .deep_window_active = no_window};
+static const backend_host *session_host = &inert_host;
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
 #define PATIENT_WAIT_NS             500000000ull
@@ -315,7 +331,7 @@ static void nvtx_visit(const cuda_open_range *range, void *user)
 }
 
 /* PM attribution's view of the NVTX start/end ranges still open. */
-static size_t nvtx_open_ranges(pm_open_scope *out, size_t capacity, void *user)
+size_t cuda_trace_open_ranges(pm_open_scope *out, size_t capacity, void *user)
 {
     (void)user;
     nvtx_snapshot snapshot = {.out = out, .capacity = capacity};
@@ -402,7 +418,7 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
             } else if (cuda_replay_is_launch(id)) {
                 /* Host launches feed the launch rate and the deep windows'
                  * launch bound (one process-wide counter). */
-                windows_session_count_launch();
+                session_host->count_launch();
                 if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
                     !atomic_exchange(&exit_wait_registered, 1))
                     atexit(wait_for_setup_threads);
@@ -551,13 +567,12 @@ static void storm_step(void)
 {
     if (guard == NULL || guard_broken)
         return;
-    windows_coordinator *coordinator = windows_session_coordinator();
     /* A deep window wants every kernel: the storm goes on underneath. */
-    bool hold = coordinator != NULL && windows_blackout_active(coordinator);
+    bool hold = session_host->deep_window_active() != 0;
     bool was_storm = storm_guard_in_storm(guard);
     /* Read together: a rate from a clock and a count taken apart is wrong. */
     uint64_t now_ns = core_now_ns();
-    uint64_t launches = windows_session_launches();
+    uint64_t launches = session_host->launch_count();
     bool timed = storm_guard_step(guard, now_ns, launches, hold);
     if (!was_storm && storm_guard_in_storm(guard))
         core_log(CORE_LOG_INFO,
@@ -596,7 +611,7 @@ static void storm_step(void)
      * counted untimed, so the count runs high by a switch's worth, never low
      * (charged as timed, a launch switched off early went neither timed nor
      * counted: 3 of 201,000 in an H200 run). */
-    uint64_t settled = windows_session_launches();
+    uint64_t settled = session_host->launch_count();
     storm_guard_settle(guard, settled);
     if (result != CUPTI_SUCCESS) {
         break_guard(result, settled);
@@ -614,7 +629,7 @@ static uint64_t untimed_launches(void)
         return 0;
     uint64_t untimed = storm_guard_untimed_launches(guard);
     if (guard_broken && activity_on == 0 && launches_when_broken != 0)
-        untimed += windows_session_launches() - launches_when_broken;
+        untimed += session_host->launch_count() - launches_when_broken;
     return untimed;
 }
 
@@ -624,7 +639,7 @@ static void finish_storm_guard(void)
     if (guard == NULL)
         return;
     if (!guard_broken)
-        storm_guard_step(guard, core_now_ns(), windows_session_launches(), false);
+        storm_guard_step(guard, core_now_ns(), session_host->launch_count(), false);
     uint64_t untimed = untimed_launches();
     uint64_t copies = atomic_load(&copies_untimed);
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, untimed);
@@ -657,7 +672,7 @@ static void *sampler_main(void *argument)
         if (now >= next_sample_ns) {
             if (nvml_device_count > 0)
                 sample_nvml();
-            emit_metric(-1, "host_kernel_launches", now, (int64_t)windows_session_launches());
+            emit_metric(-1, "host_kernel_launches", now, (int64_t)session_host->launch_count());
             uint64_t untimed = untimed_launches();
             if (untimed != 0)
                 emit_metric(-1, "untimed_kernel_launches", now, (int64_t)untimed);
@@ -772,7 +787,7 @@ static void set_up_storm_guard(int launches_counted)
                             "needs the launch callbacks (no launch count to judge a storm by)");
         return;
     }
-    if (storm_guard_create(&guard_config, core_now_ns(), windows_session_launches(), &guard) !=
+    if (storm_guard_create(&guard_config, core_now_ns(), session_host->launch_count(), &guard) !=
         FLARE_OK) {
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
         guard = NULL;
@@ -799,7 +814,7 @@ static void finish_tracing(void)
     stop_sampler();
     if (cupti.library != NULL)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)windows_session_launches());
+    emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)session_host->launch_count());
     finish_storm_guard();
     uint64_t dropped = atomic_load(&cupti_dropped_records);
     uint64_t lost_buffers = atomic_load(&activity_buffers_lost);
@@ -824,8 +839,11 @@ static int switch_on(const char *variable)
     return 1;
 }
 
-int cuda_trace_start(void)
+int cuda_trace_start(const backend_host *host)
 {
+    if (host != NULL && host->count_launch != NULL && host->launch_count != NULL &&
+        host->deep_window_active != NULL)
+        session_host = host;
     pthread_mutex_lock(&start_lock);
     if (tracing_started) {
         pthread_mutex_unlock(&start_lock);
@@ -927,7 +945,6 @@ int cuda_trace_start(void)
                 "replay", 0, CORE_CAPABILITY_OFF,
                 "launch callbacks are switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
         cuda_pm_install(&cupti);
-        pm_session_set_open_scope_source(nvtx_open_ranges, NULL);
         if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
             core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
@@ -968,31 +985,4 @@ int cuda_trace_forward_nvtx(void *get_export_table)
     }
     nvtx_forwarded = 1;
     return cupti.InitializeInjectionNvtx2(get_export_table);
-}
-
-/* ---- Entry points the driver and NVTX look up by name ---- */
-
-static void start_session_for_injection(void)
-{
-    if (flare_is_active())
-        return;
-    int status = flare_init(NULL);
-    if (status != FLARE_OK && status != FLARE_ERR_ALREADY_ACTIVE)
-        core_log(CORE_LOG_ERROR, "injected, but no session could start: %s",
-                 flare_strerror(status));
-}
-
-FLARE_API int InitializeInjection(void)
-{
-    start_session_for_injection();
-    cuda_trace_start();
-    /* 1 tells the driver the tool initialised; a tool failure must never stop
-     * the program, so it is 1 even when tracing is degraded. */
-    return 1;
-}
-
-FLARE_API int InitializeInjectionNvtx2(void *get_export_table)
-{
-    start_session_for_injection();
-    return cuda_trace_forward_nvtx(get_export_table);
 }

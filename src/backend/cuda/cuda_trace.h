@@ -1,6 +1,6 @@
 /*
- * cuda_trace.h: the CUDA tracing engine behind the injection entry points
- * (InitializeInjection, InitializeInjectionNvtx2).
+ * cuda_trace.h: the CUDA tracing engine the injection entry points start
+ * (src/session/inject.c, through the CUDA backend descriptor).
  *
  * Owns the CUPTI subscription and activity buffers, the NVTX range table and
  * the NVML sampler thread of the process. Must never stop or crash the
@@ -9,11 +9,18 @@
 #ifndef FLARE_BACKEND_CUDA_TRACE_H
 #define FLARE_BACKEND_CUDA_TRACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-/* Starts CUPTI tracing and the NVML sampler (once). 0, or -1 when CUPTI is
- * missing (the sampler still starts). */
-int cuda_trace_start(void);
+#include "backend/backend.h"
+#include "pm/pm_session.h"
+
+/* Starts CUPTI tracing and the NVML sampler (once); host counts launches.
+ * 0, or -1 when CUPTI is missing (the sampler still starts). */
+int cuda_trace_start(const backend_host *host);
+
+/* The NVTX ranges open now, for attribution (backend_descriptor.open_scopes). */
+size_t cuda_trace_open_ranges(pm_open_scope *out, size_t capacity, void *user);
 
 /* Hands NVTX's initialisation to CUPTI so its NVTX callbacks fire. */
 int cuda_trace_forward_nvtx(void *get_export_table);
@@ -25,10 +32,5 @@ const char *cuda_demangle(const char *mangled);
 
 /* Publishes the tracing engine's loss counters to the drops table. */
 void cuda_trace_record_drops(uint64_t cupti_records, uint64_t lost_buffers, uint64_t lost_ranges);
-
-/* The entry points the CUDA driver (CUDA_INJECTION64_PATH) and NVTX
- * (NVTX_INJECTION64_PATH) look up by name in libflare.so. */
-int InitializeInjection(void);
-int InitializeInjectionNvtx2(void *get_export_table);
 
 #endif /* FLARE_BACKEND_CUDA_TRACE_H */

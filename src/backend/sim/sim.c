@@ -609,7 +609,7 @@ static int memory_free(void *pointer)
     return sim_memory_free(pointer);
 }
 
-static const backend_ops sim_ops = {
+const backend_ops sim_device_ops = {
     .name = "sim",
     .device_count = get_device_count,
     .device_name = get_device_name,
@@ -631,5 +631,5 @@ static const backend_ops sim_ops = {
 
 const backend_ops *sim_backend(void)
 {
-    return &sim_ops;
+    return &sim_device_ops;
 }

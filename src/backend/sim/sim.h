@@ -16,7 +16,10 @@
 #include <stdint.h>
 
 /* The simulated backend's function table. */
+extern const backend_ops sim_device_ops;
 const backend_ops *sim_backend(void);
+/* The simulated device's backend descriptor (sim_descriptor.c). */
+const backend_descriptor *sim_descriptor(void);
 
 /* Faults, injected for tests. Each applies to work submitted after the call. */
 typedef struct sim_fault {

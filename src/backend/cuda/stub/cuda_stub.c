@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_descriptor.h"
 #include "backend/cuda/cuda_info.h"
 
 void cuda_info_collect(cuda_info *info)
@@ -19,4 +20,9 @@ int cuda_info_driver_present(char *reason, unsigned long reason_size)
 {
     snprintf(reason, reason_size, "this flare was built without the CUDA backend");
     return 0;
+}
+
+const backend_descriptor *cuda_descriptor(void)
+{
+    return NULL; /* built without the CUDA headers: no CUDA backend */
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "core/session.h"
+#include "session/session.h"
 #include "flare/flare.h"
 
 static void end_session_at_exit(void)

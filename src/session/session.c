@@ -1,13 +1,15 @@
 /*
  * session.c: flare_init / flare_shutdown and friends (session.h).
  *
- * Start is all-or-nothing: settings are resolved and the directory, log file
- * and database opened before the session word is published, and every step
- * unwinds on failure. Stop unpublishes first (producers go quiet), lets the
- * collector write everything left, records still-open scopes and the process
- * end, and closes. Neither may crash or abort the host program.
+ * Start is all-or-nothing: the backend is chosen, the participants begin in
+ * order, then settings are resolved and the directory, log file and
+ * database opened before the session word is published; a failure at any
+ * step cancels every participant that began, in reverse. Stop unpublishes
+ * first (producers go quiet), lets the collector write everything left,
+ * stops and ends the participants, records still-open scopes and the
+ * process end, and closes. Neither may crash or abort the host program.
  */
-#include "core/session.h"
+#include "session/session.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -17,25 +19,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/sim/sim.h"
-#include "core/clock.h"
 #include "core/capability.h"
-#include "core/collector.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/runtime.h"
-#include "counters/counters_session.h"
+#include "core/scope.h"
+#include "session/collector.h"
+#include "session/participants.h"
 #include "store/store.h"
-#include "replay/replay.h"
-#include "pm/pm_session.h"
-#include "rules/rules_session.h"
-#include "storm/storm_session.h"
-#include "windows/windows_session.h"
 
 typedef struct session {
     core_config config;
     store *store;
-    core_collector *collector;
+    session_collector *collector;
+    const backend_descriptor *backend;
+    int backend_automatic; /* chosen by "auto": an injection may replace it */
     int log_fd;
     uint32_t generation;
     int64_t pid;
@@ -45,16 +44,24 @@ static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static session *active_session;  /* guarded by session_lock */
 static uint32_t last_generation; /* guarded by session_lock */
 static char last_error[512];
-static _Atomic int64_t session_pid;
+static _Atomic int64_t active_pid;
 
-const char *core_session_last_error(void)
+const char *session_last_error(void)
 {
     return last_error;
 }
 
-int64_t core_session_pid(void)
+int64_t session_pid(void)
 {
-    return atomic_load(&session_pid);
+    return atomic_load(&active_pid);
+}
+
+const backend_descriptor *session_backend(void)
+{
+    pthread_mutex_lock(&session_lock);
+    const backend_descriptor *backend = active_session != NULL ? active_session->backend : NULL;
+    pthread_mutex_unlock(&session_lock);
+    return backend;
 }
 
 FLARE_API void flare_options_init(flare_options *options)
@@ -70,16 +77,14 @@ FLARE_API uint64_t flare_now_ns(void)
     return core_now_ns();
 }
 
-/* Backend completions arrive on backend threads; each becomes an event in
- * that thread's ring. Must not block. */
+/* Completions of the device flare drives arrive on backend threads; each
+ * becomes an event in that thread's ring. Must not block. */
 static void on_backend_completion(const backend_completion *completion, void *user)
 {
     (void)user;
-    /* Launch bounds of deep-profiling windows count the simulated device's kernels. */
-    if (completion->kind == BACKEND_WORK_KERNEL)
-        windows_session_count_launch();
-    /* A launch storm (only when asked for: FLARE_STORM_RATE): counted, not recorded. */
-    if (!storm_session_record(completion->kind == BACKEND_WORK_KERNEL))
+    /* Window launch bounds and the storm guard see it first; a launch
+     * storm's work (FLARE_STORM_RATE) is counted, not recorded. */
+    if (!session_device_work_recorded(completion->kind == BACKEND_WORK_KERNEL))
         return;
     core_thread *thread;
     core_event *event = core_emit_reserve(&thread);
@@ -134,7 +139,8 @@ static void read_command_line(char *buffer, size_t size)
             buffer[i] = ' ';
 }
 
-static int start_session(const flare_options *options)
+static int start_session(const flare_options *options, const backend_descriptor *backend,
+                         int backend_automatic)
 {
     char error[sizeof(last_error)] = "";
     session *current = calloc(1, sizeof(*current));
@@ -142,6 +148,8 @@ static int start_session(const flare_options *options)
         snprintf(last_error, sizeof(last_error), "out of memory");
         return FLARE_ERR_NO_MEMORY;
     }
+    current->backend = backend;
+    current->backend_automatic = backend_automatic;
     current->log_fd = -1;
     current->pid = (int64_t)getpid();
     int status = core_config_resolve(options, &current->config, error, sizeof(error));
@@ -186,7 +194,7 @@ static int start_session(const flare_options *options)
     if (store_begin(current->store) != FLARE_OK ||
         store_session_begin(current->store, &info) != FLARE_OK ||
         store_process_begin(current->store, current->pid, (int64_t)getppid(), info.start_ns,
-                            sim_backend()->name, executable) != FLARE_OK) {
+                            backend->name, executable) != FLARE_OK) {
         snprintf(error, sizeof(error), "cannot write the session rows: %s",
                  store_last_error(current->store));
         store_rollback(current->store);
@@ -204,20 +212,22 @@ static int start_session(const flare_options *options)
     if (current->generation == 0 || current->generation > (UINT32_MAX >> 1))
         current->generation = last_generation = 1;
     core_threads_set_ring_capacity(current->config.ring_capacity);
-    status = core_collector_start(current->store, current->pid, current->generation,
-                                  current->config.flush_interval_ms, &current->collector);
+    status = session_collector_start(current->store, backend, current->pid, current->generation,
+                                     current->config.flush_interval_ms, &current->collector);
     if (status != FLARE_OK) {
         snprintf(error, sizeof(error), "cannot start the collector thread");
         goto fail_store;
     }
     core_log_set_file(current->log_fd);
     active_session = current;
-    atomic_store(&session_pid, current->pid);
+    atomic_store(&active_pid, current->pid);
     atomic_store_explicit(&core_session_word, ((uint64_t)current->generation << 1) | 1u,
                           memory_order_release);
-    sim_backend()->set_completion_handler(on_backend_completion, NULL);
-    core_log(CORE_LOG_INFO, "session started in %s (flush every %u ms, %u events per ring)",
-             current->config.session_dir, current->config.flush_interval_ms,
+    if (backend->device != NULL)
+        backend->device->set_completion_handler(on_backend_completion, NULL);
+    core_log(CORE_LOG_INFO,
+             "session started in %s (backend %s, flush every %u ms, %u events per ring)",
+             current->config.session_dir, backend->name, current->config.flush_interval_ms,
              current->config.ring_capacity);
     last_error[0] = '\0';
     return FLARE_OK;
@@ -270,28 +280,52 @@ static void install_fork_handler(void)
     pthread_atfork(NULL, NULL, stop_recording_in_forked_child);
 }
 
+/* Records why flare_init failed before start_session could. */
+static int refuse_start(int status, const char *error)
+{
+    snprintf(last_error, sizeof(last_error), "%s", error);
+    if (getenv("FLARE_DEBUG") != NULL)
+        fprintf(stderr, "flare: cannot start a session: %s\n", error);
+    return status;
+}
+
+/* session_lock held. Chooses the backend, begins the participants, then
+ * starts the session proper; any failure unwinds what began. */
+static int begin_locked(const flare_options *options)
+{
+    char error[sizeof(last_error)] = "";
+    const backend_descriptor *backend = NULL;
+    int automatic = 0;
+    int status =
+        session_backend_choose(getenv("FLARE_BACKEND"), &backend, &automatic, error, sizeof(error));
+    if (status != FLARE_OK)
+        return refuse_start(status, error);
+    core_log_configure_from_environment();
+    core_threads_for_each(take_drop_baseline, NULL);
+    core_capabilities_mark_all_changed();
+    /* Set once and kept: a scope begun under it must end under it. */
+    core_scope_set_observer(session_scope_observer());
+    session_start start = {.backend = backend, .now_ns = core_now_ns()};
+    size_t begun = 0;
+    const char *failed = NULL;
+    status = session_participants_begin(session_begin_order(), &start, &begun, &failed);
+    if (status != FLARE_OK) {
+        snprintf(error, sizeof(error), "%s could not begin: %s", failed, flare_strerror(status));
+        return refuse_start(status, error);
+    }
+    status = start_session(options, backend, automatic);
+    if (status != FLARE_OK)
+        session_participants_cancel(session_begin_order(), begun);
+    return status;
+}
+
 FLARE_API int flare_init(const flare_options *options)
 {
     pthread_once(&fork_handler_once, install_fork_handler);
     pthread_mutex_lock(&session_lock);
-    if (active_session != NULL) {
-        pthread_mutex_unlock(&session_lock);
-        return FLARE_ERR_ALREADY_ACTIVE;
-    }
-    core_log_configure_from_environment();
-    core_threads_for_each(take_drop_baseline, NULL);
-    counters_session_begin();
-    core_capabilities_mark_all_changed();
-    windows_session_begin(core_now_ns());
-    rules_session_begin(core_now_ns());
-    pm_session_begin();
-    storm_session_begin(core_now_ns());
-    replay_set_device_ops_default(sim_replay_ops());
-    replay_set_metric_collector_default(sim_replay_collector());
-    replay_session_begin();
-    int status = start_session(options);
-    if (status != FLARE_OK)
-        counters_session_end();
+    int status = FLARE_ERR_ALREADY_ACTIVE;
+    if (active_session == NULL)
+        status = begin_locked(options);
     pthread_mutex_unlock(&session_lock);
     return status;
 }
@@ -342,26 +376,23 @@ FLARE_API int flare_shutdown(void)
         return FLARE_ERR_NOT_ACTIVE;
     }
     atomic_store_explicit(&core_session_word, 0, memory_order_release);
-    sim_backend()->set_completion_handler(NULL, NULL);
+    if (current->backend->device != NULL)
+        current->backend->device->set_completion_handler(NULL, NULL);
     core_log_once_for_each(write_log_once_counts, NULL);
-    core_collector_stats stats;
-    core_collector_stop(current->collector, &stats);
-    counters_session_end();
+    session_collector_stats stats;
+    session_collector_stop(current->collector, &stats);
+    /* Whether or not the last batch can be written, the participants stop. */
+    session_participants_stop(session_begin_order());
 
     uint64_t end_ns = core_now_ns();
     int status = FLARE_OK;
-    /* Whether or not the last batch can be written: the guard ends here. */
-    storm_session_end();
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
-        windows_session_end(current->store, current->pid, end_ns);
-        pm_session_end(current->store, current->pid, end_ns);
-        rules_session_end(current->store, current->pid, end_ns);
+        session_participants_end(session_end_order(), current->store, current->pid,
+                                 current->generation, end_ns);
         /* After the collector's last commit: the guard's rows are written here. */
         core_capabilities_write(current->store, current->pid, 0);
         core_threads_for_each(record_open_scopes, &context);
-        counters_scope_handles_end_session(current->store, current->pid, current->generation,
-                                           end_ns);
         store_process_end(current->store, current->pid, end_ns);
         if (!current->config.launched_by_trace)
             store_session_end(current->store, end_ns, 0, 0);
@@ -412,7 +443,49 @@ FLARE_API int flare_flush(uint32_t timeout_ms)
     pthread_mutex_lock(&session_lock);
     int status = FLARE_ERR_NOT_ACTIVE;
     if (active_session != NULL)
-        status = core_collector_flush(active_session->collector, (uint64_t)timeout_ms * 1000000ull);
+        status =
+            session_collector_flush(active_session->collector, (uint64_t)timeout_ms * 1000000ull);
     pthread_mutex_unlock(&session_lock);
     return status;
+}
+
+/* session_lock held. An automatic choice gives way to the injected backend;
+ * a backend asked for (FLARE_BACKEND) stands. Returns whether the session
+ * runs on the injected backend now. */
+static int adopt_locked(session *current, const backend_descriptor *injected)
+{
+    if (current->backend == injected)
+        return 1;
+    if (!current->backend_automatic)
+        return 0;
+    core_log(CORE_LOG_INFO, "backend %s adopted (the session started on %s)", injected->name,
+             current->backend->name);
+    current->backend = injected;
+    session_collector_adopt_backend(current->collector, injected);
+    return 1;
+}
+
+void session_start_injected(const backend_descriptor *injected)
+{
+    if (injected == NULL)
+        return;
+    if (!flare_is_active()) {
+        int status = flare_init(NULL);
+        if (status != FLARE_OK && status != FLARE_ERR_ALREADY_ACTIVE)
+            core_log(CORE_LOG_ERROR, "injected, but no session could start: %s",
+                     flare_strerror(status));
+    }
+    pthread_mutex_lock(&session_lock);
+    /* Without a session the backend still starts: a later flare_init in
+     * the program records what it sees from then on. */
+    int runs = active_session == NULL || adopt_locked(active_session, injected);
+    pthread_mutex_unlock(&session_lock);
+    if (!runs) {
+        core_log(CORE_LOG_WARNING, "injected as %s, but FLARE_BACKEND asks for another backend",
+                 injected->name);
+        return;
+    }
+    if (injected->start != NULL)
+        injected->start(session_backend_host());
+    session_participants_backend_started(session_begin_order(), injected);
 }

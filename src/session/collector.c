@@ -1,16 +1,19 @@
 /*
- * collector.c: drains the rings into the store (collector.h).
+ * collector.c: drains the rings into the store and runs the participants'
+ * beat (collector.h).
  *
  * The only reader of every ring and the only writer of the store while a
- * session runs. A failed write never stops collection: the batch is rolled
- * back, its events are counted as lost (stored as drops), and the next batch
- * tries again.
+ * session runs. Features hear of the records it writes and of each poll
+ * only through the participants (participants.h). A failed write never
+ * stops collection: the batch is rolled back, its events are counted as
+ * lost (stored as drops), and the next batch tries again.
  */
-#include "core/collector.h"
+#include "session/collector.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,16 +22,14 @@
 #include "core/capability.h"
 #include "core/log.h"
 #include "core/runtime.h"
-#include "counters/counters_session.h"
-#include "pm/pm_session.h"
-#include "backend/sim/sim.h"
-#include "replay/replay.h"
-#include "rules/rules_session.h"
-#include "storm/storm_session.h"
-#include "windows/windows_session.h"
+#include "session/participants.h"
 
-struct core_collector {
+struct session_collector {
     store *store;
+    const backend_descriptor *backend;
+    /* A backend the session adopted (session_collector_adopt_backend),
+     * taken up by the thread at its next commit. */
+    const backend_descriptor *_Atomic adopted;
     int64_t pid;
     uint32_t generation;
     uint64_t interval_ns;
@@ -39,12 +40,13 @@ struct core_collector {
     int stopping;
     uint64_t flush_requested;
     uint64_t flush_completed;
-    core_collector_stats stats;
+    session_collector_stats stats;
 };
 
 typedef struct drain_context {
-    core_collector_stats *stats;
+    session_collector_stats *stats;
     store *store;
+    const backend_descriptor *backend; /* may be NULL (benchmarks) */
     int64_t pid;
     uint32_t generation;
     int64_t thread_id;
@@ -59,7 +61,7 @@ typedef struct drain_context {
  * device count before the program has configured it. */
 static void note_device(drain_context *context, int device)
 {
-    if (device < 0 || device >= CORE_COLLECTOR_MAX_DEVICES)
+    if (device < 0 || device >= SESSION_COLLECTOR_MAX_DEVICES)
         return;
     uint64_t bit = 1ull << device;
     if (context->stats->devices_recorded & bit)
@@ -67,10 +69,12 @@ static void note_device(drain_context *context, int device)
     char name[128];
     char backend_name[16];
     if (core_device_lookup(device, name, sizeof(name), backend_name, sizeof(backend_name)) != 0) {
-        const backend_ops *backend = sim_backend();
-        if (backend->device_name(device, name, sizeof(name)) != FLARE_OK)
+        const backend_descriptor *backend = context->backend;
+        if (backend == NULL || backend->device == NULL ||
+            backend->device->device_name(device, name, sizeof(name)) != FLARE_OK)
             snprintf(name, sizeof(name), "device %d", device);
-        snprintf(backend_name, sizeof(backend_name), "%s", backend->name);
+        snprintf(backend_name, sizeof(backend_name), "%s",
+                 backend != NULL ? backend->name : "unknown");
     }
     if (store_put_device(context->store, context->pid, device, name, backend_name) == FLARE_OK)
         context->stats->devices_recorded |= bit;
@@ -107,7 +111,8 @@ static void write_event(const core_event *event, void *user)
         memcpy(row.block, event->detail.kernel.block, sizeof(row.block));
         status = store_put_kernel(context->store, &row);
         if (event->end_ns >= event->start_ns)
-            rules_session_kernel(event->end_ns, event->end_ns - event->start_ns);
+            session_participants_kernel(session_begin_order(), event->end_ns,
+                                        event->end_ns - event->start_ns);
         break;
     }
     case CORE_EVENT_COPY:
@@ -139,8 +144,13 @@ static void write_event(const core_event *event, void *user)
             .still_open = (event->flags & CORE_EVENT_FLAG_STILL_OPEN) != 0,
         };
         status = store_put_scope(context->store, &row);
-        pm_session_scope_closed(event->start_ns, event->end_ns, event->id, event->depth,
-                                context->thread_id, row.name);
+        session_scope scope = {.start_ns = event->start_ns,
+                               .end_ns = event->end_ns,
+                               .instance_id = event->id,
+                               .depth = event->depth,
+                               .thread_id = context->thread_id,
+                               .name = row.name};
+        session_participants_scope_closed(session_begin_order(), &scope);
         break;
     }
     case CORE_EVENT_EXTERNAL_CORRELATION:
@@ -157,8 +167,8 @@ static void write_event(const core_event *event, void *user)
             .value = event->detail.metric.value,
         };
         status = store_put_metric(context->store, &row);
-        rules_session_metric(event->device, event->name, event->start_ns,
-                             event->detail.metric.value);
+        session_participants_metric(session_begin_order(), event->device, event->name,
+                                    event->start_ns, event->detail.metric.value);
         break;
     }
     default:
@@ -224,7 +234,7 @@ static void drain_rings(drain_context *context)
 static int commit_batch(drain_context *context)
 {
     store *database = context->store;
-    core_collector_stats *stats = context->stats;
+    session_collector_stats *stats = context->stats;
     uint64_t lost_threads = core_thread_claim_failures();
     if (lost_threads != 0)
         store_set_drops(database, context->pid, "thread_slots", "no free thread slot",
@@ -239,12 +249,11 @@ static int commit_batch(drain_context *context)
     if (intern_failures != 0)
         store_set_drops(database, context->pid, "name_intern", "names stored truncated",
                         intern_failures);
-    replay_write_records(database, context->pid);
+    session_participants_batch(session_begin_order(), database, context->pid, core_now_ns());
     core_capabilities_write(database, context->pid, 0);
-    counters_session_write(database, context->pid, core_now_ns());
     write_log_lines(context);
     int status = store_commit(database);
-    counters_session_committed(status == FLARE_OK);
+    session_participants_committed(session_begin_order(), status == FLARE_OK);
     if (status != FLARE_OK) {
         CORE_LOG_ONCE("collector.commit", CORE_LOG_ERROR,
                       "collector: a batch of %llu events could not be committed: %s",
@@ -261,20 +270,17 @@ static int commit_batch(drain_context *context)
     return status;
 }
 
-/* The evaluator's and the window coordinator's beat, at every poll (5 ms)
- * rather than every commit, so rules see fresh readings and windows open and
- * close within a poll of when they should. Rules step first, so a window
- * they ask for is armed on this same beat. Both write into the open batch. */
+/* The participants' beat, at every poll (5 ms) rather than every commit,
+ * so rules see fresh readings and windows open and close within a poll of
+ * when they should (the order is the participants', features.c). They
+ * write into the open batch. */
 static void beat(drain_context *context)
 {
-    uint64_t now = core_now_ns();
-    rules_session_beat(context->store, context->pid, now);
-    windows_session_beat(context->store, context->pid, now);
-    /* After the windows: a window armed on this beat holds the guard now. */
-    storm_session_beat(now);
-    /* After the windows: a window closed on this beat has its samples
-     * queued; a complete drain lets the pending ones be attributed. */
-    pm_session_beat(context->store, context->pid, now, !context->saturated);
+    session_beat beat = {.store = context->store,
+                         .pid = context->pid,
+                         .now_ns = core_now_ns(),
+                         .rings_drained = !context->saturated};
+    session_participants_beat(session_beat_order(), &beat);
 }
 
 static int begin_batch(drain_context *context)
@@ -286,11 +292,14 @@ static int begin_batch(drain_context *context)
     return status;
 }
 
-int core_collector_drain_once(store *database, int64_t pid, uint32_t generation,
-                              core_collector_stats *stats)
+int session_collector_drain_once(store *database, const backend_descriptor *backend, int64_t pid,
+                                 uint32_t generation, session_collector_stats *stats)
 {
-    drain_context context = {
-        .stats = stats, .store = database, .pid = pid, .generation = generation};
+    drain_context context = {.stats = stats,
+                             .store = database,
+                             .backend = backend,
+                             .pid = pid,
+                             .generation = generation};
     int status = begin_batch(&context);
     if (status != FLARE_OK)
         return status;
@@ -300,7 +309,7 @@ int core_collector_drain_once(store *database, int64_t pid, uint32_t generation,
     status = commit_batch(&context);
     if (status != FLARE_OK)
         return status;
-    return saturated ? CORE_COLLECTOR_MORE_PENDING : FLARE_OK;
+    return saturated ? SESSION_COLLECTOR_MORE_PENDING : FLARE_OK;
 }
 
 /*
@@ -312,11 +321,29 @@ int core_collector_drain_once(store *database, int64_t pid, uint32_t generation,
  */
 #define COLLECTOR_POLL_NS 5000000ull
 
+/* Inside the open batch: a backend adopted since the last commit names the
+ * process's backend from now on (a failed update is tried again). */
+static void take_adopted_backend(session_collector *collector, drain_context *context)
+{
+    const backend_descriptor *adopted = atomic_load(&collector->adopted);
+    if (adopted == NULL || adopted == context->backend)
+        return;
+    if (store_process_set_backend(context->store, context->pid, adopted->name) == FLARE_OK)
+        context->backend = collector->backend = adopted;
+}
+
+void session_collector_adopt_backend(session_collector *collector,
+                                     const backend_descriptor *backend)
+{
+    atomic_store(&collector->adopted, backend);
+}
+
 static void *collector_main(void *argument)
 {
-    core_collector *collector = argument;
+    session_collector *collector = argument;
     drain_context context = {.stats = &collector->stats,
                              .store = collector->store,
+                             .backend = collector->backend,
                              .pid = collector->pid,
                              .generation = collector->generation};
     int in_batch = 0;
@@ -346,6 +373,7 @@ static void *collector_main(void *argument)
             beat(&context);
             if (stopping || flush_wanted ||
                 core_now_ns() - batch_started >= collector->interval_ns) {
+                take_adopted_backend(collector, &context);
                 commit_batch(&context);
                 in_batch = 0;
             }
@@ -368,13 +396,15 @@ static void *collector_main(void *argument)
     return NULL;
 }
 
-int core_collector_start(store *database, int64_t pid, uint32_t generation,
-                         uint32_t flush_interval_ms, core_collector **out)
+int session_collector_start(store *database, const backend_descriptor *backend, int64_t pid,
+                            uint32_t generation, uint32_t flush_interval_ms,
+                            session_collector **out)
 {
-    core_collector *collector = calloc(1, sizeof(*collector));
+    session_collector *collector = calloc(1, sizeof(*collector));
     if (collector == NULL)
         return FLARE_ERR_NO_MEMORY;
     collector->store = database;
+    collector->backend = backend;
     collector->pid = pid;
     collector->generation = generation;
     collector->interval_ns = (uint64_t)flush_interval_ms * 1000000ull;
@@ -403,7 +433,7 @@ int core_collector_start(store *database, int64_t pid, uint32_t generation,
     return FLARE_OK;
 }
 
-int core_collector_flush(core_collector *collector, uint64_t timeout_ns)
+int session_collector_flush(session_collector *collector, uint64_t timeout_ns)
 {
     struct timespec deadline = core_deadline_after_ns(timeout_ns);
     pthread_mutex_lock(&collector->lock);
@@ -420,19 +450,27 @@ int core_collector_flush(core_collector *collector, uint64_t timeout_ns)
     return status;
 }
 
-void core_collector_stop(core_collector *collector, core_collector_stats *stats)
+void session_collector_stop(session_collector *collector, session_collector_stats *stats)
 {
     pthread_mutex_lock(&collector->lock);
     collector->stopping = 1;
     pthread_cond_signal(&collector->wake);
     pthread_mutex_unlock(&collector->lock);
     pthread_join(collector->thread, NULL);
+    drain_context adopting = {.store = collector->store,
+                              .backend = collector->backend,
+                              .pid = collector->pid};
+    if (store_begin(collector->store) == FLARE_OK) {
+        take_adopted_backend(collector, &adopting);
+        if (store_commit(collector->store) != FLARE_OK)
+            store_rollback(collector->store);
+    }
     /* The thread's last pass drained one ring's worth per thread; finish the rest. */
     for (int pass = 0; pass < 1024; pass++) {
         uint64_t before = collector->stats.events_written + collector->stats.events_stale +
                           collector->stats.events_lost;
-        core_collector_drain_once(collector->store, collector->pid, collector->generation,
-                                  &collector->stats);
+        session_collector_drain_once(collector->store, collector->backend, collector->pid,
+                                     collector->generation, &collector->stats);
         uint64_t after = collector->stats.events_written + collector->stats.events_stale +
                          collector->stats.events_lost;
         if (after == before)

@@ -1,0 +1,291 @@
+/*
+ * features.c: flare's features as session participants (participants.h),
+ * and the orders they run in.
+ *
+ * The one place that names every feature's session functions. Each
+ * adapter translates the session's hooks into a feature's own calls and
+ * hands a feature the backend tables it needs from the session's backend
+ * descriptor, so features never look a backend up themselves. Orders are
+ * explicit because the phases differ: windows begin before rules (a rule
+ * probes the coordinator's engine when it is added), but rules beat before
+ * windows (a window a rule asks for is armed on the same beat). Must never
+ * hold state of its own beyond what an order needs.
+ */
+#include "session/participants.h"
+
+#include <stddef.h>
+
+#include "counters/counters_session.h"
+#include "flare/flare.h"
+#include "pm/pm_session.h"
+#include "replay/replay.h"
+#include "rules/rules_session.h"
+#include "storm/storm_session.h"
+#include "windows/windows_session.h"
+
+#define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
+
+/* ---- Application counters ---- */
+
+static int counters_begin(const session_start *start)
+{
+    (void)start;
+    counters_session_begin();
+    return FLARE_OK;
+}
+
+static void counters_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    /* Scopes opened across threads and never closed are stored open. */
+    counters_scope_handles_end_session(database, pid, generation, end_ns);
+}
+
+static const session_participant counters = {
+    .name = "counters",
+    .begin = counters_begin,
+    .cancel = counters_session_end,
+    .batch = counters_session_write,
+    .committed = counters_session_committed,
+    .stop = counters_session_end,
+    .end = counters_end,
+};
+
+/* ---- Deep-profiling windows ---- */
+
+static const backend_engine_ops *deep_engine_of(const backend_descriptor *backend)
+{
+    return backend->deep_engine != NULL ? backend->deep_engine() : NULL;
+}
+
+static int windows_begin(const session_start *start)
+{
+    windows_session_begin(start->now_ns, deep_engine_of(start->backend));
+    return FLARE_OK;
+}
+
+static void windows_backend_started(const backend_descriptor *backend)
+{
+    windows_session_set_engine(deep_engine_of(backend));
+}
+
+static void windows_beat(const session_beat *beat)
+{
+    windows_session_beat(beat->store, beat->pid, beat->now_ns);
+}
+
+static void windows_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    (void)generation;
+    windows_session_end(database, pid, end_ns);
+}
+
+static const session_participant windows = {
+    .name = "windows",
+    .begin = windows_begin,
+    .cancel = windows_session_cancel,
+    .backend_started = windows_backend_started,
+    .beat = windows_beat,
+    .end = windows_end,
+};
+
+/* ---- Rules ---- */
+
+static int rules_begin(const session_start *start)
+{
+    rules_session_begin(start->now_ns);
+    return FLARE_OK;
+}
+
+static void rules_beat(const session_beat *beat)
+{
+    rules_session_beat(beat->store, beat->pid, beat->now_ns);
+}
+
+static void rules_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    (void)generation;
+    rules_session_end(database, pid, end_ns);
+}
+
+static const session_participant rules = {
+    .name = "rules",
+    .begin = rules_begin,
+    .cancel = rules_session_cancel,
+    .beat = rules_beat,
+    .end = rules_end,
+    .kernel = rules_session_kernel,
+    .metric = rules_session_metric,
+};
+
+/* ---- PM sampling: collection and attribution ---- */
+
+static int pm_begin(const session_start *start)
+{
+    (void)start;
+    pm_session_begin();
+    return FLARE_OK;
+}
+
+static void pm_backend_started(const backend_descriptor *backend)
+{
+    struct pm_engine *engine = backend->pm_engine != NULL ? backend->pm_engine() : NULL;
+    if (engine != NULL)
+        pm_session_register_engine(engine);
+    if (backend->open_scopes != NULL)
+        pm_session_set_open_scope_source(backend->open_scopes, NULL);
+}
+
+static void pm_beat(const session_beat *beat)
+{
+    pm_session_beat(beat->store, beat->pid, beat->now_ns, beat->rings_drained);
+}
+
+static void pm_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    (void)generation;
+    pm_session_end(database, pid, end_ns);
+}
+
+static void pm_scope_closed(const session_scope *scope)
+{
+    pm_session_scope_closed(scope->start_ns, scope->end_ns, scope->instance_id, scope->depth,
+                            scope->thread_id, scope->name);
+}
+
+static const session_participant pm = {
+    .name = "pm",
+    .begin = pm_begin,
+    .cancel = pm_session_cancel,
+    .backend_started = pm_backend_started,
+    .beat = pm_beat,
+    .end = pm_end,
+    .scope_closed = pm_scope_closed,
+};
+
+/* ---- The launch-storm guard over the simulated device's work ---- */
+
+static int storm_begin(const session_start *start)
+{
+    storm_session_begin(start->now_ns);
+    return FLARE_OK;
+}
+
+static void storm_beat(const session_beat *beat)
+{
+    storm_session_beat(beat->now_ns);
+}
+
+static const session_participant storm = {
+    .name = "storm",
+    .begin = storm_begin,
+    .cancel = storm_session_end,
+    .beat = storm_beat,
+    /* Whether or not the last batch can be written, the guard ends. */
+    .stop = storm_session_end,
+};
+
+/* ---- Kernel and range replay ---- */
+
+static int replay_begin(const session_start *start)
+{
+    const backend_descriptor *backend = start->backend;
+    /* Only when none is installed: a test or tool may have chosen its own. */
+    if (backend->replay_ops != NULL)
+        replay_set_device_ops_default(backend->replay_ops());
+    if (backend->metric_collector != NULL)
+        replay_set_metric_collector_default(backend->metric_collector());
+    replay_session_begin();
+    return FLARE_OK;
+}
+
+static void replay_backend_started(const backend_descriptor *backend)
+{
+    /* A started backend's tables replace what stood in before it. */
+    const replay_device_ops *ops = backend->replay_ops != NULL ? backend->replay_ops() : NULL;
+    if (ops != NULL)
+        replay_set_device_ops(ops);
+    const replay_metric_collector *collector =
+        backend->metric_collector != NULL ? backend->metric_collector() : NULL;
+    if (collector != NULL)
+        replay_set_metric_collector(collector);
+}
+
+static void replay_batch(store *database, int64_t pid, uint64_t now_ns)
+{
+    (void)now_ns;
+    replay_write_records(database, pid);
+}
+
+static const session_participant replay = {
+    .name = "replay",
+    .begin = replay_begin,
+    .backend_started = replay_backend_started,
+    .batch = replay_batch,
+};
+
+static const core_scope_observer scope_observer = {
+    .enter = replay_span_scope_enter,
+    .exit = replay_span_scope_exit,
+};
+
+const core_scope_observer *session_scope_observer(void)
+{
+    return &scope_observer;
+}
+
+/* ---- What the session offers backends and devices ---- */
+
+static int deep_window_active(void)
+{
+    windows_coordinator *coordinator = windows_session_coordinator();
+    return coordinator != NULL && windows_blackout_active(coordinator);
+}
+
+static const backend_host host = {
+    .count_launch = windows_session_count_launch,
+    .launch_count = windows_session_launches,
+    .deep_window_active = deep_window_active,
+};
+
+const backend_host *session_backend_host(void)
+{
+    return &host;
+}
+
+bool session_device_work_recorded(bool kernel)
+{
+    /* Launch bounds of deep-profiling windows count the device's kernels. */
+    if (kernel)
+        windows_session_count_launch();
+    return storm_session_record(kernel);
+}
+
+/* ---- Orders ---- */
+
+static const session_participant *const begin_items[] = {&counters, &windows, &rules,
+                                                         &pm,       &storm,   &replay};
+/* Rules first (a window they ask for arms on this beat); the storm guard
+ * after the windows (a window armed now holds it); PM last (a window closed
+ * on this beat has its samples queued). */
+static const session_participant *const beat_items[] = {&rules, &windows, &storm, &pm};
+/* Windows close first: the rules and PM attribution see them closed. */
+static const session_participant *const end_items[] = {&windows, &pm, &rules, &counters};
+
+static const session_order begin_order = {begin_items, COUNT_OF(begin_items)};
+static const session_order beat_order = {beat_items, COUNT_OF(beat_items)};
+static const session_order end_order = {end_items, COUNT_OF(end_items)};
+
+const session_order *session_begin_order(void)
+{
+    return &begin_order;
+}
+
+const session_order *session_beat_order(void)
+{
+    return &beat_order;
+}
+
+const session_order *session_end_order(void)
+{
+    return &end_order;
+}
