@@ -2,7 +2,9 @@
 # Installs the Debian packages flare needs to build and test, if any are
 # missing. Safe to re-run: it does nothing when everything is present.
 set -euo pipefail
-packages=(cmake make gcc pkg-config libsqlite3-dev libcmocka-dev python3)
+# g++: tests/install builds a C++ program against the installed flare (it is
+# skipped without one); readelf comes with gcc's binutils.
+packages=(cmake make gcc g++ pkg-config libsqlite3-dev libcmocka-dev python3)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -28,9 +28,18 @@
 #include "flare/flare.h"
 #include "store/store.h"
 
+/* Where an installed flare finds libflare, relative to its own directory:
+ * the build passes the installed layout's bin-to-lib path and SONAME
+ * (cmake/FlareInstall.cmake: ../lib, ../lib64 or ../lib/<multiarch>, then
+ * libflare.so.0, which a runtime-only install has without libflare.so). */
+#ifndef FLARE_INSTALLED_LIBRARY
+#define FLARE_INSTALLED_LIBRARY "../lib/libflare.so.0"
+#endif
+
 /* libflare.so, injected into CUDA programs: $FLARE_LIBRARY, else
- * ../lib/libflare.so beside this executable (the build and install layout).
- * Empty when not found. */
+ * ../lib/libflare.so beside this executable (the build tree's layout, and
+ * an install's under lib/), else FLARE_INSTALLED_LIBRARY beside it. Empty
+ * when not found. */
 static void find_injection_library(char *library, size_t size)
 {
     library[0] = '\0';
@@ -54,11 +63,16 @@ static void find_injection_library(char *library, size_t size)
     if (slash == NULL)
         return;
     *slash = '\0';
-    char candidate[PATH_MAX + 32];
-    snprintf(candidate, sizeof(candidate), "%s/../lib/libflare.so", executable);
-    char resolved[PATH_MAX];
-    if (realpath(candidate, resolved) != NULL)
-        snprintf(library, size, "%s", resolved);
+    static const char *const beside[] = {"../lib/libflare.so", FLARE_INSTALLED_LIBRARY};
+    for (size_t i = 0; i < sizeof(beside) / sizeof(beside[0]); i++) {
+        char candidate[PATH_MAX + sizeof(FLARE_INSTALLED_LIBRARY) + 32];
+        snprintf(candidate, sizeof(candidate), "%s/%s", executable, beside[i]);
+        char resolved[PATH_MAX];
+        if (realpath(candidate, resolved) != NULL) {
+            snprintf(library, size, "%s", resolved);
+            return;
+        }
+    }
 }
 
 static int join_command_line(int argc, char **argv, char *buffer, size_t size)
