@@ -12,7 +12,7 @@
  *
  * The module never links libflare: a second registry in the process would
  * split the counters. At import it binds to the process's runtime through
- * the versioned ABI (runtime_resolve: a copy already mapped, libflare.so
+ * the versioned ABI (counters_runtime_resolve: a copy already mapped, libflare.so
  * beside this module, beside $CUDA_INJECTION64_PATH, $FLARE_RUNTIME_PATH).
  * When none is found it falls back to a private registry compiled in, so
  * `import flare` always works; flare.runtime_shared() then says False and
@@ -35,7 +35,7 @@
 
 static const flare_runtime_abi *runtime;
 static int runtime_is_shared;
-static runtime_resolution resolution;
+static counters_runtime_resolution resolution;
 
 /* ---- the private fallback ---- */
 
@@ -750,7 +750,7 @@ static PyObject *module_runtime_info(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    const char *source = runtime_is_shared ? runtime_source_name(resolution.source) : "private";
+    const char *source = runtime_is_shared ? counters_runtime_source_name(resolution.source) : "private";
     return Py_BuildValue("{s:O,s:s,s:s,s:s,s:s}", "shared", runtime_is_shared ? Py_True : Py_False,
                          "source", source, "path", runtime_is_shared ? resolution.path : "",
                          "reason", runtime_is_shared ? "" : resolution.reason, "version",
@@ -822,7 +822,7 @@ static struct PyModuleDef flare_module = {
 /* Binds to the process's runtime, or falls back to the private registry. */
 static void bind_runtime(void)
 {
-    if (runtime_resolve((const void *)&bind_runtime, &resolution) == FLARE_OK) {
+    if (counters_runtime_resolve((const void *)&bind_runtime, &resolution) == FLARE_OK) {
         runtime = resolution.table;
         runtime_is_shared = 1;
     } else {

@@ -3,7 +3,7 @@
  * serves them, and the binding that gives the process one registry.
  *
  * On first use this copy of libflare looks for a flare runtime mapped
- * before it (runtime_resolve_mapped). If it is itself the first, its own
+ * before it (counters_runtime_resolve_mapped). If it is itself the first, its own
  * registry is the process's and its table is what flare_runtime_get hands
  * out; if another copy came first (libflare.so loaded again from another
  * path), every counter call here forwards to that copy's table. Scopes are
@@ -87,15 +87,15 @@ static void resolve_binding(void)
     if (dladdr((const void *)&own_table, &self) != 0 && self.dli_fname != NULL &&
         self.dli_fname[0] != '\0')
         self_path = self.dli_fname;
-    if (runtime_sharing_disabled()) {
+    if (counters_runtime_sharing_disabled()) {
         binding_shared = 0;
         snprintf(binding_description, sizeof(binding_description),
                  "private registry in %s: sharing disabled by FLARE_RUNTIME_DISABLE_SHARING",
                  self_path);
     } else {
         /* Static: the resolution carries two path-sized buffers. */
-        static runtime_resolution found;
-        int status = runtime_resolve_mapped((const void *)&own_table, &found);
+        static counters_runtime_resolution found;
+        int status = counters_runtime_resolve_mapped((const void *)&own_table, &found);
         if (status == FLARE_OK && found.is_self) {
             binding_shared = 1;
             snprintf(binding_description, sizeof(binding_description),

@@ -23,28 +23,28 @@
 
 typedef const flare_runtime_abi *(*runtime_get_function)(uint32_t abi_version);
 
-const char *runtime_source_name(int source)
+const char *counters_runtime_source_name(int source)
 {
     switch (source) {
-#define RUNTIME_SOURCE_TEXT_(name, value, text)                                                    \
+#define COUNTERS_RUNTIME_SOURCE_TEXT_(name, value, text)                                                    \
     case value:                                                                                    \
         return text;
-        RUNTIME_SOURCE_MAP(RUNTIME_SOURCE_TEXT_)
-#undef RUNTIME_SOURCE_TEXT_
+        COUNTERS_RUNTIME_SOURCE_MAP(COUNTERS_RUNTIME_SOURCE_TEXT_)
+#undef COUNTERS_RUNTIME_SOURCE_TEXT_
     }
     return "unknown";
 }
 
-int runtime_sharing_disabled(void)
+int counters_runtime_sharing_disabled(void)
 {
     const char *value = getenv("FLARE_RUNTIME_DISABLE_SHARING");
     return value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
 }
 
-static void add_reason(runtime_resolution *out, const char *format, ...)
+static void add_reason(counters_runtime_resolution *out, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-static void add_reason(runtime_resolution *out, const char *format, ...)
+static void add_reason(counters_runtime_resolution *out, const char *format, ...)
 {
     size_t used = strlen(out->reason);
     if (used + 3 >= sizeof(out->reason))
@@ -59,7 +59,7 @@ static void add_reason(runtime_resolution *out, const char *format, ...)
     va_end(arguments);
 }
 
-int runtime_check_table(const flare_runtime_abi *table, char *reason, size_t reason_size)
+int counters_runtime_check_table(const flare_runtime_abi *table, char *reason, size_t reason_size)
 {
     char unused[8];
     if (reason == NULL || reason_size == 0) {
@@ -170,7 +170,7 @@ static void pin_module(const char *path)
     (void)dlopen(path, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
-int runtime_resolve_mapped(const void *self_address, runtime_resolution *out)
+int counters_runtime_resolve_mapped(const void *self_address, counters_runtime_resolution *out)
 {
     memset(out, 0, sizeof(*out));
     struct link_map *self_map = NULL;
@@ -190,16 +190,16 @@ int runtime_resolve_mapped(const void *self_address, runtime_resolution *out)
             continue;
         if (map == self_map) {
             out->is_self = 1;
-            out->source = RUNTIME_SOURCE_MAPPED;
+            out->source = COUNTERS_RUNTIME_SOURCE_MAPPED;
             snprintf(out->path, sizeof(out->path), "%s", list.items[i].name);
             status = FLARE_OK;
         } else {
             const flare_runtime_abi *table = get(FLARE_RUNTIME_ABI_VERSION);
             char why[160];
-            if (runtime_check_table(table, why, sizeof(why)) == FLARE_OK) {
+            if (counters_runtime_check_table(table, why, sizeof(why)) == FLARE_OK) {
                 pin_module(list.items[i].name);
                 out->table = table;
-                out->source = RUNTIME_SOURCE_MAPPED;
+                out->source = COUNTERS_RUNTIME_SOURCE_MAPPED;
                 snprintf(out->path, sizeof(out->path), "%s", list.items[i].name);
                 status = FLARE_OK;
             } else {
@@ -218,7 +218,7 @@ int runtime_resolve_mapped(const void *self_address, runtime_resolution *out)
 
 /* ---- loading one by path ---- */
 
-static int load_runtime(const char *path, runtime_source source, runtime_resolution *out)
+static int load_runtime(const char *path, counters_runtime_source source, counters_runtime_resolution *out)
 {
     if (access(path, F_OK) != 0) {
         add_reason(out, "%s: no such file", path);
@@ -245,7 +245,7 @@ static int load_runtime(const char *path, runtime_source source, runtime_resolut
     }
     const flare_runtime_abi *table = ((runtime_get_function)symbol)(FLARE_RUNTIME_ABI_VERSION);
     char why[160];
-    if (runtime_check_table(table, why, sizeof(why)) != FLARE_OK) {
+    if (counters_runtime_check_table(table, why, sizeof(why)) != FLARE_OK) {
         add_reason(out, "%s: %s", path, why);
         dlclose(handle);
         return FLARE_ERR_NOT_FOUND;
@@ -257,7 +257,7 @@ static int load_runtime(const char *path, runtime_source source, runtime_resolut
 }
 
 /* libflare.so in the directory of file (a path to a file). */
-static int load_beside(const char *file, runtime_source source, runtime_resolution *out)
+static int load_beside(const char *file, counters_runtime_source source, counters_runtime_resolution *out)
 {
     const char *slash = strrchr(file, '/');
     char path[PATH_MAX];
@@ -271,26 +271,26 @@ static int load_beside(const char *file, runtime_source source, runtime_resoluti
     return load_runtime(path, source, out);
 }
 
-int runtime_resolve(const void *self_address, runtime_resolution *out)
+int counters_runtime_resolve(const void *self_address, counters_runtime_resolution *out)
 {
-    if (runtime_sharing_disabled()) {
+    if (counters_runtime_sharing_disabled()) {
         memset(out, 0, sizeof(*out));
         add_reason(out, "sharing disabled by FLARE_RUNTIME_DISABLE_SHARING");
         return FLARE_ERR_UNSUPPORTED;
     }
-    if (runtime_resolve_mapped(self_address, out) == FLARE_OK && out->table != NULL)
+    if (counters_runtime_resolve_mapped(self_address, out) == FLARE_OK && out->table != NULL)
         return FLARE_OK;
     out->is_self = 0;
 
     Dl_info self;
     if (self_address != NULL && dladdr(self_address, &self) != 0 && self.dli_fname != NULL &&
         self.dli_fname[0] != '\0') {
-        if (load_beside(self.dli_fname, RUNTIME_SOURCE_BESIDE_MODULE, out) == FLARE_OK)
+        if (load_beside(self.dli_fname, COUNTERS_RUNTIME_SOURCE_BESIDE_MODULE, out) == FLARE_OK)
             return FLARE_OK;
     }
     const char *injection = getenv("CUDA_INJECTION64_PATH");
     if (injection != NULL && injection[0] != '\0') {
-        if (load_beside(injection, RUNTIME_SOURCE_BESIDE_INJECTION, out) == FLARE_OK)
+        if (load_beside(injection, COUNTERS_RUNTIME_SOURCE_BESIDE_INJECTION, out) == FLARE_OK)
             return FLARE_OK;
     } else {
         add_reason(out, "CUDA_INJECTION64_PATH is not set");
@@ -310,7 +310,7 @@ int runtime_resolve(const void *self_address, runtime_resolution *out)
             snprintf(path, sizeof(path), "%s/%s", explicit_path, RUNTIME_LIBRARY_NAME);
         else
             snprintf(path, sizeof(path), "%s", explicit_path);
-        if (load_runtime(path, RUNTIME_SOURCE_ENVIRONMENT, out) == FLARE_OK)
+        if (load_runtime(path, COUNTERS_RUNTIME_SOURCE_ENVIRONMENT, out) == FLARE_OK)
             return FLARE_OK;
     } else {
         add_reason(out, "FLARE_RUNTIME_PATH is not set");

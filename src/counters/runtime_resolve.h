@@ -27,35 +27,35 @@
 #define RUNTIME_LIBRARY_NAME "libflare.so"
 
 /* X(name, value, text): how a runtime was found. Add at the end only. */
-#define RUNTIME_SOURCE_MAP(X)                                                                      \
+#define COUNTERS_RUNTIME_SOURCE_MAP(X)                                                                      \
     X(NONE, 0, "none")                                                                             \
     X(MAPPED, 1, "mapped")                                                                         \
     X(BESIDE_MODULE, 2, "beside-module")                                                           \
     X(BESIDE_INJECTION, 3, "beside-injection")                                                     \
     X(ENVIRONMENT, 4, "environment")
 
-typedef enum runtime_source {
-#define RUNTIME_SOURCE_ENUM_(name, value, text) RUNTIME_SOURCE_##name = value,
-    RUNTIME_SOURCE_MAP(RUNTIME_SOURCE_ENUM_)
-#undef RUNTIME_SOURCE_ENUM_
-} runtime_source;
+typedef enum counters_runtime_source {
+#define COUNTERS_RUNTIME_SOURCE_ENUM_(name, value, text) COUNTERS_RUNTIME_SOURCE_##name = value,
+    COUNTERS_RUNTIME_SOURCE_MAP(COUNTERS_RUNTIME_SOURCE_ENUM_)
+#undef COUNTERS_RUNTIME_SOURCE_ENUM_
+} counters_runtime_source;
 
-const char *runtime_source_name(int source);
+const char *counters_runtime_source_name(int source);
 
-typedef struct runtime_resolution {
+typedef struct counters_runtime_resolution {
     const flare_runtime_abi *table; /* NULL: nothing usable was found */
-    runtime_source source;
+    counters_runtime_source source;
     /* The mapped copy that comes first is the caller's own module (only a
      * runtime probing for an earlier copy of itself sees this; table is
      * NULL then, since calling itself back would recurse). */
     int is_self;
     char path[PATH_MAX]; /* the module that answered */
     char reason[1024];   /* what was tried, and why each failed */
-} runtime_resolution;
+} counters_runtime_resolution;
 
 /* Nonzero when $FLARE_RUNTIME_DISABLE_SHARING asks every module to keep a
  * private registry (for tests that must prove a split is detected). */
-int runtime_sharing_disabled(void);
+int counters_runtime_sharing_disabled(void);
 
 /*
  * Looks only at copies already mapped, in load order, and stops at the
@@ -63,7 +63,7 @@ int runtime_sharing_disabled(void);
  * self_address. Returns FLARE_OK when one was found (table set, or is_self),
  * FLARE_ERR_NOT_FOUND otherwise; out->reason says why.
  */
-int runtime_resolve_mapped(const void *self_address, runtime_resolution *out);
+int counters_runtime_resolve_mapped(const void *self_address, counters_runtime_resolution *out);
 
 /*
  * The whole order above, for modules that are not a runtime themselves.
@@ -71,9 +71,9 @@ int runtime_resolve_mapped(const void *self_address, runtime_resolution *out);
  * FLARE_OK with out->table set, FLARE_ERR_NOT_FOUND (reason lists every
  * place tried), or FLARE_ERR_UNSUPPORTED when sharing is disabled.
  */
-int runtime_resolve(const void *self_address, runtime_resolution *out);
+int counters_runtime_resolve(const void *self_address, counters_runtime_resolution *out);
 
 /* Checks a table's version, size and entries; FLARE_OK or FLARE_ERR_UNSUPPORTED. */
-int runtime_check_table(const flare_runtime_abi *table, char *reason, size_t reason_size);
+int counters_runtime_check_table(const flare_runtime_abi *table, char *reason, size_t reason_size);
 
 #endif /* FLARE_COUNTERS_RUNTIME_RESOLVE_H */

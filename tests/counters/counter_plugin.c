@@ -1,7 +1,7 @@
 /*
  * counter_plugin.c: a plugin module for test_cross_module. It does not link
  * libflare: like the Python extension or the CUDA injection, it finds the
- * process's runtime at run time (runtime_resolve) and ticks counters through
+ * process's runtime at run time (counters_runtime_resolve) and ticks counters through
  * the ABI table, falling back to a private registry of its own when no
  * runtime can be found or sharing is disabled. Test-only.
  */
@@ -17,7 +17,7 @@ PLUGIN_API int plugin_bind(char *description, size_t size);
 PLUGIN_API int plugin_tick(const char *name, int64_t n);
 PLUGIN_API int plugin_value(const char *name, uint64_t *value);
 
-static runtime_resolution resolution;
+static counters_runtime_resolution resolution;
 static const flare_runtime_abi *table;
 static int shared;
 
@@ -40,10 +40,10 @@ void counters_log_rejection(const char *message)
 /* Binds to the runtime; 1 when the registry is shared, 0 when private. */
 PLUGIN_API int plugin_bind(char *description, size_t size)
 {
-    if (runtime_resolve((const void *)&plugin_bind, &resolution) == FLARE_OK) {
+    if (counters_runtime_resolve((const void *)&plugin_bind, &resolution) == FLARE_OK) {
         table = resolution.table;
         shared = 1;
-        snprintf(description, size, "shared: %s %s", runtime_source_name(resolution.source),
+        snprintf(description, size, "shared: %s %s", counters_runtime_source_name(resolution.source),
                  resolution.path);
     } else {
         table = &private_table;
