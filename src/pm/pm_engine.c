@@ -574,8 +574,6 @@ static uint64_t convert(pm_engine *engine, uint64_t raw)
     return value > 0 ? (uint64_t)value : 0;
 }
 
-/* One decode round: decode, read every completed sample, reset the image;
- * on COUNTER_DATA_FULL decode again. Ends with a watermark offer. */
 #define DECODE_ROUNDS_MAX 64
 /* Image fills disarm reads at most (about 0.16 s each with six metrics on
  * the H200); what remains after is decoded without being read, so a stop
@@ -584,12 +582,84 @@ static uint64_t convert(pm_engine *engine, uint64_t raw)
 #define DISARM_READ_ROUNDS 4
 #define DISARM_ROUNDS_MAX  65536
 
+/* What one decode round counted, over all its reads. */
+typedef struct decode_tally {
+    uint64_t newest;
+    uint64_t delivered;
+    uint64_t dropped;
+    uint64_t lost;
+    uint64_t missing;
+    uint64_t first_latency;
+} decode_tally;
+
+/* Reads sample index of the decoded image, stamps and flags it, and queues
+ * it for the collector; tally takes its counts. */
+static void read_sample(pm_engine *engine, size_t index, int overflow, uint64_t decoded_ns,
+                        decode_tally *tally)
+{
+    pm_queue_entry entry = {0};
+    pm_sample *sample = &entry.sample;
+    uint64_t raw_start = 0, raw_end = 0;
+    if (engine->ops->sample_read(engine->hardware, index, &raw_start, &raw_end, sample->values) !=
+        FLARE_OK)
+        return;
+    if (engine->clock_method == PM_CLOCK_UNKNOWN)
+        choose_clock(engine, raw_end, decoded_ns);
+    sample->start_ns = convert(engine, raw_start);
+    sample->end_ns = convert(engine, raw_end);
+    if (engine->window_samples == 0 && sample->start_ns < engine->armed_ns) {
+        sample->start_ns = engine->armed_ns < sample->end_ns ? engine->armed_ns : sample->end_ns;
+        sample->flags |= PM_SAMPLE_START_CLAMPED;
+    }
+    sample->window_id = engine->window_id;
+    sample->sample_index = engine->window_samples++;
+    sample->device = engine->device;
+    if (engine->clock_method == PM_CLOCK_ALIGNED)
+        sample->flags |= PM_SAMPLE_CLOCK_GUESS;
+    if (overflow)
+        sample->flags |= PM_SAMPLE_OVERFLOW;
+    if (engine->previous_end_ns != 0) {
+        /* Lost samples leave a hole before the next one: estimate their
+         * number from its width. After an overflow they are overflow
+         * losses; a hole without one (seen on GH100 at a 10 us interval)
+         * is counted as missing. */
+        uint64_t gap = sample->start_ns > engine->previous_end_ns
+                           ? sample->start_ns - engine->previous_end_ns
+                           : 0;
+        if (gap * 2 > engine->interval_ns * 3) {
+            sample->flags |= PM_SAMPLE_AFTER_GAP;
+            if (engine->gap_suspected)
+                tally->lost += gap / engine->interval_ns;
+            else
+                tally->missing += gap / engine->interval_ns;
+        }
+        engine->gap_suspected = 0;
+    }
+    engine->previous_end_ns = sample->end_ns;
+    if (sample->end_ns > tally->newest)
+        tally->newest = sample->end_ns;
+    if (!engine->first_sample_seen) {
+        engine->first_sample_seen = 1;
+        tally->first_latency =
+            sample->end_ns > engine->armed_ns ? sample->end_ns - engine->armed_ns : 1;
+        sample->open_to_sample_ns = tally->first_latency;
+        sample->open_to_delivery_ns =
+            decoded_ns > engine->armed_ns ? decoded_ns - engine->armed_ns : 1;
+    }
+    if (queue_push(engine, &entry) == 0)
+        tally->delivered++;
+    else
+        tally->dropped++;
+}
+
+/* One decode round: decode, read every completed sample, reset the image;
+ * on COUNTER_DATA_FULL decode again. Ends with a watermark offer. */
 static void decode_round(pm_engine *engine, int read_rounds)
 {
     uint64_t round_began = core_now_ns();
     int overflow = 0, failed = 0, exhausted = 0, truncated = 1;
-    uint64_t newest = 0, delivered = 0, dropped = 0, lost = 0, fulls = 0, overflows = 0;
-    uint64_t failures = 0, decodes = 0, first_latency = 0, discarded = 0, missing = 0;
+    uint64_t fulls = 0, overflows = 0, failures = 0, decodes = 0, discarded = 0;
+    decode_tally tally = {0};
     char failure_reason[160] = "";
     /* A close goes on until the hardware is empty (unread decodes are
      * cheap); the decode thread stops after DECODE_ROUNDS_MAX. */
@@ -613,62 +683,8 @@ static void decode_round(pm_engine *engine, int read_rounds)
             discarded += count;
             count = 0;
         }
-        for (size_t index = 0; index < count; index++) {
-            pm_queue_entry entry = {0};
-            pm_sample *sample = &entry.sample;
-            uint64_t raw_start = 0, raw_end = 0;
-            if (engine->ops->sample_read(engine->hardware, index, &raw_start, &raw_end,
-                                         sample->values) != FLARE_OK)
-                continue;
-            if (engine->clock_method == PM_CLOCK_UNKNOWN)
-                choose_clock(engine, raw_end, decoded_ns);
-            sample->start_ns = convert(engine, raw_start);
-            sample->end_ns = convert(engine, raw_end);
-            if (engine->window_samples == 0 && sample->start_ns < engine->armed_ns) {
-                sample->start_ns =
-                    engine->armed_ns < sample->end_ns ? engine->armed_ns : sample->end_ns;
-                sample->flags |= PM_SAMPLE_START_CLAMPED;
-            }
-            sample->window_id = engine->window_id;
-            sample->sample_index = engine->window_samples++;
-            sample->device = engine->device;
-            if (engine->clock_method == PM_CLOCK_ALIGNED)
-                sample->flags |= PM_SAMPLE_CLOCK_GUESS;
-            if (result.overflow)
-                sample->flags |= PM_SAMPLE_OVERFLOW;
-            if (engine->previous_end_ns != 0) {
-                /* Lost samples leave a hole before the next one: estimate
-                 * their number from its width. After an overflow they are
-                 * overflow losses; a hole without one (seen on GH100 at a
-                 * 10 us interval) is counted as missing. */
-                uint64_t gap = sample->start_ns > engine->previous_end_ns
-                                   ? sample->start_ns - engine->previous_end_ns
-                                   : 0;
-                if (gap * 2 > engine->interval_ns * 3) {
-                    sample->flags |= PM_SAMPLE_AFTER_GAP;
-                    if (engine->gap_suspected)
-                        lost += gap / engine->interval_ns;
-                    else
-                        missing += gap / engine->interval_ns;
-                }
-                engine->gap_suspected = 0;
-            }
-            engine->previous_end_ns = sample->end_ns;
-            if (sample->end_ns > newest)
-                newest = sample->end_ns;
-            if (!engine->first_sample_seen) {
-                engine->first_sample_seen = 1;
-                first_latency =
-                    sample->end_ns > engine->armed_ns ? sample->end_ns - engine->armed_ns : 1;
-                sample->open_to_sample_ns = first_latency;
-                sample->open_to_delivery_ns =
-                    decoded_ns > engine->armed_ns ? decoded_ns - engine->armed_ns : 1;
-            }
-            if (queue_push(engine, &entry) == 0)
-                delivered++;
-            else
-                dropped++;
-        }
+        for (size_t index = 0; index < count; index++)
+            read_sample(engine, index, result.overflow, decoded_ns, &tally);
         engine->ops->image_reset(engine->hardware);
         if (result.overflow)
             engine->gap_suspected = 1;
@@ -684,29 +700,29 @@ static void decode_round(pm_engine *engine, int read_rounds)
     }
     pm_queue_entry end = {.is_decode_end = 1,
                           .exhausted = exhausted,
-                          .overflow = overflow || dropped > 0,
+                          .overflow = overflow || tally.dropped > 0,
                           .failed = failed,
                           .truncated = truncated,
-                          .newest_sample_ns = newest};
+                          .newest_sample_ns = tally.newest};
     /* A lost offer only keeps the watermark where it is: safe. */
     (void)queue_push(engine, &end);
     if (failed)
         CORE_LOG_ONCE("pm.decode_failed", CORE_LOG_WARNING, "%s: decode failed: %s",
                       engine->ops->name, failure_reason);
     pthread_mutex_lock(&engine->stats_lock);
-    engine->stats.samples += delivered;
-    engine->stats.queue_drops += dropped;
-    engine->stats.samples_lost += lost;
+    engine->stats.samples += tally.delivered;
+    engine->stats.queue_drops += tally.dropped;
+    engine->stats.samples_lost += tally.lost;
     engine->stats.samples_discarded += discarded;
-    engine->stats.samples_missing += missing;
+    engine->stats.samples_missing += tally.missing;
     engine->stats.overflows += overflows;
     engine->stats.counter_data_full += fulls;
     engine->stats.decode_failures += failures;
     engine->stats.decodes += decodes;
     engine->stats.decode_ns += core_now_ns() - round_began;
     engine->stats.clock_method = engine->clock_method;
-    if (first_latency != 0)
-        engine->stats.first_sample_latency_ns = first_latency;
+    if (tally.first_latency != 0)
+        engine->stats.first_sample_latency_ns = tally.first_latency;
     pthread_mutex_unlock(&engine->stats_lock);
 }
 

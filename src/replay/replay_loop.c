@@ -476,6 +476,41 @@ static bool anyone_participates(const replay_loop *loop)
     return false;
 }
 
+/* Takes the device's writer gate and drains the launch's stream and
+ * device, bounded by the drain timeout. false: the launch was declined
+ * (state says so) and the loop is gone. */
+static bool drain_before(replay_loop *loop, replay_launch_state *state)
+{
+    const replay_launch_request *request = loop->request;
+    const replay_device_ops *ops = loop->ops;
+    uint64_t drain_started = core_now_ns();
+    char limit[32];
+    format_duration(loop->settings.drain_timeout_ns, limit, sizeof limit);
+    if (replay_gate_writer_enter(request->device, loop->settings.drain_timeout_ns) != FLARE_OK) {
+        decline(loop, state, false, "device drain stuck: the gate of device %d stayed busy for %s",
+                request->device, limit);
+        return false;
+    }
+    signal_progress(loop, "draining before");
+    if (replay_span_active_on(request->device)) {
+        decline(loop, state, true, "a range replay is recording on device %d", request->device);
+        return false;
+    }
+    if (ops->stream_drain(request->stream, loop->settings.drain_timeout_ns) != FLARE_OK) {
+        decline(loop, state, true, "stream drain stuck: stream %" PRIu64 " still had work after %s",
+                request->stream_id, limit);
+        return false;
+    }
+    if (ops->device_drain(request->device, loop->settings.drain_timeout_ns) != FLARE_OK) {
+        decline(loop, state, true,
+                "device drain stuck: another stream of device %d still had work after %s",
+                request->device, limit);
+        return false;
+    }
+    loop->record->drain_ns = core_now_ns() - drain_started;
+    return true;
+}
+
 void replay_launch_begin(const replay_launch_request *request, replay_launch_state *state)
 {
     memset(state, 0, sizeof *state);
@@ -562,31 +597,9 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         return;
     }
 
-    uint64_t drain_started = core_now_ns();
-    char limit[32];
-    format_duration(loop->settings.drain_timeout_ns, limit, sizeof limit);
-    if (replay_gate_writer_enter(request->device, loop->settings.drain_timeout_ns) != FLARE_OK) {
-        decline(loop, state, false, "device drain stuck: the gate of device %d stayed busy for %s",
-                request->device, limit);
+    if (!drain_before(loop, state)) {
         return;
     }
-    signal_progress(loop, "draining before");
-    if (replay_span_active_on(request->device)) {
-        decline(loop, state, true, "a range replay is recording on device %d", request->device);
-        return;
-    }
-    if (ops->stream_drain(request->stream, loop->settings.drain_timeout_ns) != FLARE_OK) {
-        decline(loop, state, true, "stream drain stuck: stream %" PRIu64 " still had work after %s",
-                request->stream_id, limit);
-        return;
-    }
-    if (ops->device_drain(request->device, loop->settings.drain_timeout_ns) != FLARE_OK) {
-        decline(loop, state, true,
-                "device drain stuck: another stream of device %d still had work after %s",
-                request->device, limit);
-        return;
-    }
-    record->drain_ns = core_now_ns() - drain_started;
     signal_progress(loop, "snapshotting before");
     loop->needs_snapshot = planned != 1;
     if (loop->needs_snapshot && take_snapshot(loop, reason, sizeof reason) != NULL) {

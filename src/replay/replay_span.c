@@ -187,6 +187,38 @@ static void span_progress(span_state *span, int device, const char *doing)
     replay_gate_writer_progress(device, what, replay_gate_stall_ns(&span->settings));
 }
 
+/* The metrics the span collects: the selection's, else the documented
+ * default set. The names are copied into the span's record: the
+ * selection's storage may be replaced while the span runs. */
+static void choose_metrics(span_state *span)
+{
+    const char *const *selected = NULL;
+    size_t selected_count = replay_selection_metrics(&selected);
+    char default_storage[2048];
+    const char *default_names[REPLAY_RECORD_METRIC_MAX];
+    if (selected_count == 0) {
+        snprintf(default_storage, sizeof default_storage, "%s",
+                 replay_metric_set_find("speed-of-light")->metrics);
+        char *cursor = default_storage;
+        while (cursor != NULL && selected_count < REPLAY_RECORD_METRIC_MAX) {
+            default_names[selected_count++] = cursor;
+            cursor = strchr(cursor, ',');
+            if (cursor != NULL) {
+                *cursor++ = '\0';
+            }
+        }
+        selected = default_names;
+    }
+    snprintf(span->record->collector, sizeof span->record->collector, "%s", span->collector->name);
+    span->record->metric_count = (uint32_t)selected_count;
+    for (size_t index = 0; index < selected_count; index++) {
+        snprintf(span->record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s", selected[index]);
+        span->metric_name_pointers[index] = span->record->metric_names[index];
+    }
+    span->metric_names = span->metric_name_pointers;
+    span->metric_count = selected_count;
+}
+
 int replay_span_begin(const char *name, uint64_t occurrence)
 {
     if (name == NULL || name[0] == '\0') {
@@ -237,34 +269,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         span_decline(span, "no metric collector that can collect per-kernel ranges");
         return FLARE_OK;
     }
-    /* The names are copied into the span's record: the selection's storage
-     * may be replaced while the span runs. Without a selection, the
-     * documented default set. */
-    const char *const *selected = NULL;
-    size_t selected_count = replay_selection_metrics(&selected);
-    char default_storage[2048];
-    const char *default_names[REPLAY_RECORD_METRIC_MAX];
-    if (selected_count == 0) {
-        snprintf(default_storage, sizeof default_storage, "%s",
-                 replay_metric_set_find("speed-of-light")->metrics);
-        char *cursor = default_storage;
-        while (cursor != NULL && selected_count < REPLAY_RECORD_METRIC_MAX) {
-            default_names[selected_count++] = cursor;
-            cursor = strchr(cursor, ',');
-            if (cursor != NULL) {
-                *cursor++ = '\0';
-            }
-        }
-        selected = default_names;
-    }
-    snprintf(record->collector, sizeof record->collector, "%s", span->collector->name);
-    record->metric_count = (uint32_t)selected_count;
-    for (size_t index = 0; index < selected_count; index++) {
-        snprintf(record->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s", selected[index]);
-        span->metric_name_pointers[index] = record->metric_names[index];
-    }
-    span->metric_names = span->metric_name_pointers;
-    span->metric_count = selected_count;
+    choose_metrics(span);
     char reason[256] = "";
     /* The launch count lets another profiler be pointed at the same span
      * (ncu --launch-skip): scripts/gpu-check-span.sh does. */
