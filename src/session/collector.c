@@ -457,9 +457,8 @@ void session_collector_stop(session_collector *collector, session_collector_stat
     pthread_cond_signal(&collector->wake);
     pthread_mutex_unlock(&collector->lock);
     pthread_join(collector->thread, NULL);
-    drain_context adopting = {.store = collector->store,
-                              .backend = collector->backend,
-                              .pid = collector->pid};
+    drain_context adopting = {
+        .store = collector->store, .backend = collector->backend, .pid = collector->pid};
     if (store_begin(collector->store) == FLARE_OK) {
         take_adopted_backend(collector, &adopting);
         if (store_commit(collector->store) != FLARE_OK)

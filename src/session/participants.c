@@ -89,8 +89,7 @@ void session_participants_end(const session_order *order, store *database, int64
     FOR_EACH_HOOK(order, end, database, pid, generation, end_ns);
 }
 
-void session_participants_kernel(const session_order *order, uint64_t end_ns,
-                                 uint64_t duration_ns)
+void session_participants_kernel(const session_order *order, uint64_t end_ns, uint64_t duration_ns)
 {
     FOR_EACH_HOOK(order, kernel, end_ns, duration_ns);
 }

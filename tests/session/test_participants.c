@@ -31,7 +31,7 @@ static void note(const char *what)
 }
 
 #define FAKE(index)                                                                                \
-    static int begin_##index(const session_start *start)                                          \
+    static int begin_##index(const session_start *start)                                           \
     {                                                                                              \
         (void)start;                                                                               \
         note("b" #index " ");                                                                      \
@@ -166,9 +166,8 @@ static void test_process_row_names_the_chosen_backend(void **state)
     snprintf(path, sizeof(path), "%s/session.db", dir);
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(
-        sqlite3_exec(db, "SELECT backend FROM processes", read_backend, backend, NULL),
-        SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "SELECT backend FROM processes", read_backend, backend, NULL),
+                     SQLITE_OK);
     sqlite3_close(db);
     assert_string_equal(backend, "sim");
     test_remove_dir(dir);
