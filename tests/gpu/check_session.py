@@ -193,6 +193,16 @@ def check_storm(db, launched):
     return failures
 
 
+def check_backend(db):
+    """Every process of a GPU session ran on the CUDA backend (issue 17:
+    processes.backend said 'sim' for CUDA processes before)."""
+    backends = rows(db, "SELECT pid, backend FROM processes")
+    wrong = [(pid, backend) for pid, backend in backends if backend != "cuda"]
+    if not backends or wrong:
+        return [f"processes.backend should be 'cuda' for every process: {backends}"]
+    return []
+
+
 def main():
     mode, session = sys.argv[1], sys.argv[2]
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
@@ -208,6 +218,7 @@ def main():
         failures = check_storm(db, int(sys.argv[3]))
     else:
         failures = check_train(db, int(sys.argv[3]))
+    failures += check_backend(db)
     for failure in failures:
         print(f"FAIL {mode}: {failure}")
     if not failures:
