@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/duration.h"
 #include "flare/flare.h"
 #include "replay/replay.h"
 #include "storm/storm_guard.h"
@@ -75,7 +76,7 @@ static const char replay_help[] =
     "                     unknown name declines the launch, with the reason\n"
     "  --set NAME         a named set (default: speed-of-light)\n"
     "  --list-sets        print the sets and their metrics, run nothing\n"
-    "Bounds (units: ms, s, min; B, KiB, MiB, GiB, TiB):\n"
+    "Bounds (units: ns, us, ms, s, min, h; B, KiB, MiB, GiB, TiB):\n"
     "  --drain-timeout DURATION    how long to wait for the device to go idle\n"
     "                     before a replay; on expiry the launch is declined and runs\n"
     "                     once (default 10s)\n"
@@ -191,7 +192,7 @@ static int is_all_digits(const char *text)
  * accepts exactly what the engine will (FLARE_REPLAY_*_TIMEOUT, _BUDGET). */
 static int check_scaled(const char *option, const char *value, int is_bytes)
 {
-    const char *units = is_bytes ? "B, KiB, MiB, GiB, TiB" : "ms, s, min";
+    const char *units = is_bytes ? "B, KiB, MiB, GiB, TiB" : "ns, us, ms, s, min, h";
     if (is_all_digits(value) && strspn(value, "0") == strlen(value))
         return cli_usage_error("replay", "'%s %s': must be more than zero, with a unit (%s)",
                                option, value, units);
@@ -200,9 +201,13 @@ static int check_scaled(const char *option, const char *value, int is_bytes)
                                value, value, is_bytes ? "MiB" : "s", units);
     char error[256];
     uint64_t parsed = 0;
-    int status = is_bytes ? replay_parse_bytes(option, value, &parsed, error, sizeof(error))
-                          : replay_parse_duration(option, value, &parsed, error, sizeof(error));
-    if (status != 0) {
+    if (!is_bytes) {
+        if (core_duration_parse(value, strlen(value), 1, UINT64_MAX, &parsed, error,
+                                sizeof(error)) != FLARE_OK)
+            return cli_usage_error("replay", "'%s %s': %s", option, value, error);
+        return CLI_EXIT_OK;
+    }
+    if (replay_parse_bytes(option, value, &parsed, error, sizeof(error)) != 0) {
         /* The engine's message starts with VARIABLE="VALUE": ; say it the
          * way the other options' messages do. */
         char prefix[256];
@@ -212,11 +217,11 @@ static int check_scaled(const char *option, const char *value, int is_bytes)
             reason += strlen(prefix);
         return cli_usage_error("replay", "'%s %s': %s", option, value, reason);
     }
-    /* "0.1B" or "0.0000001ms" parse as a positive number that rounds to
-     * nothing: a zero bound would decline or abort every replay. */
+    /* "0.1B" parses as a positive number that rounds to nothing: a zero
+     * budget would decline every replay. */
     if (parsed == 0)
-        return cli_usage_error("replay", "'%s %s': rounds to zero; expected at least 1 %s", option,
-                               value, is_bytes ? "byte" : "nanosecond");
+        return cli_usage_error("replay", "'%s %s': rounds to zero; expected at least 1 byte",
+                               option, value);
     return CLI_EXIT_OK;
 }
 

@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "core/config.h"
+#include "core/duration.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
 #include "windows/windows.h"
@@ -46,7 +47,7 @@ static const char trace_help[] =
     "  --deep-after DURATION --deep-for DURATION\n"
     "                     one scheduled deep-profiling window in each process: it\n"
     "                     opens DURATION after the process's session starts and\n"
-    "                     lasts the --deep-for DURATION (units: ms, s, min; e.g.\n"
+    "                     lasts the --deep-for DURATION (ns, us, ms, s, min, h; e.g.\n"
     "                     --deep-after 30s --deep-for 2s). Both or neither.\n"
     "  --storm-rate RATE  the launch-storm guard (CUDA): over RATE kernel launches\n"
     "                     per second for 50 ms, kernels, copies and memsets are\n"
@@ -107,7 +108,8 @@ int cli_trace(int argc, char **argv)
             const char *value = argv[++index];
             char why[192];
             uint64_t duration_ns;
-            if (windows_parse_duration(value, &duration_ns, why, sizeof(why)) != FLARE_OK)
+            if (core_duration_parse(value, strlen(value), 1, WINDOWS_SCHEDULE_MAX_NS, &duration_ns,
+                                    why, sizeof(why)) != FLARE_OK)
                 return cli_usage_error("trace", "'%s %s': %s", argument, value, why);
             if (strcmp(argument, "--deep-for") == 0 && duration_ns > WINDOWS_DURATION_MAX_NS)
                 return cli_usage_error("trace", "'--deep-for %s': a window lasts at most %llu s",

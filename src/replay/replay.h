@@ -305,10 +305,9 @@ int replay_selection_from_environment(char *error, size_t error_size);
  * collectors prepare their configuration from it early. */
 size_t replay_selection_metrics(const char *const **names);
 
-/* Value parsers shared with the CLI: "250ms", "10s", "2min"; "512MiB",
- * "16GiB". 0, or -1 with error naming variable and what was expected. */
-int replay_parse_duration(const char *variable, const char *text, uint64_t *out_ns, char *error,
-                          size_t error_size);
+/* The size parser shared with the CLI: "512MiB", "16GiB". 0, or -1 with
+ * error naming variable and what was expected. Durations ("250ms", "10s",
+ * "2min") are read with core_duration_parse (core/duration.h), from 1 ns up. */
 int replay_parse_bytes(const char *variable, const char *text, uint64_t *out_bytes, char *error,
                        size_t error_size);
 

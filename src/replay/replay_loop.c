@@ -15,6 +15,7 @@
 #include "replay/replay_internal.h"
 
 #include "core/clock.h"
+#include "core/duration.h"
 #include "core/log.h"
 
 #include <inttypes.h>
@@ -132,15 +133,6 @@ void replay_reset_for_tests(void)
     replay_settings settings;
     replay_settings_default(&settings);
     replay_settings_apply(&settings);
-}
-
-static void format_duration(uint64_t ns, char *buffer, size_t size)
-{
-    if (ns >= 1000000000ull) {
-        snprintf(buffer, size, "%.3g s", (double)ns / 1e9);
-    } else {
-        snprintf(buffer, size, "%.3g ms", (double)ns / 1e6);
-    }
 }
 
 static replay_record *record_new(const replay_launch_request *request, uint64_t launch_id,
@@ -335,7 +327,7 @@ static bool pass_exit(replay_loop *loop, void *stream)
     uint64_t end_ns = core_now_ns();
     if (status != FLARE_OK) {
         char limit[32];
-        format_duration(loop->settings.pass_timeout_ns, limit, sizeof limit);
+        core_duration_format(loop->settings.pass_timeout_ns, limit, sizeof limit);
         fail_loop(loop, "stream %" PRIu64 " did not finish the pass within %s (%s)",
                   loop->launch.stream_id, limit, flare_strerror(status));
         return false;
@@ -485,7 +477,7 @@ static bool drain_before(replay_loop *loop, replay_launch_state *state)
     const replay_device_ops *ops = loop->ops;
     uint64_t drain_started = core_now_ns();
     char limit[32];
-    format_duration(loop->settings.drain_timeout_ns, limit, sizeof limit);
+    core_duration_format(loop->settings.drain_timeout_ns, limit, sizeof limit);
     if (replay_gate_writer_enter(request->device, loop->settings.drain_timeout_ns) != FLARE_OK) {
         decline(loop, state, false, "device drain stuck: the gate of device %d stayed busy for %s",
                 request->device, limit);

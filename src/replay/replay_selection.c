@@ -13,6 +13,7 @@
 #include "replay/replay_internal.h"
 
 #include "core/capability.h"
+#include "core/duration.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -285,8 +286,8 @@ static int parse_count(const char *variable, const char *text, uint64_t *out, ch
     return 0;
 }
 
-/* Parses a duration with unit (ms, s) or a byte size with unit (B, KiB,
- * MiB, GiB); 0 or -1 with error. */
+/* Parses a byte size with unit (B, KiB, MiB, GiB, TiB); 0 or -1 with
+ * error. */
 static int parse_scaled(const char *variable, const char *text, const char *const *units,
                         const uint64_t *scales, size_t unit_count, uint64_t *out, char *error,
                         size_t error_size)
@@ -326,12 +327,18 @@ static int parse_scaled(const char *variable, const char *text, const char *cons
     return -1;
 }
 
-int replay_parse_duration(const char *variable, const char *text, uint64_t *out_ns, char *error,
-                          size_t error_size)
+/* A FLARE_REPLAY_*_TIMEOUT value through the duration parser, from 1 ns
+ * up; 0, or -1 with error as VARIABLE="TEXT": why. */
+static int parse_timeout(const char *variable, const char *text, uint64_t *out_ns, char *error,
+                         size_t error_size)
 {
-    static const char *const units[] = {"ms", "s", "min"};
-    static const uint64_t scales[] = {1000000ull, 1000000000ull, 60000000000ull};
-    return parse_scaled(variable, text, units, scales, 3, out_ns, error, error_size);
+    char why[192];
+    if (core_duration_parse(text, strlen(text), 1, UINT64_MAX, out_ns, why, sizeof why) ==
+        FLARE_OK) {
+        return 0;
+    }
+    snprintf(error, error_size, "%s=\"%s\": %s", variable, text, why);
+    return -1;
 }
 
 int replay_parse_bytes(const char *variable, const char *text, uint64_t *out_bytes, char *error,
@@ -377,12 +384,10 @@ int replay_selection_from_environment(char *error, size_t error_size)
 
     replay_settings settings;
     replay_settings_default(&settings);
-    if ((drain != NULL &&
-         replay_parse_duration("FLARE_REPLAY_DRAIN_TIMEOUT", drain, &settings.drain_timeout_ns,
-                               error, error_size) != 0) ||
-        (pass != NULL &&
-         replay_parse_duration("FLARE_REPLAY_PASS_TIMEOUT", pass, &settings.pass_timeout_ns, error,
-                               error_size) != 0) ||
+    if ((drain != NULL && parse_timeout("FLARE_REPLAY_DRAIN_TIMEOUT", drain,
+                                        &settings.drain_timeout_ns, error, error_size) != 0) ||
+        (pass != NULL && parse_timeout("FLARE_REPLAY_PASS_TIMEOUT", pass, &settings.pass_timeout_ns,
+                                       error, error_size) != 0) ||
         (budget != NULL &&
          replay_parse_bytes("FLARE_REPLAY_FOOTPRINT_BUDGET", budget, &settings.footprint_budget,
                             error, error_size) != 0)) {

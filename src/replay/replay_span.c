@@ -18,6 +18,7 @@
 #include "replay/replay_internal.h"
 
 #include "core/clock.h"
+#include "core/duration.h"
 #include "core/log.h"
 #include "windows/windows_session.h" /* the launch count, for the log */
 
@@ -280,7 +281,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     /* The writer side for the drain and the snapshot only: nothing in
      * flight may change memory under the copy. */
     char limit[32];
-    snprintf(limit, sizeof limit, "%.3g ms", (double)span->settings.drain_timeout_ns / 1e6);
+    core_duration_format(span->settings.drain_timeout_ns, limit, sizeof limit);
     uint64_t started = core_now_ns();
     if (replay_gate_writer_enter(device, span->settings.drain_timeout_ns) != FLARE_OK) {
         span_decline(span, "device drain stuck: the gate of device %d stayed busy for %s", device,
@@ -539,8 +540,10 @@ static bool span_pass_finish(span_state *span)
     }
     uint64_t end_ns = core_now_ns();
     if (status != FLARE_OK) {
-        span_fail(span, "device %d did not finish the pass within %.3g s (%s)", span->device,
-                  (double)span->settings.pass_timeout_ns / 1e9, flare_strerror(status));
+        char limit[32];
+        core_duration_format(span->settings.pass_timeout_ns, limit, sizeof limit);
+        span_fail(span, "device %d did not finish the pass within %s (%s)", span->device, limit,
+                  flare_strerror(status));
         return false;
     }
     if (span->collector_pass_open) {
@@ -663,10 +666,12 @@ int replay_span_end(void)
         /* Nothing is restored yet: a device that does not finish the
          * program's own run declines the span rather than stopping it. */
         if (span->ops->device_drain(span->device, span->settings.pass_timeout_ns) != FLARE_OK) {
+            char limit[32];
+            core_duration_format(span->settings.pass_timeout_ns, limit, sizeof limit);
             span_decline(span,
                          "device drain stuck: device %d did not finish the span's own run "
-                         "within %.3g s",
-                         span->device, (double)span->settings.pass_timeout_ns / 1e9);
+                         "within %s",
+                         span->device, limit);
         } else {
             healthy = span_pass_finish(span);
         }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/duration.h"
 #include "rules/rule_internal.h"
 
 /* value / divisor with its remainder as decimals, trailing zeros dropped:
@@ -48,16 +49,11 @@ static void format_in_largest_unit(uint64_t value, const char *const *names, con
     snprintf(buffer, size, "%llu%s", (unsigned long long)(value / scales[chosen]), names[chosen]);
 }
 
+/* Kept as the rules' name for it (rule_tables.c and rule_validate.c call it
+ * a dozen times); the form is core's, which duration parsers read back. */
 void rules_format_duration(uint64_t ns, char *buffer, size_t size)
 {
-    static const char *const names[] = {"ns", "us", "ms", "s", "min", "h"};
-    static const uint64_t scales[] = {1,
-                                      RULES_NS_PER_US,
-                                      RULES_NS_PER_MS,
-                                      RULES_NS_PER_SECOND,
-                                      RULES_NS_PER_MINUTE,
-                                      RULES_NS_PER_HOUR};
-    format_in_largest_unit(ns, names, scales, 6, "s", buffer, size);
+    core_duration_format(ns, buffer, size);
 }
 
 int rules_format_quantity(rules_quantity quantity, char *buffer, size_t size)

@@ -12,7 +12,10 @@
  * Numbers are decimal, with an optional fraction, and converted exactly into
  * the quantity's integer base unit with digit arithmetic (no floating point,
  * so no NaN, infinity, rounding or locale): a value finer than the base unit
- * or too large for 64 bits is refused, never rounded or clamped.
+ * or too large for 64 bits is refused, never rounded or clamped. Durations
+ * are converted by core_duration_scan (core/duration.h), the parser every
+ * other duration in flare goes through; this file keeps the checks that need
+ * the rule around the token (the next token, the expected kind, the range).
  * Must never: read past the text's end or its RULES_TEXT_MAX bound; write
  * past the error buffer; leave *out half-filled on a refusal.
  */
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/duration.h"
 #include "rules/rule_internal.h"
 
 typedef enum token_kind {
@@ -321,8 +325,22 @@ static int parse_quantity(parser *p, token t, const expectation *expected, rules
         return fail(p, t.start, "'%s' is %s, but %s, e.g. %s", shown, rules_kind(unit->kind)->noun,
                     expected->wants, expected->example);
     uint64_t value = 0;
-    decimal_status converted =
-        scale_decimal(s, whole_length, fraction, fraction_length, unit->scale, &value);
+    decimal_status converted = DECIMAL_OK;
+    if (expected->kind == RULES_UNIT_DURATION) {
+        /* Durations through the one duration parser, which every other
+         * place that reads one (FLARE_DEEP_*, replay timeouts) uses too. */
+        char detail[RULES_ERROR_MAX];
+        core_duration_fault fault = core_duration_scan(s, n, &value, detail, sizeof(detail));
+        /* The checks above refuse every token the parser would call
+         * malformed; should the two ever drift apart, the parser's reason. */
+        if (fault == CORE_DURATION_FAULT_FORM)
+            return fail(p, t.start, "%s", detail);
+        converted = fault == CORE_DURATION_FAULT_TOO_LARGE  ? DECIMAL_TOO_LARGE
+                    : fault == CORE_DURATION_FAULT_TOO_FINE ? DECIMAL_NOT_EXACT
+                                                            : DECIMAL_OK;
+    } else {
+        converted = scale_decimal(s, whole_length, fraction, fraction_length, unit->scale, &value);
+    }
     if (converted == DECIMAL_TOO_LARGE)
         return fail(p, t.start, "'%s' is too large: %s", shown, expected->range);
     if (converted == DECIMAL_NOT_EXACT) {

@@ -20,12 +20,12 @@
 
 #include "core/capability.h"
 #include "core/clock.h"
+#include "core/duration.h"
 #include "core/log.h"
 #include "flare/flare.h"
 
 #define WINDOWS_DEFAULT_DURATION_MS 2000u
 #define WINDOWS_API_WAIT_NS         2000000000ull /* eight beats at the longest flush interval */
-#define WINDOWS_PARSE_MAX_NS        (24ull * 3600ull * 1000000000ull)
 #define WINDOWS_WRITE_BATCH         16
 
 static pthread_mutex_t coordinator_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,68 +86,20 @@ uint64_t windows_session_launches(void)
     return launches_now();
 }
 
-int windows_parse_duration(const char *text, uint64_t *duration_ns, char *error, size_t error_size)
+/* A schedule variable's value through the duration parser, within
+ * 1ns..WINDOWS_SCHEDULE_MAX_NS. error is left empty, or says
+ * VARIABLE=TEXT: why. */
+static int parse_schedule_value(const char *variable, const char *text, uint64_t *out_ns,
+                                char *error, size_t error_size)
 {
-    if (text == NULL || text[0] == '\0') {
-        snprintf(error, error_size, "expected a duration with a unit, e.g. 500ms, 2s or 1min");
-        return FLARE_ERR_INVALID_ARGUMENT;
+    int written = snprintf(error, error_size, "%s=%.48s: ", variable, text);
+    size_t used = written > 0 && (size_t)written < error_size ? (size_t)written : error_size;
+    if (core_duration_parse(text, strlen(text), 1, WINDOWS_SCHEDULE_MAX_NS, out_ns, error + used,
+                            error_size - used) == FLARE_OK) {
+        if (error_size > 0)
+            error[0] = '\0';
+        return FLARE_OK;
     }
-    /* Digits parsed by hand: strtod would follow the locale's decimal point. */
-    const char *cursor = text;
-    uint64_t whole = 0;
-    uint64_t fraction = 0, fraction_scale = 1;
-    int digits = 0;
-    while (*cursor >= '0' && *cursor <= '9') {
-        if (whole > WINDOWS_PARSE_MAX_NS / 10)
-            goto too_long;
-        whole = whole * 10 + (uint64_t)(*cursor++ - '0');
-        digits++;
-    }
-    if (*cursor == '.') {
-        cursor++;
-        while (*cursor >= '0' && *cursor <= '9') {
-            if (fraction_scale < 1000000000ull) {
-                fraction = fraction * 10 + (uint64_t)(*cursor - '0');
-                fraction_scale *= 10;
-            }
-            cursor++;
-            digits++;
-        }
-    }
-    if (digits == 0) {
-        snprintf(error, error_size, "'%s': expected a number and a unit, e.g. 500ms, 2s or 1min",
-                 text);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    uint64_t unit_ns;
-    if (strcmp(cursor, "ms") == 0) {
-        unit_ns = 1000000ull;
-    } else if (strcmp(cursor, "s") == 0) {
-        unit_ns = 1000000000ull;
-    } else if (strcmp(cursor, "min") == 0) {
-        unit_ns = 60ull * 1000000000ull;
-    } else if (*cursor == '\0') {
-        snprintf(error, error_size,
-                 "'%s' has no unit: write %sms, %ss or %smin (a bare number is ambiguous)", text,
-                 text, text, text);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    } else {
-        snprintf(error, error_size, "'%s': unknown unit '%s' (use ms, s or min)", text, cursor);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    if (whole > WINDOWS_PARSE_MAX_NS / unit_ns)
-        goto too_long;
-    uint64_t total = whole * unit_ns + fraction * unit_ns / fraction_scale;
-    if (total > WINDOWS_PARSE_MAX_NS)
-        goto too_long;
-    if (total == 0) {
-        snprintf(error, error_size, "'%s': a duration must be more than zero", text);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    *duration_ns = total;
-    return FLARE_OK;
-too_long:
-    snprintf(error, error_size, "'%s': longer than 24 hours", text);
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
@@ -175,8 +127,10 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
         snprintf(error, sizeof(error), "%s is set without %s; both are needed",
                  have_after ? "FLARE_DEEP_AFTER" : "FLARE_DEEP_FOR",
                  have_after ? "FLARE_DEEP_FOR" : "FLARE_DEEP_AFTER");
-    } else if (windows_parse_duration(after, &after_ns, error, sizeof(error)) != FLARE_OK ||
-               windows_parse_duration(length, &for_ns, error, sizeof(error)) != FLARE_OK) {
+    } else if (parse_schedule_value("FLARE_DEEP_AFTER", after, &after_ns, error, sizeof(error)) !=
+                   FLARE_OK ||
+               parse_schedule_value("FLARE_DEEP_FOR", length, &for_ns, error, sizeof(error)) !=
+                   FLARE_OK) {
         /* error says which */
     } else if (for_ns > WINDOWS_DURATION_MAX_NS) {
         snprintf(error, sizeof(error), "FLARE_DEEP_FOR=%s: a window lasts at most %llu s", length,

@@ -49,12 +49,10 @@ void windows_session_set_engine(const backend_engine_ops *engine);
  * the evaluator. */
 windows_coordinator *windows_session_coordinator(void);
 
-/*
- * Parses a duration with its unit: "250ms", "2s", "1.5s", "5min". A bare
- * number, an unknown unit, zero, or more than 24 hours is refused with a
- * message in error naming what was wrong and what is expected. Returns 0 or
- * FLARE_ERR_INVALID_ARGUMENT.
- */
-int windows_parse_duration(const char *text, uint64_t *duration_ns, char *error, size_t error_size);
+/* The latest a scheduled window may open after the session starts
+ * (FLARE_DEEP_AFTER, --deep-after); FLARE_DEEP_FOR and --deep-for are bound
+ * by WINDOWS_DURATION_MAX_NS. Both are read with core_duration_parse, from
+ * 1 ns up. */
+#define WINDOWS_SCHEDULE_MAX_NS (24ull * 3600ull * 1000000000ull)
 
 #endif /* FLARE_WINDOWS_WINDOWS_SESSION_H */

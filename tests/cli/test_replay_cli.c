@@ -106,9 +106,17 @@ static void test_usage_errors(void **state)
     BAD("'--metrics a,,b': empty metric name", "--metrics", "a,,b");
     BAD("'--metrics dram bytes': metric name \"dram bytes\" has ' '", "--metrics", "dram bytes");
     BAD("'--drain-timeout 10' needs a unit: write 10s", "--drain-timeout", "10");
-    BAD("'--drain-timeout 10h': unknown unit", "--drain-timeout", "10h");
+    BAD("'--drain-timeout 10hours': unknown unit 'hours' in '10hours': a duration is written in "
+        "ns, us, ms, s, min or h",
+        "--drain-timeout", "10hours");
     BAD("'--pass-timeout 0': must be more than zero", "--pass-timeout", "0");
-    BAD("'--pass-timeout 0.0000001ms': rounds to zero", "--pass-timeout", "0.0000001ms");
+    BAD("'--pass-timeout 0s': '0s' must be more than zero", "--pass-timeout", "0s");
+    BAD("'--pass-timeout 0.0000001ms': '0.0000001ms' is finer than a duration can be: the "
+        "smallest step is 1ns",
+        "--pass-timeout", "0.0000001ms");
+    BAD("'--pass-timeout .5s': '.5s' needs a digit before the decimal point: write 0.5s",
+        "--pass-timeout", ".5s");
+    BAD("'--drain-timeout 1e3ms': '1e3ms': exponents are not accepted", "--drain-timeout", "1e3ms");
     BAD("'--footprint-budget 4096' needs a unit: write 4096MiB", "--footprint-budget", "4096");
     BAD("'--footprint-budget 4GB': unknown unit", "--footprint-budget", "4GB");
     BAD("option '--launch' given twice", "--launch", "1", "--launch", "2");

@@ -80,17 +80,29 @@ static void test_bare_number_is_refused(void **state)
     (void)state;
     assert_int_equal(
         FLARE("trace", "-o", "out", "--deep-after", "30", "--deep-for", "2s", "--", "true"), 2);
-    expect_contains(err_text, "flare trace: '--deep-after 30': '30' has no unit: write 30ms, 30s "
-                              "or 30min (a bare number is ambiguous)");
+    expect_contains(err_text, "flare trace: '--deep-after 30': '30' needs a unit: write 30s (a "
+                              "duration is written in ns, us, ms, s, min or h)");
     expect_nothing_ran();
     assert_int_equal(
         FLARE("trace", "-o", "out", "--deep-after", "30s", "--deep-for", "2", "--", "true"), 2);
-    expect_contains(err_text, "'--deep-for 2': '2' has no unit: write 2ms, 2s or 2min");
+    expect_contains(err_text, "'--deep-for 2': '2' needs a unit: write 2s");
     expect_nothing_ran();
+    /* Durations are read as in rules (core/duration.h): h is a unit, 'hours' is not. */
+    assert_int_equal(FLARE("trace", "--deep-for", "2hours", "--deep-after", "1s", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-for 2hours': unknown unit 'hours' in '2hours': a duration "
+                              "is written in ns, us, ms, s, min or h");
     assert_int_equal(FLARE("trace", "--deep-for", "2h", "--deep-after", "1s", "--", "true"), 2);
-    expect_contains(err_text, "'--deep-for 2h': '2h': unknown unit 'h' (use ms, s or min)");
+    expect_contains(err_text, "'--deep-for 2h': a window lasts at most 600 s");
     assert_int_equal(FLARE("trace", "--deep-after", "0s", "--deep-for", "1s", "--", "true"), 2);
-    expect_contains(err_text, "a duration must be more than zero");
+    expect_contains(err_text, "'--deep-after 0s': '0s' must be more than zero");
+    assert_int_equal(FLARE("trace", "--deep-after", "25h", "--deep-for", "1s", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-after 25h': '25h' is more than the maximum, 24h");
+    assert_int_equal(FLARE("trace", "--deep-after", ".5s", "--deep-for", "1s", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-after .5s': '.5s' needs a digit before the decimal point: "
+                              "write 0.5s");
+    assert_int_equal(FLARE("trace", "--deep-after", "1s", "--deep-for", "0.5ns", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-for 0.5ns': '0.5ns' is finer than a duration can be: the "
+                              "smallest step is 1ns");
     assert_int_equal(FLARE("trace", "--deep-after", "1s", "--deep-for", "11min", "--", "true"), 2);
     expect_contains(err_text, "'--deep-for 11min': a window lasts at most 600 s");
     assert_int_equal(FLARE("trace", "--deep-after"), 2);
@@ -122,6 +134,11 @@ static void test_schedule_reaches_the_command(void **state)
                            "echo \"[$FLARE_DEEP_AFTER|$FLARE_DEEP_FOR]\""),
                      0);
     expect_contains(out_text, "[1.5s|2s]");
+    assert_int_equal(FLARE("trace", "-o", "out2", "--deep-for", "250000us", "--quiet",
+                           "--deep-after", "0.25h", "--", "sh", "-c",
+                           "echo \"[$FLARE_DEEP_AFTER|$FLARE_DEEP_FOR]\""),
+                     0);
+    expect_contains(out_text, "[0.25h|250000us]");
     assert_int_equal(FLARE("trace", "--help"), 0);
     expect_contains(out_text, "--deep-after DURATION --deep-for DURATION");
 }

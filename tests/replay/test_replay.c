@@ -1088,6 +1088,55 @@ static void test_counter_availability_switch(void **state)
     assert_false(settings.serial_devices);
 }
 
+/* FLARE_REPLAY_DRAIN_TIMEOUT / _PASS_TIMEOUT go through core_duration_parse
+ * (every unit, exact decimals, at least 1 ns); a refusal names the variable
+ * and applies nothing. */
+static void test_timeout_variables(void **state)
+{
+    (void)state;
+    char error[256] = "";
+    replay_settings settings;
+    setenv("FLARE_REPLAY_DRAIN_TIMEOUT", "250us", 1);
+    setenv("FLARE_REPLAY_PASS_TIMEOUT", "8.2s", 1);
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_int_equal(settings.drain_timeout_ns, 250000ull);
+    assert_int_equal(settings.pass_timeout_ns, 8200000000ull); /* not 8199999999 */
+
+    static const struct {
+        const char *variable, *value, *message;
+    } bad[] = {
+        {"FLARE_REPLAY_PASS_TIMEOUT", ".5s",
+         "FLARE_REPLAY_PASS_TIMEOUT=\".5s\": '.5s' needs a digit before the decimal point: write "
+         "0.5s"},
+        {"FLARE_REPLAY_PASS_TIMEOUT", "1e3ms",
+         "FLARE_REPLAY_PASS_TIMEOUT=\"1e3ms\": '1e3ms': exponents are not accepted: write the "
+         "number in full"},
+        {"FLARE_REPLAY_DRAIN_TIMEOUT", "0s",
+         "FLARE_REPLAY_DRAIN_TIMEOUT=\"0s\": '0s' must be more than zero"},
+        {"FLARE_REPLAY_DRAIN_TIMEOUT", "10",
+         "FLARE_REPLAY_DRAIN_TIMEOUT=\"10\": '10' needs a unit: "
+         "write 10s (a duration is written in ns, us, ms, s, "
+         "min or h)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i].variable, bad[i].value, 1);
+        assert_int_equal(replay_selection_from_environment(error, sizeof error),
+                         FLARE_ERR_INVALID_ARGUMENT);
+        assert_string_equal(error, bad[i].message);
+        replay_settings_get(&settings);
+        assert_int_equal(settings.drain_timeout_ns, 250000ull); /* nothing applied */
+        assert_int_equal(settings.pass_timeout_ns, 8200000000ull);
+        setenv(bad[i].variable,
+               strcmp(bad[i].variable, "FLARE_REPLAY_PASS_TIMEOUT") == 0 ? "8.2s" : "250us", 1);
+    }
+    unsetenv("FLARE_REPLAY_DRAIN_TIMEOUT");
+    unsetenv("FLARE_REPLAY_PASS_TIMEOUT");
+    assert_int_equal(replay_selection_from_environment(error, sizeof error), FLARE_OK);
+    replay_settings_get(&settings);
+    assert_int_equal(settings.drain_timeout_ns, 10ull * 1000000000ull);
+}
+
 static void test_graph_and_cooperative_declined(void **state)
 {
     (void)state;
@@ -1896,6 +1945,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tool_launch_does_not_deadlock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metric_collection_selection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_counter_availability_switch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_variables, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_results_decoded_under_the_gate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_and_cooperative_declined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_devices_replay_concurrently, setup, teardown),

@@ -545,35 +545,6 @@ static void test_first_wins_under_racing_threads(void **state)
     windows_destroy(coordinator);
 }
 
-/* ---- durations ---- */
-
-static void test_parse_duration(void **state)
-{
-    (void)state;
-    uint64_t ns = 0;
-    char error[192];
-    assert_int_equal(windows_parse_duration("250ms", &ns, error, sizeof(error)), FLARE_OK);
-    assert_int_equal(ns, 250 * MS);
-    assert_int_equal(windows_parse_duration("1.5s", &ns, error, sizeof(error)), FLARE_OK);
-    assert_int_equal(ns, 1500 * MS);
-    assert_int_equal(windows_parse_duration("2min", &ns, error, sizeof(error)), FLARE_OK);
-    assert_int_equal(ns, 120 * S);
-    assert_int_equal(windows_parse_duration("30", &ns, error, sizeof(error)),
-                     FLARE_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(error, "'30' has no unit: write 30ms, 30s or 30min"));
-    assert_int_equal(windows_parse_duration("3h", &ns, error, sizeof(error)),
-                     FLARE_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(error, "unknown unit 'h'"));
-    assert_int_equal(windows_parse_duration("0s", &ns, error, sizeof(error)),
-                     FLARE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(windows_parse_duration("s", &ns, error, sizeof(error)),
-                     FLARE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(windows_parse_duration("99999999999999999999s", &ns, error, sizeof(error)),
-                     FLARE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(windows_parse_duration("", &ns, error, sizeof(error)),
-                     FLARE_ERR_INVALID_ARGUMENT);
-}
-
 /* ---- end to end: a session on the simulated device ---- */
 
 static void noop_kernel(const flare_sim_launch *launch)
@@ -757,6 +728,68 @@ static void test_scheduled_window_from_environment(void **state)
     test_remove_dir(dir);
 }
 
+typedef struct capability_reason {
+    char status[16];
+    char reason[256];
+} capability_reason;
+
+static int collect_deep_windows(const store_capability_row *row, void *user)
+{
+    capability_reason *found = user;
+    if (strcmp(row->feature, "deep_windows") == 0) {
+        snprintf(found->status, sizeof(found->status), "%s", row->status);
+        snprintf(found->reason, sizeof(found->reason), "%s", row->reason);
+    }
+    return 0;
+}
+
+/* A bad FLARE_DEEP_AFTER / FLARE_DEEP_FOR (read with core_duration_parse)
+ * leaves the session running without the window, and the degraded
+ * capability names the variable and says what was wrong. */
+static void test_bad_schedule_names_the_variable(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *after, *length, *reason;
+    } cases[] = {
+        {".5s", "30ms",
+         "scheduled window ignored: FLARE_DEEP_AFTER=.5s: '.5s' needs a digit before the decimal "
+         "point: write 0.5s"},
+        {"25h", "30ms",
+         "scheduled window ignored: FLARE_DEEP_AFTER=25h: '25h' is more than the maximum, 24h"},
+        {"20ms", "0ms",
+         "scheduled window ignored: FLARE_DEEP_FOR=0ms: '0ms' must be more than zero"},
+        {"20ms", "11min",
+         "scheduled window ignored: FLARE_DEEP_FOR=11min: a window lasts at most "
+         "600 s"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char dir[128];
+        test_make_temp_dir(dir, sizeof(dir), "windows-bad-schedule");
+        setenv("FLARE_DEEP_AFTER", cases[i].after, 1);
+        setenv("FLARE_DEEP_FOR", cases[i].length, 1);
+        flare_options options;
+        flare_options_init(&options);
+        options.session_dir = dir;
+        options.flush_interval_ms = 5;
+        assert_int_equal(flare_init(&options), FLARE_OK);
+        assert_int_equal(flare_shutdown(), FLARE_OK);
+        unsetenv("FLARE_DEEP_AFTER");
+        unsetenv("FLARE_DEEP_FOR");
+
+        store *database;
+        char error[512];
+        assert_int_equal(store_open(dir, STORE_OPEN_READ, &database, error, sizeof(error)),
+                         FLARE_OK);
+        capability_reason found = {"", ""};
+        assert_int_equal(store_read_capabilities(database, collect_deep_windows, &found), FLARE_OK);
+        store_close(database);
+        assert_string_equal(found.status, "degraded");
+        assert_string_equal(found.reason, cases[i].reason);
+        test_remove_dir(dir);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -767,9 +800,9 @@ int main(void)
         cmocka_unit_test(test_engine_not_ready_window_runs_without),
         cmocka_unit_test(test_blackout_covers_pending_open_and_closing),
         cmocka_unit_test(test_first_wins_under_racing_threads),
-        cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_session_end_to_end),
         cmocka_unit_test(test_scheduled_window_from_environment),
+        cmocka_unit_test(test_bad_schedule_names_the_variable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
