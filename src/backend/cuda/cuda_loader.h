@@ -29,7 +29,7 @@ typedef struct cuda_driver_api {
     CUresult (*cuDeviceTotalMem)(size_t *bytes, CUdevice device);
     CUresult (*cuGetErrorString)(CUresult error, const char **text);
     /* Optional (NULL when this driver lacks them): kernel replay uses these
-     * (cuda_replay.c, cuda_rangeprof.c); loading succeeds without them. */
+     * (cuda_replay*.c, cuda_rangeprof*.c); loading succeeds without them. */
     CUresult (*cuCtxGetCurrent)(CUcontext *context);
     CUresult (*cuCtxGetDevice)(CUdevice *device);
     CUresult (*cuCtxPushCurrent)(CUcontext context);

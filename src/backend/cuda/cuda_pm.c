@@ -216,14 +216,21 @@ static int metric_known(cuda_pm_hardware *hw, const char *name)
     return hw->api.cuptiProfilerHostGetMetricProperties(&properties) == CUPTI_SUCCESS;
 }
 
-static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_t interval_ns,
-                      uint32_t image_samples, pm_resolved_metrics *resolved, char *reason,
-                      size_t reason_size)
+/* Disables PM sampling on hw's device and forgets the sampler object. */
+static void disable_sampler(cuda_pm_hardware *hw)
 {
-    cuda_pm_hardware *hw = opaque;
-    uint64_t began = core_now_ns();
-    hw->device = device;
-    hw->interval_ns = interval_ns;
+    CUpti_PmSampling_Disable_Params disable = {.structSize =
+                                                   CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
+    disable.pPmSamplingObject = hw->sampler;
+    hw->api.cuptiPmSamplingDisable(&disable);
+    hw->sampler = NULL;
+}
+
+/* Initialises the profiler, then reads the device's chip name and counter
+ * availability image into hw. 0, or a status with CUPTI's reason
+ * (FLARE_ERR_UNSUPPORTED without the privilege to read counters). */
+static int read_device(cuda_pm_hardware *hw, int device, char *reason, size_t reason_size)
+{
     CUpti_Profiler_Initialize_Params initialize = {
         .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
     CUptiResult result = hw->api.cuptiProfilerInitialize(&initialize);
@@ -252,15 +259,19 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
     if ((result = hw->api.cuptiPmSamplingGetCounterAvailability(&availability)) != CUPTI_SUCCESS)
         return failed(result, "cuptiPmSamplingGetCounterAvailability", reason, reason_size,
                       FLARE_ERR_BACKEND);
+    return FLARE_OK;
+}
 
-    /* Resolve each slot to the first name this chip knows. */
-    size_t passes = 0;
-    int status = host_initialize(hw, reason, reason_size);
-    if (status != FLARE_OK)
-        return status;
+/* Resolve each slot to the first name this chip knows (the host object
+ * initialised); skipped names the last optional slot the chip lacks. A
+ * required slot with no counter releases the host object and fails with
+ * FLARE_ERR_UNSUPPORTED. */
+static int resolve_metrics(cuda_pm_hardware *hw, const pm_preset *preset,
+                           pm_resolved_metrics *resolved, char *skipped, size_t skipped_size,
+                           char *reason, size_t reason_size)
+{
     hw->metric_count = 0;
     resolved->count = 0;
-    char skipped[160] = "";
     for (size_t slot = 0; slot < preset->metric_count; slot++) {
         const pm_metric_slot *metric = &preset->metrics[slot];
         const char *chosen = NULL;
@@ -276,7 +287,7 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
             return FLARE_ERR_UNSUPPORTED;
         }
         if (chosen == NULL) {
-            snprintf(skipped, sizeof(skipped), "%s not on %s", metric->label, hw->chip);
+            snprintf(skipped, skipped_size, "%s not on %s", metric->label, hw->chip);
             continue;
         }
         hw->metric_names[hw->metric_count] = chosen;
@@ -285,21 +296,16 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
         hw->metric_count++;
     }
     resolved->count = hw->metric_count;
-    status = build_config(hw, &passes, reason, reason_size);
-    if (status != FLARE_OK) {
-        release_host(hw);
-        return status;
-    }
-    if (passes != 1) {
-        snprintf(reason, reason_size,
-                 "preset '%s' needs %zu passes on %s; PM sampling takes single-pass presets only",
-                 preset->name, passes, hw->chip);
-        release_host(hw);
-        return FLARE_ERR_UNSUPPORTED;
-    }
-    uint64_t host_done = core_now_ns();
-    hw->host_setup_ns = host_done - began;
+    return FLARE_OK;
+}
 
+/* Enables PM sampling on the device, sets the configuration, and sizes and
+ * initialises the counter-data image for image_samples samples. On a
+ * failure sampling is disabled again and the host object released. */
+static int enable_sampling(cuda_pm_hardware *hw, int device, uint64_t interval_ns,
+                           uint32_t image_samples, char *reason, size_t reason_size)
+{
+    CUptiResult result;
     CUpti_PmSampling_Enable_Params enable = {.structSize =
                                                  CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
     enable.deviceIndex = (size_t)device;
@@ -333,11 +339,7 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
     if ((result = hw->api.cuptiPmSamplingSetConfig(&config)) != CUPTI_SUCCESS ||
         (result = hw->api.cuptiPmSamplingGetCounterDataSize(&data_size)) != CUPTI_SUCCESS) {
         failed(result, "cuptiPmSamplingSetConfig/GetCounterDataSize", reason, reason_size, 0);
-        CUpti_PmSampling_Disable_Params disable = {.structSize =
-                                                       CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
-        disable.pPmSamplingObject = hw->sampler;
-        hw->api.cuptiPmSamplingDisable(&disable);
-        hw->sampler = NULL;
+        disable_sampler(hw);
         release_host(hw);
         return FLARE_ERR_BACKEND;
     }
@@ -356,14 +358,51 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
                      data_size.counterDataSize);
         else
             failed(result, "cuptiPmSamplingCounterDataImageInitialize", reason, reason_size, 0);
-        CUpti_PmSampling_Disable_Params disable = {.structSize =
-                                                       CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
-        disable.pPmSamplingObject = hw->sampler;
-        hw->api.cuptiPmSamplingDisable(&disable);
-        hw->sampler = NULL;
+        disable_sampler(hw);
         release_host(hw);
         return FLARE_ERR_BACKEND;
     }
+    return FLARE_OK;
+}
+
+static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_t interval_ns,
+                      uint32_t image_samples, pm_resolved_metrics *resolved, char *reason,
+                      size_t reason_size)
+{
+    cuda_pm_hardware *hw = opaque;
+    uint64_t began = core_now_ns();
+    hw->device = device;
+    hw->interval_ns = interval_ns;
+    int status = read_device(hw, device, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+
+    size_t passes = 0;
+    status = host_initialize(hw, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+    char skipped[160] = "";
+    status = resolve_metrics(hw, preset, resolved, skipped, sizeof(skipped), reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+    status = build_config(hw, &passes, reason, reason_size);
+    if (status != FLARE_OK) {
+        release_host(hw);
+        return status;
+    }
+    if (passes != 1) {
+        snprintf(reason, reason_size,
+                 "preset '%s' needs %zu passes on %s; PM sampling takes single-pass presets only",
+                 preset->name, passes, hw->chip);
+        release_host(hw);
+        return FLARE_ERR_UNSUPPORTED;
+    }
+    uint64_t host_done = core_now_ns();
+    hw->host_setup_ns = host_done - began;
+
+    status = enable_sampling(hw, device, interval_ns, image_samples, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
     hw->enable_ns = core_now_ns() - host_done;
     hw->resolved = *resolved;
     core_log(CORE_LOG_INFO,
@@ -485,13 +524,8 @@ static int hw_image_reset(void *opaque)
 static void hw_release(void *opaque)
 {
     cuda_pm_hardware *hw = opaque;
-    if (hw->sampler != NULL) {
-        CUpti_PmSampling_Disable_Params disable = {.structSize =
-                                                       CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
-        disable.pPmSamplingObject = hw->sampler;
-        hw->api.cuptiPmSamplingDisable(&disable);
-        hw->sampler = NULL;
-    }
+    if (hw->sampler != NULL)
+        disable_sampler(hw);
     release_host(hw);
 }
 

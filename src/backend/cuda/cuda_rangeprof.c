@@ -13,10 +13,13 @@
  *
  * Calls come from the launching thread inside the pass loop; replays on one
  * device are serialised by the engine's gate, so per-context state needs a
- * lock only to be found. Must never link libcupti or abort: every CUPTI
- * error becomes a reason.
+ * lock only to be found. The host set-up itself (availability, config
+ * images, counter data images: the cache) is cuda_rangeprof_setup.c; this
+ * file is the collector: sessions, pass control, decode, early set-up.
+ * Must never link libcupti or abort: every CUPTI error becomes a reason.
  */
 #include "backend/cuda/cuda_rangeprof.h"
+#include "backend/cuda/cuda_rangeprof_internal.h"
 
 #include <cupti_range_profiler.h>
 #include <dlfcn.h>
@@ -37,80 +40,16 @@
 #include "tracebuf/lease.h"
 #include "replay/replay.h" /* replay_selection_metrics */
 
-#define RANGEPROF_CONTEXTS_MAX 64
-#define RANGEPROF_SETUPS_MAX   32
 /* Passes whose Start/Stop times are kept for the log (more still run). */
 #define RANGEPROF_TIMED_PASSES 64
 /* How long a launch waits for a set-up another thread is running. */
 #define RANGEPROF_LOCK_WAIT_S 10
 
-/* The CUPTI functions this collector uses, resolved from libcupti. */
-typedef struct rangeprof_api {
-    CUptiResult (*ProfilerInitialize)(CUpti_Profiler_Initialize_Params *);
-    CUptiResult (*DeviceGetChipName)(CUpti_Device_GetChipName_Params *);
-    CUptiResult (*GetCounterAvailability)(CUpti_Profiler_GetCounterAvailability_Params *);
-    CUptiResult (*HostInitialize)(CUpti_Profiler_Host_Initialize_Params *);
-    CUptiResult (*HostDeinitialize)(CUpti_Profiler_Host_Deinitialize_Params *);
-    CUptiResult (*HostConfigAddMetrics)(CUpti_Profiler_Host_ConfigAddMetrics_Params *);
-    CUptiResult (*HostGetConfigImageSize)(CUpti_Profiler_Host_GetConfigImageSize_Params *);
-    CUptiResult (*HostGetConfigImage)(CUpti_Profiler_Host_GetConfigImage_Params *);
-    CUptiResult (*HostGetNumOfPasses)(CUpti_Profiler_Host_GetNumOfPasses_Params *);
-    CUptiResult (*HostEvaluateToGpuValues)(CUpti_Profiler_Host_EvaluateToGpuValues_Params *);
-    CUptiResult (*Enable)(CUpti_RangeProfiler_Enable_Params *);
-    CUptiResult (*SetConfig)(CUpti_RangeProfiler_SetConfig_Params *);
-    CUptiResult (*Start)(CUpti_RangeProfiler_Start_Params *);
-    CUptiResult (*Stop)(CUpti_RangeProfiler_Stop_Params *);
-    CUptiResult (*DecodeData)(CUpti_RangeProfiler_DecodeData_Params *);
-    CUptiResult (*GetCounterDataSize)(CUpti_RangeProfiler_GetCounterDataSize_Params *);
-    CUptiResult (*CounterDataImageInitialize)(
-        CUpti_RangeProfiler_CounterDataImage_Initialize_Params *);
-    CUptiResult (*GetCounterDataInfo)(CUpti_RangeProfiler_GetCounterDataInfo_Params *);
-} rangeprof_api;
-
-static rangeprof_api api;
+rangeprof_api cuda_rangeprof_api;
 static const cuda_cupti_api *cupti;
 static const cuda_driver_api *driver;
 
-/* Per context: the range-profiler object (enabled once, kept) and the
- * counter availability image the host set-ups need. */
-typedef struct rangeprof_context {
-    CUcontext context;
-    int device;
-    char chip[64];
-    uint8_t *availability;
-    CUpti_RangeProfiler_Object *object;
-} rangeprof_context;
-
-/* Per (context, metric list): the host object, config image and counter
- * data image. A failed set-up is kept too, so an unknown metric is
- * diagnosed once, not at every launch. The counter data image is sized for
- * the ranges of the collection at hand (1 for a kernel replay, the span's
- * kernel count for a span): initialising it costs about 2.4 ms per range
- * slot on the H200, so it is resized rather than kept at a maximum, while
- * the config image (35-50 ms to build) does not depend on the range count
- * and is built once. */
-typedef struct rangeprof_setup {
-    rangeprof_context *context;
-    char *key;         /* the metric names: "a,b,c" */
-    size_t max_ranges; /* the ranges counter_data is sized for (0: not yet) */
-    const char **names;
-    size_t count;
-    int status; /* 0, or the flare status prepare returns */
-    char reason[256];
-    CUpti_Profiler_Host_Object *host;
-    uint8_t *config;
-    size_t config_size;
-    size_t passes;
-    uint8_t *counter_data;
-    size_t counter_data_size;
-} rangeprof_setup;
-
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static rangeprof_context *contexts[RANGEPROF_CONTEXTS_MAX];
-static size_t context_count;
-static rangeprof_setup *setups[RANGEPROF_SETUPS_MAX];
-static size_t setup_count;
-static int profiler_initialized;
 static int installed;
 
 /* The collection in progress on this thread (one launch at a time). */
@@ -133,7 +72,7 @@ typedef struct rangeprof_session {
     uint64_t stop_ns[RANGEPROF_TIMED_PASSES];
 } rangeprof_session;
 /* On the heap behind one TLS pointer: libflare's static TLS must stay a few
- * hundred bytes in all, or dlopen of it fails (see cuda_replay.c). Replays
+ * hundred bytes in all, or dlopen of it fails (see cuda_replay_launch.c). Replays
  * run on few threads, so a thread's session is kept for its lifetime. */
 static _Thread_local rangeprof_session *session_slot;
 static pthread_key_t session_key;
@@ -188,310 +127,9 @@ static void reset_session(rangeprof_session *session)
     memset(session, 0, sizeof(*session));
 }
 
-static const char *cupti_text(CUptiResult result)
+const char *cuda_rangeprof_cupti_text(CUptiResult result)
 {
     return cuda_cupti_error_text(cupti, result);
-}
-
-/* ---- Set-up (cache_lock held) ---- */
-
-/* The context's counter availability image (malloc'd into *image). */
-static CUptiResult fetch_availability(CUcontext context, uint8_t **image)
-{
-    CUpti_Profiler_GetCounterAvailability_Params availability = {
-        .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE, .ctx = context};
-    *image = NULL;
-    CUptiResult result = api.GetCounterAvailability(&availability);
-    if (result != CUPTI_SUCCESS)
-        return result;
-    *image = malloc(availability.counterAvailabilityImageSize);
-    if (*image == NULL)
-        return CUPTI_ERROR_OUT_OF_MEMORY;
-    availability.pCounterAvailabilityImage = *image;
-    result = api.GetCounterAvailability(&availability);
-    if (result != CUPTI_SUCCESS) {
-        free(*image);
-        *image = NULL;
-    }
-    return result;
-}
-
-/* The context's entry, set up on first use; NULL with reason when CUPTI
- * refused. A failure is not kept: HARDWARE_BUSY (another profiler, e.g. PM
- * sampling, holds the device) can clear, so the next launch tries again. */
-static rangeprof_context *context_for(CUcontext context, int device, char *reason,
-                                      size_t reason_size)
-{
-    for (size_t i = 0; i < context_count; i++)
-        if (contexts[i]->context == context)
-            return contexts[i];
-    if (context_count >= RANGEPROF_CONTEXTS_MAX) {
-        snprintf(reason, reason_size, "more than %d contexts", RANGEPROF_CONTEXTS_MAX);
-        return NULL;
-    }
-    uint64_t started = core_now_ns();
-    CUptiResult result = CUPTI_SUCCESS;
-    const char *failed = NULL;
-    if (!profiler_initialized) {
-        CUpti_Profiler_Initialize_Params initialize = {
-            .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-        result = api.ProfilerInitialize(&initialize);
-        if (result != CUPTI_SUCCESS)
-            failed = "cuptiProfilerInitialize";
-        else
-            profiler_initialized = 1;
-    }
-    CUpti_Device_GetChipName_Params chip = {
-        .structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE, .deviceIndex = (size_t)device};
-    if (failed == NULL && (result = api.DeviceGetChipName(&chip)) != CUPTI_SUCCESS)
-        failed = "cuptiDeviceGetChipName";
-    uint64_t initialized = core_now_ns();
-    /* Availability before Enable, as CUPTI's own samples do; only when
-     * asked for (see replay_settings.counter_availability). */
-    replay_settings settings;
-    replay_settings_get(&settings);
-    uint8_t *image = NULL;
-    if (failed == NULL && settings.counter_availability &&
-        (result = fetch_availability(context, &image)) != CUPTI_SUCCESS)
-        failed = "cuptiProfilerGetCounterAvailability";
-    uint64_t available = core_now_ns();
-    CUpti_RangeProfiler_Enable_Params enable = {
-        .structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE, .ctx = context};
-    if (failed == NULL && (result = api.Enable(&enable)) != CUPTI_SUCCESS)
-        failed = "cuptiRangeProfilerEnable";
-    rangeprof_context *entry = failed == NULL ? calloc(1, sizeof(*entry)) : NULL;
-    if (entry == NULL) {
-        snprintf(reason, reason_size, "%s: %s", failed != NULL ? failed : "calloc",
-                 failed != NULL ? cupti_text(result) : "out of memory");
-        free(image);
-        return NULL;
-    }
-    entry->context = context;
-    entry->device = device;
-    snprintf(entry->chip, sizeof(entry->chip), "%s", chip.pChipName);
-    entry->availability = image;
-    entry->object = enable.pRangeProfilerObject;
-    contexts[context_count++] = entry;
-    core_log(CORE_LOG_INFO,
-             "range profiler enabled on device %d (%s): profiler initialise %.1f ms, counter "
-             "availability %.1f ms, enable %.1f ms",
-             device, entry->chip, (double)(initialized - started) / 1e6,
-             (double)(available - initialized) / 1e6, (double)(core_now_ns() - available) / 1e6);
-    return entry;
-}
-
-static void setup_fail(rangeprof_setup *setup, int status, const char *format, const char *what,
-                       CUptiResult result)
-{
-    setup->status = status;
-    snprintf(setup->reason, sizeof(setup->reason), format, what, cupti_text(result));
-}
-
-/* After the list was refused: finds the first metric CUPTI refuses on its
- * own, in a host object of its own, so the reason names it. */
-static void name_refused_metric(rangeprof_setup *setup)
-{
-    rangeprof_context *context = setup->context;
-    for (size_t i = 0; i < setup->count; i++) {
-        CUpti_Profiler_Host_Initialize_Params initialize = {
-            .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
-            .profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER,
-            .pChipName = context->chip,
-            .pCounterAvailabilityImage = context->availability};
-        if (api.HostInitialize(&initialize) != CUPTI_SUCCESS)
-            return;
-        CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-            .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
-            .pHostObject = initialize.pHostObject,
-            .ppMetricNames = &setup->names[i],
-            .numMetrics = 1};
-        CUptiResult result = api.HostConfigAddMetrics(&add);
-        CUpti_Profiler_Host_Deinitialize_Params deinitialize = {
-            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
-            .pHostObject = initialize.pHostObject};
-        api.HostDeinitialize(&deinitialize);
-        if (result != CUPTI_SUCCESS) {
-            snprintf(setup->reason, sizeof(setup->reason),
-                     "unknown or unsupported metric '%.100s' on %s (%s)", setup->names[i],
-                     context->chip, cupti_text(result));
-            return;
-        }
-    }
-}
-
-/* Back to the state before build_setup (the names and key are kept). */
-static void clear_setup(rangeprof_setup *setup)
-{
-    if (setup->host != NULL) {
-        CUpti_Profiler_Host_Deinitialize_Params deinitialize = {
-            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE,
-            .pHostObject = setup->host};
-        api.HostDeinitialize(&deinitialize);
-        setup->host = NULL;
-    }
-    free(setup->config);
-    setup->config = NULL;
-    setup->config_size = 0;
-    setup->passes = 0;
-    setup->status = 0;
-    setup->reason[0] = '\0';
-}
-
-static void build_setup(rangeprof_setup *setup)
-{
-    rangeprof_context *context = setup->context;
-    CUpti_Profiler_Host_Initialize_Params initialize = {
-        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
-        .profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER,
-        .pChipName = context->chip,
-        .pCounterAvailabilityImage = context->availability};
-    CUptiResult result = api.HostInitialize(&initialize);
-    if (result != CUPTI_SUCCESS) {
-        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiProfilerHostInitialize", result);
-        return;
-    }
-    setup->host = initialize.pHostObject;
-    /* All metrics in one call: CUPTI schedules counters across passes per
-     * call (adding them one by one gave 28 passes for a 9-pass set). */
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE,
-        .pHostObject = setup->host,
-        .ppMetricNames = setup->names,
-        .numMetrics = setup->count};
-    result = api.HostConfigAddMetrics(&add);
-    if (result != CUPTI_SUCCESS) {
-        setup->status = FLARE_ERR_INVALID_ARGUMENT;
-        snprintf(setup->reason, sizeof(setup->reason), "the metric list was refused on %s (%s)",
-                 context->chip, cupti_text(result));
-        name_refused_metric(setup);
-        return;
-    }
-    CUpti_Profiler_Host_GetConfigImageSize_Params size = {
-        .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE,
-        .pHostObject = setup->host};
-    result = api.HostGetConfigImageSize(&size);
-    if (result == CUPTI_SUCCESS) {
-        setup->config = malloc(size.configImageSize);
-        setup->config_size = size.configImageSize;
-        CUpti_Profiler_Host_GetConfigImage_Params image = {
-            .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE,
-            .pHostObject = setup->host,
-            .configImageSize = setup->config_size,
-            .pConfigImage = setup->config};
-        result = setup->config != NULL ? api.HostGetConfigImage(&image) : CUPTI_ERROR_OUT_OF_MEMORY;
-    }
-    if (result != CUPTI_SUCCESS) {
-        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiProfilerHostGetConfigImage", result);
-        return;
-    }
-    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
-        .structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE,
-        .configImageSize = setup->config_size,
-        .pConfigImage = setup->config};
-    result = api.HostGetNumOfPasses(&passes);
-    if (result != CUPTI_SUCCESS || passes.numOfPasses == 0) {
-        setup_fail(setup, FLARE_ERR_BACKEND, "%s: %s", "cuptiProfilerHostGetNumOfPasses", result);
-        return;
-    }
-    setup->passes = passes.numOfPasses;
-}
-
-/* Sizes the setup's counter data image for max_ranges ranges (a no-op when
- * it already is). Callers hold the device's replay writer gate, which is
- * what keeps two collections from sharing the image. */
-static CUptiResult size_counter_data(rangeprof_setup *setup, size_t max_ranges)
-{
-    if (setup->counter_data != NULL && setup->max_ranges == max_ranges)
-        return CUPTI_SUCCESS;
-    CUpti_RangeProfiler_GetCounterDataSize_Params data = {
-        .structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE,
-        .pRangeProfilerObject = setup->context->object,
-        .pMetricNames = setup->names,
-        .numMetrics = setup->count,
-        .maxNumOfRanges = max_ranges,
-        .maxNumRangeTreeNodes = max_ranges};
-    CUptiResult result = api.GetCounterDataSize(&data);
-    if (result != CUPTI_SUCCESS)
-        return result;
-    uint8_t *image = malloc(data.counterDataSize);
-    if (image == NULL)
-        return CUPTI_ERROR_OUT_OF_MEMORY;
-    free(setup->counter_data);
-    setup->counter_data = image;
-    setup->counter_data_size = data.counterDataSize;
-    setup->max_ranges = max_ranges;
-    return CUPTI_SUCCESS;
-}
-
-static rangeprof_setup *setup_for(rangeprof_context *context, const char *const *metrics,
-                                  size_t count)
-{
-    size_t key_bytes = 32;
-    for (size_t i = 0; i < count; i++)
-        key_bytes += strlen(metrics[i]) + 1;
-    char *key = malloc(key_bytes);
-    if (key == NULL)
-        return NULL;
-    size_t used = 0;
-    for (size_t i = 0; i < count; i++)
-        used += (size_t)snprintf(key + used, key_bytes - used, "%s%s", i ? "," : "", metrics[i]);
-    for (size_t i = 0; i < setup_count; i++)
-        if (setups[i]->context == context && strcmp(setups[i]->key, key) == 0) {
-            free(key);
-            return setups[i];
-        }
-    if (setup_count >= RANGEPROF_SETUPS_MAX) {
-        free(key);
-        return NULL;
-    }
-    rangeprof_setup *setup = calloc(1, sizeof(*setup));
-    const char **names = calloc(count, sizeof(*names));
-    if (setup == NULL || names == NULL) {
-        free(setup);
-        free(names);
-        free(key);
-        return NULL;
-    }
-    /* The names point into a copy of the key's name part, split in place of
-     * the commas. */
-    char *copy = strdup(key);
-    if (copy == NULL) {
-        free(setup);
-        free(names);
-        free(key);
-        return NULL;
-    }
-    char *cursor = copy;
-    for (size_t i = 0; i < count; i++) {
-        names[i] = cursor;
-        cursor += strlen(metrics[i]);
-        *cursor++ = '\0';
-    }
-    setup->context = context;
-    setup->key = key;
-    setup->names = names;
-    setup->count = count;
-    uint64_t start = core_now_ns();
-    build_setup(setup);
-    if (setup->status != 0 && context->availability == NULL) {
-        /* Refused without the availability image: undo, fetch it, retry. */
-        uint8_t *image = NULL;
-        if (fetch_availability(context->context, &image) == CUPTI_SUCCESS) {
-            core_log(CORE_LOG_INFO,
-                     "range profiler: set-up without the counter availability image failed "
-                     "(%s); retrying with it",
-                     setup->reason);
-            context->availability = image;
-            clear_setup(setup);
-            build_setup(setup);
-        }
-    }
-    core_log(CORE_LOG_INFO,
-             "range profiler set-up for %zu metric(s) on %s: %.1f ms, %zu pass(es)%s%s", count,
-             context->chip, (double)(core_now_ns() - start) / 1e6, setup->passes,
-             setup->status != 0 ? ": " : "", setup->status != 0 ? setup->reason : "");
-    setups[setup_count++] = setup;
-    return setup;
 }
 
 /* ---- The collector ---- */
@@ -504,7 +142,7 @@ static void stop_if_started(void)
     CUpti_RangeProfiler_Stop_Params stop = {
         .structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
         .pRangeProfilerObject = session->setup->context->object};
-    api.Stop(&stop);
+    cuda_rangeprof_api.Stop(&stop);
     session->started = 0;
 }
 
@@ -570,13 +208,14 @@ static int prepare_ranges(const flare_replay_launch *launch, const char *const *
         return FLARE_ERR_TIMEOUT;
     }
     char why[256] = "";
-    rangeprof_context *entry = context_for(context, launch->device, why, sizeof(why));
+    rangeprof_context *entry =
+        cuda_rangeprof_context_for(context, launch->device, why, sizeof(why));
     rangeprof_setup *setup = NULL;
     int status = FLARE_OK;
     if (entry == NULL) {
         snprintf(reason, reason_size, "range profiler: %s", why);
         status = FLARE_ERR_BACKEND;
-    } else if ((setup = setup_for(entry, metrics, metric_count)) == NULL) {
+    } else if ((setup = cuda_rangeprof_setup_for(entry, metrics, metric_count)) == NULL) {
         snprintf(reason, reason_size, "range profiler: more than %d metric lists",
                  RANGEPROF_SETUPS_MAX);
         status = FLARE_ERR_FULL;
@@ -615,7 +254,7 @@ static CUptiResult configure_collection(rangeprof_session *session, const char *
     if (lock_within_wait(&cache_lock) != 0)
         return CUPTI_ERROR_UNKNOWN;
     uint64_t initialize_started = core_now_ns();
-    CUptiResult result = size_counter_data(setup, session->max_ranges);
+    CUptiResult result = cuda_rangeprof_size_counter_data(setup, session->max_ranges);
     pthread_mutex_unlock(&cache_lock);
     *failed = "cuptiRangeProfilerGetCounterDataSize";
     if (result == CUPTI_SUCCESS) {
@@ -624,7 +263,7 @@ static CUptiResult configure_collection(rangeprof_session *session, const char *
             .pRangeProfilerObject = setup->context->object,
             .counterDataSize = setup->counter_data_size,
             .pCounterData = setup->counter_data};
-        result = api.CounterDataImageInitialize(&initialize);
+        result = cuda_rangeprof_api.CounterDataImageInitialize(&initialize);
         *failed = "cuptiRangeProfilerCounterDataImageInitialize";
     }
     uint64_t config_started = core_now_ns();
@@ -646,7 +285,7 @@ static CUptiResult configure_collection(rangeprof_session *session, const char *
             .minNestingLevel = 1,
             .passIndex = 0,
             .targetNestingLevel = 1};
-        result = api.SetConfig(&config);
+        result = cuda_rangeprof_api.SetConfig(&config);
         *failed = "cuptiRangeProfilerSetConfig";
         session->set_config_ns = core_now_ns() - config_started;
     }
@@ -673,7 +312,7 @@ static void session_fail(const char *what, CUptiResult result)
     rangeprof_session *session = current_session();
     if (!session->failed)
         snprintf(session->reason, sizeof(session->reason), "range profiler: %s: %s", what,
-                 cupti_text(result));
+                 cuda_rangeprof_cupti_text(result));
     session->failed = 1;
 }
 
@@ -705,7 +344,7 @@ static int collector_pass_begin(const flare_replay_launch *launch, uint32_t pass
         .structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
         .pRangeProfilerObject = session->setup->context->object};
     uint64_t started = core_now_ns();
-    CUptiResult result = api.Start(&start);
+    CUptiResult result = cuda_rangeprof_api.Start(&start);
     if (pass < RANGEPROF_TIMED_PASSES)
         session->start_ns[pass] = core_now_ns() - started;
     if (result != CUPTI_SUCCESS) {
@@ -726,7 +365,7 @@ static int collector_pass_end(const flare_replay_launch *launch, uint32_t pass)
         .structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
         .pRangeProfilerObject = session->setup->context->object};
     uint64_t started = core_now_ns();
-    CUptiResult result = api.Stop(&stop);
+    CUptiResult result = cuda_rangeprof_api.Stop(&stop);
     if (pass < RANGEPROF_TIMED_PASSES)
         session->stop_ns[pass] = core_now_ns() - started;
     session->started = 0;
@@ -818,15 +457,16 @@ static int collector_finish_ranges(const flare_replay_launch *span,
         .structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
         .pRangeProfilerObject = setup->context->object};
     uint64_t decode_started = core_now_ns();
-    CUptiResult result = api.DecodeData(&decode);
+    CUptiResult result = cuda_rangeprof_api.DecodeData(&decode);
     CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
         .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
         .pCounterDataImage = setup->counter_data,
         .counterDataImageSize = setup->counter_data_size};
     if (result == CUPTI_SUCCESS)
-        result = api.GetCounterDataInfo(&info);
+        result = cuda_rangeprof_api.GetCounterDataInfo(&info);
     if (result != CUPTI_SUCCESS) {
-        snprintf(reason, reason_size, "range profiler: decode: %s", cupti_text(result));
+        snprintf(reason, reason_size, "range profiler: decode: %s",
+                 cuda_rangeprof_cupti_text(result));
         reset_session(session);
         return FLARE_ERR_BACKEND;
     }
@@ -849,10 +489,10 @@ static int collector_finish_ranges(const flare_replay_launch *span,
             .ppMetricNames = setup->names,
             .numMetrics = setup->count,
             .pMetricValues = values + range * metric_count};
-        result = api.HostEvaluateToGpuValues(&evaluate);
+        result = cuda_rangeprof_api.HostEvaluateToGpuValues(&evaluate);
         if (result != CUPTI_SUCCESS) {
             snprintf(reason, reason_size, "range profiler: evaluate range %zu: %s", range,
-                     cupti_text(result));
+                     cuda_rangeprof_cupti_text(result));
             status = FLARE_ERR_BACKEND;
         }
     }
@@ -952,7 +592,8 @@ static void *warm_body(void *argument)
         replay_collection_turn_give(&turn);
         return NULL;
     }
-    rangeprof_context *entry = context_for(request.context, request.device, why, sizeof(why));
+    rangeprof_context *entry =
+        cuda_rangeprof_context_for(request.context, request.device, why, sizeof(why));
     if (entry != NULL) {
         /* Kernel replay's one-range image too; a span resizes it. Never
          * under a collection already running. No warm-up pass: the first
@@ -961,9 +602,9 @@ static void *warm_body(void *argument)
          * (later SetConfig calls were ignored: measured), and one with the
          * real configuration would hold the counters while the program
          * starts. */
-        rangeprof_setup *setup = setup_for(entry, names, count);
+        rangeprof_setup *setup = cuda_rangeprof_setup_for(entry, names, count);
         if (setup != NULL && setup->status == 0 && setup->counter_data == NULL)
-            size_counter_data(setup, 1);
+            cuda_rangeprof_size_counter_data(setup, 1);
     }
     pthread_mutex_unlock(&cache_lock);
     replay_collection_turn_give(&turn);
@@ -1033,8 +674,8 @@ void cuda_rangeprof_install(const cuda_cupti_api *cupti_api, const cuda_driver_a
     const char *missing = NULL;
 #define RESOLVE(field, symbol)                                                                     \
     do {                                                                                           \
-        *(void **)&api.field = dlsym(cupti->library, symbol);                                      \
-        if (api.field == NULL && missing == NULL)                                                  \
+        *(void **)&cuda_rangeprof_api.field = dlsym(cupti->library, symbol);                       \
+        if (cuda_rangeprof_api.field == NULL && missing == NULL)                                   \
             missing = symbol;                                                                      \
     } while (0)
     RESOLVE(ProfilerInitialize, "cuptiProfilerInitialize");

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_callback_ids.h"
 #include "core/log.h"
 #include "flare/flare.h"
 
@@ -156,6 +157,10 @@ static int copy_parameters(recorded_launch *launch, void **parameters)
     pthread_mutex_unlock(&layout_lock);
     return status;
 }
+
+_Static_assert(CUDA_LAUNCH_IDS_RELAUNCHABLE_COUNT == 4,
+               "cuda_span_capture_launch copies each of CUDA_LAUNCH_IDS_RELAUNCHABLE: extend it "
+               "with the list");
 
 int cuda_span_capture_launch(CUpti_CallbackId id, const void *params, int device,
                              replay_span_work *work)

@@ -2,7 +2,7 @@
  * cuda_span.h: the CUDA side of range replay: deep copies of the launches,
  * copies and memsets a span records, and their re-issue on later passes.
  *
- * cuda_replay.c calls in here from its driver callbacks while the thread
+ * cuda_replay*.c call in here from their driver callbacks while the thread
  * records a span (replay_span_recording()). Anything it cannot copy
  * faithfully (old-style packed kernel arguments, 2D/3D/array/peer copies, a
  * device-to-host copy the host may act on) declines the span instead of

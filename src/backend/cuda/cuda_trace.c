@@ -7,9 +7,10 @@
  * records (kernels, copies, memsets, external correlations) stamped with
  * flare's clock, driver callbacks on every launch entry point (host launch
  * counts), NVTX push/pop and start/end ranges as scopes, and an NVML
- * sampler thread, which also steps the launch-storm guard (src/storm):
- * during a storm it switches CUPTI's kernel activity off between short
- * sample slices, and the launches left untimed are reported as a drop.
+ * sampler thread, which also steps the launch-storm guard (src/storm,
+ * driven from cuda_storm.c): during a storm it switches CUPTI's kernel
+ * activity off between short sample slices, and the launches left untimed
+ * are reported as a drop.
  * Every CUPTI or NVML failure degrades a capability with the vendor's
  * reason; none may stop or crash the program.
  */
@@ -26,11 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_callback_ids.h"
+#include "backend/cuda/cuda_host.h"
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -39,31 +43,11 @@
 #include "core/runtime.h"
 #include "flare/flare.h"
 #include "pm/pm_session.h"
-#include "storm/storm_guard.h"
-
-/* What the session offers (backend_host), set by cuda_trace_start before
- * any callback is enabled; inert until then. */
-static void no_count(void)
-{
-}
-static uint64_t no_launches(void)
-{
-    return 0;
-}
-static int no_window(void)
-{
-    return 0;
-}
-static const backend_host inert_host = {
-    .count_launch = no_count, .launch_count = no_launches, .deep_window_active = no_window};
-static const backend_host *session_host = &inert_host;
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
 #define PATIENT_WAIT_NS             500000000ull
 #define OPEN_RANGES_MAX             4096
 #define NVML_DEVICES_MAX            64
-/* How often the sampler thread steps the launch-storm guard. */
-#define STORM_STEP_NS 10000000ull
 
 static cuda_cupti_api cupti;
 static cuda_nvml_api nvml;
@@ -78,11 +62,6 @@ static CUpti_SubscriberHandle subscriber;
 static _Atomic uint64_t cupti_dropped_records;
 static _Atomic uint64_t activity_buffers_lost;
 static _Atomic uint64_t ranges_dropped;
-/* Copies and memsets while a launch storm has their activity off: counted
- * by the copy entry points' callbacks (relaxed: a count, read after the
- * sampler thread stopped). */
-static _Atomic int copies_untimed_now;
-static _Atomic uint64_t copies_untimed;
 
 /* ---- Activity records ---- */
 
@@ -201,7 +180,7 @@ static void emit_copy(int is_memset, uint64_t start, uint64_t end, uint32_t corr
     core_emit_commit(thread);
 }
 
-static void emit_metric(int device, const char *name, uint64_t time_ns, int64_t value)
+void cuda_trace_emit_metric(int device, const char *name, uint64_t time_ns, int64_t value)
 {
     core_thread *thread;
     core_event *event = core_emit_reserve(&thread);
@@ -418,14 +397,14 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
             } else if (cuda_replay_is_launch(id)) {
                 /* Host launches feed the launch rate and the deep windows'
                  * launch bound (one process-wide counter). */
-                session_host->count_launch();
+                cuda_session_host->count_launch();
                 if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
                     !atomic_exchange(&exit_wait_registered, 1))
                     atexit(wait_for_setup_threads);
-            } else if (atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) &&
-                       cuda_replay_is_copy(id)) {
-                /* A launch storm has copy and memset activity off: count them. */
-                atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
+            } else {
+                /* A copy or memset while a launch storm has their activity
+                 * off: counted (cuda_storm.c). */
+                cuda_storm_count_copy(id);
             }
         }
         /* Replay: the launch bracket, the gate, the allocation inventory. */
@@ -443,16 +422,8 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
     }
 }
 
-static const CUpti_CallbackId launch_callbacks[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-};
+/* Every kernel-launch entry point (cuda_callback_ids.h). */
+static const CUpti_CallbackId launch_callbacks[] = {CUDA_LAUNCH_IDS(CUDA_CALLBACK_ID)};
 
 /* ---- NVML sampler ---- */
 
@@ -474,191 +445,16 @@ static void sample_nvml(void)
         unsigned int value;
         int d = (int)index;
         if (nvml.nvmlDeviceGetUtilizationRates(device, &utilization) == 0)
-            emit_metric(d, "gpu_utilization_pct", core_now_ns(), utilization.gpu);
+            cuda_trace_emit_metric(d, "gpu_utilization_pct", core_now_ns(), utilization.gpu);
         if (nvml.nvmlDeviceGetMemoryInfo(device, &memory) == 0)
-            emit_metric(d, "memory_used_bytes", core_now_ns(), (int64_t)memory.used);
+            cuda_trace_emit_metric(d, "memory_used_bytes", core_now_ns(), (int64_t)memory.used);
         if (nvml.nvmlDeviceGetPowerUsage(device, &value) == 0)
-            emit_metric(d, "power_mw", core_now_ns(), value);
+            cuda_trace_emit_metric(d, "power_mw", core_now_ns(), value);
         if (nvml.nvmlDeviceGetClockInfo(device, CUDA_NVML_CLOCK_SM, &value) == 0)
-            emit_metric(d, "sm_clock_mhz", core_now_ns(), value);
+            cuda_trace_emit_metric(d, "sm_clock_mhz", core_now_ns(), value);
         if (nvml.nvmlDeviceGetTemperature(device, CUDA_NVML_TEMPERATURE_GPU, &value) == 0)
-            emit_metric(d, "temperature_c", core_now_ns(), value);
+            cuda_trace_emit_metric(d, "temperature_c", core_now_ns(), value);
     }
-}
-
-/* ---- Launch-storm guard (sampler thread only, once started) ---- */
-
-static storm_guard *guard; /* NULL: off */
-static storm_guard_config guard_config;
-/* The activity kinds a storm switches off: every kind flare enabled, since
- * any enabled kind costs every launch (bare CUPTI on the H200: copy and
- * memset activity alone took 12% of the launch rate; with every kind off,
- * launch callbacks alone cost nothing measurable; docs/PERFORMANCE.md). */
-#define STORM_KINDS_MAX 4
-static CUpti_ActivityKind storm_kinds[STORM_KINDS_MAX];
-static bool storm_kind_on[STORM_KINDS_MAX];
-static size_t storm_kind_count;
-static int activity_on = 1; /* kernel activity is enabled now */
-/* Switching CUPTI failed: the guard steps no more. If kernel activity was
- * left off, every launch from launches_when_broken on is untimed. */
-static int guard_broken;
-static uint64_t launches_when_broken;
-/* What switching CUPTI costs the sampler thread (and, if CUPTI locks, the
- * launching threads): reported with the guard's summary. */
-static uint64_t switches, switch_ns_total, switch_ns_longest;
-
-/* Switches every storm kind on or off. On a failure every kind is switched
- * back on where CUPTI lets it (timing everything is the safe state);
- * storm_kind_on then says what stands. */
-static CUptiResult switch_activity(bool on)
-{
-    CUptiResult failure = CUPTI_SUCCESS;
-    for (size_t i = 0; i < storm_kind_count && failure == CUPTI_SUCCESS; i++) {
-        if (storm_kind_on[i] == on)
-            continue;
-        failure = on ? cupti.cuptiActivityEnable(storm_kinds[i])
-                     : cupti.cuptiActivityDisable(storm_kinds[i]);
-        if (failure == CUPTI_SUCCESS)
-            storm_kind_on[i] = on;
-    }
-    for (size_t i = 0; failure != CUPTI_SUCCESS && i < storm_kind_count; i++)
-        if (!storm_kind_on[i] && cupti.cuptiActivityEnable(storm_kinds[i]) == CUPTI_SUCCESS)
-            storm_kind_on[i] = true;
-    return failure;
-}
-
-/* Whether kind is one the guard switches and it is off now (a kind CUPTI
- * refused at start was never on, and is no business of the guard's). */
-static bool storm_kind_is_off(CUpti_ActivityKind kind)
-{
-    for (size_t i = 0; i < storm_kind_count; i++)
-        if (storm_kinds[i] == kind)
-            return !storm_kind_on[i];
-    return false;
-}
-
-/* A switch failed (result): the guard stops, with what CUPTI was left doing. */
-static void break_guard(CUptiResult result, uint64_t launches)
-{
-    guard_broken = 1;
-    activity_on = !storm_kind_is_off(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    atomic_store_explicit(&copies_untimed_now,
-                          storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
-                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
-                          memory_order_relaxed);
-    if (activity_on) {
-        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
-                            "switching CUPTI's activity failed (%s); every kernel is timed from "
-                            "then on",
-                            cuda_cupti_error_text(&cupti, result));
-        return;
-    }
-    launches_when_broken = launches;
-    core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
-                        "kernel activity could not be switched back on after a launch storm "
-                        "(%s); later kernels are counted (drops: storm_guard), not timed",
-                        cuda_cupti_error_text(&cupti, result));
-    core_log(CORE_LOG_WARNING,
-             "kernel timing could not be switched back on after a launch storm: %s",
-             cuda_cupti_error_text(&cupti, result));
-}
-
-static void storm_step(void)
-{
-    if (guard == NULL || guard_broken)
-        return;
-    /* A deep window wants every kernel: the storm goes on underneath. */
-    bool hold = session_host->deep_window_active() != 0;
-    bool was_storm = storm_guard_in_storm(guard);
-    /* Read together: a rate from a clock and a count taken apart is wrong. */
-    uint64_t now_ns = core_now_ns();
-    uint64_t launches = session_host->launch_count();
-    bool timed = storm_guard_step(guard, now_ns, launches, hold);
-    if (!was_storm && storm_guard_in_storm(guard))
-        core_log(CORE_LOG_INFO,
-                 "launch storm (over %llu launches/s for %llu ms): kernels, copies and memsets "
-                 "are timed only in %llu ms slices every %llu ms; every one is still counted "
-                 "(FLARE_STORM_RATE=0 times every kernel)",
-                 (unsigned long long)guard_config.enter_rate,
-                 (unsigned long long)(guard_config.confirm_ns / 1000000),
-                 (unsigned long long)(guard_config.sample_for_ns / 1000000),
-                 (unsigned long long)(guard_config.sample_every_ns / 1000000));
-    else if (was_storm && !storm_guard_in_storm(guard))
-        core_log(CORE_LOG_INFO, "launch storm over; %llu launches so far counted but not timed",
-                 (unsigned long long)storm_guard_untimed_launches(guard));
-    if (timed == (activity_on != 0))
-        return;
-    if (!timed) {
-        /* Copies are counted from before their activity stops until after
-         * it is back: the count may run a switch's worth high, never low. */
-        if (cuda_replay_watch_copies() != FLARE_OK) {
-            guard_broken = 1;
-            core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
-                                "not every copy and memset entry point could be watched (an "
-                                "untimed copy might go uncounted); every kernel stays timed");
-            return;
-        }
-        atomic_store_explicit(&copies_untimed_now, 1, memory_order_relaxed);
-    }
-    uint64_t switch_started = core_now_ns();
-    CUptiResult result = switch_activity(timed);
-    uint64_t switch_ns = core_now_ns() - switch_started;
-    switches++;
-    switch_ns_total += switch_ns;
-    if (switch_ns > switch_ns_longest)
-        switch_ns_longest = switch_ns;
-    /* A launch made while CUPTI switched may or may not have been timed:
-     * counted untimed, so the count runs high by a switch's worth, never low
-     * (charged as timed, a launch switched off early went neither timed nor
-     * counted: 3 of 201,000 in an H200 run). */
-    uint64_t settled = session_host->launch_count();
-    storm_guard_settle(guard, settled);
-    if (result != CUPTI_SUCCESS) {
-        break_guard(result, settled);
-        return;
-    }
-    activity_on = timed;
-    if (timed)
-        atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
-}
-
-/* Launches counted but not timed so far (sampler thread, or after it stopped). */
-static uint64_t untimed_launches(void)
-{
-    if (guard == NULL)
-        return 0;
-    uint64_t untimed = storm_guard_untimed_launches(guard);
-    if (guard_broken && activity_on == 0 && launches_when_broken != 0)
-        untimed += session_host->launch_count() - launches_when_broken;
-    return untimed;
-}
-
-/* After the sampler stopped: charges the last launches, reports the guard. */
-static void finish_storm_guard(void)
-{
-    if (guard == NULL)
-        return;
-    if (!guard_broken)
-        storm_guard_step(guard, core_now_ns(), session_host->launch_count(), false);
-    uint64_t untimed = untimed_launches();
-    uint64_t copies = atomic_load(&copies_untimed);
-    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, untimed);
-    core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
-    if (untimed != 0)
-        emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
-    if (!guard_broken || activity_on == 0) {
-        char summary[320];
-        storm_guard_describe(guard, untimed, copies, summary, sizeof(summary));
-        core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
-                            "%s; %llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms",
-                            summary, (unsigned long long)switches, (double)switch_ns_total / 1e6,
-                            (double)switch_ns_longest / 1e6);
-    }
-    if (untimed != 0)
-        core_log(CORE_LOG_INFO,
-                 "launch storm guard: %llu storm(s), %.2f s; %llu launches counted but not timed",
-                 (unsigned long long)storm_guard_storms(guard),
-                 (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed);
 }
 
 static void *sampler_main(void *argument)
@@ -672,16 +468,15 @@ static void *sampler_main(void *argument)
         if (now >= next_sample_ns) {
             if (nvml_device_count > 0)
                 sample_nvml();
-            emit_metric(-1, "host_kernel_launches", now, (int64_t)session_host->launch_count());
-            uint64_t untimed = untimed_launches();
+            cuda_trace_emit_metric(-1, "host_kernel_launches", now,
+                                   (int64_t)cuda_session_host->launch_count());
+            uint64_t untimed = cuda_storm_untimed_launches();
             if (untimed != 0)
-                emit_metric(-1, "untimed_kernel_launches", now, (int64_t)untimed);
+                cuda_trace_emit_metric(-1, "untimed_kernel_launches", now, (int64_t)untimed);
             next_sample_ns = now + (uint64_t)sampler_interval_ms * 1000000ull;
         }
-        storm_step();
-        uint64_t wake_ns = next_sample_ns;
-        if (guard != NULL && !guard_broken && now + STORM_STEP_NS < wake_ns)
-            wake_ns = now + STORM_STEP_NS;
+        cuda_storm_step();
+        uint64_t wake_ns = cuda_storm_next_wake(now, next_sample_ns);
         pthread_mutex_lock(&sampler_lock);
         struct timespec deadline = core_deadline_after_ns(wake_ns - now);
         while (!sampler_stop &&
@@ -730,12 +525,8 @@ static void start_sampler(void)
     pthread_sigmask(SIG_SETMASK, &all, &previous);
     sampler_running = pthread_create(&sampler_thread, NULL, sampler_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
-    if (!sampler_running && guard != NULL) { /* nothing would step it */
-        storm_guard_destroy(guard);
-        guard = NULL;
-        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
-                            "the sampler thread did not start; every kernel is timed");
-    }
+    if (!sampler_running)
+        cuda_storm_abandon();
 }
 
 static void stop_sampler(void)
@@ -763,40 +554,6 @@ static CUptiResult enable_activity(CUpti_ActivityKind kind, const char *feature)
     return result;
 }
 
-/* The launch-storm guard, when kernels are timed: FLARE_STORM_RATE (the
- * CLI refuses a bad value before the command runs; here it is logged). */
-static void set_up_storm_guard(int launches_counted)
-{
-    storm_guard_default_config(&guard_config);
-    const char *text = getenv("FLARE_STORM_RATE");
-    char error[160];
-    if (text != NULL &&
-        storm_guard_parse_rate(text, &guard_config.enter_rate, error, sizeof(error)) != FLARE_OK) {
-        core_log(CORE_LOG_WARNING, "FLARE_STORM_RATE: %s; using %u launches/s", error,
-                 STORM_GUARD_DEFAULT_RATE);
-        guard_config.enter_rate = STORM_GUARD_DEFAULT_RATE;
-    }
-    if (guard_config.enter_rate == 0) {
-        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF,
-                            "switched off (FLARE_STORM_RATE=0): every kernel is timed");
-        return;
-    }
-    /* The guard measures the rate with the launch callbacks' count. */
-    if (!launches_counted) {
-        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
-                            "needs the launch callbacks (no launch count to judge a storm by)");
-        return;
-    }
-    if (storm_guard_create(&guard_config, core_now_ns(), session_host->launch_count(), &guard) !=
-        FLARE_OK) {
-        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
-        guard = NULL;
-        return;
-    }
-    core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE, "over %llu launches/s",
-                        (unsigned long long)guard_config.enter_rate);
-}
-
 static void finish_tracing(void)
 {
     /* First, without the lock: a forked child's copy of it may be held by a
@@ -814,8 +571,9 @@ static void finish_tracing(void)
     stop_sampler();
     if (cupti.library != NULL)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    emit_metric(-1, "host_kernel_launches", core_now_ns(), (int64_t)session_host->launch_count());
-    finish_storm_guard();
+    cuda_trace_emit_metric(-1, "host_kernel_launches", core_now_ns(),
+                           (int64_t)cuda_session_host->launch_count());
+    cuda_storm_finish();
     uint64_t dropped = atomic_load(&cupti_dropped_records);
     uint64_t lost_buffers = atomic_load(&activity_buffers_lost);
     uint64_t lost_ranges = atomic_load(&ranges_dropped);
@@ -839,76 +597,45 @@ static int switch_on(const char *variable)
     return 1;
 }
 
-int cuda_trace_start(const backend_host *host)
+/* Registers the activity buffers and enables each kind flare records,
+ * handing every kind enabled to the launch-storm driver (cuda_storm.c).
+ * Returns whether kernel activity is on; the capability rows say why not. */
+static int start_activity(void)
 {
-    if (host != NULL && host->count_launch != NULL && host->launch_count != NULL &&
-        host->deep_window_active != NULL)
-        session_host = host;
-    pthread_mutex_lock(&start_lock);
-    if (tracing_started) {
-        pthread_mutex_unlock(&start_lock);
-        return 0;
-    }
-    tracing_started = 1;
-    tracing_pid = getpid();
-    int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
-    int want_launch_callbacks = switch_on("FLARE_CUDA_LAUNCH_CALLBACKS");
-    const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
-    uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
-    if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
-        core_log(CORE_LOG_WARNING, "FLARE_CUPTI_BUFFER_KB='%.16s' is not 64..262144; using %u",
-                 buffer_kib, ACTIVITY_BUFFER_DEFAULT_KIB);
-        kib = ACTIVITY_BUFFER_DEFAULT_KIB;
-    }
-    activity_buffer_bytes = (size_t)kib << 10;
-    char reason[512];
-    if (cuda_load_cupti(&cupti, reason, sizeof(reason)) != 0) {
-        core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
-        core_capability_set("copies", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
-        core_capability_set("nvtx", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
-        core_capability_set("launch_callbacks", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
-        core_log(CORE_LOG_ERROR, "CUDA tracing unavailable: %s", reason);
-        pthread_mutex_unlock(&start_lock);
-        start_sampler();
-        atexit(finish_tracing);
-        return -1;
-    }
-    if (cupti.cuptiActivityRegisterTimestampCallback != NULL)
-        cupti.cuptiActivityRegisterTimestampCallback(flare_timestamp);
-    else
-        core_log(CORE_LOG_WARNING, "this CUPTI cannot take flare's clock; GPU times use CUPTI's");
-    CUptiResult result = CUPTI_SUCCESS;
-    int kernels_timed = 0, launches_counted = 0;
-    if (!want_activity) {
-        const char *why = "switched off (FLARE_CUDA_ACTIVITY=0)";
-        core_capability_set("kernels", 0, CORE_CAPABILITY_OFF, "%s", why);
-        core_capability_set("copies", 0, CORE_CAPABILITY_OFF, "%s", why);
-        core_capability_set("memsets", 0, CORE_CAPABILITY_OFF, "%s", why);
-    } else if ((result = cupti.cuptiActivityRegisterCallbacks(buffer_requested,
-                                                              buffer_completed)) != CUPTI_SUCCESS) {
+    CUptiResult result = cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (result != CUPTI_SUCCESS) {
         core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "cuptiActivityRegisterCallbacks: %s",
                             cuda_cupti_error_text(&cupti, result));
-    } else {
-        static const struct {
-            CUpti_ActivityKind kind;
-            const char *feature;
-        } kinds[STORM_KINDS_MAX] = {
-            {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},
-            {CUPTI_ACTIVITY_KIND_MEMCPY, "copies"},
-            {CUPTI_ACTIVITY_KIND_MEMSET, "memsets"},
-            {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "external_correlation"},
-        };
-        for (size_t i = 0; i < STORM_KINDS_MAX; i++)
-            if (enable_activity(kinds[i].kind, kinds[i].feature) == CUPTI_SUCCESS) {
-                storm_kinds[storm_kind_count] = kinds[i].kind;
-                storm_kind_on[storm_kind_count++] = true;
-                kernels_timed |= kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-            }
-        if (cupti.cuptiActivityFlushPeriod != NULL)
-            cupti.cuptiActivityFlushPeriod(100);
+        return 0;
     }
-    result = cupti.cuptiSubscribe(&subscriber, on_callback, NULL);
+    int kernels_timed = 0;
+    static const struct {
+        CUpti_ActivityKind kind;
+        const char *feature;
+    } kinds[CUDA_STORM_KINDS_MAX] = {
+        {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels"},
+        {CUPTI_ACTIVITY_KIND_MEMCPY, "copies"},
+        {CUPTI_ACTIVITY_KIND_MEMSET, "memsets"},
+        {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "external_correlation"},
+    };
+    for (size_t i = 0; i < CUDA_STORM_KINDS_MAX; i++)
+        if (enable_activity(kinds[i].kind, kinds[i].feature) == CUPTI_SUCCESS) {
+            cuda_storm_watch_kind(kinds[i].kind);
+            kernels_timed |= kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        }
+    if (cupti.cuptiActivityFlushPeriod != NULL)
+        cupti.cuptiActivityFlushPeriod(100);
+    return kernels_timed;
+}
+
+/* Subscribes to CUPTI's callbacks: launches (when wanted; kernel replay
+ * rides on them), context creation for PM sampling, and NVTX. Returns
+ * whether launches are counted; the capability rows say why not. */
+static int subscribe_callbacks(int want_launch_callbacks)
+{
+    int launches_counted = 0;
+    CUptiResult result = cupti.cuptiSubscribe(&subscriber, on_callback, NULL);
     if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
         const char *why = "another CUPTI subscriber is active in this process (an Nsight tool or "
                           "a framework profiler); launch counts and NVTX ranges are off";
@@ -960,13 +687,62 @@ int cuda_trace_start(const backend_host *host)
         else
             core_capability_set("nvtx", 1, CORE_CAPABILITY_ACTIVE, "CUPTI NVTX callbacks");
     }
+    return launches_counted;
+}
+
+int cuda_trace_start(const backend_host *host)
+{
+    cuda_host_set(host);
+    pthread_mutex_lock(&start_lock);
+    if (tracing_started) {
+        pthread_mutex_unlock(&start_lock);
+        return 0;
+    }
+    tracing_started = 1;
+    tracing_pid = getpid();
+    int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
+    int want_launch_callbacks = switch_on("FLARE_CUDA_LAUNCH_CALLBACKS");
+    const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
+    uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
+    if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
+        core_log(CORE_LOG_WARNING, "FLARE_CUPTI_BUFFER_KB='%.16s' is not 64..262144; using %u",
+                 buffer_kib, ACTIVITY_BUFFER_DEFAULT_KIB);
+        kib = ACTIVITY_BUFFER_DEFAULT_KIB;
+    }
+    activity_buffer_bytes = (size_t)kib << 10;
+    char reason[512];
+    if (cuda_load_cupti(&cupti, reason, sizeof(reason)) != 0) {
+        core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        core_capability_set("copies", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        core_capability_set("nvtx", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        core_capability_set("launch_callbacks", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        core_log(CORE_LOG_ERROR, "CUDA tracing unavailable: %s", reason);
+        pthread_mutex_unlock(&start_lock);
+        start_sampler();
+        atexit(finish_tracing);
+        return -1;
+    }
+    if (cupti.cuptiActivityRegisterTimestampCallback != NULL)
+        cupti.cuptiActivityRegisterTimestampCallback(flare_timestamp);
+    else
+        core_log(CORE_LOG_WARNING, "this CUPTI cannot take flare's clock; GPU times use CUPTI's");
+    int kernels_timed = 0;
+    if (!want_activity) {
+        const char *why = "switched off (FLARE_CUDA_ACTIVITY=0)";
+        core_capability_set("kernels", 0, CORE_CAPABILITY_OFF, "%s", why);
+        core_capability_set("copies", 0, CORE_CAPABILITY_OFF, "%s", why);
+        core_capability_set("memsets", 0, CORE_CAPABILITY_OFF, "%s", why);
+    } else {
+        kernels_timed = start_activity();
+    }
+    int launches_counted = subscribe_callbacks(want_launch_callbacks);
     uint32_t version = 0;
     cupti.cuptiGetVersion(&version);
     core_capability_set("cuda_injection", 1, CORE_CAPABILITY_ACTIVE, "CUPTI API %u from %s",
                         version, cupti.path);
     core_log(CORE_LOG_INFO, "CUDA tracing started (CUPTI API %u, %s)", version, cupti.path);
     if (kernels_timed)
-        set_up_storm_guard(launches_counted);
+        cuda_storm_set_up(&cupti, launches_counted);
     pthread_mutex_unlock(&start_lock);
     start_sampler();
     atexit(finish_tracing);

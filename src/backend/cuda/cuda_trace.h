@@ -30,6 +30,10 @@ int cuda_trace_forward_nvtx(void *get_export_table);
  * the next call on the same thread. */
 const char *cuda_demangle(const char *mangled);
 
+/* Records one sample of a metric (device -1: the host) as an event of
+ * flare's own; dropped silently when the event buffer is full. */
+void cuda_trace_emit_metric(int device, const char *name, uint64_t time_ns, int64_t value);
+
 /* Publishes the tracing engine's loss counters to the drops table. */
 void cuda_trace_record_drops(uint64_t cupti_records, uint64_t lost_buffers, uint64_t lost_ranges);
 

@@ -1,0 +1,282 @@
+/*
+ * cuda_storm.c: the CUDA tracer's launch-storm driver. The sampler thread
+ * (cuda_trace.c) steps the launch-storm guard (src/storm) here: during a
+ * storm CUPTI's activity (kernels, copies, memsets, external correlations)
+ * is switched off between short sample slices, every launch is still
+ * counted, and the launches and copies left untimed are reported as drops
+ * and in the guard's capability row. A failed switch stops the guard with
+ * every kind CUPTI lets it switch back on timed.
+ *
+ * The state belongs to the sampler thread once it started; the program's
+ * threads only touch the copy count (cuda_storm_count_copy), with relaxed
+ * atomics. Must never switch CUPTI from a program thread, block, or leave
+ * a copy or launch that went untimed uncounted (the count may run high by
+ * a switch's worth, never low).
+ */
+#include "backend/cuda/cuda_storm.h"
+#include "backend/cuda/cuda_host.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_trace.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "storm/storm_guard.h"
+
+/* How often the sampler thread steps the launch-storm guard. */
+#define STORM_STEP_NS 10000000ull
+
+/* CUPTI as cuda_trace.c loaded it (set with the guard). */
+static const cuda_cupti_api *cupti;
+/* Copies and memsets while a launch storm has their activity off: counted
+ * by the copy entry points' callbacks (relaxed: a count, read after the
+ * sampler thread stopped). */
+static _Atomic int copies_untimed_now;
+static _Atomic uint64_t copies_untimed;
+
+void cuda_storm_count_copy(CUpti_CallbackId id)
+{
+    if (atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) &&
+        cuda_replay_is_copy(id)) {
+        /* A launch storm has copy and memset activity off: count them. */
+        atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
+    }
+}
+
+/* ---- Launch-storm guard (sampler thread only, once started) ---- */
+
+static storm_guard *guard; /* NULL: off */
+static storm_guard_config guard_config;
+/* The activity kinds a storm switches off: every kind flare enabled, since
+ * any enabled kind costs every launch (bare CUPTI on the H200: copy and
+ * memset activity alone took 12% of the launch rate; with every kind off,
+ * launch callbacks alone cost nothing measurable; docs/PERFORMANCE.md). */
+static CUpti_ActivityKind storm_kinds[CUDA_STORM_KINDS_MAX];
+static bool storm_kind_on[CUDA_STORM_KINDS_MAX];
+static size_t storm_kind_count;
+static int activity_on = 1; /* kernel activity is enabled now */
+/* Switching CUPTI failed: the guard steps no more. If kernel activity was
+ * left off, every launch from launches_when_broken on is untimed. */
+static int guard_broken;
+static uint64_t launches_when_broken;
+/* What switching CUPTI costs the sampler thread (and, if CUPTI locks, the
+ * launching threads): reported with the guard's summary. */
+static uint64_t switches, switch_ns_total, switch_ns_longest;
+
+void cuda_storm_watch_kind(CUpti_ActivityKind kind)
+{
+    if (storm_kind_count >= CUDA_STORM_KINDS_MAX)
+        return;
+    storm_kinds[storm_kind_count] = kind;
+    storm_kind_on[storm_kind_count++] = true;
+}
+
+/* The launch-storm guard, when kernels are timed: FLARE_STORM_RATE (the
+ * CLI refuses a bad value before the command runs; here it is logged). */
+void cuda_storm_set_up(const cuda_cupti_api *cupti_api, int launches_counted)
+{
+    cupti = cupti_api;
+    storm_guard_default_config(&guard_config);
+    const char *text = getenv("FLARE_STORM_RATE");
+    char error[160];
+    if (text != NULL &&
+        storm_guard_parse_rate(text, &guard_config.enter_rate, error, sizeof(error)) != FLARE_OK) {
+        core_log(CORE_LOG_WARNING, "FLARE_STORM_RATE: %s; using %u launches/s", error,
+                 STORM_GUARD_DEFAULT_RATE);
+        guard_config.enter_rate = STORM_GUARD_DEFAULT_RATE;
+    }
+    if (guard_config.enter_rate == 0) {
+        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF,
+                            "switched off (FLARE_STORM_RATE=0): every kernel is timed");
+        return;
+    }
+    /* The guard measures the rate with the launch callbacks' count. */
+    if (!launches_counted) {
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "needs the launch callbacks (no launch count to judge a storm by)");
+        return;
+    }
+    if (storm_guard_create(&guard_config, core_now_ns(), cuda_session_host->launch_count(), &guard) !=
+        FLARE_OK) {
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
+        guard = NULL;
+        return;
+    }
+    core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE, "over %llu launches/s",
+                        (unsigned long long)guard_config.enter_rate);
+}
+
+void cuda_storm_abandon(void)
+{
+    if (guard != NULL) { /* nothing would step it */
+        storm_guard_destroy(guard);
+        guard = NULL;
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "the sampler thread did not start; every kernel is timed");
+    }
+}
+
+/* Switches every storm kind on or off. On a failure every kind is switched
+ * back on where CUPTI lets it (timing everything is the safe state);
+ * storm_kind_on then says what stands. */
+static CUptiResult switch_activity(bool on)
+{
+    CUptiResult failure = CUPTI_SUCCESS;
+    for (size_t i = 0; i < storm_kind_count && failure == CUPTI_SUCCESS; i++) {
+        if (storm_kind_on[i] == on)
+            continue;
+        failure = on ? cupti->cuptiActivityEnable(storm_kinds[i])
+                     : cupti->cuptiActivityDisable(storm_kinds[i]);
+        if (failure == CUPTI_SUCCESS)
+            storm_kind_on[i] = on;
+    }
+    for (size_t i = 0; failure != CUPTI_SUCCESS && i < storm_kind_count; i++)
+        if (!storm_kind_on[i] && cupti->cuptiActivityEnable(storm_kinds[i]) == CUPTI_SUCCESS)
+            storm_kind_on[i] = true;
+    return failure;
+}
+
+/* Whether kind is one the guard switches and it is off now (a kind CUPTI
+ * refused at start was never on, and is no business of the guard's). */
+static bool storm_kind_is_off(CUpti_ActivityKind kind)
+{
+    for (size_t i = 0; i < storm_kind_count; i++)
+        if (storm_kinds[i] == kind)
+            return !storm_kind_on[i];
+    return false;
+}
+
+/* A switch failed (result): the guard stops, with what CUPTI was left doing. */
+static void break_guard(CUptiResult result, uint64_t launches)
+{
+    guard_broken = 1;
+    activity_on = !storm_kind_is_off(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    atomic_store_explicit(&copies_untimed_now,
+                          storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
+                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
+                          memory_order_relaxed);
+    if (activity_on) {
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "switching CUPTI's activity failed (%s); every kernel is timed from "
+                            "then on",
+                            cuda_cupti_error_text(cupti, result));
+        return;
+    }
+    launches_when_broken = launches;
+    core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
+                        "kernel activity could not be switched back on after a launch storm "
+                        "(%s); later kernels are counted (drops: storm_guard), not timed",
+                        cuda_cupti_error_text(cupti, result));
+    core_log(CORE_LOG_WARNING,
+             "kernel timing could not be switched back on after a launch storm: %s",
+             cuda_cupti_error_text(cupti, result));
+}
+
+void cuda_storm_step(void)
+{
+    if (guard == NULL || guard_broken)
+        return;
+    /* A deep window wants every kernel: the storm goes on underneath. */
+    bool hold = cuda_session_host->deep_window_active() != 0;
+    bool was_storm = storm_guard_in_storm(guard);
+    /* Read together: a rate from a clock and a count taken apart is wrong. */
+    uint64_t now_ns = core_now_ns();
+    uint64_t launches = cuda_session_host->launch_count();
+    bool timed = storm_guard_step(guard, now_ns, launches, hold);
+    if (!was_storm && storm_guard_in_storm(guard))
+        core_log(CORE_LOG_INFO,
+                 "launch storm (over %llu launches/s for %llu ms): kernels, copies and memsets "
+                 "are timed only in %llu ms slices every %llu ms; every one is still counted "
+                 "(FLARE_STORM_RATE=0 times every kernel)",
+                 (unsigned long long)guard_config.enter_rate,
+                 (unsigned long long)(guard_config.confirm_ns / 1000000),
+                 (unsigned long long)(guard_config.sample_for_ns / 1000000),
+                 (unsigned long long)(guard_config.sample_every_ns / 1000000));
+    else if (was_storm && !storm_guard_in_storm(guard))
+        core_log(CORE_LOG_INFO, "launch storm over; %llu launches so far counted but not timed",
+                 (unsigned long long)storm_guard_untimed_launches(guard));
+    if (timed == (activity_on != 0))
+        return;
+    if (!timed) {
+        /* Copies are counted from before their activity stops until after
+         * it is back: the count may run a switch's worth high, never low. */
+        if (cuda_replay_watch_copies() != FLARE_OK) {
+            guard_broken = 1;
+            core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                                "not every copy and memset entry point could be watched (an "
+                                "untimed copy might go uncounted); every kernel stays timed");
+            return;
+        }
+        atomic_store_explicit(&copies_untimed_now, 1, memory_order_relaxed);
+    }
+    uint64_t switch_started = core_now_ns();
+    CUptiResult result = switch_activity(timed);
+    uint64_t switch_ns = core_now_ns() - switch_started;
+    switches++;
+    switch_ns_total += switch_ns;
+    if (switch_ns > switch_ns_longest)
+        switch_ns_longest = switch_ns;
+    /* A launch made while CUPTI switched may or may not have been timed:
+     * counted untimed, so the count runs high by a switch's worth, never low
+     * (charged as timed, a launch switched off early went neither timed nor
+     * counted: 3 of 201,000 in an H200 run). */
+    uint64_t settled = cuda_session_host->launch_count();
+    storm_guard_settle(guard, settled);
+    if (result != CUPTI_SUCCESS) {
+        break_guard(result, settled);
+        return;
+    }
+    activity_on = timed;
+    if (timed)
+        atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
+}
+
+uint64_t cuda_storm_next_wake(uint64_t now, uint64_t wake_ns)
+{
+    if (guard != NULL && !guard_broken && now + STORM_STEP_NS < wake_ns)
+        wake_ns = now + STORM_STEP_NS;
+    return wake_ns;
+}
+
+/* Launches counted but not timed so far (sampler thread, or after it stopped). */
+uint64_t cuda_storm_untimed_launches(void)
+{
+    if (guard == NULL)
+        return 0;
+    uint64_t untimed = storm_guard_untimed_launches(guard);
+    if (guard_broken && activity_on == 0 && launches_when_broken != 0)
+        untimed += cuda_session_host->launch_count() - launches_when_broken;
+    return untimed;
+}
+
+/* After the sampler stopped: charges the last launches, reports the guard. */
+void cuda_storm_finish(void)
+{
+    if (guard == NULL)
+        return;
+    if (!guard_broken)
+        storm_guard_step(guard, core_now_ns(), cuda_session_host->launch_count(), false);
+    uint64_t untimed = cuda_storm_untimed_launches();
+    uint64_t copies = atomic_load(&copies_untimed);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, untimed);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
+    if (untimed != 0)
+        cuda_trace_emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
+    if (!guard_broken || activity_on == 0) {
+        char summary[320];
+        storm_guard_describe(guard, untimed, copies, summary, sizeof(summary));
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
+                            "%s; %llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms",
+                            summary, (unsigned long long)switches, (double)switch_ns_total / 1e6,
+                            (double)switch_ns_longest / 1e6);
+    }
+    if (untimed != 0)
+        core_log(CORE_LOG_INFO,
+                 "launch storm guard: %llu storm(s), %.2f s; %llu launches counted but not timed",
+                 (unsigned long long)storm_guard_storms(guard),
+                 (double)storm_guard_storm_ns(guard) / 1e9, (unsigned long long)untimed);
+}

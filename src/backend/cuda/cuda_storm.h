@@ -1,0 +1,61 @@
+/*
+ * cuda_storm.h: the CUDA tracer's launch-storm driver: steps the
+ * launch-storm guard (src/storm/storm_guard.h) on the sampler thread and
+ * switches CUPTI's activity kinds off and on for it, counting the launches
+ * and copies a storm leaves untimed.
+ *
+ * cuda_trace.c owns the sampler thread and calls in here. Must never be
+ * stepped from any thread but the sampler, or stop or crash the program: a
+ * CUPTI failure stops the guard with a reason in its capability row, and
+ * timing everything is the state it falls back to.
+ */
+#ifndef FLARE_BACKEND_CUDA_STORM_H
+#define FLARE_BACKEND_CUDA_STORM_H
+
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <stdint.h>
+
+#include "backend/cuda/cuda_loader.h"
+
+/* How many activity kinds a storm may switch (every kind tracing enables). */
+#define CUDA_STORM_KINDS_MAX 4
+
+/* At start, before cuda_storm_set_up: an activity kind tracing enabled,
+ * which a storm switches off and on (kinds past CUDA_STORM_KINDS_MAX are
+ * not switched). */
+void cuda_storm_watch_kind(CUpti_ActivityKind kind);
+
+/* At start, when kernels are timed: creates the guard from
+ * FLARE_STORM_RATE (a bad value is logged and the default used; 0 switches
+ * it off). launches_counted: whether the launch callbacks count launches,
+ * which the guard judges a storm by. The outcome is the "storm_guard"
+ * capability row; cupti must stay valid for the process. */
+void cuda_storm_set_up(const cuda_cupti_api *cupti, int launches_counted);
+
+/* The sampler thread did not start: nothing would step the guard, so it is
+ * dropped and every kernel stays timed. */
+void cuda_storm_abandon(void);
+
+/* Sampler thread: one step of the guard at the current time and launch
+ * count, switching CUPTI's activity when the guard says so. */
+void cuda_storm_step(void);
+
+/* Sampler thread: when to wake next, wake_ns or sooner when the guard
+ * wants a step before it (now: the loop's clock reading). */
+uint64_t cuda_storm_next_wake(uint64_t now, uint64_t wake_ns);
+
+/* Launches counted but not timed so far (sampler thread, or after it
+ * stopped). */
+uint64_t cuda_storm_untimed_launches(void);
+
+/* A driver callback at API_ENTER on a program thread (neither flare's own
+ * call nor a launch): a copy or memset made while a storm has their
+ * activity off is counted. One relaxed load otherwise; never blocks. */
+void cuda_storm_count_copy(CUpti_CallbackId id);
+
+/* After the sampler stopped: charges the last launches, publishes the
+ * untimed launches and copies as drops, and reports the guard. */
+void cuda_storm_finish(void);
+
+#endif /* FLARE_BACKEND_CUDA_STORM_H */
