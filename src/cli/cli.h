@@ -87,4 +87,10 @@ int cli_find_session(const char *argument, char *session_dir, unsigned long size
 void cli_format_bytes(uint64_t bytes, char *buffer, size_t size);
 void cli_format_duration(uint64_t ns, char *buffer, size_t size);
 
+/* The name of a copy's kind (a backend_copy_kind): "host to device",
+ * "device to host", "device to device", "host to host"; unknown for any
+ * other value, as each output words it ("unknown" in exports, "copy
+ * (unknown kind)" in the report). Never NULL unless unknown is. */
+const char *cli_copy_kind_name(int kind, const char *unknown);
+
 #endif /* FLARE_CLI_CLI_H */

@@ -26,7 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
 #include "cli/cli.h"
 #include "flare/flare.h"
 #include "store/store.h"
@@ -599,22 +598,6 @@ static int perfetto_kernel_row(const store_kernel_row *row, void *user)
     return perfetto_stopped(context);
 }
 
-static const char *copy_kind_name(int kind)
-{
-    switch (kind) {
-    case BACKEND_COPY_HOST_TO_DEVICE:
-        return "host to device";
-    case BACKEND_COPY_DEVICE_TO_HOST:
-        return "device to host";
-    case BACKEND_COPY_DEVICE_TO_DEVICE:
-        return "device to device";
-    case BACKEND_COPY_HOST_TO_HOST:
-        return "host to host";
-    default:
-        return "unknown";
-    }
-}
-
 static int perfetto_copy_row(const store_copy_row *row, void *user)
 {
     perfetto_context *context = user;
@@ -627,13 +610,13 @@ static int perfetto_copy_row(const store_copy_row *row, void *user)
         output_text(output, "memset");
     } else {
         output_text(output, "copy ");
-        output_text(output, copy_kind_name(row->copy_kind));
+        output_text(output, cli_copy_kind_name(row->copy_kind, "unknown"));
     }
     output_text(output, "\",\"args\":{\"bytes\":");
     output_u64(output, row->bytes);
     if (!row->is_memset) {
         output_text(output, ",\"copy_kind\":\"");
-        output_text(output, copy_kind_name(row->copy_kind));
+        output_text(output, cli_copy_kind_name(row->copy_kind, "unknown"));
         output_char(output, '"');
     }
     output_text(output, ",\"correlation_id\":");

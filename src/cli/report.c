@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
 #include "cli/cli.h"
 #include "core/config.h"
 #include "store/store.h"
@@ -122,22 +121,6 @@ static int print_duration_row(const store_duration_stats *stats, void *user)
     return 0;
 }
 
-static const char *copy_kind_name(int kind)
-{
-    switch (kind) {
-    case BACKEND_COPY_HOST_TO_DEVICE:
-        return "host to device";
-    case BACKEND_COPY_DEVICE_TO_HOST:
-        return "device to host";
-    case BACKEND_COPY_DEVICE_TO_DEVICE:
-        return "device to device";
-    case BACKEND_COPY_HOST_TO_HOST:
-        return "host to host";
-    default:
-        return "copy (unknown kind)";
-    }
-}
-
 static int print_copy_row(const store_copy_stats *stats, void *user)
 {
     table_context *context = user;
@@ -145,8 +128,9 @@ static int print_copy_row(const store_copy_stats *stats, void *user)
     cli_format_bytes(stats->bytes, bytes, sizeof(bytes));
     cli_format_duration(stats->total_ns, total, sizeof(total));
     printf("  %-20s %10lld %12s %12s",
-           stats->is_memset ? "memset" : copy_kind_name(stats->copy_kind), (long long)stats->count,
-           bytes, total);
+           stats->is_memset ? "memset"
+                            : cli_copy_kind_name(stats->copy_kind, "copy (unknown kind)"),
+           (long long)stats->count, bytes, total);
     if (stats->failed > 0)
         printf("   %lld FAILED", (long long)stats->failed);
     printf("\n");
