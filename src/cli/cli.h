@@ -76,12 +76,6 @@ int cli_failure(const char *command, const char *format, ...) __attribute__((for
 /* Whether argument is -h or --help. */
 int cli_is_help(const char *argument);
 
-/* Resolves a report/export argument (NULL: the default output directory) to
- * one session directory holding session.db: the directory itself, or the
- * newest session inside it. Returns 0, or 1 with a message in error. */
-int cli_find_session(const char *argument, char *session_dir, unsigned long size, char *error,
-                     unsigned long error_size);
-
 /* Human-readable sizes and durations for reports and summaries: "12.3 MiB",
  * "4.2 ms" (three significant digits or whole units below 10,240). */
 void cli_format_bytes(uint64_t bytes, char *buffer, size_t size);

@@ -6,7 +6,8 @@
  * (final value per counter), deep-profiling rules and windows, kernel
  * replay results per kernel and range replay results per span (each only
  * when there are any), and every drop counter that is not zero. It only reads: a missing, empty or
- * corrupt database is a clear error (exit 1), never a crash.
+ * corrupt database is a clear error (exit 1), never a crash. The session is
+ * found and opened by session.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/session.h"
 #include "core/config.h"
 #include "store/store.h"
 #include "store/store_replay.h"
@@ -43,65 +45,6 @@ static const char report_help[] =
     "Options:\n"
     "  --top N      kernels and scopes to list, 1..100000 (default 10)\n"
     "  -h, --help   this help\n";
-
-static int has_database(const char *dir)
-{
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/%s", dir, STORE_DATABASE_NAME);
-    return access(path, F_OK) == 0;
-}
-
-int cli_find_session(const char *argument, char *session_dir, unsigned long size, char *error,
-                     unsigned long error_size)
-{
-    const char *dir = argument;
-    if (dir == NULL) {
-        dir = getenv("FLARE_OUTPUT_DIR");
-        if (dir == NULL || dir[0] == '\0')
-            dir = CORE_DEFAULT_OUTPUT_BASE;
-    }
-    struct stat status;
-    if (stat(dir, &status) != 0) {
-        snprintf(error, error_size, "%s: %s%s", dir, strerror(errno),
-                 argument == NULL ? " (no sessions yet? run 'flare trace -- CMD' first)" : "");
-        return 1;
-    }
-    if (!S_ISDIR(status.st_mode)) {
-        snprintf(error, error_size, "%s is not a directory", dir);
-        return 1;
-    }
-    if (has_database(dir)) {
-        snprintf(session_dir, size, "%s", dir);
-        return 0;
-    }
-    /* Session directory names start with a UTC time stamp, so the greatest
-     * name is the newest session. */
-    DIR *listing = opendir(dir);
-    if (listing == NULL) {
-        snprintf(error, error_size, "cannot read %s: %s", dir, strerror(errno));
-        return 1;
-    }
-    char newest[NAME_MAX + 1] = "";
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL) {
-        if (entry->d_name[0] == '.')
-            continue;
-        char candidate[PATH_MAX];
-        if (snprintf(candidate, sizeof(candidate), "%s/%s", dir, entry->d_name) >=
-            (int)sizeof(candidate))
-            continue;
-        if (has_database(candidate) && strcmp(entry->d_name, newest) > 0)
-            snprintf(newest, sizeof(newest), "%s", entry->d_name);
-    }
-    closedir(listing);
-    if (newest[0] == '\0') {
-        snprintf(error, error_size, "no flare session in %s (no %s in it or its subdirectories)",
-                 dir, STORE_DATABASE_NAME);
-        return 1;
-    }
-    snprintf(session_dir, size, "%s/%s", dir, newest);
-    return 0;
-}
 
 typedef struct table_context {
     int rows;
@@ -746,22 +689,13 @@ int cli_report(int argc, char **argv)
         }
     }
 
-    char session_dir[PATH_MAX];
     char error[1024];
-    if (cli_find_session(directory, session_dir, sizeof(session_dir), error, sizeof(error)) != 0)
-        return cli_failure("report", "%s", error);
-    store *database;
-    if (store_open(session_dir, STORE_OPEN_READ, &database, error, sizeof(error)) != 0)
-        return cli_failure("report", "%s", error);
-
-    store_session_summary summary;
-    memset(&summary, 0, sizeof(summary));
-    if (store_read_session(database, &summary) != 0) {
-        cli_failure("report", "cannot read the session in %s: %s", session_dir,
-                    store_last_error(database));
-        store_close(database);
+    cli_session session;
+    if (cli_session_open(&session, "report", directory, 0, error, sizeof(error)) != CLI_EXIT_OK)
         return CLI_EXIT_FAILURE;
-    }
+    store *database = session.database;
+    const char *session_dir = session.directory;
+    const store_session_summary summary = session.summary;
     printf("flare session %s\n", session_dir);
     printf("  command    %s\n", summary.command[0] ? summary.command : "(unknown)");
     if (summary.start_unix_ns > 0) {
@@ -917,6 +851,6 @@ int cli_report(int argc, char **argv)
         status = cli_failure("report", "reading drop counters: %s", store_last_error(database));
     if (context.rows == 0)
         printf("  none: every event was recorded\n");
-    store_close(database);
+    cli_session_close(&session);
     return status;
 }
