@@ -3,7 +3,9 @@
  *
  * Exit codes, everywhere: 0 success; 1 the work failed (unreadable session,
  * I/O error); 2 a usage error, with a message naming the offending word;
- * `flare trace` returns the traced command's own status instead.
+ * `flare trace` returns the traced command's own status instead. A
+ * subcommand must never exit or abort on its own: it returns its code to
+ * main, and prints its messages as "flare COMMAND: ..." on stderr.
  */
 #ifndef FLARE_CLI_CLI_H
 #define FLARE_CLI_CLI_H
