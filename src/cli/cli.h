@@ -3,7 +3,9 @@
  *
  * Exit codes, everywhere: 0 success; 1 the work failed (unreadable session,
  * I/O error); 2 a usage error, with a message naming the offending word;
- * `flare trace` returns the traced command's own status instead.
+ * `flare trace` returns the traced command's own status instead. A
+ * subcommand must never exit or abort on its own: it returns its code to
+ * main, and prints its messages as "flare COMMAND: ..." on stderr.
  */
 #ifndef FLARE_CLI_CLI_H
 #define FLARE_CLI_CLI_H
@@ -76,15 +78,15 @@ int cli_failure(const char *command, const char *format, ...) __attribute__((for
 /* Whether argument is -h or --help. */
 int cli_is_help(const char *argument);
 
-/* Resolves a report/export argument (NULL: the default output directory) to
- * one session directory holding session.db: the directory itself, or the
- * newest session inside it. Returns 0, or 1 with a message in error. */
-int cli_find_session(const char *argument, char *session_dir, unsigned long size, char *error,
-                     unsigned long error_size);
-
 /* Human-readable sizes and durations for reports and summaries: "12.3 MiB",
  * "4.2 ms" (three significant digits or whole units below 10,240). */
 void cli_format_bytes(uint64_t bytes, char *buffer, size_t size);
 void cli_format_duration(uint64_t ns, char *buffer, size_t size);
+
+/* The name of a copy's kind (a backend_copy_kind): "host to device",
+ * "device to host", "device to device", "host to host"; unknown for any
+ * other value, as each output words it ("unknown" in exports, "copy
+ * (unknown kind)" in the report). Never NULL unless unknown is. */
+const char *cli_copy_kind_name(int kind, const char *unknown);
 
 #endif /* FLARE_CLI_CLI_H */

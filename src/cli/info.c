@@ -1,7 +1,9 @@
 /*
  * info.c: `flare info [--json]`: what this machine offers flare: driver and
  * CUPTI versions, devices, chip names and per-device profiling support.
- * Works (and says why) on machines with no GPU or no CUDA at all.
+ * Works (and says why) on machines with no GPU or no CUDA at all: it must
+ * never fail for want of a GPU, a driver or CUPTI (their absence is the
+ * answer, with exit 0), and never load more than cuda_info asks for.
  */
 #include <stdio.h>
 #include <string.h>

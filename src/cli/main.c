@@ -2,7 +2,9 @@
  * main.c: the flare command: dispatches to a subcommand, prints help.
  *
  * Help text here must tell the truth about what each subcommand does; each
- * subcommand prints its own detailed help for `flare CMD --help`.
+ * subcommand prints its own detailed help for `flare CMD --help`. It must
+ * never do a subcommand's work itself: it only picks the subcommand and
+ * returns its exit code.
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -6,7 +6,8 @@
  * command through FLARE_* variables, and hands the run itself to the shared
  * launcher (launch.c): session prepared first, signals forwarded, exit
  * status recorded and returned (128+N if a signal N ended it), and a loud
- * warning when no process started a session.
+ * warning when no process started a session. It must never run CMD before
+ * every option has been checked and the session prepared.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,25 @@ static inline int cli_run_program(const char *program, int search, const char *c
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + WTERMSIG(status);
+}
+
+/*
+ * The set-up every CLI test shares: the directory of the built binaries
+ * from FLARE_TEST_BIN_DIR (ctest sets it) into bin_dir, and no
+ * FLARE_OUTPUT_DIR or FLARE_SESSION_DIR of the caller's leaking into the
+ * programs run. Returns 0, or -1 with a message when the variable is unset.
+ */
+static inline int cli_test_environment(char *bin_dir, size_t size)
+{
+    const char *dir = getenv("FLARE_TEST_BIN_DIR");
+    if (dir == NULL) {
+        fprintf(stderr, "FLARE_TEST_BIN_DIR is not set (run through ctest)\n");
+        return -1;
+    }
+    snprintf(bin_dir, size, "%s", dir);
+    unsetenv("FLARE_OUTPUT_DIR");
+    unsetenv("FLARE_SESSION_DIR");
+    return 0;
 }
 
 #endif /* FLARE_TESTS_CLI_RUN_H */

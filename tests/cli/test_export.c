@@ -744,15 +744,9 @@ static void test_traced_demo_session(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *dir = getenv("FLARE_TEST_BIN_DIR");
-    if (dir == NULL) {
-        fprintf(stderr, "FLARE_TEST_BIN_DIR is not set (run through ctest)\n");
+    if (cli_test_environment(bin_dir, sizeof(bin_dir)) != 0)
         return -1;
-    }
-    snprintf(bin_dir, sizeof(bin_dir), "%s", dir);
     test_make_temp_dir(scratch, sizeof(scratch), "export");
-    unsetenv("FLARE_OUTPUT_DIR");
-    unsetenv("FLARE_SESSION_DIR");
     snprintf(expected_path, sizeof(expected_path), "%s/expected.txt", scratch);
     snprintf(checker_path, sizeof(checker_path), "%s/check_export.py", scratch);
     FILE *checker = fopen(checker_path, "w");

@@ -203,15 +203,9 @@ static void test_trace_passes_rules_on(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *dir = getenv("FLARE_TEST_BIN_DIR");
-    if (dir == NULL) {
-        fprintf(stderr, "FLARE_TEST_BIN_DIR is not set (run through ctest)\n");
+    if (cli_test_environment(bin_dir, sizeof(bin_dir)) != 0)
         return -1;
-    }
-    snprintf(bin_dir, sizeof(bin_dir), "%s", dir);
     test_make_temp_dir(scratch, sizeof(scratch), "rules-cli");
-    unsetenv("FLARE_OUTPUT_DIR");
-    unsetenv("FLARE_SESSION_DIR");
     return 0;
 }
 
