@@ -22,6 +22,7 @@
 #include "backend/backend.h"
 #include "cli/cli.h"
 #include "core/config.h"
+#include "replay/replay.h"
 #include "store/store.h"
 #include "store/store_replay.h"
 

@@ -45,12 +45,11 @@ static const char pass_insert_sql[] = "INSERT OR REPLACE INTO replay_passes(pid,
 static const char metric_insert_sql[] =
     "INSERT OR REPLACE INTO replay_metrics(pid, launch_id, metric, value) VALUES (?1, ?2, ?3, ?4)";
 
-/* Binds a fixed-size char array of a record: the engine NUL-terminates its
- * strings, but a record is plain memory handed across modules, so the
- * length is bounded by the array rather than trusted. */
-static void bind_fixed_text(sqlite3_stmt *statement, int index, const char *text, size_t capacity)
+/* Binds a record's string; NULL is written as "" (the columns are NOT
+ * NULL). */
+static void bind_text(sqlite3_stmt *statement, int index, const char *text)
 {
-    sqlite3_bind_text(statement, index, text, (int)strnlen(text, capacity), SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, index, text != NULL ? text : "", -1, SQLITE_TRANSIENT);
 }
 
 static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
@@ -63,17 +62,12 @@ static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
     return status;
 }
 
-/* The engine keeps the first REPLAY_RECORD_PASS_MAX passes' times and only
- * counts later ones (passes_run); a count beyond the arrays is clamped,
- * never read past. A span's passes go under its span id. */
-static int write_passes(store *handle, int64_t pid, uint64_t id, const replay_record *record,
+/* The record's kept pass times; a span's go under its span id. */
+static int write_passes(store *handle, int64_t pid, uint64_t id, const store_replay_record *record,
                         sqlite3_stmt *pass)
 {
     int status = 0;
-    uint32_t kept = record->pass_count_kept;
-    if (kept > REPLAY_RECORD_PASS_MAX)
-        kept = REPLAY_RECORD_PASS_MAX;
-    for (uint32_t index = 0; index < kept && status == 0; index++) {
+    for (uint32_t index = 0; index < record->pass_count && status == 0; index++) {
         sqlite3_bind_int64(pass, 1, pid);
         sqlite3_bind_int64(pass, 2, (int64_t)id);
         sqlite3_bind_int64(pass, 3, index);
@@ -84,61 +78,57 @@ static int write_passes(store *handle, int64_t pid, uint64_t id, const replay_re
     return status;
 }
 
+/* Binds the columns replay_launches and replay_spans share, passes_planned
+ * to collector, from parameter first on (they stand in the same order in
+ * both inserts). */
+static void bind_run(sqlite3_stmt *statement, int first, const store_replay_record *record)
+{
+    sqlite3_bind_int64(statement, first, record->passes_planned);
+    sqlite3_bind_int64(statement, first + 1, record->passes_run);
+    sqlite3_bind_int64(statement, first + 2, record->declined != 0);
+    bind_text(statement, first + 3, record->reason);
+    sqlite3_bind_int64(statement, first + 4, (int64_t)record->begin_ns);
+    sqlite3_bind_int64(statement, first + 5, (int64_t)record->end_ns);
+    sqlite3_bind_int64(statement, first + 6, (int64_t)record->drain_ns);
+    sqlite3_bind_int64(statement, first + 7, (int64_t)record->snapshot_bytes);
+    sqlite3_bind_int64(statement, first + 8, record->shadow_on_device != 0);
+    sqlite3_bind_int64(statement, first + 9, (int64_t)record->snapshot_ns);
+    sqlite3_bind_int64(statement, first + 10, (int64_t)record->restore_ns);
+    sqlite3_bind_int64(statement, first + 11, (int64_t)record->bytes_restored);
+    bind_text(statement, first + 12, record->collector);
+}
+
 /* A span's own record: its replay_spans row and its passes. The engine
  * gives a span launch_id == span_id; span_id is what the kernels carry, so
  * it is the key (launch_id only when an older record left span_id 0). */
-static int write_span(store *handle, int64_t pid, const replay_record *record, sqlite3_stmt *span,
-                      sqlite3_stmt *pass)
+static int write_span(store *handle, int64_t pid, const store_replay_record *record,
+                      sqlite3_stmt *span, sqlite3_stmt *pass)
 {
     uint64_t span_id = record->span_id != 0 ? record->span_id : record->launch_id;
     sqlite3_bind_int64(span, 1, pid);
     sqlite3_bind_int64(span, 2, (int64_t)span_id);
-    bind_fixed_text(span, 3, record->kernel_name, sizeof(record->kernel_name));
+    bind_text(span, 3, record->name);
     sqlite3_bind_int64(span, 4, (int64_t)record->launch_index);
     sqlite3_bind_int64(span, 5, record->device);
     sqlite3_bind_int64(span, 6, record->span_kernels);
     sqlite3_bind_int64(span, 7, record->span_copies);
-    sqlite3_bind_int64(span, 8, record->passes_planned);
-    sqlite3_bind_int64(span, 9, record->passes_run);
-    sqlite3_bind_int64(span, 10, record->declined != 0);
-    bind_fixed_text(span, 11, record->reason, sizeof(record->reason));
-    sqlite3_bind_int64(span, 12, (int64_t)record->begin_ns);
-    sqlite3_bind_int64(span, 13, (int64_t)record->end_ns);
-    sqlite3_bind_int64(span, 14, (int64_t)record->drain_ns);
-    sqlite3_bind_int64(span, 15, (int64_t)record->snapshot_bytes);
-    sqlite3_bind_int64(span, 16, record->shadow_on_device != 0);
-    sqlite3_bind_int64(span, 17, (int64_t)record->snapshot_ns);
-    sqlite3_bind_int64(span, 18, (int64_t)record->restore_ns);
-    sqlite3_bind_int64(span, 19, (int64_t)record->bytes_restored);
-    bind_fixed_text(span, 20, record->collector, sizeof(record->collector));
+    bind_run(span, 8, record);
     int status = step_once(handle, span, "cannot write a replay span");
     if (status != 0)
         return status;
     return write_passes(handle, pid, span_id, record, pass);
 }
 
-static int write_record(store *handle, int64_t pid, const replay_record *record,
+static int write_record(store *handle, int64_t pid, const store_replay_record *record,
                         sqlite3_stmt *launch, sqlite3_stmt *pass, sqlite3_stmt *metric)
 {
     sqlite3_bind_int64(launch, 1, pid);
     sqlite3_bind_int64(launch, 2, (int64_t)record->launch_id);
     sqlite3_bind_int64(launch, 3, record->device);
     sqlite3_bind_int64(launch, 4, (int64_t)record->stream_id);
-    bind_fixed_text(launch, 5, record->kernel_name, sizeof(record->kernel_name));
+    bind_text(launch, 5, record->name);
     sqlite3_bind_int64(launch, 6, (int64_t)record->launch_index);
-    sqlite3_bind_int64(launch, 7, record->passes_planned);
-    sqlite3_bind_int64(launch, 8, record->passes_run);
-    sqlite3_bind_int64(launch, 9, record->declined != 0);
-    bind_fixed_text(launch, 10, record->reason, sizeof(record->reason));
-    sqlite3_bind_int64(launch, 11, (int64_t)record->begin_ns);
-    sqlite3_bind_int64(launch, 12, (int64_t)record->end_ns);
-    sqlite3_bind_int64(launch, 13, (int64_t)record->drain_ns);
-    sqlite3_bind_int64(launch, 14, (int64_t)record->snapshot_bytes);
-    sqlite3_bind_int64(launch, 15, record->shadow_on_device != 0);
-    sqlite3_bind_int64(launch, 16, (int64_t)record->snapshot_ns);
-    sqlite3_bind_int64(launch, 17, (int64_t)record->restore_ns);
-    sqlite3_bind_int64(launch, 18, (int64_t)record->bytes_restored);
-    bind_fixed_text(launch, 19, record->collector, sizeof(record->collector));
+    bind_run(launch, 7, record);
     /* NULL, not 0, for a launch replayed on its own: "no span" is not a
      * span id, and NULL keeps that out of any join on span_id. */
     if (record->span_id != 0)
@@ -149,13 +139,10 @@ static int write_record(store *handle, int64_t pid, const replay_record *record,
     if (status == 0)
         status = write_passes(handle, pid, record->launch_id, record, pass);
 
-    uint32_t metrics = record->metric_count;
-    if (metrics > REPLAY_RECORD_METRIC_MAX)
-        metrics = REPLAY_RECORD_METRIC_MAX;
-    for (uint32_t index = 0; index < metrics && status == 0; index++) {
+    for (uint32_t index = 0; index < record->metric_count && status == 0; index++) {
         sqlite3_bind_int64(metric, 1, pid);
         sqlite3_bind_int64(metric, 2, (int64_t)record->launch_id);
-        bind_fixed_text(metric, 3, record->metric_names[index], REPLAY_METRIC_NAME_MAX);
+        bind_text(metric, 3, record->metric_names[index]);
         /* NULL, not NaN: SQL has no NaN, and NULL says "not available" to
          * any reader (SQLite would turn a NaN into NULL anyway; this makes
          * it deliberate). */
@@ -176,8 +163,8 @@ static int run_sql(store *handle, const char *sql, const char *what)
     return 0;
 }
 
-int store_write_replay_records(store *handle, int64_t pid, replay_record *const *records,
-                               size_t count)
+int store_write_replay_records(store *handle, int64_t pid,
+                               const store_replay_record *const *records, size_t count)
 {
     if (handle == NULL || (records == NULL && count > 0))
         return FLARE_ERR_INVALID_ARGUMENT;
@@ -201,7 +188,7 @@ int store_write_replay_records(store *handle, int64_t pid, replay_record *const 
         status =
             store_prepare(handle, metric_insert_sql, &metric, "cannot prepare the replay insert");
     for (size_t index = 0; index < count && status == 0; index++) {
-        const replay_record *record = records[index];
+        const store_replay_record *record = records[index];
         if (record == NULL)
             continue;
         if (record->is_span)
