@@ -740,19 +740,3 @@ void store_rollback(store *handle)
      * nobody and will be reused; telling them apart is not worth it. */
     store_name_cache_clear(&handle->names);
 }
-
-int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, const char *what)
-{
-    if (sqlite3_prepare_v2(handle->db, sql, -1, statement, NULL) != SQLITE_OK) {
-        sqlite3_finalize(*statement);
-        *statement = NULL;
-        return store_set_sqlite_error(handle, what);
-    }
-    return 0;
-}
-
-const char *store_column_text(sqlite3_stmt *statement, int column)
-{
-    const unsigned char *text = sqlite3_column_text(statement, column);
-    return text != NULL ? (const char *)text : NULL;
-}

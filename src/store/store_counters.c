@@ -57,13 +57,23 @@ int store_put_counter_sample(store *handle, int64_t pid, uint32_t index, uint64_
     return step_counter_statement(handle, statement, "cannot write a counter sample");
 }
 
+static int store_counter_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_counter_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .index = (uint32_t)sqlite3_column_int64(statement, 1),
+        .name = store_column_text_or_empty(statement, 2),
+        .value = (uint64_t)sqlite3_column_int64(statement, 3), /* NULL reads as 0 */
+        .samples = sqlite3_column_int64(statement, 4),
+        .last_ns = (uint64_t)sqlite3_column_int64(statement, 5),
+    };
+    return STORE_READER_CALL(store_counter_callback, &row, user);
+}
+
 int store_read_counters(store *handle, store_counter_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
     /* SQLite takes a bare column of an aggregate query with max() from the
      * row holding the maximum: value is the last sample's. */
     static const char sql[] =
@@ -73,27 +83,6 @@ int store_read_counters(store *handle, store_counter_callback callback, void *us
         "  FROM counter_samples GROUP BY pid, counter) s"
         " ON s.pid = c.pid AND s.counter = c.counter"
         " ORDER BY c.name, c.pid";
-    sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, sql, -1, &statement, NULL) != SQLITE_OK)
-        return store_set_sqlite_error(handle, "cannot read counters");
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        const unsigned char *name = sqlite3_column_text(statement, 2);
-        store_counter_row row = {
-            .pid = sqlite3_column_int64(statement, 0),
-            .index = (uint32_t)sqlite3_column_int64(statement, 1),
-            .name = name != NULL ? (const char *)name : "",
-            .value = (uint64_t)sqlite3_column_int64(statement, 3), /* NULL reads as 0 */
-            .samples = sqlite3_column_int64(statement, 4),
-            .last_ns = (uint64_t)sqlite3_column_int64(statement, 5),
-        };
-        if (callback(&row, user) != 0) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read counters");
-    sqlite3_finalize(statement);
-    return status;
+    return store_query_each(handle, sql, NULL, store_counter_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read counters");
 }

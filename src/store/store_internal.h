@@ -159,6 +159,8 @@ void store_discard(store *store);
 void store_name_cache_clear(store_name_cache *cache);
 void store_name_cache_free(store_name_cache *cache);
 
+/* ---- queries (store_query.c) ---- */
+
 /* Prepares sql on the handle's connection; on failure sets the handle's
  * error ("what: <sqlite message>") and returns FLARE_ERR_STORE with
  * *statement NULL. For readers and one-off statements. */
@@ -166,5 +168,53 @@ int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, cons
 
 /* A text column as a C string: NULL for SQL NULL. Valid until the next step. */
 const char *store_column_text(sqlite3_stmt *statement, int column);
+/* The same, "" for SQL NULL: for rows whose strings are never NULL. */
+const char *store_column_text_or_empty(sqlite3_stmt *statement, int column);
+
+/* Integer parameters of a query, bound to ?1, ?2, ... in order. */
+#define STORE_PARAMS_MAX 4
+typedef struct store_params {
+    int count;
+    int64_t values[STORE_PARAMS_MAX];
+} store_params;
+
+/* Called with each row while it is current (its text valid until the
+ * handler returns). Returns 0 for the next row, a positive value to stop
+ * the walk without error, or a negative flare_status to stop it with that
+ * status, its message already recorded on the handle. */
+typedef int (*store_row_handler)(sqlite3_stmt *statement, void *user);
+
+/* What a reader's row handler gets as user: the reader's typed callback
+ * (the address of the caller's function pointer) and the caller's user
+ * pointer, so that one handler converts a row and hands it on. */
+typedef struct store_reader_call {
+    const void *callback;
+    void *user;
+} store_reader_call;
+
+/* In a reader's row handler: hands row to the reader's callback, of type
+ * callback_type, found in the handler's user (a store_reader_call); 1
+ * (stop) when the callback returned non-zero, else 0. */
+#define STORE_READER_CALL(callback_type, row, call)                                                \
+    ((*(const callback_type *)((const store_reader_call *)(call))->callback)(                      \
+         (row), ((const store_reader_call *)(call))->user) != 0)
+
+/*
+ * The readers' walk: flushes a WRITE handle's buffered rows (a reader sees
+ * its own open batch), prepares sql, binds params (NULL: none), hands every
+ * row to handler and finalizes. Returns 0 when the rows ran out or the
+ * handler stopped the walk; FLARE_ERR_INVALID_ARGUMENT without a handle,
+ * sql or handler; the flush's status; FLARE_ERR_STORE with "<path>: what:
+ * <SQLite message>" recorded when the statement cannot be prepared or
+ * stepped; or the handler's negative status.
+ */
+int store_query_each(store *handle, const char *sql, const store_params *params,
+                     store_row_handler handler, void *user, const char *what);
+
+/* The same walk over a statement the caller prepared and keeps (it is
+ * reset before binding and after the walk; never finalized, never
+ * flushed for). Same returns, less the invalid-argument and flush ones. */
+int store_statement_each(store *handle, sqlite3_stmt *statement, const store_params *params,
+                         store_row_handler handler, void *user, const char *what);
 
 #endif /* FLARE_STORE_STORE_INTERNAL_H */

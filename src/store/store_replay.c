@@ -332,25 +332,33 @@ static int metric_buffer_add(metric_buffer *buffer, const char *name, int has_va
     return 0;
 }
 
+/* What metric_row fills. */
+typedef struct metric_read {
+    store *handle;
+    metric_buffer *buffer;
+} metric_read;
+
+static int metric_row(sqlite3_stmt *statement, void *user)
+{
+    const metric_read *read = user;
+    int has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL;
+    int status = metric_buffer_add(read->buffer, store_column_text(statement, 0), has_value,
+                                   sqlite3_column_double(statement, 1));
+    if (status != 0)
+        store_set_error(read->handle, "%s: out of memory reading replay metrics",
+                        read->handle->path);
+    return status;
+}
+
+/* One launch's metrics into buffer, through the caller's metric_select_sql
+ * statement. */
 static int read_metrics(store *handle, sqlite3_stmt *statement, int64_t pid, uint64_t launch_id,
                         metric_buffer *buffer)
 {
     metric_buffer_clear(buffer);
-    sqlite3_reset(statement);
-    sqlite3_bind_int64(statement, 1, pid);
-    sqlite3_bind_int64(statement, 2, (int64_t)launch_id);
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        int has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL;
-        status = metric_buffer_add(buffer, store_column_text(statement, 0), has_value,
-                                   sqlite3_column_double(statement, 1));
-        if (status != 0)
-            store_set_error(handle, "%s: out of memory reading replay metrics", handle->path);
-    }
-    if (status == 0 && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay metrics");
-    sqlite3_reset(statement);
-    return status;
+    store_params params = {2, {pid, (int64_t)launch_id}};
+    return store_statement_each(handle, statement, &params, metric_row,
+                                &(metric_read){handle, buffer}, "cannot read the replay metrics");
 }
 
 static void attach_metrics(store_replay_launch_row *row, const metric_buffer *buffer)
@@ -361,6 +369,30 @@ static void attach_metrics(store_replay_launch_row *row, const metric_buffer *bu
     row->metric_has_value = buffer->has_value;
 }
 
+/* What launch_row needs besides the row: the metrics statement and the
+ * buffer its rows are copied into, and the reader's callback. */
+typedef struct launch_read {
+    store *handle;
+    sqlite3_stmt *metrics;
+    metric_buffer buffer;
+    store_replay_launch_callback callback;
+    void *user;
+} launch_read;
+
+static int launch_row(sqlite3_stmt *statement, void *user)
+{
+    launch_read *read = user;
+    store_replay_launch_row row;
+    fill_launch_row(statement, &row);
+    /* The metrics statement runs while the launch row is current; the
+     * launch's text columns stay valid because it is another statement. */
+    int status = read_metrics(read->handle, read->metrics, row.pid, row.launch_id, &read->buffer);
+    if (status != 0)
+        return status;
+    attach_metrics(&row, &read->buffer);
+    return read->callback(&row, read->user) != 0;
+}
+
 int store_read_replay_launches(store *handle, store_replay_launch_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
@@ -368,30 +400,18 @@ int store_read_replay_launches(store *handle, store_replay_launch_callback callb
     int status = store_flush(handle);
     if (status != 0)
         return status;
-    sqlite3_stmt *launches = NULL, *metrics = NULL;
+    sqlite3_stmt *launches = NULL;
+    launch_read read = {.handle = handle, .callback = callback, .user = user};
     status = store_prepare(handle, launch_select_sql, &launches, "cannot read the replay launches");
     if (status == 0)
-        status =
-            store_prepare(handle, metric_select_sql, &metrics, "cannot read the replay metrics");
-    metric_buffer buffer = {0};
-    int rc = SQLITE_DONE;
-    while (status == 0 && (rc = sqlite3_step(launches)) == SQLITE_ROW) {
-        store_replay_launch_row row;
-        fill_launch_row(launches, &row);
-        /* The metrics statement runs while the launch row is current; the
-         * launch's text columns stay valid because it is another statement. */
-        status = read_metrics(handle, metrics, row.pid, row.launch_id, &buffer);
-        if (status != 0)
-            break;
-        attach_metrics(&row, &buffer);
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (status == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay launches");
-    metric_buffer_free(&buffer);
+        status = store_prepare(handle, metric_select_sql, &read.metrics,
+                               "cannot read the replay metrics");
+    if (status == 0)
+        status = store_statement_each(handle, launches, NULL, launch_row, &read,
+                                      "cannot read the replay launches");
+    metric_buffer_free(&read.buffer);
     sqlite3_finalize(launches);
-    sqlite3_finalize(metrics);
+    sqlite3_finalize(read.metrics);
     return status;
 }
 
@@ -482,23 +502,70 @@ out_of_memory:
     return FLARE_ERR_NO_MEMORY;
 }
 
-static int read_span_kernels(store *handle, sqlite3_stmt *statement, sqlite3_stmt *metrics,
-                             int64_t pid, uint64_t span_id, span_kernels *kernels)
+/* What span_read and span_kernel_row need besides the row. */
+typedef struct span_read {
+    store *handle;
+    sqlite3_stmt *kernel_rows;
+    sqlite3_stmt *metrics;
+    span_kernels kernels;
+    store_replay_span_callback callback;
+    void *user;
+} span_read;
+
+static int span_kernel_row(sqlite3_stmt *statement, void *user)
 {
+    span_read *read = user;
+    return span_kernels_add(read->handle, &read->kernels, statement, read->metrics);
+}
+
+static int read_span_kernels(span_read *read, int64_t pid, uint64_t span_id)
+{
+    span_kernels *kernels = &read->kernels;
     span_kernels_clear(kernels);
-    sqlite3_reset(statement);
-    sqlite3_bind_int64(statement, 1, pid);
-    sqlite3_bind_int64(statement, 2, (int64_t)span_id);
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(statement)) == SQLITE_ROW)
-        status = span_kernels_add(handle, kernels, statement, metrics);
-    if (status == 0 && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the kernels of a replay span");
-    sqlite3_reset(statement);
+    store_params params = {2, {pid, (int64_t)span_id}};
+    int status = store_statement_each(read->handle, read->kernel_rows, &params, span_kernel_row,
+                                      read, "cannot read the kernels of a replay span");
     /* The rows array is filled only now: copies may have moved while it grew. */
     for (size_t index = 0; status == 0 && index < kernels->count; index++)
         kernels->rows[index] = kernels->copies[index].row;
     return status;
+}
+
+static int span_row(sqlite3_stmt *spans, void *user)
+{
+    span_read *read = user;
+    store_replay_span_row row;
+    memset(&row, 0, sizeof(row));
+    row.pid = sqlite3_column_int64(spans, 0);
+    row.span_id = (uint64_t)sqlite3_column_int64(spans, 1);
+    row.name = store_column_text(spans, 2);
+    row.occurrence = (uint64_t)sqlite3_column_int64(spans, 3);
+    row.device = sqlite3_column_int(spans, 4);
+    row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
+    row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
+    row.passes_planned = (uint32_t)sqlite3_column_int64(spans, 7);
+    row.passes_run = (uint32_t)sqlite3_column_int64(spans, 8);
+    row.declined = sqlite3_column_int(spans, 9) != 0;
+    row.reason = store_column_text(spans, 10);
+    row.begin_ns = (uint64_t)sqlite3_column_int64(spans, 11);
+    row.end_ns = (uint64_t)sqlite3_column_int64(spans, 12);
+    row.drain_ns = (uint64_t)sqlite3_column_int64(spans, 13);
+    row.snapshot_bytes = (uint64_t)sqlite3_column_int64(spans, 14);
+    row.shadow_on_device = sqlite3_column_int(spans, 15) != 0;
+    row.snapshot_ns = (uint64_t)sqlite3_column_int64(spans, 16);
+    row.restore_ns = (uint64_t)sqlite3_column_int64(spans, 17);
+    row.bytes_restored = (uint64_t)sqlite3_column_int64(spans, 18);
+    row.collector = store_column_text(spans, 19);
+    row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
+    row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
+    /* The span's text stays valid: the kernel and metric reads run on
+     * other statements. */
+    int status = read_span_kernels(read, row.pid, row.span_id);
+    if (status != 0)
+        return status;
+    row.kernel_count = read->kernels.count;
+    row.kernel_rows = read->kernels.rows;
+    return read->callback(&row, read->user) != 0;
 }
 
 int store_read_replay_spans(store *handle, store_replay_span_callback callback, void *user)
@@ -508,91 +575,46 @@ int store_read_replay_spans(store *handle, store_replay_span_callback callback, 
     int status = store_flush(handle);
     if (status != 0)
         return status;
-    sqlite3_stmt *spans = NULL, *kernel_rows = NULL, *metrics = NULL;
+    sqlite3_stmt *spans = NULL;
+    span_read read = {.handle = handle, .callback = callback, .user = user};
     status = store_prepare(handle, span_select_sql, &spans, "cannot read the replay spans");
     if (status == 0)
-        status = store_prepare(handle, span_kernel_select_sql, &kernel_rows,
+        status = store_prepare(handle, span_kernel_select_sql, &read.kernel_rows,
                                "cannot read the kernels of a replay span");
     if (status == 0)
-        status =
-            store_prepare(handle, metric_select_sql, &metrics, "cannot read the replay metrics");
-    span_kernels kernels = {0};
-    int rc = SQLITE_DONE;
-    while (status == 0 && (rc = sqlite3_step(spans)) == SQLITE_ROW) {
-        store_replay_span_row row;
-        memset(&row, 0, sizeof(row));
-        row.pid = sqlite3_column_int64(spans, 0);
-        row.span_id = (uint64_t)sqlite3_column_int64(spans, 1);
-        row.name = store_column_text(spans, 2);
-        row.occurrence = (uint64_t)sqlite3_column_int64(spans, 3);
-        row.device = sqlite3_column_int(spans, 4);
-        row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
-        row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
-        row.passes_planned = (uint32_t)sqlite3_column_int64(spans, 7);
-        row.passes_run = (uint32_t)sqlite3_column_int64(spans, 8);
-        row.declined = sqlite3_column_int(spans, 9) != 0;
-        row.reason = store_column_text(spans, 10);
-        row.begin_ns = (uint64_t)sqlite3_column_int64(spans, 11);
-        row.end_ns = (uint64_t)sqlite3_column_int64(spans, 12);
-        row.drain_ns = (uint64_t)sqlite3_column_int64(spans, 13);
-        row.snapshot_bytes = (uint64_t)sqlite3_column_int64(spans, 14);
-        row.shadow_on_device = sqlite3_column_int(spans, 15) != 0;
-        row.snapshot_ns = (uint64_t)sqlite3_column_int64(spans, 16);
-        row.restore_ns = (uint64_t)sqlite3_column_int64(spans, 17);
-        row.bytes_restored = (uint64_t)sqlite3_column_int64(spans, 18);
-        row.collector = store_column_text(spans, 19);
-        row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
-        row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
-        /* The span's text stays valid: the kernel and metric reads run on
-         * other statements. */
-        status = read_span_kernels(handle, kernel_rows, metrics, row.pid, row.span_id, &kernels);
-        if (status != 0)
-            break;
-        row.kernel_count = kernels.count;
-        row.kernel_rows = kernels.rows;
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (status == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay spans");
-    span_kernels_free(&kernels);
+        status = store_prepare(handle, metric_select_sql, &read.metrics,
+                               "cannot read the replay metrics");
+    if (status == 0)
+        status = store_statement_each(handle, spans, NULL, span_row, &read,
+                                      "cannot read the replay spans");
+    span_kernels_free(&read.kernels);
     sqlite3_finalize(spans);
-    sqlite3_finalize(kernel_rows);
-    sqlite3_finalize(metrics);
+    sqlite3_finalize(read.kernel_rows);
+    sqlite3_finalize(read.metrics);
     return status;
 }
 
 static const char pass_select_sql[] = "SELECT pass, start_ns, end_ns FROM replay_passes WHERE pid "
                                       "= ?1 AND launch_id = ?2 ORDER BY pass";
 
+static int pass_row(sqlite3_stmt *statement, void *user)
+{
+    store_replay_pass_row row = {
+        .pass = (uint32_t)sqlite3_column_int64(statement, 0),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 1),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 2),
+    };
+    return STORE_READER_CALL(store_replay_pass_callback, &row, user);
+}
+
 int store_read_replay_passes(store *handle, int64_t pid, uint64_t launch_id,
                              store_replay_pass_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, pass_select_sql, &statement, "cannot read the replay passes");
-    if (status != 0)
-        return status;
-    sqlite3_bind_int64(statement, 1, pid);
-    sqlite3_bind_int64(statement, 2, (int64_t)launch_id);
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        store_replay_pass_row row = {
-            .pass = (uint32_t)sqlite3_column_int64(statement, 0),
-            .start_ns = (uint64_t)sqlite3_column_int64(statement, 1),
-            .end_ns = (uint64_t)sqlite3_column_int64(statement, 2),
-        };
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay passes");
-    sqlite3_finalize(statement);
-    return status;
+    store_params params = {2, {pid, (int64_t)launch_id}};
+    return store_query_each(handle, pass_select_sql, &params, pass_row,
+                            &(store_reader_call){&callback, user}, "cannot read the replay passes");
 }
 
 /* The launches replayed on their own (OWN_LAUNCH). */

@@ -97,52 +97,44 @@ static uint64_t column_u64(sqlite3_stmt *statement, int column)
     return (uint64_t)sqlite3_column_int64(statement, column);
 }
 
+static int store_window_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_window_row row;
+    memset(&row, 0, sizeof(row));
+    row.pid = sqlite3_column_int64(statement, 0);
+    row.id = column_u64(statement, 1);
+    row.token_kind = store_column_text(statement, 2);
+    row.label = store_column_text(statement, 3);
+    row.has_cause = sqlite3_column_type(statement, 4) != SQLITE_NULL;
+    row.rule_id = (uint32_t)sqlite3_column_int64(statement, 4);
+    row.rule_text = store_column_text(statement, 5);
+    row.comparison = store_column_text(statement, 6);
+    row.threshold = sqlite3_column_double(statement, 7);
+    row.rate_window_ns = column_u64(statement, 8);
+    row.sustained_ns = column_u64(statement, 9);
+    row.first_true_ns = column_u64(statement, 10);
+    row.observed_value = sqlite3_column_double(statement, 11);
+    row.observed_partial = sqlite3_column_int(statement, 12);
+    row.max_duration_ns = column_u64(statement, 13);
+    row.max_launches = column_u64(statement, 14);
+    row.requested_ns = column_u64(statement, 15);
+    row.opened_ns = column_u64(statement, 16);
+    row.closed_ns = column_u64(statement, 17);
+    row.close_reason = store_column_text(statement, 18);
+    row.launches = column_u64(statement, 19);
+    row.engine = store_column_text(statement, 20);
+    row.engine_status = store_column_text(statement, 21);
+    row.engine_reason = store_column_text(statement, 22);
+    row.engine_samples = column_u64(statement, 23);
+    return STORE_READER_CALL(store_window_callback, &row, user);
+}
+
 int store_read_windows(store *handle, store_window_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    /* A WRITE handle's readers must see the open batch's buffered rows. */
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, window_select_sql, &statement, "cannot read the windows");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        store_window_row row;
-        memset(&row, 0, sizeof(row));
-        row.pid = sqlite3_column_int64(statement, 0);
-        row.id = column_u64(statement, 1);
-        row.token_kind = store_column_text(statement, 2);
-        row.label = store_column_text(statement, 3);
-        row.has_cause = sqlite3_column_type(statement, 4) != SQLITE_NULL;
-        row.rule_id = (uint32_t)sqlite3_column_int64(statement, 4);
-        row.rule_text = store_column_text(statement, 5);
-        row.comparison = store_column_text(statement, 6);
-        row.threshold = sqlite3_column_double(statement, 7);
-        row.rate_window_ns = column_u64(statement, 8);
-        row.sustained_ns = column_u64(statement, 9);
-        row.first_true_ns = column_u64(statement, 10);
-        row.observed_value = sqlite3_column_double(statement, 11);
-        row.observed_partial = sqlite3_column_int(statement, 12);
-        row.max_duration_ns = column_u64(statement, 13);
-        row.max_launches = column_u64(statement, 14);
-        row.requested_ns = column_u64(statement, 15);
-        row.opened_ns = column_u64(statement, 16);
-        row.closed_ns = column_u64(statement, 17);
-        row.close_reason = store_column_text(statement, 18);
-        row.launches = column_u64(statement, 19);
-        row.engine = store_column_text(statement, 20);
-        row.engine_status = store_column_text(statement, 21);
-        row.engine_reason = store_column_text(statement, 22);
-        row.engine_samples = column_u64(statement, 23);
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the windows");
-    sqlite3_finalize(statement);
-    return status;
+    /* store_query_each flushes first: a WRITE handle's readers must see the
+     * open batch's buffered rows. */
+    return store_query_each(handle, window_select_sql, NULL, store_window_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the windows");
 }
