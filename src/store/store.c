@@ -655,6 +655,13 @@ int store_require_writer(store *handle)
     return 0;
 }
 
+int store_writer_ready(store *handle, int arguments_valid)
+{
+    if (handle == NULL || !arguments_valid)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    return store_require_writer(handle);
+}
+
 void store_batch_failed(store *handle)
 {
     if (!handle->in_batch)

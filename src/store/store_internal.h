@@ -66,36 +66,66 @@ typedef enum store_statement_id {
         STORE_STATEMENT_COUNT
 } store_statement_id;
 
+/* An external correlation as its block's put takes it: the arguments of
+ * store_put_external_correlation (store.h), which hands them on. */
+typedef struct store_external_correlation_row {
+    int64_t pid;
+    uint64_t correlation_id;
+    uint32_t external_kind;
+    uint64_t external_id;
+} store_external_correlation_row;
+
 /*
  * The high-rate tables. Inside a batch their rows are buffered in the handle
  * and written STORE_BLOCK_ROWS at a time by one multi-row INSERT: that
  * halves the CPU per row, because SQLite's per-statement work (opening the
  * table cursor, the statement journal, halting) is paid once per block.
  * Every column is an integer once names are interned, so a block is a flat
- * int64 array. X(id, table, column count, column list).
+ * int64 array.
+ *
+ * X(id, table, column count, column list, row type, put, name): the writer
+ * (store_writer.c) generates int store_put_<put>(store *, const <row type>
+ * *) from each line, its checks, name interning and block slot included,
+ * and calls store_block_fill_<put> for the columns. name is NAMED when the
+ * row's name member is interned into name_id, UNNAMED when the table has
+ * no name.
  */
 #define STORE_BLOCK_TABLES(X)                                                                      \
     X(KERNELS, "kernels", 16,                                                                      \
       "pid, device, stream_id, correlation_id, name_id, start_ns, end_ns, grid_x, grid_y, "        \
-      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id")  \
-    X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value")                               \
+      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id",  \
+      store_kernel_row, kernel, NAMED)                                                             \
+    X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value", store_metric_row, metric,     \
+      NAMED)                                                                                       \
     X(EXTERNAL_CORRELATIONS, "external_correlations", 4,                                           \
-      "pid, correlation_id, external_kind, external_id")                                           \
+      "pid, correlation_id, external_kind, external_id", store_external_correlation_row,           \
+      external_correlation_row, UNNAMED)                                                           \
     X(COPIES, "copies", 10,                                                                        \
       "pid, device, stream_id, correlation_id, is_memset, copy_kind, bytes, start_ns, end_ns, "    \
-      "status")                                                                                    \
+      "status",                                                                                    \
+      store_copy_row, copy, UNNAMED)                                                               \
     X(SCOPES, "scopes", 8,                                                                         \
-      "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open")
+      "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open",                 \
+      store_scope_row, scope, NAMED)
 
 #define STORE_BLOCK_ROWS        64
 #define STORE_BLOCK_MAX_COLUMNS 16
 
 typedef enum store_block_id {
-#define STORE_BLOCK_ENUM_(id, table, columns, list) STORE_BLOCK_##id,
+#define STORE_BLOCK_ENUM_(id, table, columns, list, type, put, name) STORE_BLOCK_##id,
     STORE_BLOCK_TABLES(STORE_BLOCK_ENUM_)
 #undef STORE_BLOCK_ENUM_
         STORE_BLOCK_COUNT
 } store_block_id;
+
+/* The generated puts (store.h declares all but the external correlation
+ * one, which store_put_external_correlation calls). Each returns 0,
+ * FLARE_ERR_INVALID_ARGUMENT for a NULL handle or row, or what
+ * store_writer_ready, interning the name or writing the block returned. */
+#define STORE_BLOCK_PUT_DECLARE_(id, table, columns, list, type, put, name)                        \
+    int store_put_##put(store *handle, const type *row);
+STORE_BLOCK_TABLES(STORE_BLOCK_PUT_DECLARE_)
+#undef STORE_BLOCK_PUT_DECLARE_
 
 typedef struct store_block {
     sqlite3_stmt *single; /* one row: outside a batch and for a partial block */
@@ -145,12 +175,20 @@ void store_set_error(store *store, const char *format, ...) __attribute__((forma
 /* 0 when a write may go ahead: FLARE_ERR_STATE unless opened for WRITE,
  * FLARE_ERR_STORE while the open batch has failed; the error is recorded. */
 int store_require_writer(store *store);
+/* Every writer's prologue: FLARE_ERR_INVALID_ARGUMENT (nothing recorded)
+ * for a NULL handle or when arguments_valid is 0, else store_require_writer. */
+int store_writer_ready(store *store, int arguments_valid);
 /* Marks the open batch failed after a write error that lost rows. */
 void store_batch_failed(store *store);
 
 /* Writer side (store_writer.c). */
 int store_writer_prepare(store *store);
 void store_writer_finalize(store *store);
+/* Steps a bound writer statement once and resets it. On failure records
+ * "what: <SQLite message>", returns FLARE_ERR_STORE, and when SQLite rolled
+ * the whole transaction back by itself (SQLITE_FULL, SQLITE_IOERR) marks
+ * the open batch failed: the batch is lost, not just the row. */
+int store_step(store *store, sqlite3_stmt *statement, const char *what);
 /* Writes every buffered row (commit, and readers on a WRITE handle, call it
  * so they see the whole batch). No-op on a READ handle. */
 int store_flush(store *store);
@@ -170,6 +208,14 @@ int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, cons
 const char *store_column_text(sqlite3_stmt *statement, int column);
 /* The same, "" for SQL NULL: for rows whose strings are never NULL. */
 const char *store_column_text_or_empty(sqlite3_stmt *statement, int column);
+
+/* Binds text, NULL as "" (SQLite copies it: SQLITE_TRANSIENT). */
+void store_bind_text_or_empty(sqlite3_stmt *statement, int index, const char *text);
+
+/* Steps a one-off write statement once and finalizes it. Returns 0 when
+ * it ran to completion, else FLARE_ERR_STORE with "what: <SQLite
+ * message>" recorded. */
+int store_step_and_finalize(store *handle, sqlite3_stmt *statement, const char *what);
 
 /* Integer parameters of a query, bound to ?1, ?2, ... in order. */
 #define STORE_PARAMS_MAX 4

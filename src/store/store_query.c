@@ -1,7 +1,9 @@
 /*
- * store_query.c: the readers' one shape of a query: prepare, bind, step
- * through the rows handing each to a row handler, finalize, and turn a
- * SQLite failure into the handle's error (store_internal.h).
+ * store_query.c: statements outside the writer's prepared table: preparing
+ * them, binding and reading text, stepping a one-off write, and the
+ * readers' one shape of a query: prepare, bind, step through the rows
+ * handing each to a row handler, finalize, and turn a SQLite failure into
+ * the handle's error (store_internal.h).
  *
  * Every reader in src/store walks its rows through store_query_each (or
  * store_statement_each, for a statement it keeps across calls), so the
@@ -37,6 +39,20 @@ const char *store_column_text_or_empty(sqlite3_stmt *statement, int column)
 {
     const char *text = store_column_text(statement, column);
     return text != NULL ? text : "";
+}
+
+void store_bind_text_or_empty(sqlite3_stmt *statement, int index, const char *text)
+{
+    sqlite3_bind_text(statement, index, text != NULL ? text : "", -1, SQLITE_TRANSIENT);
+}
+
+int store_step_and_finalize(store *handle, sqlite3_stmt *statement, const char *what)
+{
+    int status = 0;
+    if (sqlite3_step(statement) != SQLITE_DONE)
+        status = store_set_sqlite_error(handle, what);
+    sqlite3_finalize(statement);
+    return status;
 }
 
 int store_statement_each(store *handle, sqlite3_stmt *statement, const store_params *params,

@@ -45,13 +45,6 @@ static const char pass_insert_sql[] = "INSERT OR REPLACE INTO replay_passes(pid,
 static const char metric_insert_sql[] =
     "INSERT OR REPLACE INTO replay_metrics(pid, launch_id, metric, value) VALUES (?1, ?2, ?3, ?4)";
 
-/* Binds a record's string; NULL is written as "" (the columns are NOT
- * NULL). */
-static void bind_text(sqlite3_stmt *statement, int index, const char *text)
-{
-    sqlite3_bind_text(statement, index, text != NULL ? text : "", -1, SQLITE_TRANSIENT);
-}
-
 static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
 {
     int status = 0;
@@ -86,7 +79,7 @@ static void bind_run(sqlite3_stmt *statement, int first, const store_replay_reco
     sqlite3_bind_int64(statement, first, record->passes_planned);
     sqlite3_bind_int64(statement, first + 1, record->passes_run);
     sqlite3_bind_int64(statement, first + 2, record->declined != 0);
-    bind_text(statement, first + 3, record->reason);
+    store_bind_text_or_empty(statement, first + 3, record->reason);
     sqlite3_bind_int64(statement, first + 4, (int64_t)record->begin_ns);
     sqlite3_bind_int64(statement, first + 5, (int64_t)record->end_ns);
     sqlite3_bind_int64(statement, first + 6, (int64_t)record->drain_ns);
@@ -95,7 +88,7 @@ static void bind_run(sqlite3_stmt *statement, int first, const store_replay_reco
     sqlite3_bind_int64(statement, first + 9, (int64_t)record->snapshot_ns);
     sqlite3_bind_int64(statement, first + 10, (int64_t)record->restore_ns);
     sqlite3_bind_int64(statement, first + 11, (int64_t)record->bytes_restored);
-    bind_text(statement, first + 12, record->collector);
+    store_bind_text_or_empty(statement, first + 12, record->collector);
 }
 
 /* A span's own record: its replay_spans row and its passes. The engine
@@ -107,7 +100,7 @@ static int write_span(store *handle, int64_t pid, const store_replay_record *rec
     uint64_t span_id = record->span_id != 0 ? record->span_id : record->launch_id;
     sqlite3_bind_int64(span, 1, pid);
     sqlite3_bind_int64(span, 2, (int64_t)span_id);
-    bind_text(span, 3, record->name);
+    store_bind_text_or_empty(span, 3, record->name);
     sqlite3_bind_int64(span, 4, (int64_t)record->launch_index);
     sqlite3_bind_int64(span, 5, record->device);
     sqlite3_bind_int64(span, 6, record->span_kernels);
@@ -126,7 +119,7 @@ static int write_record(store *handle, int64_t pid, const store_replay_record *r
     sqlite3_bind_int64(launch, 2, (int64_t)record->launch_id);
     sqlite3_bind_int64(launch, 3, record->device);
     sqlite3_bind_int64(launch, 4, (int64_t)record->stream_id);
-    bind_text(launch, 5, record->name);
+    store_bind_text_or_empty(launch, 5, record->name);
     sqlite3_bind_int64(launch, 6, (int64_t)record->launch_index);
     bind_run(launch, 7, record);
     /* NULL, not 0, for a launch replayed on its own: "no span" is not a
@@ -142,7 +135,7 @@ static int write_record(store *handle, int64_t pid, const store_replay_record *r
     for (uint32_t index = 0; index < record->metric_count && status == 0; index++) {
         sqlite3_bind_int64(metric, 1, pid);
         sqlite3_bind_int64(metric, 2, (int64_t)record->launch_id);
-        bind_text(metric, 3, record->metric_names[index]);
+        store_bind_text_or_empty(metric, 3, record->metric_names[index]);
         /* NULL, not NaN: SQL has no NaN, and NULL says "not available" to
          * any reader (SQLite would turn a NaN into NULL anyway; this makes
          * it deliberate). */
@@ -166,9 +159,7 @@ static int run_sql(store *handle, const char *sql, const char *what)
 int store_write_replay_records(store *handle, int64_t pid,
                                const store_replay_record *const *records, size_t count)
 {
-    if (handle == NULL || (records == NULL && count > 0))
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, records != NULL || count == 0);
     if (status != 0 || count == 0)
         return status;
 
