@@ -240,6 +240,26 @@ static const char span_kernel_select_sql[] =
 static const char metric_select_sql[] =
     "SELECT metric, value FROM replay_metrics WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid";
 
+/* Reads the run columns (STORE_REPLAY_RUN_MEMBERS, in order) of the
+ * current row, from column first on, into row: a launch or a span row (a
+ * macro, so that one list serves both types). Text points into the row. */
+#define READ_RUN_COLUMNS(statement, first, row)                                                    \
+    do {                                                                                           \
+        (row)->passes_planned = (uint32_t)sqlite3_column_int64((statement), (first));              \
+        (row)->passes_run = (uint32_t)sqlite3_column_int64((statement), (first) + 1);              \
+        (row)->declined = sqlite3_column_int((statement), (first) + 2) != 0;                       \
+        (row)->reason = store_column_text((statement), (first) + 3);                               \
+        (row)->begin_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 4);                \
+        (row)->end_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 5);                  \
+        (row)->drain_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 6);                \
+        (row)->snapshot_bytes = (uint64_t)sqlite3_column_int64((statement), (first) + 7);          \
+        (row)->shadow_on_device = sqlite3_column_int((statement), (first) + 8) != 0;               \
+        (row)->snapshot_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 9);             \
+        (row)->restore_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 10);             \
+        (row)->bytes_restored = (uint64_t)sqlite3_column_int64((statement), (first) + 11);         \
+        (row)->collector = store_column_text((statement), (first) + 12);                           \
+    } while (0)
+
 /* Reads the current row of a LAUNCH_COLUMNS statement; text points into the
  * statement's row, valid until its next step. */
 static void fill_launch_row(sqlite3_stmt *statement, store_replay_launch_row *row)
@@ -251,19 +271,7 @@ static void fill_launch_row(sqlite3_stmt *statement, store_replay_launch_row *ro
     row->stream_id = (uint64_t)sqlite3_column_int64(statement, 3);
     row->kernel = store_column_text(statement, 4);
     row->launch_index = (uint64_t)sqlite3_column_int64(statement, 5);
-    row->passes_planned = (uint32_t)sqlite3_column_int64(statement, 6);
-    row->passes_run = (uint32_t)sqlite3_column_int64(statement, 7);
-    row->declined = sqlite3_column_int(statement, 8) != 0;
-    row->reason = store_column_text(statement, 9);
-    row->begin_ns = (uint64_t)sqlite3_column_int64(statement, 10);
-    row->end_ns = (uint64_t)sqlite3_column_int64(statement, 11);
-    row->drain_ns = (uint64_t)sqlite3_column_int64(statement, 12);
-    row->snapshot_bytes = (uint64_t)sqlite3_column_int64(statement, 13);
-    row->shadow_on_device = sqlite3_column_int(statement, 14) != 0;
-    row->snapshot_ns = (uint64_t)sqlite3_column_int64(statement, 15);
-    row->restore_ns = (uint64_t)sqlite3_column_int64(statement, 16);
-    row->bytes_restored = (uint64_t)sqlite3_column_int64(statement, 17);
-    row->collector = store_column_text(statement, 18);
+    READ_RUN_COLUMNS(statement, 6, row);
     row->passes_kept = (uint32_t)sqlite3_column_int64(statement, 19);
     row->pass_mean_ns = (uint64_t)(sqlite3_column_double(statement, 20) + 0.5);
     row->span_id = (uint64_t)sqlite3_column_int64(statement, 21); /* NULL reads as 0 */
@@ -534,19 +542,7 @@ static int span_row(sqlite3_stmt *spans, void *user)
     row.device = sqlite3_column_int(spans, 4);
     row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
     row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
-    row.passes_planned = (uint32_t)sqlite3_column_int64(spans, 7);
-    row.passes_run = (uint32_t)sqlite3_column_int64(spans, 8);
-    row.declined = sqlite3_column_int(spans, 9) != 0;
-    row.reason = store_column_text(spans, 10);
-    row.begin_ns = (uint64_t)sqlite3_column_int64(spans, 11);
-    row.end_ns = (uint64_t)sqlite3_column_int64(spans, 12);
-    row.drain_ns = (uint64_t)sqlite3_column_int64(spans, 13);
-    row.snapshot_bytes = (uint64_t)sqlite3_column_int64(spans, 14);
-    row.shadow_on_device = sqlite3_column_int(spans, 15) != 0;
-    row.snapshot_ns = (uint64_t)sqlite3_column_int64(spans, 16);
-    row.restore_ns = (uint64_t)sqlite3_column_int64(spans, 17);
-    row.bytes_restored = (uint64_t)sqlite3_column_int64(spans, 18);
-    row.collector = store_column_text(spans, 19);
+    READ_RUN_COLUMNS(spans, 7, &row);
     row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
     row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
     /* The span's text stays valid: the kernel and metric reads run on

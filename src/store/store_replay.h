@@ -22,6 +22,26 @@
 #include "store/store.h"
 
 /*
+ * What one replay of a launch or a span did: the columns replay_launches
+ * and replay_spans share, in their order, as members of store_replay_record
+ * and of both reader rows (one list, so the three cannot drift apart).
+ */
+#define STORE_REPLAY_RUN_MEMBERS                                                                   \
+    uint32_t passes_planned; /* 0: until a continue callback stopped it */                         \
+    uint32_t passes_run;     /* pass 0 (the program's own run) included; 1 when declined */        \
+    int declined;                                                                                  \
+    const char *reason;      /* why it was declined, or a note on a replayed one, or "" */         \
+    uint64_t begin_ns;       /* the replay began (flare clock) */                                  \
+    uint64_t end_ns;         /* the last pass finished and the gate was released */                \
+    uint64_t drain_ns;       /* time in the drains before the snapshot */                          \
+    uint64_t snapshot_bytes; /* bytes copied once into the shadows */                              \
+    int shadow_on_device;    /* 1: device shadows, 0: pinned host */                               \
+    uint64_t snapshot_ns;    /* time of the snapshot copy */                                       \
+    uint64_t restore_ns;     /* total time of every restore */                                     \
+    uint64_t bytes_restored; /* total bytes written back */                                        \
+    const char *collector;   /* the metric collector ("sim-metrics", ...), or "" */
+
+/*
  * One finished replay as store_write_replay_records takes it: a launch
  * (is_span 0) or a span (is_span 1). Strings are NUL-terminated (NULL is
  * written as ""); the arrays hold pass_count and metric_count entries and
@@ -34,24 +54,12 @@ typedef struct store_replay_record {
      * launch_id is the span's id). */
     uint64_t span_id;
     int device;
-    uint64_t stream_id;      /* launches only */
-    const char *name;        /* the kernel, or the span's name */
-    uint64_t launch_index;   /* launches of this name before it; a span's occurrence */
-    uint32_t span_kernels;   /* spans only: launches recorded in the span */
-    uint32_t span_copies;    /* spans only: copies and memsets recorded in it */
-    uint32_t passes_planned; /* 0: until a continue callback stopped it */
-    uint32_t passes_run;     /* pass 0 included; 1 when declined */
-    int declined;
-    const char *reason;
-    uint64_t begin_ns;
-    uint64_t end_ns;
-    uint64_t drain_ns;
-    uint64_t snapshot_bytes;
-    int shadow_on_device;
-    uint64_t snapshot_ns;
-    uint64_t restore_ns;
-    uint64_t bytes_restored;
-    const char *collector;
+    uint64_t stream_id;    /* launches only */
+    const char *name;      /* the kernel, or the span's name */
+    uint64_t launch_index; /* launches of this name before it; a span's occurrence */
+    uint32_t span_kernels; /* spans only: launches recorded in the span */
+    uint32_t span_copies;  /* spans only: copies and memsets recorded in it */
+    STORE_REPLAY_RUN_MEMBERS
     /* The passes whose times were kept, by pass (at most the first few of
      * passes_run). */
     uint32_t pass_count;
@@ -89,20 +97,8 @@ typedef struct store_replay_launch_row {
     int device;
     uint64_t stream_id;
     const char *kernel;
-    uint64_t launch_index;   /* launches of this name before it, 0-based */
-    uint32_t passes_planned; /* 0: until a continue callback stopped it */
-    uint32_t passes_run;
-    int declined;
-    const char *reason;
-    uint64_t begin_ns;
-    uint64_t end_ns;
-    uint64_t drain_ns;
-    uint64_t snapshot_bytes;
-    int shadow_on_device;
-    uint64_t snapshot_ns;
-    uint64_t restore_ns;
-    uint64_t bytes_restored;
-    const char *collector;
+    uint64_t launch_index; /* launches of this name before it, 0-based */
+    STORE_REPLAY_RUN_MEMBERS
     /* From replay_passes: the passes whose times were kept, and the mean
      * length of one (0 when none was kept). */
     uint32_t passes_kept;
@@ -130,24 +126,12 @@ int store_read_replay_launches(store *database, store_replay_launch_callback cal
 typedef struct store_replay_span_row {
     int64_t pid;
     uint64_t span_id;
-    const char *name;        /* the scope, NVTX range or flare_replay_range_begin name */
-    uint64_t occurrence;     /* which occurrence of the name (1-based); 0: an explicit span */
-    int device;              /* -1: the span submitted no device work */
-    uint32_t kernels;        /* launches recorded in the span */
-    uint32_t copies;         /* copies and memsets recorded in the span */
-    uint32_t passes_planned; /* what the metric collector asked for */
-    uint32_t passes_run;     /* pass 0 (the program's own run) included; 1 when declined */
-    int declined;
-    const char *reason; /* why it was declined, or a note on a replayed one, or "" */
-    uint64_t begin_ns;  /* the span began (flare clock) */
-    uint64_t end_ns;    /* the last pass finished and the gate was released */
-    uint64_t drain_ns;
-    uint64_t snapshot_bytes;
-    int shadow_on_device;
-    uint64_t snapshot_ns;
-    uint64_t restore_ns;
-    uint64_t bytes_restored;
-    const char *collector;
+    const char *name;    /* the scope, NVTX range or flare_replay_range_begin name */
+    uint64_t occurrence; /* which occurrence of the name (1-based); 0: an explicit span */
+    int device;          /* -1: the span submitted no device work */
+    uint32_t kernels;    /* launches recorded in the span */
+    uint32_t copies;     /* copies and memsets recorded in the span */
+    STORE_REPLAY_RUN_MEMBERS
     uint32_t passes_kept;  /* pass times kept in replay_passes */
     uint64_t pass_mean_ns; /* mean length of one kept pass (0 when none) */
     /* The span's kernel rows in launch order (launch id), each with its
