@@ -1,9 +1,12 @@
 /*
  * store_internal.h: what the store's .c files share and nobody else sees.
  *
- * Holds the handle layout, the writer's prepared-statement table and the
- * name-cache types. Nothing outside src/store may include it: the database
- * layout is a contract only through store.h and docs/schema.md.
+ * Holds the handle layout, the writer's prepared-statement and block
+ * tables, the name-cache types and the query helpers. Nothing outside
+ * src/store may include it: the database layout is a contract only through
+ * store.h and docs/schema.md. The store is the bottom layer: it must never
+ * include anything but store/ and flare/ headers, system headers and
+ * sqlite3.h.
  */
 #ifndef FLARE_STORE_STORE_INTERNAL_H
 #define FLARE_STORE_STORE_INTERNAL_H
