@@ -24,6 +24,11 @@
  * names the table in error messages. Returns 0, FLARE_ERR_INVALID_ARGUMENT
  * for a NULL handle or callback, or FLARE_ERR_STORE (message recorded).
  */
+/* What the export readers pass store_export_walk as callback: the address
+ * of their typed callback, or NULL when that callback is NULL (the address
+ * of a parameter never is, and the walk must refuse a NULL callback). */
+#define STORE_EXPORT_CALLBACK(callback) ((callback) != NULL ? (const void *)&(callback) : NULL)
+
 static int store_export_walk(store *handle, const char *sql, const char *what,
                              store_row_handler handler, const void *callback, void *user)
 {
@@ -77,8 +82,8 @@ int store_export_processes(store *handle, store_export_process_callback callback
     return store_export_walk(handle,
                              "SELECT pid, parent_pid, start_ns, end_ns, backend, executable"
                              " FROM processes ORDER BY pid",
-                             "cannot read processes", store_export_process_handler, &callback,
-                             user);
+                             "cannot read processes", store_export_process_handler,
+                             STORE_EXPORT_CALLBACK(callback), user);
 }
 
 static int store_export_device_handler(sqlite3_stmt *statement, void *user)
@@ -94,9 +99,9 @@ static int store_export_device_handler(sqlite3_stmt *statement, void *user)
 
 int store_export_devices(store *handle, store_export_device_callback callback, void *user)
 {
-    return store_export_walk(handle,
-                             "SELECT pid, device, name, backend FROM devices ORDER BY pid, device",
-                             "cannot read devices", store_export_device_handler, &callback, user);
+    return store_export_walk(
+        handle, "SELECT pid, device, name, backend FROM devices ORDER BY pid, device",
+        "cannot read devices", store_export_device_handler, STORE_EXPORT_CALLBACK(callback), user);
 }
 
 /* ---- kernels, copies, scopes, metrics ---- */
@@ -138,7 +143,7 @@ int store_export_kernels(store *handle, store_export_kernel_callback callback, v
         " k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,"
         " k.shared_memory_bytes, k.registers_per_thread, k.context_id"
         " FROM kernels k LEFT JOIN names n ON n.id = k.name_id ORDER BY k.rowid",
-        "cannot read kernels", store_export_kernel_handler, &callback, user);
+        "cannot read kernels", store_export_kernel_handler, STORE_EXPORT_CALLBACK(callback), user);
 }
 
 static int store_export_copy_handler(sqlite3_stmt *statement, void *user)
@@ -163,7 +168,8 @@ int store_export_copies(store *handle, store_export_copy_callback callback, void
     return store_export_walk(handle,
                              "SELECT pid, device, stream_id, correlation_id, is_memset, copy_kind,"
                              " bytes, start_ns, end_ns, status FROM copies ORDER BY rowid",
-                             "cannot read copies", store_export_copy_handler, &callback, user);
+                             "cannot read copies", store_export_copy_handler,
+                             STORE_EXPORT_CALLBACK(callback), user);
 }
 
 static int store_export_scope_handler(sqlite3_stmt *statement, void *user)
@@ -187,7 +193,7 @@ int store_export_scopes(store *handle, store_export_scope_callback callback, voi
         handle,
         "SELECT s.pid, s.thread_id, s.instance_id, n.name, s.depth, s.start_ns, s.end_ns,"
         " s.still_open FROM scopes s LEFT JOIN names n ON n.id = s.name_id ORDER BY s.rowid",
-        "cannot read scopes", store_export_scope_handler, &callback, user);
+        "cannot read scopes", store_export_scope_handler, STORE_EXPORT_CALLBACK(callback), user);
 }
 
 static int store_export_metric_handler(sqlite3_stmt *statement, void *user)
@@ -207,5 +213,6 @@ int store_export_metrics(store *handle, store_export_metric_callback callback, v
     return store_export_walk(handle,
                              "SELECT m.pid, m.device, n.name, m.time_ns, m.value FROM metrics m"
                              " LEFT JOIN names n ON n.id = m.name_id ORDER BY m.rowid",
-                             "cannot read metrics", store_export_metric_handler, &callback, user);
+                             "cannot read metrics", store_export_metric_handler,
+                             STORE_EXPORT_CALLBACK(callback), user);
 }
