@@ -501,7 +501,7 @@ out_of_memory:
     return FLARE_ERR_NO_MEMORY;
 }
 
-/* What span_read and span_kernel_row need besides the row. */
+/* What span_row and span_kernel_row need besides the row. */
 typedef struct span_read {
     store *handle;
     sqlite3_stmt *kernel_rows;
