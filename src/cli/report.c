@@ -23,6 +23,7 @@
 #include "cli/report.h"
 #include "cli/session.h"
 #include "core/config.h"
+#include "replay/replay.h"
 #include "store/store.h"
 
 static const char report_help[] =

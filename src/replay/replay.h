@@ -378,6 +378,16 @@ size_t replay_records_take(replay_record **out, size_t max, uint64_t *dropped);
 struct store;
 void replay_write_records(struct store *database, int64_t pid);
 
+/* Writes count records of process pid through store_write_replay_records,
+ * converted to the store's rows (their strings bounded by the records'
+ * arrays, their kept passes and metrics by REPLAY_RECORD_PASS_MAX and
+ * REPLAY_RECORD_METRIC_MAX): all land or none do. NULL entries are skipped;
+ * the records stay the caller's. Returns what the store returned, or
+ * FLARE_ERR_NO_MEMORY when the rows could not be allocated (nothing
+ * written, no store message). */
+int replay_records_store(struct store *database, int64_t pid, replay_record *const *records,
+                         size_t count);
+
 /* Abort path for tests: replaces abort() after the message (NULL restores). */
 void replay_set_abort_handler(void (*handler)(const char *message));
 

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static replay_record *queue[REPLAY_RECORD_QUEUE_MAX];
@@ -56,6 +57,98 @@ size_t replay_records_take(replay_record **out, size_t max, uint64_t *dropped)
     return taken;
 }
 
+/* ---- conversion to the store's rows ---- */
+
+/* One record as the store takes it. The record is plain memory handed
+ * across threads, so its strings are bounded by their arrays rather than
+ * trusted to end: each is copied, NUL-terminated, into an array one longer. */
+typedef struct record_row {
+    store_replay_record row;
+    char name[sizeof(((replay_record *)0)->kernel_name) + 1];
+    char reason[sizeof(((replay_record *)0)->reason) + 1];
+    char collector[sizeof(((replay_record *)0)->collector) + 1];
+    char metric_names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX + 1];
+    const char *metric_pointers[REPLAY_RECORD_METRIC_MAX];
+} record_row;
+
+static const char *copy_bounded(char *out, const char *text, size_t capacity)
+{
+    size_t length = strnlen(text, capacity);
+    memcpy(out, text, length);
+    out[length] = '\0';
+    return out;
+}
+
+/* The engine keeps the first REPLAY_RECORD_PASS_MAX passes' times and only
+ * counts later ones (passes_run); a count beyond the arrays is clamped,
+ * never read past. Likewise the metrics. */
+static void record_row_fill(record_row *out, const replay_record *record)
+{
+    uint32_t passes = record->pass_count_kept;
+    if (passes > REPLAY_RECORD_PASS_MAX)
+        passes = REPLAY_RECORD_PASS_MAX;
+    uint32_t metrics = record->metric_count;
+    if (metrics > REPLAY_RECORD_METRIC_MAX)
+        metrics = REPLAY_RECORD_METRIC_MAX;
+    for (uint32_t index = 0; index < metrics; index++)
+        out->metric_pointers[index] = copy_bounded(
+            out->metric_names[index], record->metric_names[index], REPLAY_METRIC_NAME_MAX);
+    out->row = (store_replay_record){
+        .is_span = record->is_span,
+        .launch_id = record->launch_id,
+        .span_id = record->span_id,
+        .device = record->device,
+        .stream_id = record->stream_id,
+        .name = copy_bounded(out->name, record->kernel_name, sizeof(record->kernel_name)),
+        .launch_index = record->launch_index,
+        .span_kernels = record->span_kernels,
+        .span_copies = record->span_copies,
+        .passes_planned = record->passes_planned,
+        .passes_run = record->passes_run,
+        .declined = record->declined,
+        .reason = copy_bounded(out->reason, record->reason, sizeof(record->reason)),
+        .begin_ns = record->begin_ns,
+        .end_ns = record->end_ns,
+        .drain_ns = record->drain_ns,
+        .snapshot_bytes = record->snapshot_bytes,
+        .shadow_on_device = record->shadow_on_device,
+        .snapshot_ns = record->snapshot_ns,
+        .restore_ns = record->restore_ns,
+        .bytes_restored = record->bytes_restored,
+        .collector = copy_bounded(out->collector, record->collector, sizeof(record->collector)),
+        .pass_count = passes,
+        .pass_start_ns = record->pass_start_ns,
+        .pass_end_ns = record->pass_end_ns,
+        .metric_count = metrics,
+        .metric_names = out->metric_pointers,
+        .metric_values = record->metric_values,
+    };
+}
+
+int replay_records_store(struct store *database, int64_t pid, replay_record *const *records,
+                         size_t count)
+{
+    if (records == NULL || count == 0)
+        return store_write_replay_records(database, pid, NULL, count);
+    record_row *rows = malloc(count * sizeof(*rows));
+    const store_replay_record **pointers = calloc(count, sizeof(*pointers));
+    int status = FLARE_ERR_NO_MEMORY;
+    if (rows != NULL && pointers != NULL) {
+        for (size_t index = 0; index < count; index++) {
+            if (records[index] == NULL)
+                continue; /* pointers[index] stays NULL: the store skips it */
+            record_row_fill(&rows[index], records[index]);
+            pointers[index] = &rows[index].row;
+        }
+        status = store_write_replay_records(database, pid, pointers, count);
+    }
+    free(rows);
+    free(pointers);
+    return status;
+}
+
+/* ---- the collector's side ---- */
+
 void replay_write_records(struct store *database, int64_t pid)
 {
     replay_record *records[64];
@@ -64,11 +157,12 @@ void replay_write_records(struct store *database, int64_t pid)
     do {
         count = replay_records_take(records, 64, &dropped);
         if (count > 0) {
-            if (store_write_replay_records(database, pid, (replay_record *const *)records, count) !=
-                FLARE_OK) {
+            int status = replay_records_store(database, pid, records, count);
+            if (status != FLARE_OK) {
                 CORE_LOG_ONCE("replay.store", CORE_LOG_ERROR,
                               "replay: %zu records could not be stored: %s", count,
-                              store_last_error(database));
+                              status == FLARE_ERR_NO_MEMORY ? "out of memory"
+                                                            : store_last_error(database));
                 pthread_mutex_lock(&queue_lock);
                 write_failures += count;
                 pthread_mutex_unlock(&queue_lock);

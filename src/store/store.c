@@ -18,6 +18,23 @@
 #include "flare/flare.h"
 #include "store/store_internal.h"
 
+/* The columns replay_launches and replay_spans share, in the order of
+ * STORE_REPLAY_RUN_MEMBERS (store_replay.h). */
+#define STORE_REPLAY_RUN_DDL                                                                       \
+    " passes_planned INTEGER NOT NULL,"                                                            \
+    " passes_run INTEGER NOT NULL,"                                                                \
+    " declined INTEGER NOT NULL,"                                                                  \
+    " reason TEXT NOT NULL,"                                                                       \
+    " begin_ns INTEGER NOT NULL,"                                                                  \
+    " end_ns INTEGER NOT NULL,"                                                                    \
+    " drain_ns INTEGER NOT NULL,"                                                                  \
+    " snapshot_bytes INTEGER NOT NULL,"                                                            \
+    " shadow_on_device INTEGER NOT NULL,"                                                          \
+    " snapshot_ns INTEGER NOT NULL,"                                                               \
+    " restore_ns INTEGER NOT NULL,"                                                                \
+    " bytes_restored INTEGER NOT NULL,"                                                            \
+    " collector TEXT NOT NULL,"
+
 /*
  * Version 3. Every uint64 is stored as INTEGER through a cast to int64 (a
  * value above INT64_MAX reads back negative in SQL and exact in C). Only
@@ -212,21 +229,7 @@ static const char *const store_schema_ddl[] = {
     " device INTEGER NOT NULL,"
     " stream_id INTEGER NOT NULL,"
     " kernel TEXT NOT NULL,"
-    " launch_index INTEGER NOT NULL,"
-    " passes_planned INTEGER NOT NULL,"
-    " passes_run INTEGER NOT NULL,"
-    " declined INTEGER NOT NULL,"
-    " reason TEXT NOT NULL,"
-    " begin_ns INTEGER NOT NULL,"
-    " end_ns INTEGER NOT NULL,"
-    " drain_ns INTEGER NOT NULL,"
-    " snapshot_bytes INTEGER NOT NULL,"
-    " shadow_on_device INTEGER NOT NULL,"
-    " snapshot_ns INTEGER NOT NULL,"
-    " restore_ns INTEGER NOT NULL,"
-    " bytes_restored INTEGER NOT NULL,"
-    " collector TEXT NOT NULL,"
-    " span_id INTEGER,"
+    " launch_index INTEGER NOT NULL," STORE_REPLAY_RUN_DDL " span_id INTEGER,"
     " PRIMARY KEY (pid, launch_id))",
 
     /* Range replay: one row per span; its kernels are replay_launches rows
@@ -239,21 +242,7 @@ static const char *const store_schema_ddl[] = {
     " occurrence INTEGER NOT NULL,"
     " device INTEGER NOT NULL,"
     " kernels INTEGER NOT NULL,"
-    " copies INTEGER NOT NULL,"
-    " passes_planned INTEGER NOT NULL,"
-    " passes_run INTEGER NOT NULL,"
-    " declined INTEGER NOT NULL,"
-    " reason TEXT NOT NULL,"
-    " begin_ns INTEGER NOT NULL,"
-    " end_ns INTEGER NOT NULL,"
-    " drain_ns INTEGER NOT NULL,"
-    " snapshot_bytes INTEGER NOT NULL,"
-    " shadow_on_device INTEGER NOT NULL,"
-    " snapshot_ns INTEGER NOT NULL,"
-    " restore_ns INTEGER NOT NULL,"
-    " bytes_restored INTEGER NOT NULL,"
-    " collector TEXT NOT NULL,"
-    " PRIMARY KEY (pid, span_id))",
+    " copies INTEGER NOT NULL," STORE_REPLAY_RUN_DDL " PRIMARY KEY (pid, span_id))",
     /* A span's kernels are read per span; a step holds hundreds. */
     "CREATE INDEX IF NOT EXISTS replay_launches_by_span ON replay_launches(pid, span_id)",
 
@@ -655,6 +644,13 @@ int store_require_writer(store *handle)
     return 0;
 }
 
+int store_writer_ready(store *handle, int arguments_valid)
+{
+    if (handle == NULL || !arguments_valid)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    return store_require_writer(handle);
+}
+
 void store_batch_failed(store *handle)
 {
     if (!handle->in_batch)
@@ -739,20 +735,4 @@ void store_rollback(store *handle)
     /* Ids of names first inserted in the rolled-back batch now belong to
      * nobody and will be reused; telling them apart is not worth it. */
     store_name_cache_clear(&handle->names);
-}
-
-int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, const char *what)
-{
-    if (sqlite3_prepare_v2(handle->db, sql, -1, statement, NULL) != SQLITE_OK) {
-        sqlite3_finalize(*statement);
-        *statement = NULL;
-        return store_set_sqlite_error(handle, what);
-    }
-    return 0;
-}
-
-const char *store_column_text(sqlite3_stmt *statement, int column)
-{
-    const unsigned char *text = sqlite3_column_text(statement, column);
-    return text != NULL ? (const char *)text : NULL;
 }

@@ -10,43 +10,22 @@
 #include "flare/flare.h"
 #include "store/store_internal.h"
 
-/* Steps a bound writer statement. When SQLite rolled the whole transaction
- * back on its own (a full disk, an I/O error), the batch is lost, not just
- * this row: mark it so its commit fails. */
-static int step_counter_statement(store *handle, sqlite3_stmt *statement, const char *what)
-{
-    int rc = sqlite3_step(statement);
-    int status = 0;
-    if (rc != SQLITE_DONE) {
-        status = store_set_sqlite_error(handle, what);
-        if (handle->in_batch && sqlite3_get_autocommit(handle->db))
-            store_batch_failed(handle);
-    }
-    sqlite3_reset(statement);
-    sqlite3_clear_bindings(statement);
-    return status;
-}
-
 int store_put_counter(store *handle, int64_t pid, uint32_t index, const char *name)
 {
-    if (handle == NULL || name == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, name != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_COUNTER];
     sqlite3_bind_int64(statement, 1, pid);
     sqlite3_bind_int64(statement, 2, index);
     sqlite3_bind_text(statement, 3, name, -1, SQLITE_STATIC);
-    return step_counter_statement(handle, statement, "cannot write a counters row");
+    return store_step(handle, statement, "cannot write a counters row");
 }
 
 int store_put_counter_sample(store *handle, int64_t pid, uint32_t index, uint64_t time_ns,
                              uint64_t value)
 {
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, 1);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_COUNTER_SAMPLE];
@@ -54,16 +33,26 @@ int store_put_counter_sample(store *handle, int64_t pid, uint32_t index, uint64_
     sqlite3_bind_int64(statement, 2, index);
     sqlite3_bind_int64(statement, 3, (int64_t)time_ns);
     sqlite3_bind_int64(statement, 4, (int64_t)value);
-    return step_counter_statement(handle, statement, "cannot write a counter sample");
+    return store_step(handle, statement, "cannot write a counter sample");
+}
+
+static int store_counter_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_counter_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .index = (uint32_t)sqlite3_column_int64(statement, 1),
+        .name = store_column_text_or_empty(statement, 2),
+        .value = (uint64_t)sqlite3_column_int64(statement, 3), /* NULL reads as 0 */
+        .samples = sqlite3_column_int64(statement, 4),
+        .last_ns = (uint64_t)sqlite3_column_int64(statement, 5),
+    };
+    return STORE_READER_CALL(store_counter_callback, &row, user);
 }
 
 int store_read_counters(store *handle, store_counter_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
     /* SQLite takes a bare column of an aggregate query with max() from the
      * row holding the maximum: value is the last sample's. */
     static const char sql[] =
@@ -73,27 +62,6 @@ int store_read_counters(store *handle, store_counter_callback callback, void *us
         "  FROM counter_samples GROUP BY pid, counter) s"
         " ON s.pid = c.pid AND s.counter = c.counter"
         " ORDER BY c.name, c.pid";
-    sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, sql, -1, &statement, NULL) != SQLITE_OK)
-        return store_set_sqlite_error(handle, "cannot read counters");
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        const unsigned char *name = sqlite3_column_text(statement, 2);
-        store_counter_row row = {
-            .pid = sqlite3_column_int64(statement, 0),
-            .index = (uint32_t)sqlite3_column_int64(statement, 1),
-            .name = name != NULL ? (const char *)name : "",
-            .value = (uint64_t)sqlite3_column_int64(statement, 3), /* NULL reads as 0 */
-            .samples = sqlite3_column_int64(statement, 4),
-            .last_ns = (uint64_t)sqlite3_column_int64(statement, 5),
-        };
-        if (callback(&row, user) != 0) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read counters");
-    sqlite3_finalize(statement);
-    return status;
+    return store_query_each(handle, sql, NULL, store_counter_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read counters");
 }

@@ -16,46 +16,26 @@
 
 /* ---- shared walk ---- */
 
-/* Turns the current row of statement into the caller's row type and calls
- * the caller's callback with it; returns what the callback returned. */
-typedef int (*store_export_row_handler)(sqlite3_stmt *statement, const void *callback, void *user);
-
-/* Text columns for exporters never come back NULL: "" instead. */
-static const char *store_export_text(sqlite3_stmt *statement, int column)
-{
-    const char *text = store_column_text(statement, column);
-    return text != NULL ? text : "";
-}
-
 /*
- * Prepares sql and steps through every row, giving each to handler. Stops
- * early, without error, when the handler returns non-zero. what names the
- * table in error messages. Returns 0 or FLARE_ERR_STORE (message recorded).
+ * Steps through every row of sql (store_query_each), giving each to
+ * handler, which turns it into the caller's row type and calls callback
+ * (the address of the caller's typed callback, in a store_reader_call).
+ * Stops early, without error, when the callback returns non-zero. what
+ * names the table in error messages. Returns 0, FLARE_ERR_INVALID_ARGUMENT
+ * for a NULL handle or callback, or FLARE_ERR_STORE (message recorded).
  */
+/* What the export readers pass store_export_walk as callback: the address
+ * of their typed callback, or NULL when that callback is NULL (the address
+ * of a parameter never is, and the walk must refuse a NULL callback). */
+#define STORE_EXPORT_CALLBACK(callback) ((callback) != NULL ? (const void *)&(callback) : NULL)
+
 static int store_export_walk(store *handle, const char *sql, const char *what,
-                             store_export_row_handler handler, const void *callback, void *user)
+                             store_row_handler handler, const void *callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    /* On a WRITE handle, rows of the open batch may still be buffered. */
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, sql, &statement, what);
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        if (handler(statement, callback, user) != 0) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, what);
-    sqlite3_finalize(statement);
-    return status;
+    store_reader_call call = {callback, user};
+    return store_query_each(handle, sql, NULL, handler, &call, what);
 }
 
 /* ---- snapshot ---- */
@@ -84,17 +64,17 @@ void store_export_end(store *handle)
 
 /* ---- processes and devices ---- */
 
-static int store_export_process_handler(sqlite3_stmt *statement, const void *callback, void *user)
+static int store_export_process_handler(sqlite3_stmt *statement, void *user)
 {
     store_export_process_row row = {
         .pid = sqlite3_column_int64(statement, 0),
         .parent_pid = sqlite3_column_int64(statement, 1),
         .start_ns = (uint64_t)sqlite3_column_int64(statement, 2),
         .end_ns = (uint64_t)sqlite3_column_int64(statement, 3), /* NULL reads as 0 */
-        .backend = store_export_text(statement, 4),
-        .executable = store_export_text(statement, 5),
+        .backend = store_column_text_or_empty(statement, 4),
+        .executable = store_column_text_or_empty(statement, 5),
     };
-    return (*(const store_export_process_callback *)callback)(&row, user);
+    return STORE_READER_CALL(store_export_process_callback, &row, user);
 }
 
 int store_export_processes(store *handle, store_export_process_callback callback, void *user)
@@ -102,26 +82,26 @@ int store_export_processes(store *handle, store_export_process_callback callback
     return store_export_walk(handle,
                              "SELECT pid, parent_pid, start_ns, end_ns, backend, executable"
                              " FROM processes ORDER BY pid",
-                             "cannot read processes", store_export_process_handler, &callback,
-                             user);
+                             "cannot read processes", store_export_process_handler,
+                             STORE_EXPORT_CALLBACK(callback), user);
 }
 
-static int store_export_device_handler(sqlite3_stmt *statement, const void *callback, void *user)
+static int store_export_device_handler(sqlite3_stmt *statement, void *user)
 {
     store_export_device_row row = {
         .pid = sqlite3_column_int64(statement, 0),
         .device = sqlite3_column_int(statement, 1),
-        .name = store_export_text(statement, 2),
-        .backend = store_export_text(statement, 3),
+        .name = store_column_text_or_empty(statement, 2),
+        .backend = store_column_text_or_empty(statement, 3),
     };
-    return (*(const store_export_device_callback *)callback)(&row, user);
+    return STORE_READER_CALL(store_export_device_callback, &row, user);
 }
 
 int store_export_devices(store *handle, store_export_device_callback callback, void *user)
 {
-    return store_export_walk(handle,
-                             "SELECT pid, device, name, backend FROM devices ORDER BY pid, device",
-                             "cannot read devices", store_export_device_handler, &callback, user);
+    return store_export_walk(
+        handle, "SELECT pid, device, name, backend FROM devices ORDER BY pid, device",
+        "cannot read devices", store_export_device_handler, STORE_EXPORT_CALLBACK(callback), user);
 }
 
 /* ---- kernels, copies, scopes, metrics ---- */
@@ -132,14 +112,14 @@ int store_export_devices(store *handle, store_export_device_callback callback, v
  * JOIN, so that a row whose name is missing (a damaged file) still exports,
  * with an empty name, rather than vanishing.
  */
-static int store_export_kernel_handler(sqlite3_stmt *statement, const void *callback, void *user)
+static int store_export_kernel_handler(sqlite3_stmt *statement, void *user)
 {
     store_kernel_row row = {
         .pid = sqlite3_column_int64(statement, 0),
         .device = sqlite3_column_int(statement, 1),
         .stream_id = (uint64_t)sqlite3_column_int64(statement, 2),
         .correlation_id = (uint64_t)sqlite3_column_int64(statement, 3),
-        .name = store_export_text(statement, 4),
+        .name = store_column_text_or_empty(statement, 4),
         .start_ns = (uint64_t)sqlite3_column_int64(statement, 5),
         .end_ns = (uint64_t)sqlite3_column_int64(statement, 6),
         .grid = {(uint32_t)sqlite3_column_int64(statement, 7),
@@ -152,7 +132,7 @@ static int store_export_kernel_handler(sqlite3_stmt *statement, const void *call
         .registers_per_thread = (uint32_t)sqlite3_column_int64(statement, 14),
         .context_id = (uint64_t)sqlite3_column_int64(statement, 15),
     };
-    return (*(const store_export_kernel_callback *)callback)(&row, user);
+    return STORE_READER_CALL(store_export_kernel_callback, &row, user);
 }
 
 int store_export_kernels(store *handle, store_export_kernel_callback callback, void *user)
@@ -163,10 +143,10 @@ int store_export_kernels(store *handle, store_export_kernel_callback callback, v
         " k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,"
         " k.shared_memory_bytes, k.registers_per_thread, k.context_id"
         " FROM kernels k LEFT JOIN names n ON n.id = k.name_id ORDER BY k.rowid",
-        "cannot read kernels", store_export_kernel_handler, &callback, user);
+        "cannot read kernels", store_export_kernel_handler, STORE_EXPORT_CALLBACK(callback), user);
 }
 
-static int store_export_copy_handler(sqlite3_stmt *statement, const void *callback, void *user)
+static int store_export_copy_handler(sqlite3_stmt *statement, void *user)
 {
     store_copy_row row = {
         .pid = sqlite3_column_int64(statement, 0),
@@ -180,7 +160,7 @@ static int store_export_copy_handler(sqlite3_stmt *statement, const void *callba
         .end_ns = (uint64_t)sqlite3_column_int64(statement, 8),
         .status = sqlite3_column_int(statement, 9),
     };
-    return (*(const store_export_copy_callback *)callback)(&row, user);
+    return STORE_READER_CALL(store_export_copy_callback, &row, user);
 }
 
 int store_export_copies(store *handle, store_export_copy_callback callback, void *user)
@@ -188,22 +168,23 @@ int store_export_copies(store *handle, store_export_copy_callback callback, void
     return store_export_walk(handle,
                              "SELECT pid, device, stream_id, correlation_id, is_memset, copy_kind,"
                              " bytes, start_ns, end_ns, status FROM copies ORDER BY rowid",
-                             "cannot read copies", store_export_copy_handler, &callback, user);
+                             "cannot read copies", store_export_copy_handler,
+                             STORE_EXPORT_CALLBACK(callback), user);
 }
 
-static int store_export_scope_handler(sqlite3_stmt *statement, const void *callback, void *user)
+static int store_export_scope_handler(sqlite3_stmt *statement, void *user)
 {
     store_scope_row row = {
         .pid = sqlite3_column_int64(statement, 0),
         .thread_id = sqlite3_column_int64(statement, 1),
         .instance_id = (uint64_t)sqlite3_column_int64(statement, 2),
-        .name = store_export_text(statement, 3),
+        .name = store_column_text_or_empty(statement, 3),
         .depth = (uint32_t)sqlite3_column_int64(statement, 4),
         .start_ns = (uint64_t)sqlite3_column_int64(statement, 5),
         .end_ns = (uint64_t)sqlite3_column_int64(statement, 6),
         .still_open = sqlite3_column_int(statement, 7),
     };
-    return (*(const store_export_scope_callback *)callback)(&row, user);
+    return STORE_READER_CALL(store_export_scope_callback, &row, user);
 }
 
 int store_export_scopes(store *handle, store_export_scope_callback callback, void *user)
@@ -212,19 +193,19 @@ int store_export_scopes(store *handle, store_export_scope_callback callback, voi
         handle,
         "SELECT s.pid, s.thread_id, s.instance_id, n.name, s.depth, s.start_ns, s.end_ns,"
         " s.still_open FROM scopes s LEFT JOIN names n ON n.id = s.name_id ORDER BY s.rowid",
-        "cannot read scopes", store_export_scope_handler, &callback, user);
+        "cannot read scopes", store_export_scope_handler, STORE_EXPORT_CALLBACK(callback), user);
 }
 
-static int store_export_metric_handler(sqlite3_stmt *statement, const void *callback, void *user)
+static int store_export_metric_handler(sqlite3_stmt *statement, void *user)
 {
     store_metric_row row = {
         .pid = sqlite3_column_int64(statement, 0),
         .device = sqlite3_column_int(statement, 1),
-        .name = store_export_text(statement, 2),
+        .name = store_column_text_or_empty(statement, 2),
         .time_ns = (uint64_t)sqlite3_column_int64(statement, 3),
         .value = sqlite3_column_int64(statement, 4),
     };
-    return (*(const store_export_metric_callback *)callback)(&row, user);
+    return STORE_READER_CALL(store_export_metric_callback, &row, user);
 }
 
 int store_export_metrics(store *handle, store_export_metric_callback callback, void *user)
@@ -232,5 +213,6 @@ int store_export_metrics(store *handle, store_export_metric_callback callback, v
     return store_export_walk(handle,
                              "SELECT m.pid, m.device, n.name, m.time_ns, m.value FROM metrics m"
                              " LEFT JOIN names n ON n.id = m.name_id ORDER BY m.rowid",
-                             "cannot read metrics", store_export_metric_handler, &callback, user);
+                             "cannot read metrics", store_export_metric_handler,
+                             STORE_EXPORT_CALLBACK(callback), user);
 }

@@ -1,9 +1,12 @@
 /*
  * store_internal.h: what the store's .c files share and nobody else sees.
  *
- * Holds the handle layout, the writer's prepared-statement table and the
- * name-cache types. Nothing outside src/store may include it: the database
- * layout is a contract only through store.h and docs/schema.md.
+ * Holds the handle layout, the writer's prepared-statement and block
+ * tables, the name-cache types and the query helpers. Nothing outside
+ * src/store may include it: the database layout is a contract only through
+ * store.h and docs/schema.md. The store is the bottom layer: it must never
+ * include anything but store/ and flare/ headers, system headers and
+ * sqlite3.h.
  */
 #ifndef FLARE_STORE_STORE_INTERNAL_H
 #define FLARE_STORE_STORE_INTERNAL_H
@@ -66,36 +69,66 @@ typedef enum store_statement_id {
         STORE_STATEMENT_COUNT
 } store_statement_id;
 
+/* An external correlation as its block's put takes it: the arguments of
+ * store_put_external_correlation (store.h), which hands them on. */
+typedef struct store_external_correlation_row {
+    int64_t pid;
+    uint64_t correlation_id;
+    uint32_t external_kind;
+    uint64_t external_id;
+} store_external_correlation_row;
+
 /*
  * The high-rate tables. Inside a batch their rows are buffered in the handle
  * and written STORE_BLOCK_ROWS at a time by one multi-row INSERT: that
  * halves the CPU per row, because SQLite's per-statement work (opening the
  * table cursor, the statement journal, halting) is paid once per block.
  * Every column is an integer once names are interned, so a block is a flat
- * int64 array. X(id, table, column count, column list).
+ * int64 array.
+ *
+ * X(id, table, column count, column list, row type, put, name): the writer
+ * (store_writer.c) generates int store_put_<put>(store *, const <row type>
+ * *) from each line, its checks, name interning and block slot included,
+ * and calls store_block_fill_<put> for the columns. name is NAMED when the
+ * row's name member is interned into name_id, UNNAMED when the table has
+ * no name.
  */
 #define STORE_BLOCK_TABLES(X)                                                                      \
     X(KERNELS, "kernels", 16,                                                                      \
       "pid, device, stream_id, correlation_id, name_id, start_ns, end_ns, grid_x, grid_y, "        \
-      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id")  \
-    X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value")                               \
+      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id",  \
+      store_kernel_row, kernel, NAMED)                                                             \
+    X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value", store_metric_row, metric,     \
+      NAMED)                                                                                       \
     X(EXTERNAL_CORRELATIONS, "external_correlations", 4,                                           \
-      "pid, correlation_id, external_kind, external_id")                                           \
+      "pid, correlation_id, external_kind, external_id", store_external_correlation_row,           \
+      external_correlation_row, UNNAMED)                                                           \
     X(COPIES, "copies", 10,                                                                        \
       "pid, device, stream_id, correlation_id, is_memset, copy_kind, bytes, start_ns, end_ns, "    \
-      "status")                                                                                    \
+      "status",                                                                                    \
+      store_copy_row, copy, UNNAMED)                                                               \
     X(SCOPES, "scopes", 8,                                                                         \
-      "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open")
+      "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open",                 \
+      store_scope_row, scope, NAMED)
 
 #define STORE_BLOCK_ROWS        64
 #define STORE_BLOCK_MAX_COLUMNS 16
 
 typedef enum store_block_id {
-#define STORE_BLOCK_ENUM_(id, table, columns, list) STORE_BLOCK_##id,
+#define STORE_BLOCK_ENUM_(id, table, columns, list, type, put, name) STORE_BLOCK_##id,
     STORE_BLOCK_TABLES(STORE_BLOCK_ENUM_)
 #undef STORE_BLOCK_ENUM_
         STORE_BLOCK_COUNT
 } store_block_id;
+
+/* The generated puts (store.h declares all but the external correlation
+ * one, which store_put_external_correlation calls). Each returns 0,
+ * FLARE_ERR_INVALID_ARGUMENT for a NULL handle or row, or what
+ * store_writer_ready, interning the name or writing the block returned. */
+#define STORE_BLOCK_PUT_DECLARE_(id, table, columns, list, type, put, name)                        \
+    int store_put_##put(store *handle, const type *row);
+STORE_BLOCK_TABLES(STORE_BLOCK_PUT_DECLARE_)
+#undef STORE_BLOCK_PUT_DECLARE_
 
 typedef struct store_block {
     sqlite3_stmt *single; /* one row: outside a batch and for a partial block */
@@ -145,12 +178,20 @@ void store_set_error(store *store, const char *format, ...) __attribute__((forma
 /* 0 when a write may go ahead: FLARE_ERR_STATE unless opened for WRITE,
  * FLARE_ERR_STORE while the open batch has failed; the error is recorded. */
 int store_require_writer(store *store);
+/* Every writer's prologue: FLARE_ERR_INVALID_ARGUMENT (nothing recorded)
+ * for a NULL handle or when arguments_valid is 0, else store_require_writer. */
+int store_writer_ready(store *store, int arguments_valid);
 /* Marks the open batch failed after a write error that lost rows. */
 void store_batch_failed(store *store);
 
 /* Writer side (store_writer.c). */
 int store_writer_prepare(store *store);
 void store_writer_finalize(store *store);
+/* Steps a bound writer statement once and resets it. On failure records
+ * "what: <SQLite message>", returns FLARE_ERR_STORE, and when SQLite rolled
+ * the whole transaction back by itself (SQLITE_FULL, SQLITE_IOERR) marks
+ * the open batch failed: the batch is lost, not just the row. */
+int store_step(store *store, sqlite3_stmt *statement, const char *what);
 /* Writes every buffered row (commit, and readers on a WRITE handle, call it
  * so they see the whole batch). No-op on a READ handle. */
 int store_flush(store *store);
@@ -159,6 +200,8 @@ void store_discard(store *store);
 void store_name_cache_clear(store_name_cache *cache);
 void store_name_cache_free(store_name_cache *cache);
 
+/* ---- queries (store_query.c) ---- */
+
 /* Prepares sql on the handle's connection; on failure sets the handle's
  * error ("what: <sqlite message>") and returns FLARE_ERR_STORE with
  * *statement NULL. For readers and one-off statements. */
@@ -166,5 +209,61 @@ int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, cons
 
 /* A text column as a C string: NULL for SQL NULL. Valid until the next step. */
 const char *store_column_text(sqlite3_stmt *statement, int column);
+/* The same, "" for SQL NULL: for rows whose strings are never NULL. */
+const char *store_column_text_or_empty(sqlite3_stmt *statement, int column);
+
+/* Binds text, NULL as "" (SQLite copies it: SQLITE_TRANSIENT). */
+void store_bind_text_or_empty(sqlite3_stmt *statement, int index, const char *text);
+
+/* Steps a one-off write statement once and finalizes it. Returns 0 when
+ * it ran to completion, else FLARE_ERR_STORE with "what: <SQLite
+ * message>" recorded. */
+int store_step_and_finalize(store *handle, sqlite3_stmt *statement, const char *what);
+
+/* Integer parameters of a query, bound to ?1, ?2, ... in order. */
+#define STORE_PARAMS_MAX 4
+typedef struct store_params {
+    int count;
+    int64_t values[STORE_PARAMS_MAX];
+} store_params;
+
+/* Called with each row while it is current (its text valid until the
+ * handler returns). Returns 0 for the next row, a positive value to stop
+ * the walk without error, or a negative flare_status to stop it with that
+ * status, its message already recorded on the handle. */
+typedef int (*store_row_handler)(sqlite3_stmt *statement, void *user);
+
+/* What a reader's row handler gets as user: the reader's typed callback
+ * (the address of the caller's function pointer) and the caller's user
+ * pointer, so that one handler converts a row and hands it on. */
+typedef struct store_reader_call {
+    const void *callback;
+    void *user;
+} store_reader_call;
+
+/* In a reader's row handler: hands row to the reader's callback, of type
+ * callback_type, found in the handler's user (a store_reader_call); 1
+ * (stop) when the callback returned non-zero, else 0. */
+#define STORE_READER_CALL(callback_type, row, call)                                                \
+    ((*(const callback_type *)((const store_reader_call *)(call))->callback)(                      \
+         (row), ((const store_reader_call *)(call))->user) != 0)
+
+/*
+ * The readers' walk: flushes a WRITE handle's buffered rows (a reader sees
+ * its own open batch), prepares sql, binds params (NULL: none), hands every
+ * row to handler and finalizes. Returns 0 when the rows ran out or the
+ * handler stopped the walk; FLARE_ERR_INVALID_ARGUMENT without a handle,
+ * sql or handler; the flush's status; FLARE_ERR_STORE with "<path>: what:
+ * <SQLite message>" recorded when the statement cannot be prepared or
+ * stepped; or the handler's negative status.
+ */
+int store_query_each(store *handle, const char *sql, const store_params *params,
+                     store_row_handler handler, void *user, const char *what);
+
+/* The same walk over a statement the caller prepared and keeps (it is
+ * reset before binding and after the walk; never finalized, never
+ * flushed for). Same returns, less the invalid-argument and flush ones. */
+int store_statement_each(store *handle, sqlite3_stmt *statement, const store_params *params,
+                         store_row_handler handler, void *user, const char *what);
 
 #endif /* FLARE_STORE_STORE_INTERNAL_H */

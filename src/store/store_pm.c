@@ -63,9 +63,7 @@ int store_put_pm_samples(store *handle, const store_pm_row *rows, size_t count)
 
 int store_pm_name_scope(store *handle, int64_t pid, uint64_t instance_id, const char *name)
 {
-    if (handle == NULL || name == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, name != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = NULL;
@@ -78,8 +76,5 @@ int store_pm_name_scope(store *handle, int64_t pid, uint64_t instance_id, const 
     sqlite3_bind_int64(statement, 1, pid);
     sqlite3_bind_int64(statement, 2, (int64_t)instance_id);
     sqlite3_bind_text(statement, 3, name, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(statement) != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot name a PM sample's scope");
-    sqlite3_finalize(statement);
-    return status;
+    return store_step_and_finalize(handle, statement, "cannot name a PM sample's scope");
 }

@@ -131,50 +131,54 @@ static uint64_t store_nearest_rank(const store_sample *sorted, int64_t count, in
     return sorted[rank - 1].duration_ns;
 }
 
-/* Reads every (name, duration) of the table, sorted by name then duration.
- * A row whose end precedes its start counts as zero long. */
+/* The samples read so far; grows by doubling. */
+typedef struct store_sample_list {
+    store *handle;
+    store_sample *samples;
+    size_t used;
+    size_t capacity;
+} store_sample_list;
+
+/* A row handler: appends the row's (name, duration). A row whose end
+ * precedes its start counts as zero long. */
+static int store_sample_row(sqlite3_stmt *statement, void *user)
+{
+    store_sample_list *list = user;
+    if (list->used == list->capacity) {
+        size_t grown = list->capacity == 0 ? 4096 : list->capacity * 2;
+        store_sample *bigger = realloc(list->samples, grown * sizeof *bigger);
+        if (bigger == NULL) {
+            store_set_error(list->handle, "%s: out of memory reading durations",
+                            list->handle->path);
+            return FLARE_ERR_NO_MEMORY;
+        }
+        list->samples = bigger;
+        list->capacity = grown;
+    }
+    uint64_t start = (uint64_t)sqlite3_column_int64(statement, 1);
+    uint64_t end = (uint64_t)sqlite3_column_int64(statement, 2);
+    list->samples[list->used].name_id = sqlite3_column_int64(statement, 0);
+    list->samples[list->used].duration_ns = end > start ? end - start : 0;
+    list->used++;
+    return 0;
+}
+
+/* Reads every (name, duration) of the table, sorted by name then duration. */
 static int store_read_samples(store *handle, const char *sql, store_sample **out, size_t *count)
 {
     *out = NULL;
     *count = 0;
-    sqlite3_stmt *statement = NULL;
-    int status = store_prepare(handle, sql, &statement, "cannot read durations");
-    if (status != 0)
-        return status;
-
-    store_sample *samples = NULL;
-    size_t used = 0;
-    size_t capacity = 0;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        if (used == capacity) {
-            size_t grown = capacity == 0 ? 4096 : capacity * 2;
-            store_sample *bigger = realloc(samples, grown * sizeof *samples);
-            if (bigger == NULL) {
-                store_set_error(handle, "%s: out of memory reading durations", handle->path);
-                status = FLARE_ERR_NO_MEMORY;
-                break;
-            }
-            samples = bigger;
-            capacity = grown;
-        }
-        uint64_t start = (uint64_t)sqlite3_column_int64(statement, 1);
-        uint64_t end = (uint64_t)sqlite3_column_int64(statement, 2);
-        samples[used].name_id = sqlite3_column_int64(statement, 0);
-        samples[used].duration_ns = end > start ? end - start : 0;
-        used++;
-    }
-    if (status == 0 && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read durations");
-    sqlite3_finalize(statement);
+    store_sample_list list = {.handle = handle};
+    int status =
+        store_query_each(handle, sql, NULL, store_sample_row, &list, "cannot read durations");
     if (status != 0) {
-        free(samples);
+        free(list.samples);
         return status;
     }
-    if (used > 1)
-        qsort(samples, used, sizeof *samples, store_sample_compare);
-    *out = samples;
-    *count = used;
+    if (list.used > 1)
+        qsort(list.samples, list.used, sizeof *list.samples, store_sample_compare);
+    *out = list.samples;
+    *count = list.used;
     return 0;
 }
 
@@ -261,149 +265,99 @@ int store_read_scope_stats(store *handle, int limit, store_duration_callback cal
                                      callback, user);
 }
 
-/* ---- copies and drops ---- */
+/* ---- copies, drops, capabilities, metrics ---- */
+
+static int store_copy_stats_row(sqlite3_stmt *statement, void *user)
+{
+    store_copy_stats stats = {
+        .is_memset = sqlite3_column_int(statement, 0),
+        .copy_kind = sqlite3_column_int(statement, 1),
+        .count = sqlite3_column_int64(statement, 2),
+        .bytes = (uint64_t)sqlite3_column_int64(statement, 3),
+        .total_ns = (uint64_t)sqlite3_column_int64(statement, 4),
+        .failed = sqlite3_column_int64(statement, 5),
+    };
+    return STORE_READER_CALL(store_copy_callback, &stats, user);
+}
 
 int store_read_copy_stats(store *handle, store_copy_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(
+    return store_query_each(
         handle,
         "SELECT is_memset, copy_kind, count(*), sum(bytes), sum(max(end_ns - start_ns, 0)),"
         " sum(status != 0) FROM copies GROUP BY is_memset, copy_kind ORDER BY is_memset, copy_kind",
-        &statement, "cannot read copy stats");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        store_copy_stats stats = {
-            .is_memset = sqlite3_column_int(statement, 0),
-            .copy_kind = sqlite3_column_int(statement, 1),
-            .count = sqlite3_column_int64(statement, 2),
-            .bytes = (uint64_t)sqlite3_column_int64(statement, 3),
-            .total_ns = (uint64_t)sqlite3_column_int64(statement, 4),
-            .failed = sqlite3_column_int64(statement, 5),
-        };
-        if (callback(&stats, user)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read copy stats");
-    sqlite3_finalize(statement);
-    return status;
+        NULL, store_copy_stats_row, &(store_reader_call){&callback, user},
+        "cannot read copy stats");
+}
+
+static int store_drop_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_drop_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .source = store_column_text_or_empty(statement, 1),
+        .detail = store_column_text_or_empty(statement, 2),
+        .count = (uint64_t)sqlite3_column_int64(statement, 3),
+    };
+    return STORE_READER_CALL(store_drop_callback, &row, user);
 }
 
 int store_read_drops(store *handle, store_drop_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle,
-                           "SELECT pid, source, detail, count FROM drops WHERE count != 0"
-                           " ORDER BY pid, source, detail",
-                           &statement, "cannot read drops");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        const unsigned char *source = sqlite3_column_text(statement, 1);
-        const unsigned char *detail = sqlite3_column_text(statement, 2);
-        store_drop_row row = {
-            .pid = sqlite3_column_int64(statement, 0),
-            .source = source != NULL ? (const char *)source : "",
-            .detail = detail != NULL ? (const char *)detail : "",
-            .count = (uint64_t)sqlite3_column_int64(statement, 3),
-        };
-        if (callback(&row, user)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read drops");
-    sqlite3_finalize(statement);
-    return status;
+    return store_query_each(handle,
+                            "SELECT pid, source, detail, count FROM drops WHERE count != 0"
+                            " ORDER BY pid, source, detail",
+                            NULL, store_drop_row_handler, &(store_reader_call){&callback, user},
+                            "cannot read drops");
+}
+
+static int store_capability_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_capability_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .feature = store_column_text_or_empty(statement, 1),
+        .requested = sqlite3_column_int(statement, 2),
+        .status = store_column_text_or_empty(statement, 3),
+        .reason = store_column_text_or_empty(statement, 4),
+    };
+    return STORE_READER_CALL(store_capability_callback, &row, user);
 }
 
 int store_read_capabilities(store *handle, store_capability_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle,
-                           "SELECT pid, feature, requested, status, reason FROM capabilities"
-                           " ORDER BY pid, rowid",
-                           &statement, "cannot read capabilities");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        const unsigned char *feature = sqlite3_column_text(statement, 1);
-        const unsigned char *state = sqlite3_column_text(statement, 3);
-        const unsigned char *reason = sqlite3_column_text(statement, 4);
-        store_capability_row row = {
-            .pid = sqlite3_column_int64(statement, 0),
-            .feature = feature != NULL ? (const char *)feature : "",
-            .requested = sqlite3_column_int(statement, 2),
-            .status = state != NULL ? (const char *)state : "",
-            .reason = reason != NULL ? (const char *)reason : "",
-        };
-        if (callback(&row, user)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read capabilities");
-    sqlite3_finalize(statement);
-    return status;
+    return store_query_each(handle,
+                            "SELECT pid, feature, requested, status, reason FROM capabilities"
+                            " ORDER BY pid, rowid",
+                            NULL, store_capability_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read capabilities");
+}
+
+static int store_metric_stats_row(sqlite3_stmt *statement, void *user)
+{
+    store_metric_stats row = {
+        .device = sqlite3_column_int(statement, 0),
+        .name = store_column_text_or_empty(statement, 1),
+        .count = sqlite3_column_int64(statement, 2),
+        .minimum = sqlite3_column_int64(statement, 3),
+        .maximum = sqlite3_column_int64(statement, 4),
+        .mean = sqlite3_column_double(statement, 5),
+    };
+    return STORE_READER_CALL(store_metric_callback, &row, user);
 }
 
 int store_read_metric_stats(store *handle, store_metric_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle,
-                           "SELECT m.device, n.name, COUNT(*), MIN(m.value), MAX(m.value),"
-                           " AVG(m.value) FROM metrics m JOIN names n ON n.id = m.name_id"
-                           " GROUP BY m.device, n.name ORDER BY m.device, n.name",
-                           &statement, "cannot read metrics");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        const unsigned char *name = sqlite3_column_text(statement, 1);
-        store_metric_stats row = {
-            .device = sqlite3_column_int(statement, 0),
-            .name = name != NULL ? (const char *)name : "",
-            .count = sqlite3_column_int64(statement, 2),
-            .minimum = sqlite3_column_int64(statement, 3),
-            .maximum = sqlite3_column_int64(statement, 4),
-            .mean = sqlite3_column_double(statement, 5),
-        };
-        if (callback(&row, user)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read metrics");
-    sqlite3_finalize(statement);
-    return status;
+    return store_query_each(handle,
+                            "SELECT m.device, n.name, COUNT(*), MIN(m.value), MAX(m.value),"
+                            " AVG(m.value) FROM metrics m JOIN names n ON n.id = m.name_id"
+                            " GROUP BY m.device, n.name ORDER BY m.device, n.name",
+                            NULL, store_metric_stats_row, &(store_reader_call){&callback, user},
+                            "cannot read metrics");
 }

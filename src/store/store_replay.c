@@ -45,14 +45,6 @@ static const char pass_insert_sql[] = "INSERT OR REPLACE INTO replay_passes(pid,
 static const char metric_insert_sql[] =
     "INSERT OR REPLACE INTO replay_metrics(pid, launch_id, metric, value) VALUES (?1, ?2, ?3, ?4)";
 
-/* Binds a fixed-size char array of a record: the engine NUL-terminates its
- * strings, but a record is plain memory handed across modules, so the
- * length is bounded by the array rather than trusted. */
-static void bind_fixed_text(sqlite3_stmt *statement, int index, const char *text, size_t capacity)
-{
-    sqlite3_bind_text(statement, index, text, (int)strnlen(text, capacity), SQLITE_TRANSIENT);
-}
-
 static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
 {
     int status = 0;
@@ -63,17 +55,12 @@ static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
     return status;
 }
 
-/* The engine keeps the first REPLAY_RECORD_PASS_MAX passes' times and only
- * counts later ones (passes_run); a count beyond the arrays is clamped,
- * never read past. A span's passes go under its span id. */
-static int write_passes(store *handle, int64_t pid, uint64_t id, const replay_record *record,
+/* The record's kept pass times; a span's go under its span id. */
+static int write_passes(store *handle, int64_t pid, uint64_t id, const store_replay_record *record,
                         sqlite3_stmt *pass)
 {
     int status = 0;
-    uint32_t kept = record->pass_count_kept;
-    if (kept > REPLAY_RECORD_PASS_MAX)
-        kept = REPLAY_RECORD_PASS_MAX;
-    for (uint32_t index = 0; index < kept && status == 0; index++) {
+    for (uint32_t index = 0; index < record->pass_count && status == 0; index++) {
         sqlite3_bind_int64(pass, 1, pid);
         sqlite3_bind_int64(pass, 2, (int64_t)id);
         sqlite3_bind_int64(pass, 3, index);
@@ -84,61 +71,57 @@ static int write_passes(store *handle, int64_t pid, uint64_t id, const replay_re
     return status;
 }
 
+/* Binds the columns replay_launches and replay_spans share, passes_planned
+ * to collector, from parameter first on (they stand in the same order in
+ * both inserts). */
+static void bind_run(sqlite3_stmt *statement, int first, const store_replay_record *record)
+{
+    sqlite3_bind_int64(statement, first, record->passes_planned);
+    sqlite3_bind_int64(statement, first + 1, record->passes_run);
+    sqlite3_bind_int64(statement, first + 2, record->declined != 0);
+    store_bind_text_or_empty(statement, first + 3, record->reason);
+    sqlite3_bind_int64(statement, first + 4, (int64_t)record->begin_ns);
+    sqlite3_bind_int64(statement, first + 5, (int64_t)record->end_ns);
+    sqlite3_bind_int64(statement, first + 6, (int64_t)record->drain_ns);
+    sqlite3_bind_int64(statement, first + 7, (int64_t)record->snapshot_bytes);
+    sqlite3_bind_int64(statement, first + 8, record->shadow_on_device != 0);
+    sqlite3_bind_int64(statement, first + 9, (int64_t)record->snapshot_ns);
+    sqlite3_bind_int64(statement, first + 10, (int64_t)record->restore_ns);
+    sqlite3_bind_int64(statement, first + 11, (int64_t)record->bytes_restored);
+    store_bind_text_or_empty(statement, first + 12, record->collector);
+}
+
 /* A span's own record: its replay_spans row and its passes. The engine
  * gives a span launch_id == span_id; span_id is what the kernels carry, so
  * it is the key (launch_id only when an older record left span_id 0). */
-static int write_span(store *handle, int64_t pid, const replay_record *record, sqlite3_stmt *span,
-                      sqlite3_stmt *pass)
+static int write_span(store *handle, int64_t pid, const store_replay_record *record,
+                      sqlite3_stmt *span, sqlite3_stmt *pass)
 {
     uint64_t span_id = record->span_id != 0 ? record->span_id : record->launch_id;
     sqlite3_bind_int64(span, 1, pid);
     sqlite3_bind_int64(span, 2, (int64_t)span_id);
-    bind_fixed_text(span, 3, record->kernel_name, sizeof(record->kernel_name));
+    store_bind_text_or_empty(span, 3, record->name);
     sqlite3_bind_int64(span, 4, (int64_t)record->launch_index);
     sqlite3_bind_int64(span, 5, record->device);
     sqlite3_bind_int64(span, 6, record->span_kernels);
     sqlite3_bind_int64(span, 7, record->span_copies);
-    sqlite3_bind_int64(span, 8, record->passes_planned);
-    sqlite3_bind_int64(span, 9, record->passes_run);
-    sqlite3_bind_int64(span, 10, record->declined != 0);
-    bind_fixed_text(span, 11, record->reason, sizeof(record->reason));
-    sqlite3_bind_int64(span, 12, (int64_t)record->begin_ns);
-    sqlite3_bind_int64(span, 13, (int64_t)record->end_ns);
-    sqlite3_bind_int64(span, 14, (int64_t)record->drain_ns);
-    sqlite3_bind_int64(span, 15, (int64_t)record->snapshot_bytes);
-    sqlite3_bind_int64(span, 16, record->shadow_on_device != 0);
-    sqlite3_bind_int64(span, 17, (int64_t)record->snapshot_ns);
-    sqlite3_bind_int64(span, 18, (int64_t)record->restore_ns);
-    sqlite3_bind_int64(span, 19, (int64_t)record->bytes_restored);
-    bind_fixed_text(span, 20, record->collector, sizeof(record->collector));
+    bind_run(span, 8, record);
     int status = step_once(handle, span, "cannot write a replay span");
     if (status != 0)
         return status;
     return write_passes(handle, pid, span_id, record, pass);
 }
 
-static int write_record(store *handle, int64_t pid, const replay_record *record,
+static int write_record(store *handle, int64_t pid, const store_replay_record *record,
                         sqlite3_stmt *launch, sqlite3_stmt *pass, sqlite3_stmt *metric)
 {
     sqlite3_bind_int64(launch, 1, pid);
     sqlite3_bind_int64(launch, 2, (int64_t)record->launch_id);
     sqlite3_bind_int64(launch, 3, record->device);
     sqlite3_bind_int64(launch, 4, (int64_t)record->stream_id);
-    bind_fixed_text(launch, 5, record->kernel_name, sizeof(record->kernel_name));
+    store_bind_text_or_empty(launch, 5, record->name);
     sqlite3_bind_int64(launch, 6, (int64_t)record->launch_index);
-    sqlite3_bind_int64(launch, 7, record->passes_planned);
-    sqlite3_bind_int64(launch, 8, record->passes_run);
-    sqlite3_bind_int64(launch, 9, record->declined != 0);
-    bind_fixed_text(launch, 10, record->reason, sizeof(record->reason));
-    sqlite3_bind_int64(launch, 11, (int64_t)record->begin_ns);
-    sqlite3_bind_int64(launch, 12, (int64_t)record->end_ns);
-    sqlite3_bind_int64(launch, 13, (int64_t)record->drain_ns);
-    sqlite3_bind_int64(launch, 14, (int64_t)record->snapshot_bytes);
-    sqlite3_bind_int64(launch, 15, record->shadow_on_device != 0);
-    sqlite3_bind_int64(launch, 16, (int64_t)record->snapshot_ns);
-    sqlite3_bind_int64(launch, 17, (int64_t)record->restore_ns);
-    sqlite3_bind_int64(launch, 18, (int64_t)record->bytes_restored);
-    bind_fixed_text(launch, 19, record->collector, sizeof(record->collector));
+    bind_run(launch, 7, record);
     /* NULL, not 0, for a launch replayed on its own: "no span" is not a
      * span id, and NULL keeps that out of any join on span_id. */
     if (record->span_id != 0)
@@ -149,13 +132,10 @@ static int write_record(store *handle, int64_t pid, const replay_record *record,
     if (status == 0)
         status = write_passes(handle, pid, record->launch_id, record, pass);
 
-    uint32_t metrics = record->metric_count;
-    if (metrics > REPLAY_RECORD_METRIC_MAX)
-        metrics = REPLAY_RECORD_METRIC_MAX;
-    for (uint32_t index = 0; index < metrics && status == 0; index++) {
+    for (uint32_t index = 0; index < record->metric_count && status == 0; index++) {
         sqlite3_bind_int64(metric, 1, pid);
         sqlite3_bind_int64(metric, 2, (int64_t)record->launch_id);
-        bind_fixed_text(metric, 3, record->metric_names[index], REPLAY_METRIC_NAME_MAX);
+        store_bind_text_or_empty(metric, 3, record->metric_names[index]);
         /* NULL, not NaN: SQL has no NaN, and NULL says "not available" to
          * any reader (SQLite would turn a NaN into NULL anyway; this makes
          * it deliberate). */
@@ -176,12 +156,10 @@ static int run_sql(store *handle, const char *sql, const char *what)
     return 0;
 }
 
-int store_write_replay_records(store *handle, int64_t pid, replay_record *const *records,
-                               size_t count)
+int store_write_replay_records(store *handle, int64_t pid,
+                               const store_replay_record *const *records, size_t count)
 {
-    if (handle == NULL || (records == NULL && count > 0))
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, records != NULL || count == 0);
     if (status != 0 || count == 0)
         return status;
 
@@ -201,7 +179,7 @@ int store_write_replay_records(store *handle, int64_t pid, replay_record *const 
         status =
             store_prepare(handle, metric_insert_sql, &metric, "cannot prepare the replay insert");
     for (size_t index = 0; index < count && status == 0; index++) {
-        const replay_record *record = records[index];
+        const store_replay_record *record = records[index];
         if (record == NULL)
             continue;
         if (record->is_span)
@@ -262,6 +240,26 @@ static const char span_kernel_select_sql[] =
 static const char metric_select_sql[] =
     "SELECT metric, value FROM replay_metrics WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid";
 
+/* Reads the run columns (STORE_REPLAY_RUN_MEMBERS, in order) of the
+ * current row, from column first on, into row: a launch or a span row (a
+ * macro, so that one list serves both types). Text points into the row. */
+#define READ_RUN_COLUMNS(statement, first, row)                                                    \
+    do {                                                                                           \
+        (row)->passes_planned = (uint32_t)sqlite3_column_int64((statement), (first));              \
+        (row)->passes_run = (uint32_t)sqlite3_column_int64((statement), (first) + 1);              \
+        (row)->declined = sqlite3_column_int((statement), (first) + 2) != 0;                       \
+        (row)->reason = store_column_text((statement), (first) + 3);                               \
+        (row)->begin_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 4);                \
+        (row)->end_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 5);                  \
+        (row)->drain_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 6);                \
+        (row)->snapshot_bytes = (uint64_t)sqlite3_column_int64((statement), (first) + 7);          \
+        (row)->shadow_on_device = sqlite3_column_int((statement), (first) + 8) != 0;               \
+        (row)->snapshot_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 9);             \
+        (row)->restore_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 10);             \
+        (row)->bytes_restored = (uint64_t)sqlite3_column_int64((statement), (first) + 11);         \
+        (row)->collector = store_column_text((statement), (first) + 12);                           \
+    } while (0)
+
 /* Reads the current row of a LAUNCH_COLUMNS statement; text points into the
  * statement's row, valid until its next step. */
 static void fill_launch_row(sqlite3_stmt *statement, store_replay_launch_row *row)
@@ -273,19 +271,7 @@ static void fill_launch_row(sqlite3_stmt *statement, store_replay_launch_row *ro
     row->stream_id = (uint64_t)sqlite3_column_int64(statement, 3);
     row->kernel = store_column_text(statement, 4);
     row->launch_index = (uint64_t)sqlite3_column_int64(statement, 5);
-    row->passes_planned = (uint32_t)sqlite3_column_int64(statement, 6);
-    row->passes_run = (uint32_t)sqlite3_column_int64(statement, 7);
-    row->declined = sqlite3_column_int(statement, 8) != 0;
-    row->reason = store_column_text(statement, 9);
-    row->begin_ns = (uint64_t)sqlite3_column_int64(statement, 10);
-    row->end_ns = (uint64_t)sqlite3_column_int64(statement, 11);
-    row->drain_ns = (uint64_t)sqlite3_column_int64(statement, 12);
-    row->snapshot_bytes = (uint64_t)sqlite3_column_int64(statement, 13);
-    row->shadow_on_device = sqlite3_column_int(statement, 14) != 0;
-    row->snapshot_ns = (uint64_t)sqlite3_column_int64(statement, 15);
-    row->restore_ns = (uint64_t)sqlite3_column_int64(statement, 16);
-    row->bytes_restored = (uint64_t)sqlite3_column_int64(statement, 17);
-    row->collector = store_column_text(statement, 18);
+    READ_RUN_COLUMNS(statement, 6, row);
     row->passes_kept = (uint32_t)sqlite3_column_int64(statement, 19);
     row->pass_mean_ns = (uint64_t)(sqlite3_column_double(statement, 20) + 0.5);
     row->span_id = (uint64_t)sqlite3_column_int64(statement, 21); /* NULL reads as 0 */
@@ -345,25 +331,33 @@ static int metric_buffer_add(metric_buffer *buffer, const char *name, int has_va
     return 0;
 }
 
+/* What metric_row fills. */
+typedef struct metric_read {
+    store *handle;
+    metric_buffer *buffer;
+} metric_read;
+
+static int metric_row(sqlite3_stmt *statement, void *user)
+{
+    const metric_read *read = user;
+    int has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL;
+    int status = metric_buffer_add(read->buffer, store_column_text(statement, 0), has_value,
+                                   sqlite3_column_double(statement, 1));
+    if (status != 0)
+        store_set_error(read->handle, "%s: out of memory reading replay metrics",
+                        read->handle->path);
+    return status;
+}
+
+/* One launch's metrics into buffer, through the caller's metric_select_sql
+ * statement. */
 static int read_metrics(store *handle, sqlite3_stmt *statement, int64_t pid, uint64_t launch_id,
                         metric_buffer *buffer)
 {
     metric_buffer_clear(buffer);
-    sqlite3_reset(statement);
-    sqlite3_bind_int64(statement, 1, pid);
-    sqlite3_bind_int64(statement, 2, (int64_t)launch_id);
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        int has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL;
-        status = metric_buffer_add(buffer, store_column_text(statement, 0), has_value,
-                                   sqlite3_column_double(statement, 1));
-        if (status != 0)
-            store_set_error(handle, "%s: out of memory reading replay metrics", handle->path);
-    }
-    if (status == 0 && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay metrics");
-    sqlite3_reset(statement);
-    return status;
+    store_params params = {2, {pid, (int64_t)launch_id}};
+    return store_statement_each(handle, statement, &params, metric_row,
+                                &(metric_read){handle, buffer}, "cannot read the replay metrics");
 }
 
 static void attach_metrics(store_replay_launch_row *row, const metric_buffer *buffer)
@@ -374,6 +368,30 @@ static void attach_metrics(store_replay_launch_row *row, const metric_buffer *bu
     row->metric_has_value = buffer->has_value;
 }
 
+/* What launch_row needs besides the row: the metrics statement and the
+ * buffer its rows are copied into, and the reader's callback. */
+typedef struct launch_read {
+    store *handle;
+    sqlite3_stmt *metrics;
+    metric_buffer buffer;
+    store_replay_launch_callback callback;
+    void *user;
+} launch_read;
+
+static int launch_row(sqlite3_stmt *statement, void *user)
+{
+    launch_read *read = user;
+    store_replay_launch_row row;
+    fill_launch_row(statement, &row);
+    /* The metrics statement runs while the launch row is current; the
+     * launch's text columns stay valid because it is another statement. */
+    int status = read_metrics(read->handle, read->metrics, row.pid, row.launch_id, &read->buffer);
+    if (status != 0)
+        return status;
+    attach_metrics(&row, &read->buffer);
+    return read->callback(&row, read->user) != 0;
+}
+
 int store_read_replay_launches(store *handle, store_replay_launch_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
@@ -381,30 +399,18 @@ int store_read_replay_launches(store *handle, store_replay_launch_callback callb
     int status = store_flush(handle);
     if (status != 0)
         return status;
-    sqlite3_stmt *launches = NULL, *metrics = NULL;
+    sqlite3_stmt *launches = NULL;
+    launch_read read = {.handle = handle, .callback = callback, .user = user};
     status = store_prepare(handle, launch_select_sql, &launches, "cannot read the replay launches");
     if (status == 0)
-        status =
-            store_prepare(handle, metric_select_sql, &metrics, "cannot read the replay metrics");
-    metric_buffer buffer = {0};
-    int rc = SQLITE_DONE;
-    while (status == 0 && (rc = sqlite3_step(launches)) == SQLITE_ROW) {
-        store_replay_launch_row row;
-        fill_launch_row(launches, &row);
-        /* The metrics statement runs while the launch row is current; the
-         * launch's text columns stay valid because it is another statement. */
-        status = read_metrics(handle, metrics, row.pid, row.launch_id, &buffer);
-        if (status != 0)
-            break;
-        attach_metrics(&row, &buffer);
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (status == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay launches");
-    metric_buffer_free(&buffer);
+        status = store_prepare(handle, metric_select_sql, &read.metrics,
+                               "cannot read the replay metrics");
+    if (status == 0)
+        status = store_statement_each(handle, launches, NULL, launch_row, &read,
+                                      "cannot read the replay launches");
+    metric_buffer_free(&read.buffer);
     sqlite3_finalize(launches);
-    sqlite3_finalize(metrics);
+    sqlite3_finalize(read.metrics);
     return status;
 }
 
@@ -495,23 +501,58 @@ out_of_memory:
     return FLARE_ERR_NO_MEMORY;
 }
 
-static int read_span_kernels(store *handle, sqlite3_stmt *statement, sqlite3_stmt *metrics,
-                             int64_t pid, uint64_t span_id, span_kernels *kernels)
+/* What span_row and span_kernel_row need besides the row. */
+typedef struct span_read {
+    store *handle;
+    sqlite3_stmt *kernel_rows;
+    sqlite3_stmt *metrics;
+    span_kernels kernels;
+    store_replay_span_callback callback;
+    void *user;
+} span_read;
+
+static int span_kernel_row(sqlite3_stmt *statement, void *user)
 {
+    span_read *read = user;
+    return span_kernels_add(read->handle, &read->kernels, statement, read->metrics);
+}
+
+static int read_span_kernels(span_read *read, int64_t pid, uint64_t span_id)
+{
+    span_kernels *kernels = &read->kernels;
     span_kernels_clear(kernels);
-    sqlite3_reset(statement);
-    sqlite3_bind_int64(statement, 1, pid);
-    sqlite3_bind_int64(statement, 2, (int64_t)span_id);
-    int rc, status = 0;
-    while (status == 0 && (rc = sqlite3_step(statement)) == SQLITE_ROW)
-        status = span_kernels_add(handle, kernels, statement, metrics);
-    if (status == 0 && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the kernels of a replay span");
-    sqlite3_reset(statement);
+    store_params params = {2, {pid, (int64_t)span_id}};
+    int status = store_statement_each(read->handle, read->kernel_rows, &params, span_kernel_row,
+                                      read, "cannot read the kernels of a replay span");
     /* The rows array is filled only now: copies may have moved while it grew. */
     for (size_t index = 0; status == 0 && index < kernels->count; index++)
         kernels->rows[index] = kernels->copies[index].row;
     return status;
+}
+
+static int span_row(sqlite3_stmt *spans, void *user)
+{
+    span_read *read = user;
+    store_replay_span_row row;
+    memset(&row, 0, sizeof(row));
+    row.pid = sqlite3_column_int64(spans, 0);
+    row.span_id = (uint64_t)sqlite3_column_int64(spans, 1);
+    row.name = store_column_text(spans, 2);
+    row.occurrence = (uint64_t)sqlite3_column_int64(spans, 3);
+    row.device = sqlite3_column_int(spans, 4);
+    row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
+    row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
+    READ_RUN_COLUMNS(spans, 7, &row);
+    row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
+    row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
+    /* The span's text stays valid: the kernel and metric reads run on
+     * other statements. */
+    int status = read_span_kernels(read, row.pid, row.span_id);
+    if (status != 0)
+        return status;
+    row.kernel_count = read->kernels.count;
+    row.kernel_rows = read->kernels.rows;
+    return read->callback(&row, read->user) != 0;
 }
 
 int store_read_replay_spans(store *handle, store_replay_span_callback callback, void *user)
@@ -521,91 +562,46 @@ int store_read_replay_spans(store *handle, store_replay_span_callback callback, 
     int status = store_flush(handle);
     if (status != 0)
         return status;
-    sqlite3_stmt *spans = NULL, *kernel_rows = NULL, *metrics = NULL;
+    sqlite3_stmt *spans = NULL;
+    span_read read = {.handle = handle, .callback = callback, .user = user};
     status = store_prepare(handle, span_select_sql, &spans, "cannot read the replay spans");
     if (status == 0)
-        status = store_prepare(handle, span_kernel_select_sql, &kernel_rows,
+        status = store_prepare(handle, span_kernel_select_sql, &read.kernel_rows,
                                "cannot read the kernels of a replay span");
     if (status == 0)
-        status =
-            store_prepare(handle, metric_select_sql, &metrics, "cannot read the replay metrics");
-    span_kernels kernels = {0};
-    int rc = SQLITE_DONE;
-    while (status == 0 && (rc = sqlite3_step(spans)) == SQLITE_ROW) {
-        store_replay_span_row row;
-        memset(&row, 0, sizeof(row));
-        row.pid = sqlite3_column_int64(spans, 0);
-        row.span_id = (uint64_t)sqlite3_column_int64(spans, 1);
-        row.name = store_column_text(spans, 2);
-        row.occurrence = (uint64_t)sqlite3_column_int64(spans, 3);
-        row.device = sqlite3_column_int(spans, 4);
-        row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
-        row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
-        row.passes_planned = (uint32_t)sqlite3_column_int64(spans, 7);
-        row.passes_run = (uint32_t)sqlite3_column_int64(spans, 8);
-        row.declined = sqlite3_column_int(spans, 9) != 0;
-        row.reason = store_column_text(spans, 10);
-        row.begin_ns = (uint64_t)sqlite3_column_int64(spans, 11);
-        row.end_ns = (uint64_t)sqlite3_column_int64(spans, 12);
-        row.drain_ns = (uint64_t)sqlite3_column_int64(spans, 13);
-        row.snapshot_bytes = (uint64_t)sqlite3_column_int64(spans, 14);
-        row.shadow_on_device = sqlite3_column_int(spans, 15) != 0;
-        row.snapshot_ns = (uint64_t)sqlite3_column_int64(spans, 16);
-        row.restore_ns = (uint64_t)sqlite3_column_int64(spans, 17);
-        row.bytes_restored = (uint64_t)sqlite3_column_int64(spans, 18);
-        row.collector = store_column_text(spans, 19);
-        row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
-        row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
-        /* The span's text stays valid: the kernel and metric reads run on
-         * other statements. */
-        status = read_span_kernels(handle, kernel_rows, metrics, row.pid, row.span_id, &kernels);
-        if (status != 0)
-            break;
-        row.kernel_count = kernels.count;
-        row.kernel_rows = kernels.rows;
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (status == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay spans");
-    span_kernels_free(&kernels);
+        status = store_prepare(handle, metric_select_sql, &read.metrics,
+                               "cannot read the replay metrics");
+    if (status == 0)
+        status = store_statement_each(handle, spans, NULL, span_row, &read,
+                                      "cannot read the replay spans");
+    span_kernels_free(&read.kernels);
     sqlite3_finalize(spans);
-    sqlite3_finalize(kernel_rows);
-    sqlite3_finalize(metrics);
+    sqlite3_finalize(read.kernel_rows);
+    sqlite3_finalize(read.metrics);
     return status;
 }
 
 static const char pass_select_sql[] = "SELECT pass, start_ns, end_ns FROM replay_passes WHERE pid "
                                       "= ?1 AND launch_id = ?2 ORDER BY pass";
 
+static int pass_row(sqlite3_stmt *statement, void *user)
+{
+    store_replay_pass_row row = {
+        .pass = (uint32_t)sqlite3_column_int64(statement, 0),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 1),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 2),
+    };
+    return STORE_READER_CALL(store_replay_pass_callback, &row, user);
+}
+
 int store_read_replay_passes(store *handle, int64_t pid, uint64_t launch_id,
                              store_replay_pass_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, pass_select_sql, &statement, "cannot read the replay passes");
-    if (status != 0)
-        return status;
-    sqlite3_bind_int64(statement, 1, pid);
-    sqlite3_bind_int64(statement, 2, (int64_t)launch_id);
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        store_replay_pass_row row = {
-            .pass = (uint32_t)sqlite3_column_int64(statement, 0),
-            .start_ns = (uint64_t)sqlite3_column_int64(statement, 1),
-            .end_ns = (uint64_t)sqlite3_column_int64(statement, 2),
-        };
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the replay passes");
-    sqlite3_finalize(statement);
-    return status;
+    store_params params = {2, {pid, (int64_t)launch_id}};
+    return store_query_each(handle, pass_select_sql, &params, pass_row,
+                            &(store_reader_call){&callback, user}, "cannot read the replay passes");
 }
 
 /* The launches replayed on their own (OWN_LAUNCH). */

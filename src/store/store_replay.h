@@ -3,12 +3,15 @@
  * database: the tables replay_launches, replay_spans, replay_passes and
  * replay_metrics (docs/schema.md, docs/replay.md).
  *
- * The collector writes the engine's finished replay_records (src/replay/
- * replay.h) inside its open batch; `flare report` and `flare replay` read
- * them back. Like every store function these never abort: they return 0 or
- * a negative flare_status and leave SQLite's message in store_last_error.
- * They are never called on a launch path: records reach them through the
- * engine's bounded queue and the collector thread.
+ * The collector writes the engine's finished replay records inside its open
+ * batch, converted by the replay feature (src/replay/replay_records.c) into
+ * the store_replay_record rows below; `flare report` and `flare replay` read
+ * them back. The store knows nothing of the engine's types: it must never
+ * include a replay header, only these plain rows. Like every store function
+ * these never abort: they return 0 or a negative flare_status and leave
+ * SQLite's message in store_last_error. They are never called on a launch
+ * path: records reach them through the engine's bounded queue and the
+ * collector thread.
  */
 #ifndef FLARE_STORE_STORE_REPLAY_H
 #define FLARE_STORE_STORE_REPLAY_H
@@ -16,24 +19,73 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "replay/replay.h"
 #include "store/store.h"
+
+/*
+ * What one replay of a launch or a span did: the columns replay_launches
+ * and replay_spans share, in their order, as members of store_replay_record
+ * and of both reader rows (one list, so the three cannot drift apart).
+ */
+#define STORE_REPLAY_RUN_MEMBERS                                                                   \
+    uint32_t passes_planned; /* 0: until a continue callback stopped it */                         \
+    uint32_t passes_run;     /* pass 0 (the program's own run) included; 1 when declined */        \
+    int declined;                                                                                  \
+    const char *reason;      /* why it was declined, or a note on a replayed one, or "" */         \
+    uint64_t begin_ns;       /* the replay began (flare clock) */                                  \
+    uint64_t end_ns;         /* the last pass finished and the gate was released */                \
+    uint64_t drain_ns;       /* time in the drains before the snapshot */                          \
+    uint64_t snapshot_bytes; /* bytes copied once into the shadows */                              \
+    int shadow_on_device;    /* 1: device shadows, 0: pinned host */                               \
+    uint64_t snapshot_ns;    /* time of the snapshot copy */                                       \
+    uint64_t restore_ns;     /* total time of every restore */                                     \
+    uint64_t bytes_restored; /* total bytes written back */                                        \
+    const char *collector;   /* the metric collector ("sim-metrics", ...), or "" */
+
+/*
+ * One finished replay as store_write_replay_records takes it: a launch
+ * (is_span 0) or a span (is_span 1). Strings are NUL-terminated (NULL is
+ * written as ""); the arrays hold pass_count and metric_count entries and
+ * are only read during the call. The caller owns everything.
+ */
+typedef struct store_replay_record {
+    int is_span;
+    uint64_t launch_id;
+    /* A launch: its span (0: replayed on its own). A span: its own id (0:
+     * launch_id is the span's id). */
+    uint64_t span_id;
+    int device;
+    uint64_t stream_id;    /* launches only */
+    const char *name;      /* the kernel, or the span's name */
+    uint64_t launch_index; /* launches of this name before it; a span's occurrence */
+    uint32_t span_kernels; /* spans only: launches recorded in the span */
+    uint32_t span_copies;  /* spans only: copies and memsets recorded in it */
+    STORE_REPLAY_RUN_MEMBERS
+    /* The passes whose times were kept, by pass (at most the first few of
+     * passes_run). */
+    uint32_t pass_count;
+    const uint64_t *pass_start_ns;
+    const uint64_t *pass_end_ns;
+    /* Launches only (a span's metrics are its kernels'): names and values
+     * in order; a NaN value is "not available". */
+    uint32_t metric_count;
+    const char *const *metric_names;
+    const double *metric_values;
+} store_replay_record;
 
 /*
  * Writes count records of process pid. A launch record (is_span 0) becomes
  * one replay_launches row (span_id NULL for a launch replayed on its own,
- * else its span's id), its kept pass timestamps (at most
- * REPLAY_RECORD_PASS_MAX; passes_run says how many ran) and its metric
- * values (a NaN value is stored as NULL). A span record (is_span 1) becomes
- * one replay_spans row and its pass timestamps under launch_id = span_id;
- * its metric names are not stored (its kernels carry the values). NULL
- * entries of records are skipped. All the records land or none do: inside a
- * batch they are bracketed by a savepoint, so a failure leaves the batch's
- * other rows intact (unless SQLite itself rolled the batch back, which then
- * fails like any lost batch write). Writing a record again replaces it.
+ * else its span's id), its kept pass timestamps and its metric values (a
+ * NaN value is stored as NULL). A span record (is_span 1) becomes one
+ * replay_spans row and its pass timestamps under launch_id = span_id; its
+ * metric names are not stored (its kernels carry the values). NULL entries
+ * of records are skipped. All the records land or none do: inside a batch
+ * they are bracketed by a savepoint, so a failure leaves the batch's other
+ * rows intact (unless SQLite itself rolled the batch back, which then fails
+ * like any lost batch write). Writing a record again replaces it.
  */
-int store_write_replay_records(store *database, int64_t pid, replay_record *const *records,
-                               size_t count);
+int store_write_replay_records(store *database, int64_t pid,
+                               const store_replay_record *const *records, size_t count);
 
 /* One replayed or declined launch as the readers return it. Strings and
  * arrays are valid during the callback only. */
@@ -45,20 +97,8 @@ typedef struct store_replay_launch_row {
     int device;
     uint64_t stream_id;
     const char *kernel;
-    uint64_t launch_index;   /* launches of this name before it, 0-based */
-    uint32_t passes_planned; /* 0: until a continue callback stopped it */
-    uint32_t passes_run;
-    int declined;
-    const char *reason;
-    uint64_t begin_ns;
-    uint64_t end_ns;
-    uint64_t drain_ns;
-    uint64_t snapshot_bytes;
-    int shadow_on_device;
-    uint64_t snapshot_ns;
-    uint64_t restore_ns;
-    uint64_t bytes_restored;
-    const char *collector;
+    uint64_t launch_index; /* launches of this name before it, 0-based */
+    STORE_REPLAY_RUN_MEMBERS
     /* From replay_passes: the passes whose times were kept, and the mean
      * length of one (0 when none was kept). */
     uint32_t passes_kept;
@@ -86,24 +126,12 @@ int store_read_replay_launches(store *database, store_replay_launch_callback cal
 typedef struct store_replay_span_row {
     int64_t pid;
     uint64_t span_id;
-    const char *name;        /* the scope, NVTX range or flare_replay_range_begin name */
-    uint64_t occurrence;     /* which occurrence of the name (1-based); 0: an explicit span */
-    int device;              /* -1: the span submitted no device work */
-    uint32_t kernels;        /* launches recorded in the span */
-    uint32_t copies;         /* copies and memsets recorded in the span */
-    uint32_t passes_planned; /* what the metric collector asked for */
-    uint32_t passes_run;     /* pass 0 (the program's own run) included; 1 when declined */
-    int declined;
-    const char *reason; /* why it was declined, or a note on a replayed one, or "" */
-    uint64_t begin_ns;  /* the span began (flare clock) */
-    uint64_t end_ns;    /* the last pass finished and the gate was released */
-    uint64_t drain_ns;
-    uint64_t snapshot_bytes;
-    int shadow_on_device;
-    uint64_t snapshot_ns;
-    uint64_t restore_ns;
-    uint64_t bytes_restored;
-    const char *collector;
+    const char *name;    /* the scope, NVTX range or flare_replay_range_begin name */
+    uint64_t occurrence; /* which occurrence of the name (1-based); 0: an explicit span */
+    int device;          /* -1: the span submitted no device work */
+    uint32_t kernels;    /* launches recorded in the span */
+    uint32_t copies;     /* copies and memsets recorded in the span */
+    STORE_REPLAY_RUN_MEMBERS
     uint32_t passes_kept;  /* pass times kept in replay_passes */
     uint64_t pass_mean_ns; /* mean length of one kept pass (0 when none) */
     /* The span's kernel rows in launch order (launch id), each with its

@@ -25,30 +25,21 @@ static const char rule_upsert_sql[] =
     "excluded.missing_readings, last_value = excluded.last_value, sequence = excluded.sequence "
     "WHERE excluded.sequence > rules.sequence";
 
-static const char *text_or_empty(const char *text)
-{
-    return text != NULL ? text : "";
-}
-
 int store_put_rule(store *handle, const store_rule_row *row)
 {
-    if (handle == NULL || row == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, row != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, rule_upsert_sql, -1, &statement, NULL) != SQLITE_OK) {
-        status = store_set_sqlite_error(handle, "cannot prepare the rule insert");
-        sqlite3_finalize(statement);
+    status = store_prepare(handle, rule_upsert_sql, &statement, "cannot prepare the rule insert");
+    if (status != 0)
         return status;
-    }
     sqlite3_bind_int64(statement, 1, row->pid);
     sqlite3_bind_int64(statement, 2, row->rule_id);
-    sqlite3_bind_text(statement, 3, text_or_empty(row->text), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(statement, 4, text_or_empty(row->canonical), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(statement, 5, text_or_empty(row->status), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(statement, 6, text_or_empty(row->reason), -1, SQLITE_TRANSIENT);
+    store_bind_text_or_empty(statement, 3, row->text);
+    store_bind_text_or_empty(statement, 4, row->canonical);
+    store_bind_text_or_empty(statement, 5, row->status);
+    store_bind_text_or_empty(statement, 6, row->reason);
     sqlite3_bind_int64(statement, 7, (int64_t)row->times_true);
     sqlite3_bind_int64(statement, 8, (int64_t)row->windows_fired);
     sqlite3_bind_int64(statement, 9, (int64_t)row->busy_refusals);
@@ -59,10 +50,7 @@ int store_put_rule(store *handle, const store_rule_row *row)
     else
         sqlite3_bind_null(statement, 12);
     sqlite3_bind_int64(statement, 13, (int64_t)row->sequence);
-    if (sqlite3_step(statement) != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot write a rule");
-    sqlite3_finalize(statement);
-    return status;
+    return store_step_and_finalize(handle, statement, "cannot write a rule");
 }
 
 static const char rule_select_sql[] =
@@ -70,40 +58,31 @@ static const char rule_select_sql[] =
     "busy_refusals, stale_readings, missing_readings, last_value, sequence FROM rules "
     "ORDER BY pid, rule_id";
 
+static int store_rule_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_rule_row row;
+    memset(&row, 0, sizeof(row));
+    row.pid = sqlite3_column_int64(statement, 0);
+    row.rule_id = (uint32_t)sqlite3_column_int64(statement, 1);
+    row.text = store_column_text(statement, 2);
+    row.canonical = store_column_text(statement, 3);
+    row.status = store_column_text(statement, 4);
+    row.reason = store_column_text(statement, 5);
+    row.times_true = (uint64_t)sqlite3_column_int64(statement, 6);
+    row.windows_fired = (uint64_t)sqlite3_column_int64(statement, 7);
+    row.busy_refusals = (uint64_t)sqlite3_column_int64(statement, 8);
+    row.stale_readings = (uint64_t)sqlite3_column_int64(statement, 9);
+    row.missing_readings = (uint64_t)sqlite3_column_int64(statement, 10);
+    row.has_last_value = sqlite3_column_type(statement, 11) != SQLITE_NULL;
+    row.last_value = sqlite3_column_double(statement, 11);
+    row.sequence = (uint64_t)sqlite3_column_int64(statement, 12);
+    return STORE_READER_CALL(store_rule_callback, &row, user);
+}
+
 int store_read_rules(store *handle, store_rule_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, rule_select_sql, &statement, "cannot read the rules");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        store_rule_row row;
-        memset(&row, 0, sizeof(row));
-        row.pid = sqlite3_column_int64(statement, 0);
-        row.rule_id = (uint32_t)sqlite3_column_int64(statement, 1);
-        row.text = store_column_text(statement, 2);
-        row.canonical = store_column_text(statement, 3);
-        row.status = store_column_text(statement, 4);
-        row.reason = store_column_text(statement, 5);
-        row.times_true = (uint64_t)sqlite3_column_int64(statement, 6);
-        row.windows_fired = (uint64_t)sqlite3_column_int64(statement, 7);
-        row.busy_refusals = (uint64_t)sqlite3_column_int64(statement, 8);
-        row.stale_readings = (uint64_t)sqlite3_column_int64(statement, 9);
-        row.missing_readings = (uint64_t)sqlite3_column_int64(statement, 10);
-        row.has_last_value = sqlite3_column_type(statement, 11) != SQLITE_NULL;
-        row.last_value = sqlite3_column_double(statement, 11);
-        row.sequence = (uint64_t)sqlite3_column_int64(statement, 12);
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the rules");
-    sqlite3_finalize(statement);
-    return status;
+    return store_query_each(handle, rule_select_sql, NULL, store_rule_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the rules");
 }

@@ -25,11 +25,6 @@ static const char window_insert_sql[] =
     "engine_status = excluded.engine_status, engine_reason = excluded.engine_reason, "
     "engine_samples = excluded.engine_samples";
 
-static const char *text_or_empty(const char *text)
-{
-    return text != NULL ? text : "";
-}
-
 /* Binds a time that 0 means "never" as NULL, so SQL sees the difference. */
 static void bind_time(sqlite3_stmt *statement, int index, uint64_t time_ns)
 {
@@ -41,25 +36,22 @@ static void bind_time(sqlite3_stmt *statement, int index, uint64_t time_ns)
 
 int store_put_window(store *handle, const store_window_row *row)
 {
-    if (handle == NULL || row == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, row != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(handle->db, window_insert_sql, -1, &statement, NULL) != SQLITE_OK) {
-        status = store_set_sqlite_error(handle, "cannot prepare the window insert");
-        sqlite3_finalize(statement);
+    status =
+        store_prepare(handle, window_insert_sql, &statement, "cannot prepare the window insert");
+    if (status != 0)
         return status;
-    }
     sqlite3_bind_int64(statement, 1, row->pid);
     sqlite3_bind_int64(statement, 2, (int64_t)row->id);
-    sqlite3_bind_text(statement, 3, text_or_empty(row->token_kind), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(statement, 4, text_or_empty(row->label), -1, SQLITE_TRANSIENT);
+    store_bind_text_or_empty(statement, 3, row->token_kind);
+    store_bind_text_or_empty(statement, 4, row->label);
     if (row->has_cause) {
         sqlite3_bind_int64(statement, 5, row->rule_id);
-        sqlite3_bind_text(statement, 6, text_or_empty(row->rule_text), -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(statement, 7, text_or_empty(row->comparison), -1, SQLITE_TRANSIENT);
+        store_bind_text_or_empty(statement, 6, row->rule_text);
+        store_bind_text_or_empty(statement, 7, row->comparison);
         sqlite3_bind_double(statement, 8, row->threshold);
         sqlite3_bind_int64(statement, 9, (int64_t)row->rate_window_ns);
         sqlite3_bind_int64(statement, 10, (int64_t)row->sustained_ns);
@@ -73,16 +65,13 @@ int store_put_window(store *handle, const store_window_row *row)
     sqlite3_bind_int64(statement, 16, (int64_t)row->requested_ns);
     bind_time(statement, 17, row->opened_ns);
     bind_time(statement, 18, row->closed_ns);
-    sqlite3_bind_text(statement, 19, text_or_empty(row->close_reason), -1, SQLITE_TRANSIENT);
+    store_bind_text_or_empty(statement, 19, row->close_reason);
     sqlite3_bind_int64(statement, 20, (int64_t)row->launches);
-    sqlite3_bind_text(statement, 21, text_or_empty(row->engine), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(statement, 22, text_or_empty(row->engine_status), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(statement, 23, text_or_empty(row->engine_reason), -1, SQLITE_TRANSIENT);
+    store_bind_text_or_empty(statement, 21, row->engine);
+    store_bind_text_or_empty(statement, 22, row->engine_status);
+    store_bind_text_or_empty(statement, 23, row->engine_reason);
     sqlite3_bind_int64(statement, 24, (int64_t)row->engine_samples);
-    if (sqlite3_step(statement) != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot write a window");
-    sqlite3_finalize(statement);
-    return status;
+    return store_step_and_finalize(handle, statement, "cannot write a window");
 }
 
 static const char window_select_sql[] =
@@ -97,52 +86,44 @@ static uint64_t column_u64(sqlite3_stmt *statement, int column)
     return (uint64_t)sqlite3_column_int64(statement, column);
 }
 
+static int store_window_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_window_row row;
+    memset(&row, 0, sizeof(row));
+    row.pid = sqlite3_column_int64(statement, 0);
+    row.id = column_u64(statement, 1);
+    row.token_kind = store_column_text(statement, 2);
+    row.label = store_column_text(statement, 3);
+    row.has_cause = sqlite3_column_type(statement, 4) != SQLITE_NULL;
+    row.rule_id = (uint32_t)sqlite3_column_int64(statement, 4);
+    row.rule_text = store_column_text(statement, 5);
+    row.comparison = store_column_text(statement, 6);
+    row.threshold = sqlite3_column_double(statement, 7);
+    row.rate_window_ns = column_u64(statement, 8);
+    row.sustained_ns = column_u64(statement, 9);
+    row.first_true_ns = column_u64(statement, 10);
+    row.observed_value = sqlite3_column_double(statement, 11);
+    row.observed_partial = sqlite3_column_int(statement, 12);
+    row.max_duration_ns = column_u64(statement, 13);
+    row.max_launches = column_u64(statement, 14);
+    row.requested_ns = column_u64(statement, 15);
+    row.opened_ns = column_u64(statement, 16);
+    row.closed_ns = column_u64(statement, 17);
+    row.close_reason = store_column_text(statement, 18);
+    row.launches = column_u64(statement, 19);
+    row.engine = store_column_text(statement, 20);
+    row.engine_status = store_column_text(statement, 21);
+    row.engine_reason = store_column_text(statement, 22);
+    row.engine_samples = column_u64(statement, 23);
+    return STORE_READER_CALL(store_window_callback, &row, user);
+}
+
 int store_read_windows(store *handle, store_window_callback callback, void *user)
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    /* A WRITE handle's readers must see the open batch's buffered rows. */
-    int status = store_flush(handle);
-    if (status != 0)
-        return status;
-    sqlite3_stmt *statement = NULL;
-    status = store_prepare(handle, window_select_sql, &statement, "cannot read the windows");
-    if (status != 0)
-        return status;
-    int rc;
-    while ((rc = sqlite3_step(statement)) == SQLITE_ROW) {
-        store_window_row row;
-        memset(&row, 0, sizeof(row));
-        row.pid = sqlite3_column_int64(statement, 0);
-        row.id = column_u64(statement, 1);
-        row.token_kind = store_column_text(statement, 2);
-        row.label = store_column_text(statement, 3);
-        row.has_cause = sqlite3_column_type(statement, 4) != SQLITE_NULL;
-        row.rule_id = (uint32_t)sqlite3_column_int64(statement, 4);
-        row.rule_text = store_column_text(statement, 5);
-        row.comparison = store_column_text(statement, 6);
-        row.threshold = sqlite3_column_double(statement, 7);
-        row.rate_window_ns = column_u64(statement, 8);
-        row.sustained_ns = column_u64(statement, 9);
-        row.first_true_ns = column_u64(statement, 10);
-        row.observed_value = sqlite3_column_double(statement, 11);
-        row.observed_partial = sqlite3_column_int(statement, 12);
-        row.max_duration_ns = column_u64(statement, 13);
-        row.max_launches = column_u64(statement, 14);
-        row.requested_ns = column_u64(statement, 15);
-        row.opened_ns = column_u64(statement, 16);
-        row.closed_ns = column_u64(statement, 17);
-        row.close_reason = store_column_text(statement, 18);
-        row.launches = column_u64(statement, 19);
-        row.engine = store_column_text(statement, 20);
-        row.engine_status = store_column_text(statement, 21);
-        row.engine_reason = store_column_text(statement, 22);
-        row.engine_samples = column_u64(statement, 23);
-        if (callback(&row, user) != 0)
-            break;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        status = store_set_sqlite_error(handle, "cannot read the windows");
-    sqlite3_finalize(statement);
-    return status;
+    /* store_query_each flushes first: a WRITE handle's readers must see the
+     * open batch's buffered rows. */
+    return store_query_each(handle, window_select_sql, NULL, store_window_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the windows");
 }

@@ -78,7 +78,8 @@ int store_writer_prepare(store *handle)
         const char *list;
         int columns;
     } tables[STORE_BLOCK_COUNT] = {
-#define STORE_BLOCK_TABLE_(id, table, columns, list) [STORE_BLOCK_##id] = {table, list, columns},
+#define STORE_BLOCK_TABLE_(id, table, columns, list, type, put, name)                              \
+    [STORE_BLOCK_##id] = {table, list, columns},
         STORE_BLOCK_TABLES(STORE_BLOCK_TABLE_)
 #undef STORE_BLOCK_TABLE_
     };
@@ -119,7 +120,7 @@ void store_writer_finalize(store *handle)
  * count, but on some errors (SQLITE_FULL, SQLITE_IOERR) SQLite rolls the
  * whole transaction back by itself: then the batch is lost, not the row.
  */
-static int store_step(store *handle, sqlite3_stmt *statement, const char *what)
+int store_step(store *handle, sqlite3_stmt *statement, const char *what)
 {
     int rc = sqlite3_step(statement);
     if (rc == SQLITE_DONE) {
@@ -136,7 +137,7 @@ static int store_step(store *handle, sqlite3_stmt *statement, const char *what)
 /* ---- blocks ---- */
 
 static const char *const store_block_what[STORE_BLOCK_COUNT] = {
-#define STORE_BLOCK_WHAT_(id, table, columns, list)                                                \
+#define STORE_BLOCK_WHAT_(id, table, columns, list, type, put, name)                               \
     [STORE_BLOCK_##id] = "cannot write " table " rows",
     STORE_BLOCK_TABLES(STORE_BLOCK_WHAT_)
 #undef STORE_BLOCK_WHAT_
@@ -348,13 +349,123 @@ static int store_intern(store *handle, const char *name, int64_t *id)
     return 0;
 }
 
-/* ---- rows ---- */
+/* ---- block rows ---- */
+
+/* Each block table's columns from its row, in the table's column list
+ * order, into the block's next slot; name_id is the interned name (0 for a
+ * table without one). */
+
+static void store_block_fill_kernel(int64_t *values, const store_kernel_row *row, int64_t name_id)
+{
+    values[0] = row->pid;
+    values[1] = row->device;
+    values[2] = (int64_t)row->stream_id;
+    values[3] = (int64_t)row->correlation_id;
+    values[4] = name_id;
+    values[5] = (int64_t)row->start_ns;
+    values[6] = (int64_t)row->end_ns;
+    values[7] = row->grid[0];
+    values[8] = row->grid[1];
+    values[9] = row->grid[2];
+    values[10] = row->block[0];
+    values[11] = row->block[1];
+    values[12] = row->block[2];
+    values[13] = row->shared_memory_bytes;
+    values[14] = row->registers_per_thread;
+    values[15] = (int64_t)row->context_id;
+}
+
+static void store_block_fill_metric(int64_t *values, const store_metric_row *row, int64_t name_id)
+{
+    values[0] = row->pid;
+    values[1] = row->device;
+    values[2] = name_id;
+    values[3] = (int64_t)row->time_ns;
+    values[4] = row->value;
+}
+
+static void store_block_fill_external_correlation_row(int64_t *values,
+                                                      const store_external_correlation_row *row,
+                                                      int64_t name_id)
+{
+    (void)name_id;
+    values[0] = row->pid;
+    values[1] = (int64_t)row->correlation_id;
+    values[2] = row->external_kind;
+    values[3] = (int64_t)row->external_id;
+}
+
+static void store_block_fill_copy(int64_t *values, const store_copy_row *row, int64_t name_id)
+{
+    (void)name_id;
+    values[0] = row->pid;
+    values[1] = row->device;
+    values[2] = (int64_t)row->stream_id;
+    values[3] = (int64_t)row->correlation_id;
+    values[4] = row->is_memset ? 1 : 0;
+    values[5] = row->copy_kind;
+    values[6] = (int64_t)row->bytes;
+    values[7] = (int64_t)row->start_ns;
+    values[8] = (int64_t)row->end_ns;
+    values[9] = row->status;
+}
+
+static void store_block_fill_scope(int64_t *values, const store_scope_row *row, int64_t name_id)
+{
+    values[0] = row->pid;
+    values[1] = row->thread_id;
+    values[2] = (int64_t)row->instance_id;
+    values[3] = name_id;
+    values[4] = row->depth;
+    values[5] = (int64_t)row->start_ns;
+    values[6] = (int64_t)row->end_ns;
+    values[7] = row->still_open ? 1 : 0;
+}
+
+/* The name a row of the table interns: NULL for a table without names (a
+ * named row's NULL name is interned as the empty string). */
+#define STORE_BLOCK_NAME_NAMED(row)   ((row)->name != NULL ? (row)->name : "")
+#define STORE_BLOCK_NAME_UNNAMED(row) ((const char *)NULL)
+
+/* The prologue every block put shares, once: the writer may write, and
+ * the row's name (when it has one) is interned into *name_id. */
+static int store_block_ready(store *handle, const char *name, int64_t *name_id)
+{
+    int status = store_require_writer(handle);
+    if (status == 0 && name != NULL)
+        status = store_intern(handle, name, name_id);
+    return status;
+}
+
+/* store_put_kernel, store_put_metric, store_put_external_correlation_row,
+ * store_put_copy and store_put_scope, from the block table. */
+#define STORE_BLOCK_PUT_(id, table, columns, list, type, put, name)                                \
+    int store_put_##put(store *handle, const type *row)                                            \
+    {                                                                                              \
+        if (handle == NULL || row == NULL)                                                         \
+            return FLARE_ERR_INVALID_ARGUMENT;                                                     \
+        int64_t name_id = 0;                                                                       \
+        int status = store_block_ready(handle, STORE_BLOCK_NAME_##name(row), &name_id);            \
+        if (status != 0)                                                                           \
+            return status;                                                                         \
+        store_block_fill_##put(store_block_next(handle, STORE_BLOCK_##id), row, name_id);          \
+        return store_block_push(handle, STORE_BLOCK_##id);                                         \
+    }
+STORE_BLOCK_TABLES(STORE_BLOCK_PUT_)
+#undef STORE_BLOCK_PUT_
+
+int store_put_external_correlation(store *handle, int64_t pid, uint64_t correlation_id,
+                                   uint32_t external_kind, uint64_t external_id)
+{
+    store_external_correlation_row row = {pid, correlation_id, external_kind, external_id};
+    return store_put_external_correlation_row(handle, &row);
+}
+
+/* ---- statement rows ---- */
 
 int store_session_begin(store *handle, const store_session_info *info)
 {
-    if (handle == NULL || info == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, info != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_SESSION_BEGIN];
@@ -368,9 +479,7 @@ int store_session_begin(store *handle, const store_session_info *info)
 
 int store_session_end(store *handle, uint64_t end_ns, int has_exit_status, int exit_status)
 {
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, 1);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_SESSION_END];
@@ -391,9 +500,7 @@ int store_session_end(store *handle, uint64_t end_ns, int has_exit_status, int e
 int store_process_begin(store *handle, int64_t pid, int64_t parent_pid, uint64_t start_ns,
                         const char *backend_name, const char *executable)
 {
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, 1);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PROCESS_BEGIN];
@@ -407,9 +514,7 @@ int store_process_begin(store *handle, int64_t pid, int64_t parent_pid, uint64_t
 
 int store_process_end(store *handle, int64_t pid, uint64_t end_ns)
 {
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, 1);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PROCESS_END];
@@ -427,9 +532,7 @@ int store_process_end(store *handle, int64_t pid, uint64_t end_ns)
 int store_put_device(store *handle, int64_t pid, int device, const char *name,
                      const char *backend_name)
 {
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, 1);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_DEVICE];
@@ -440,79 +543,10 @@ int store_put_device(store *handle, int64_t pid, int device, const char *name,
     return store_step(handle, statement, "cannot write a device row");
 }
 
-int store_put_kernel(store *handle, const store_kernel_row *row)
-{
-    if (handle == NULL || row == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
-    if (status != 0)
-        return status;
-    int64_t name_id;
-    status = store_intern(handle, row->name, &name_id);
-    if (status != 0)
-        return status;
-    int64_t *values = store_block_next(handle, STORE_BLOCK_KERNELS);
-    values[0] = row->pid;
-    values[1] = row->device;
-    values[2] = (int64_t)row->stream_id;
-    values[3] = (int64_t)row->correlation_id;
-    values[4] = name_id;
-    values[5] = (int64_t)row->start_ns;
-    values[6] = (int64_t)row->end_ns;
-    values[7] = row->grid[0];
-    values[8] = row->grid[1];
-    values[9] = row->grid[2];
-    values[10] = row->block[0];
-    values[11] = row->block[1];
-    values[12] = row->block[2];
-    values[13] = row->shared_memory_bytes;
-    values[14] = row->registers_per_thread;
-    values[15] = (int64_t)row->context_id;
-    return store_block_push(handle, STORE_BLOCK_KERNELS);
-}
-
-int store_put_metric(store *handle, const store_metric_row *row)
-{
-    if (handle == NULL || row == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
-    if (status != 0)
-        return status;
-    int64_t name_id;
-    status = store_intern(handle, row->name, &name_id);
-    if (status != 0)
-        return status;
-    int64_t *values = store_block_next(handle, STORE_BLOCK_METRICS);
-    values[0] = row->pid;
-    values[1] = row->device;
-    values[2] = name_id;
-    values[3] = (int64_t)row->time_ns;
-    values[4] = row->value;
-    return store_block_push(handle, STORE_BLOCK_METRICS);
-}
-
-int store_put_external_correlation(store *handle, int64_t pid, uint64_t correlation_id,
-                                   uint32_t external_kind, uint64_t external_id)
-{
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
-    if (status != 0)
-        return status;
-    int64_t *values = store_block_next(handle, STORE_BLOCK_EXTERNAL_CORRELATIONS);
-    values[0] = pid;
-    values[1] = (int64_t)correlation_id;
-    values[2] = external_kind;
-    values[3] = (int64_t)external_id;
-    return store_block_push(handle, STORE_BLOCK_EXTERNAL_CORRELATIONS);
-}
-
 int store_set_capability(store *handle, int64_t pid, const char *feature, int requested,
                          const char *status_text, const char *reason)
 {
-    if (handle == NULL || feature == NULL || status_text == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, feature != NULL && status_text != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_CAPABILITY];
@@ -524,56 +558,10 @@ int store_set_capability(store *handle, int64_t pid, const char *feature, int re
     return store_step(handle, statement, "cannot write a capability row");
 }
 
-int store_put_copy(store *handle, const store_copy_row *row)
-{
-    if (handle == NULL || row == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
-    if (status != 0)
-        return status;
-    int64_t *values = store_block_next(handle, STORE_BLOCK_COPIES);
-    values[0] = row->pid;
-    values[1] = row->device;
-    values[2] = (int64_t)row->stream_id;
-    values[3] = (int64_t)row->correlation_id;
-    values[4] = row->is_memset ? 1 : 0;
-    values[5] = row->copy_kind;
-    values[6] = (int64_t)row->bytes;
-    values[7] = (int64_t)row->start_ns;
-    values[8] = (int64_t)row->end_ns;
-    values[9] = row->status;
-    return store_block_push(handle, STORE_BLOCK_COPIES);
-}
-
-int store_put_scope(store *handle, const store_scope_row *row)
-{
-    if (handle == NULL || row == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
-    if (status != 0)
-        return status;
-    int64_t name_id;
-    status = store_intern(handle, row->name, &name_id);
-    if (status != 0)
-        return status;
-    int64_t *values = store_block_next(handle, STORE_BLOCK_SCOPES);
-    values[0] = row->pid;
-    values[1] = row->thread_id;
-    values[2] = (int64_t)row->instance_id;
-    values[3] = name_id;
-    values[4] = row->depth;
-    values[5] = (int64_t)row->start_ns;
-    values[6] = (int64_t)row->end_ns;
-    values[7] = row->still_open ? 1 : 0;
-    return store_block_push(handle, STORE_BLOCK_SCOPES);
-}
-
 int store_set_drops(store *handle, int64_t pid, const char *source, const char *detail,
                     uint64_t count)
 {
-    if (handle == NULL || source == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, source != NULL);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_DROPS];
@@ -588,9 +576,7 @@ int store_set_drops(store *handle, int64_t pid, const char *source, const char *
 int store_put_log(store *handle, int64_t pid, uint64_t time_ns, const char *level,
                   const char *message)
 {
-    if (handle == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int status = store_require_writer(handle);
+    int status = store_writer_ready(handle, 1);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_LOG];

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "flare/flare.h"
+#include "replay/replay.h"
 #include "store/store.h"
 #include "store/store_replay.h"
 #include "cli_run.h"
@@ -319,7 +320,7 @@ static void test_report_section(void **state)
     snprintf(other->metric_names[0], REPLAY_METRIC_NAME_MAX, "gpu__time_duration.sum");
     other->metric_values[0] = 0.25;
 
-    assert_int_equal(store_write_replay_records(database, 4242, records, 3), 0);
+    assert_int_equal(replay_records_store(database, 4242, records, 3), 0);
     store_close(database);
     for (int index = 0; index < 3; index++)
         free(records[index]);

@@ -1,8 +1,10 @@
 /*
  * test_store_replay.c: kernel-replay and range-replay results in the
- * session database (store_replay.h): replay_records written by the
- * collector's batch and read back as `flare report` and `flare replay`
- * read them; spans apart from launches replayed on their own.
+ * session database (store_replay.h): store_replay_record rows written as
+ * the collector's batch writes them and read back as `flare report` and
+ * `flare replay` read them; spans apart from launches replayed on their
+ * own. (Turning the engine's replay_records into these rows is the replay
+ * feature's, tested in tests/replay.)
  *
  * Each test works in its own mkdtemp directory under /tmp and removes it.
  * Where the API cannot show a property (how many pass rows exist, that a
@@ -26,6 +28,11 @@
 #include "test_util.h"
 
 #define TEST_PID 4321
+/* Pass times a test record keeps (the engine keeps 64), and the longest
+ * metric name the captures hold. */
+#define TEST_PASS_MAX        64
+#define TEST_METRIC_MAX      4
+#define TEST_METRIC_NAME_MAX 128
 
 /* ---- helpers ---- */
 
@@ -74,57 +81,89 @@ static void sql_exec(const char *dir, const char *sql)
     sqlite3_close(db);
 }
 
-/* A replayed launch with passes p of [1000 * (p + 1), + 100 + p) and the
- * given metrics. */
-static replay_record *make_replayed(uint64_t launch_id, const char *kernel, uint64_t index,
-                                    uint32_t passes, size_t metric_count, const char *const *names,
-                                    const double *values)
+/* A record to write: the store's row and the arrays it points into. */
+typedef struct test_record {
+    store_replay_record row;
+    uint64_t pass_start_ns[TEST_PASS_MAX];
+    uint64_t pass_end_ns[TEST_PASS_MAX];
+    const char *metric_names[TEST_METRIC_MAX];
+    double metric_values[TEST_METRIC_MAX];
+} test_record;
+
+/* Writes the records' rows in one call (a NULL record stays NULL). */
+static int write_records(store *writer, test_record *const *records, size_t count)
 {
-    replay_record *record = calloc(1, sizeof(*record));
+    const store_replay_record *rows[8] = {0};
+    assert_true(count <= 8);
+    for (size_t index = 0; index < count; index++)
+        rows[index] = records[index] != NULL ? &records[index]->row : NULL;
+    return store_write_replay_records(writer, TEST_PID, rows, count);
+}
+
+static test_record *make_record(void)
+{
+    test_record *record = calloc(1, sizeof(*record));
     assert_non_null(record);
-    record->launch_id = launch_id;
-    record->device = 1;
-    record->stream_id = 77;
-    snprintf(record->kernel_name, sizeof record->kernel_name, "%s", kernel);
-    record->launch_index = index;
-    record->passes_planned = passes;
-    record->passes_run = passes;
-    record->begin_ns = 500;
-    record->end_ns = 500 + 1000ull * (passes + 2);
-    record->drain_ns = 40;
-    record->snapshot_bytes = 1 << 20;
-    record->shadow_on_device = 1;
-    record->snapshot_ns = 30;
-    record->restore_ns = 60;
-    record->bytes_restored = (uint64_t)(passes - 1) << 20;
-    record->pass_count_kept = passes < REPLAY_RECORD_PASS_MAX ? passes : REPLAY_RECORD_PASS_MAX;
-    for (uint32_t pass = 0; pass < record->pass_count_kept; pass++) {
-        record->pass_start_ns[pass] = 1000ull * (pass + 1);
-        record->pass_end_ns[pass] = 1000ull * (pass + 1) + 100 + pass;
-    }
-    record->metric_count = (uint32_t)metric_count;
-    for (size_t metric = 0; metric < metric_count; metric++) {
-        snprintf(record->metric_names[metric], REPLAY_METRIC_NAME_MAX, "%s", names[metric]);
-        record->metric_values[metric] = values[metric];
-    }
-    snprintf(record->collector, sizeof record->collector, "sim-metrics");
+    record->row.pass_start_ns = record->pass_start_ns;
+    record->row.pass_end_ns = record->pass_end_ns;
+    record->row.metric_names = record->metric_names;
+    record->row.metric_values = record->metric_values;
     return record;
 }
 
-static replay_record *make_declined(uint64_t launch_id, const char *kernel, uint64_t index,
-                                    const char *reason)
+/* A replayed launch with passes p of [1000 * (p + 1), + 100 + p) and the
+ * given metrics (names must outlive the record). */
+static test_record *make_replayed(uint64_t launch_id, const char *kernel, uint64_t index,
+                                  uint32_t passes, size_t metric_count, const char *const *names,
+                                  const double *values)
 {
-    replay_record *record = calloc(1, sizeof(*record));
-    assert_non_null(record);
-    record->launch_id = launch_id;
-    snprintf(record->kernel_name, sizeof record->kernel_name, "%s", kernel);
-    record->launch_index = index;
-    record->passes_planned = 4;
-    record->passes_run = 1;
-    record->declined = 1;
-    snprintf(record->reason, sizeof record->reason, "%s", reason);
-    record->begin_ns = 10;
-    record->end_ns = 25;
+    test_record *record = make_record();
+    store_replay_record *row = &record->row;
+    row->launch_id = launch_id;
+    row->device = 1;
+    row->stream_id = 77;
+    row->name = kernel;
+    row->launch_index = index;
+    row->passes_planned = passes;
+    row->passes_run = passes;
+    row->begin_ns = 500;
+    row->end_ns = 500 + 1000ull * (passes + 2);
+    row->drain_ns = 40;
+    row->snapshot_bytes = 1 << 20;
+    row->shadow_on_device = 1;
+    row->snapshot_ns = 30;
+    row->restore_ns = 60;
+    row->bytes_restored = (uint64_t)(passes - 1) << 20;
+    row->pass_count = passes < TEST_PASS_MAX ? passes : TEST_PASS_MAX;
+    for (uint32_t pass = 0; pass < row->pass_count; pass++) {
+        record->pass_start_ns[pass] = 1000ull * (pass + 1);
+        record->pass_end_ns[pass] = 1000ull * (pass + 1) + 100 + pass;
+    }
+    assert_true(metric_count <= TEST_METRIC_MAX);
+    row->metric_count = (uint32_t)metric_count;
+    for (size_t metric = 0; metric < metric_count; metric++) {
+        record->metric_names[metric] = names[metric];
+        record->metric_values[metric] = values[metric];
+    }
+    row->collector = "sim-metrics";
+    return record;
+}
+
+/* Reason and collector left NULL: they are written as "". */
+static test_record *make_declined(uint64_t launch_id, const char *kernel, uint64_t index,
+                                  const char *reason)
+{
+    test_record *record = make_record();
+    store_replay_record *row = &record->row;
+    row->launch_id = launch_id;
+    row->name = kernel;
+    row->launch_index = index;
+    row->passes_planned = 4;
+    row->passes_run = 1;
+    row->declined = 1;
+    row->reason = reason;
+    row->begin_ns = 10;
+    row->end_ns = 25;
     return record;
 }
 
@@ -135,7 +174,7 @@ typedef struct captured_launch {
     char reason[256];
     char collector[32];
     size_t metric_count;
-    char metric_names[8][REPLAY_METRIC_NAME_MAX];
+    char metric_names[8][TEST_METRIC_NAME_MAX];
     double metric_values[8];
     int metric_has_value[8];
 } captured_launch;
@@ -157,7 +196,7 @@ static int capture_launch(const store_replay_launch_row *row, void *user)
     snprintf(copy->collector, sizeof copy->collector, "%s", row->collector);
     copy->metric_count = row->metric_count;
     for (size_t index = 0; index < row->metric_count && index < 8; index++) {
-        snprintf(copy->metric_names[index], REPLAY_METRIC_NAME_MAX, "%s", row->metric_names[index]);
+        snprintf(copy->metric_names[index], TEST_METRIC_NAME_MAX, "%s", row->metric_names[index]);
         copy->metric_values[index] = row->metric_values[index];
         copy->metric_has_value[index] = row->metric_has_value[index];
     }
@@ -176,7 +215,7 @@ static void test_round_trip(void **state)
     const char *names[] = {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
                            "dram__bytes_read.sum", "gpu__time_duration.sum"};
     const double values[] = {87.5, NAN, 12345.0};
-    replay_record *records[4] = {
+    test_record *records[4] = {
         make_replayed(900, "stencil", 1, 5, 3, names, values),
         make_declined(901, "reduce", 0, "footprint budget: 3.0 GiB needed, 1.0 GiB allowed"),
         NULL, /* skipped, not a crash */
@@ -185,7 +224,7 @@ static void test_round_trip(void **state)
 
     store *writer = open_store(dir, STORE_OPEN_WRITE);
     assert_int_equal(store_begin(writer), 0);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 4), 0);
+    assert_int_equal(write_records(writer, records, 4), 0);
     assert_int_equal(store_commit(writer), 0);
     store_close(writer);
 
@@ -281,46 +320,45 @@ static int capture_pass(const store_replay_pass_row *row, void *user)
     return 0;
 }
 
-/* A launch of 70 passes keeps the first 64 passes' times and still says 70
- * ran; a count of kept passes past the arrays is clamped, not read past. */
+/* A launch of 70 passes whose first 64 passes' times were kept has 64 pass
+ * rows and still says 70 ran. (Clamping a record's count of kept passes to
+ * its arrays is the replay feature's: tests/replay.) */
 static void test_passes_beyond_the_kept_limit(void **state)
 {
     (void)state;
     char dir[256];
     test_make_temp_dir(dir, sizeof dir, "store-replay");
-    replay_record *many = make_replayed(1, "k", 0, 70, 0, NULL, NULL);
-    assert_int_equal(many->pass_count_kept, REPLAY_RECORD_PASS_MAX);
-    replay_record *lying = make_replayed(2, "k", 1, 66, 0, NULL, NULL);
-    lying->pass_count_kept = 1000; /* more than the arrays hold */
-    replay_record *records[] = {many, lying};
+    test_record *many = make_replayed(1, "k", 0, 70, 0, NULL, NULL);
+    assert_int_equal(many->row.pass_count, TEST_PASS_MAX);
+    test_record *more = make_replayed(2, "k", 1, 66, 0, NULL, NULL);
+    test_record *records[] = {many, more};
 
     store *writer = open_store(dir, STORE_OPEN_WRITE);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), 0);
+    assert_int_equal(write_records(writer, records, 2), 0);
     store_close(writer);
 
     assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes WHERE launch_id = 1"),
-                     REPLAY_RECORD_PASS_MAX);
+                     TEST_PASS_MAX);
     assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes WHERE launch_id = 2"),
-                     REPLAY_RECORD_PASS_MAX);
-    assert_int_equal(sql_int(dir, "SELECT max(pass) FROM replay_passes"),
-                     REPLAY_RECORD_PASS_MAX - 1);
+                     TEST_PASS_MAX);
+    assert_int_equal(sql_int(dir, "SELECT max(pass) FROM replay_passes"), TEST_PASS_MAX - 1);
 
     store *reader = open_store(dir, STORE_OPEN_READ);
     capture got = {0};
     assert_int_equal(store_read_replay_launches(reader, capture_launch, &got), 0);
     assert_int_equal(got.count, 2);
     assert_int_equal(got.launches[0].row.passes_run, 70);
-    assert_int_equal(got.launches[0].row.passes_kept, REPLAY_RECORD_PASS_MAX);
+    assert_int_equal(got.launches[0].row.passes_kept, TEST_PASS_MAX);
     assert_int_equal(got.launches[1].row.passes_run, 66);
 
     pass_capture passes = {.in_order = 1};
     assert_int_equal(store_read_replay_passes(reader, TEST_PID, 1, capture_pass, &passes), 0);
-    assert_int_equal(passes.count, REPLAY_RECORD_PASS_MAX);
+    assert_int_equal(passes.count, TEST_PASS_MAX);
     assert_true(passes.in_order);
-    assert_int_equal(passes.last_start_ns, 1000ull * REPLAY_RECORD_PASS_MAX);
+    assert_int_equal(passes.last_start_ns, 1000ull * TEST_PASS_MAX);
     store_close(reader);
     free(many);
-    free(lying);
+    free(more);
     test_remove_dir(dir);
 }
 
@@ -337,19 +375,19 @@ static void test_failure_keeps_the_batch(void **state)
     const char *good[] = {"fine"};
     const char *bad[] = {"poison"};
     const double value[] = {1.0};
-    replay_record *records[] = {make_replayed(1, "k", 0, 2, 1, good, value),
-                                make_replayed(2, "k", 1, 2, 1, bad, value)};
+    test_record *records[] = {make_replayed(1, "k", 0, 2, 1, good, value),
+                              make_replayed(2, "k", 1, 2, 1, bad, value)};
 
     store *writer = open_store(dir, STORE_OPEN_WRITE);
     assert_int_equal(store_begin(writer), 0);
     store_kernel_row kernel = {.pid = TEST_PID, .name = "k", .start_ns = 1, .end_ns = 2};
     assert_int_equal(store_put_kernel(writer, &kernel), 0);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), FLARE_ERR_STORE);
+    assert_int_equal(write_records(writer, records, 2), FLARE_ERR_STORE);
     assert_non_null(strstr(store_last_error(writer), "cannot write a replay metric"));
     assert_non_null(strstr(store_last_error(writer), "injected"));
     assert_non_null(strstr(store_last_error(writer), dir));
     /* The batch goes on: its own rows and a later, good replay write. */
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 1), 0);
+    assert_int_equal(write_records(writer, records, 1), 0);
     assert_int_equal(store_commit(writer), 0);
     store_close(writer);
 
@@ -372,11 +410,11 @@ static void test_rewrite_replaces(void **state)
     test_make_temp_dir(dir, sizeof dir, "store-replay");
     const char *names[] = {"a", "b", "a"};
     const double values[] = {1.0, 2.0, 3.0};
-    replay_record *record = make_replayed(5, "k", 0, 3, 3, names, values);
-    replay_record *records[] = {record, record};
+    test_record *record = make_replayed(5, "k", 0, 3, 3, names, values);
+    test_record *records[] = {record, record};
     store *writer = open_store(dir, STORE_OPEN_WRITE);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), 0);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 1), 0);
+    assert_int_equal(write_records(writer, records, 2), 0);
+    assert_int_equal(write_records(writer, records, 1), 0);
     store_close(writer);
     assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_launches"), 1);
     assert_int_equal(sql_int(dir, "SELECT count(*) FROM replay_passes"), 3);
@@ -404,12 +442,12 @@ static void test_empty_and_early_stop(void **state)
     assert_int_equal(summary.passes, 0);
     assert_string_equal(summary.first_decline, "");
 
-    replay_record *records[3];
+    test_record *records[3];
     for (int index = 0; index < 3; index++)
         records[index] = make_declined((uint64_t)index + 1, "k", (uint64_t)index, "graph");
     /* Inside a batch, the writer's own readers see the batch. */
     assert_int_equal(store_begin(writer), 0);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 3), 0);
+    assert_int_equal(write_records(writer, records, 3), 0);
     got.stop_after = 2;
     assert_int_equal(store_read_replay_launches(writer, capture_launch, &got), 0);
     assert_int_equal(got.count, 2);
@@ -423,32 +461,34 @@ static void test_empty_and_early_stop(void **state)
 /* ---- range replay (spans) ---- */
 
 /* A span's own record as the engine queues it: name, occurrence, what it
- * recorded, its passes; metric names for the set, but no values. */
-static replay_record *make_span(uint64_t span_id, const char *name, uint64_t occurrence,
-                                uint32_t passes, uint32_t kernels, uint32_t copies)
+ * recorded, its passes; a metric of the set, which is not stored. */
+static test_record *make_span(uint64_t span_id, const char *name, uint64_t occurrence,
+                              uint32_t passes, uint32_t kernels, uint32_t copies)
 {
-    replay_record *record = make_replayed(span_id, name, occurrence, passes, 0, NULL, NULL);
-    record->is_span = 1;
-    record->span_id = span_id;
-    record->device = 0;
-    record->stream_id = 0;
-    record->span_kernels = kernels;
-    record->span_copies = copies;
-    record->snapshot_bytes = 3 << 20;
-    record->bytes_restored = (uint64_t)(passes - 1) * (3 << 20);
-    record->restore_ns = 900;
+    static const char *const names[] = {"gpu__time_duration.sum"};
+    static const double values[] = {1.0};
+    test_record *record = make_replayed(span_id, name, occurrence, passes, 1, names, values);
+    store_replay_record *row = &record->row;
+    row->is_span = 1;
+    row->span_id = span_id;
+    row->device = 0;
+    row->stream_id = 0;
+    row->span_kernels = kernels;
+    row->span_copies = copies;
+    row->snapshot_bytes = 3 << 20;
+    row->bytes_restored = (uint64_t)(passes - 1) * (3 << 20);
+    row->restore_ns = 900;
     /* The engine lists the set's names on the span but stores values only
      * per kernel: none of these may reach replay_metrics. */
-    snprintf(record->metric_names[0], REPLAY_METRIC_NAME_MAX, "gpu__time_duration.sum");
     return record;
 }
 
-static replay_record *make_span_kernel(uint64_t launch_id, uint64_t span_id, const char *kernel,
-                                       uint64_t index, const double *values)
+static test_record *make_span_kernel(uint64_t launch_id, uint64_t span_id, const char *kernel,
+                                     uint64_t index, const double *values)
 {
     const char *names[] = {"launch__grid_size", "gpu__time_duration.sum"};
-    replay_record *record = make_replayed(launch_id, kernel, index, 2, 2, names, values);
-    record->span_id = span_id;
+    test_record *record = make_replayed(launch_id, kernel, index, 2, 2, names, values);
+    record->row.span_id = span_id;
     return record;
 }
 
@@ -462,7 +502,7 @@ typedef struct captured_span {
     uint64_t kernel_span_ids[8];
     char kernels[8][64];
     size_t metric_counts[8];
-    char metric_names[8][2][REPLAY_METRIC_NAME_MAX];
+    char metric_names[8][2][TEST_METRIC_NAME_MAX];
     double metric_values[8][2];
     int metric_has_value[8][2];
 } captured_span;
@@ -490,7 +530,7 @@ static int capture_span(const store_replay_span_row *row, void *user)
         snprintf(copy->kernels[kernel], sizeof copy->kernels[kernel], "%s", launch->kernel);
         copy->metric_counts[kernel] = launch->metric_count;
         for (size_t metric = 0; metric < launch->metric_count && metric < 2; metric++) {
-            snprintf(copy->metric_names[kernel][metric], REPLAY_METRIC_NAME_MAX, "%s",
+            snprintf(copy->metric_names[kernel][metric], TEST_METRIC_NAME_MAX, "%s",
                      launch->metric_names[metric]);
             copy->metric_values[kernel][metric] = launch->metric_values[metric];
             copy->metric_has_value[kernel][metric] = launch->metric_has_value[metric];
@@ -514,7 +554,7 @@ static void test_span_round_trip(void **state)
     const double third[] = {16.0, 700.0};
     const char *alone_names[] = {"gpu__time_duration.sum"};
     const double alone_value[] = {42.0};
-    replay_record *records[] = {
+    test_record *records[] = {
         make_span_kernel(12, 10, "increment", 1, second),
         make_span_kernel(11, 10, "rmw", 0, first),
         make_replayed(20, "solo", 0, 2, 1, alone_names, alone_value),
@@ -525,7 +565,7 @@ static void test_span_round_trip(void **state)
 
     store *writer = open_store(dir, STORE_OPEN_WRITE);
     assert_int_equal(store_begin(writer), 0);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, count), 0);
+    assert_int_equal(write_records(writer, records, count), 0);
     assert_int_equal(store_commit(writer), 0);
     store_close(writer);
 
@@ -629,22 +669,22 @@ static void test_declined_span(void **state)
     (void)state;
     char dir[256];
     test_make_temp_dir(dir, sizeof dir, "store-replay");
-    replay_record *span = make_span(30, "step", 0, 1, 1, 1);
-    span->declined = 1;
-    span->passes_run = 1;
-    span->passes_planned = 2;
-    span->snapshot_bytes = 0;
-    span->bytes_restored = 0;
-    span->pass_count_kept = 0;
-    snprintf(span->reason, sizeof span->reason, "memory allocated inside the span");
-    replay_record *kernel = make_declined(31, "rmw", 4, "memory allocated inside the span");
-    kernel->span_id = 30;
-    replay_record *orphan = make_declined(41, "lost", 0, "device-to-host copy inside the span");
-    orphan->span_id = 40; /* its span's record was never written */
-    replay_record *records[] = {kernel, span, orphan};
+    test_record *span = make_span(30, "step", 0, 1, 1, 1);
+    span->row.declined = 1;
+    span->row.passes_run = 1;
+    span->row.passes_planned = 2;
+    span->row.snapshot_bytes = 0;
+    span->row.bytes_restored = 0;
+    span->row.pass_count = 0;
+    span->row.reason = "memory allocated inside the span";
+    test_record *kernel = make_declined(31, "rmw", 4, "memory allocated inside the span");
+    kernel->row.span_id = 30;
+    test_record *orphan = make_declined(41, "lost", 0, "device-to-host copy inside the span");
+    orphan->row.span_id = 40; /* its span's record was never written */
+    test_record *records[] = {kernel, span, orphan};
 
     store *writer = open_store(dir, STORE_OPEN_WRITE);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 3), 0);
+    assert_int_equal(write_records(writer, records, 3), 0);
     store_close(writer);
 
     store *reader = open_store(dir, STORE_OPEN_READ);
@@ -694,13 +734,13 @@ static void test_span_failure_is_all_or_nothing(void **state)
     sql_exec(dir, "CREATE TRIGGER abort_span BEFORE INSERT ON replay_spans"
                   " WHEN NEW.name = 'poison' BEGIN SELECT RAISE(ABORT, 'injected'); END");
     const double values[] = {1.0, 2.0};
-    replay_record *records[] = {make_span_kernel(2, 1, "k", 0, values),
-                                make_span(1, "poison", 1, 2, 1, 0)};
+    test_record *records[] = {make_span_kernel(2, 1, "k", 0, values),
+                              make_span(1, "poison", 1, 2, 1, 0)};
     store *writer = open_store(dir, STORE_OPEN_WRITE);
     assert_int_equal(store_begin(writer), 0);
     store_kernel_row kernel = {.pid = TEST_PID, .name = "k", .start_ns = 1, .end_ns = 2};
     assert_int_equal(store_put_kernel(writer, &kernel), 0);
-    assert_int_equal(store_write_replay_records(writer, TEST_PID, records, 2), FLARE_ERR_STORE);
+    assert_int_equal(write_records(writer, records, 2), FLARE_ERR_STORE);
     assert_non_null(strstr(store_last_error(writer), "cannot write a replay span"));
     assert_non_null(strstr(store_last_error(writer), "injected"));
     assert_int_equal(store_commit(writer), 0);
@@ -722,10 +762,11 @@ static void test_invalid_arguments(void **state)
     test_make_temp_dir(dir, sizeof dir, "store-replay");
     store_close(open_store(dir, STORE_OPEN_WRITE));
     store *reader = open_store(dir, STORE_OPEN_READ);
-    replay_record *record = make_declined(1, "k", 0, "graph");
-    assert_int_equal(store_write_replay_records(NULL, 1, &record, 1), FLARE_ERR_INVALID_ARGUMENT);
+    test_record *record = make_declined(1, "k", 0, "graph");
+    const store_replay_record *row = &record->row;
+    assert_int_equal(store_write_replay_records(NULL, 1, &row, 1), FLARE_ERR_INVALID_ARGUMENT);
     assert_int_equal(store_write_replay_records(reader, 1, NULL, 1), FLARE_ERR_INVALID_ARGUMENT);
-    assert_int_equal(store_write_replay_records(reader, 1, &record, 1), FLARE_ERR_STATE);
+    assert_int_equal(store_write_replay_records(reader, 1, &row, 1), FLARE_ERR_STATE);
     assert_non_null(strstr(store_last_error(reader), "opened for reading"));
     assert_int_equal(store_read_replay_launches(reader, NULL, NULL), FLARE_ERR_INVALID_ARGUMENT);
     assert_int_equal(store_read_replay_passes(NULL, 1, 1, capture_pass, NULL),
