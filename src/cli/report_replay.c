@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "cli/report.h"
+#include "replay/replay.h"
 
 /* ---- what both sections print ---- */
 

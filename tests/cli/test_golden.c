@@ -388,7 +388,7 @@ static void put_replay(store *database)
     kernel->span_id = 41;
     records[count++] = kernel;
 
-    assert_int_equal(store_write_replay_records(database, PID, records, count), 0);
+    assert_int_equal(replay_records_store(database, PID, records, count), 0);
     for (size_t i = 0; i < count; i++)
         free(records[i]);
 }
