@@ -19,7 +19,7 @@
 #include "flare/flare.h"
 #include "rules/rules_session.h"
 #include "store/store.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin_session.h"
 
 #define RUNS  5
 #define BEATS 20000
@@ -66,7 +66,7 @@ int main(void)
             return 1;
         }
         uint64_t start = 1000000000ull;
-        windows_session_begin(start, sim_engine());
+        deepwin_session_begin(start, sim_engine());
         rules_session_begin(start);
         store_begin(database);
         uint64_t busy = 0;
@@ -74,7 +74,7 @@ int main(void)
             uint64_t now = start + (uint64_t)beat * 1000000ull; /* 1 kHz */
             for (int k = 0; k < 20; k++) {                      /* 20,000 kernels/s */
                 rules_session_kernel(now - (uint64_t)k * 1000, 10000 + (uint64_t)k);
-                windows_session_count_launch();
+                deepwin_session_count_launch();
             }
             if (beat % 100 == 0) /* NVML every 100 ms */
                 for (int device = 0; device < 2; device++) {

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-FEATURES = ("counters", "rules", "windows", "storm", "pm", "replay", "attrib", "tracebuf")
+FEATURES = ("counters", "rules", "deepwin", "storm", "pm", "replay", "attrib", "tracebuf")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 BACKEND_NAME = re.compile(r"\b(sim|cuda)_[A-Za-z0-9_]+\b")
 COMMENT_OR_STRING = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\])*"', re.S)

@@ -4,10 +4,10 @@
  * Every backend (the simulated device in sim/, CUDA in cuda/) fills one const
  * descriptor (backend_descriptor, at the end) holding its tables. Features
  * talk to a device only through the tables the session layer hands them;
- * no feature and no core file names a backend. A backend owns its devices, streams and memory; it reports finished
- * work through one completion handler, called on a backend thread, which must
- * not block for long (the sim backend's slow-handler fault tests exactly that).
- * Backend functions return 0 or a negative flare_status and never abort.
+ * no feature and no core file names a backend. A backend owns its devices, streams and memory; it
+ * reports finished work through one completion handler, called on a backend thread, which must not
+ * block for long (the sim backend's slow-handler fault tests exactly that). Backend functions
+ * return 0 or a negative flare_status and never abort.
  */
 #ifndef FLARE_BACKEND_BACKEND_H
 #define FLARE_BACKEND_BACKEND_H
@@ -93,7 +93,7 @@ typedef struct backend_ops {
  *
  * A deep engine is the expensive kind of collection (PM sampling, later
  * SASS or PC sampling) that runs only inside a bounded deep-profiling window
- * (src/windows). A backend that has one exposes this table beside
+ * (src/deepwin). A backend that has one exposes this table beside
  * backend_ops; the window coordinator arms it when a window opens and disarms
  * it when the window closes, from one thread at a time. Time is passed in so
  * the engine never reads a clock of its own and tests can fake it.

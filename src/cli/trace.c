@@ -19,8 +19,8 @@
 #include "core/duration.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
-#include "windows/windows.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin.h"
+#include "deepwin/deepwin_session.h"
 
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--flush-ms N] [--deep-when RULE]... [--quiet]\n"
@@ -109,12 +109,12 @@ int cli_trace(int argc, char **argv)
             const char *value = argv[++index];
             char why[192];
             uint64_t duration_ns;
-            if (core_duration_parse(value, strlen(value), 1, WINDOWS_SCHEDULE_MAX_NS, &duration_ns,
+            if (core_duration_parse(value, strlen(value), 1, DEEPWIN_SCHEDULE_MAX_NS, &duration_ns,
                                     why, sizeof(why)) != FLARE_OK)
                 return cli_usage_error("trace", "'%s %s': %s", argument, value, why);
-            if (strcmp(argument, "--deep-for") == 0 && duration_ns > WINDOWS_DURATION_MAX_NS)
+            if (strcmp(argument, "--deep-for") == 0 && duration_ns > DEEPWIN_DURATION_MAX_NS)
                 return cli_usage_error("trace", "'--deep-for %s': a window lasts at most %llu s",
-                                       value, WINDOWS_DURATION_MAX_NS / 1000000000ull);
+                                       value, DEEPWIN_DURATION_MAX_NS / 1000000000ull);
             if (strcmp(argument, "--deep-after") == 0)
                 deep_after = value;
             else

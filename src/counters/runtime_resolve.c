@@ -26,7 +26,7 @@ typedef const flare_runtime_abi *(*runtime_get_function)(uint32_t abi_version);
 const char *counters_runtime_source_name(int source)
 {
     switch (source) {
-#define COUNTERS_RUNTIME_SOURCE_TEXT_(name, value, text)                                                    \
+#define COUNTERS_RUNTIME_SOURCE_TEXT_(name, value, text)                                           \
     case value:                                                                                    \
         return text;
         COUNTERS_RUNTIME_SOURCE_MAP(COUNTERS_RUNTIME_SOURCE_TEXT_)
@@ -218,7 +218,8 @@ int counters_runtime_resolve_mapped(const void *self_address, counters_runtime_r
 
 /* ---- loading one by path ---- */
 
-static int load_runtime(const char *path, counters_runtime_source source, counters_runtime_resolution *out)
+static int load_runtime(const char *path, counters_runtime_source source,
+                        counters_runtime_resolution *out)
 {
     if (access(path, F_OK) != 0) {
         add_reason(out, "%s: no such file", path);
@@ -257,7 +258,8 @@ static int load_runtime(const char *path, counters_runtime_source source, counte
 }
 
 /* libflare.so in the directory of file (a path to a file). */
-static int load_beside(const char *file, counters_runtime_source source, counters_runtime_resolution *out)
+static int load_beside(const char *file, counters_runtime_source source,
+                       counters_runtime_resolution *out)
 {
     const char *slash = strrchr(file, '/');
     char path[PATH_MAX];

@@ -27,7 +27,7 @@
 #define RUNTIME_LIBRARY_NAME "libflare.so"
 
 /* X(name, value, text): how a runtime was found. Add at the end only. */
-#define COUNTERS_RUNTIME_SOURCE_MAP(X)                                                                      \
+#define COUNTERS_RUNTIME_SOURCE_MAP(X)                                                             \
     X(NONE, 0, "none")                                                                             \
     X(MAPPED, 1, "mapped")                                                                         \
     X(BESIDE_MODULE, 2, "beside-module")                                                           \

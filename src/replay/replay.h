@@ -134,7 +134,7 @@ typedef enum replay_work_kind {
     REPLAY_WORK_MEMSET = 3,
 } replay_work_kind;
 
-typedef struct replay_span_work {
+typedef struct replay_range_work {
     replay_work_kind kind;
     void *stream;
     uint64_t stream_id;
@@ -143,7 +143,7 @@ typedef struct replay_span_work {
     int (*reissue)(void *data);
     void (*release)(void *data);
     void *data;
-} replay_span_work;
+} replay_range_work;
 
 /* A launch as the backend sees it at submission. */
 typedef struct replay_launch_request {
@@ -160,7 +160,7 @@ typedef struct replay_launch_request {
     void *relaunch_context;
     /* Makes a span's deep copy of this launch (NULL: launches of this
      * backend cannot be recorded, and a span that meets one is declined). */
-    int (*capture)(void *relaunch_context, replay_span_work *work);
+    int (*capture)(void *relaunch_context, replay_range_work *work);
 } replay_launch_request;
 
 /* The state of one launch between begin and end; lives on the caller's stack. */
@@ -202,36 +202,36 @@ void replay_launch_end(const replay_launch_request *request, replay_launch_state
 
 /* Kernels one span may hold (the collector sizes its counter data for it);
  * a span that launches more is declined. */
-#define REPLAY_SPAN_KERNELS_MAX 512
+#define REPLAY_RANGE_KERNELS_MAX 512
 
 /* Starts a span on the calling thread (explicit, from
  * flare_replay_range_begin, or from a matched scope). FLARE_ERR_STATE when
  * the thread already records one or runs a replay loop. */
-int replay_span_begin(const char *name, uint64_t occurrence);
+int replay_range_begin(const char *name, uint64_t occurrence);
 /* Ends the thread's span: replays it and records the results.
  * FLARE_ERR_STATE without one. */
-int replay_span_end(void);
+int replay_range_end(void);
 /* Whether the calling thread has a span recording (a thread-local read). */
-bool replay_span_recording(void);
+bool replay_range_recording(void);
 /* Whether the device has a span recording now: any thread's work on it is
  * part of the span (one relaxed load when no span is open anywhere). */
-bool replay_span_active_on(int device);
+bool replay_range_active_on(int device);
 /* Backends, for a copy or memset about to be submitted on device, with the
  * device's reader gate already held: whether the device's span records it.
  * Work of a span's own thread on another device declines that span. */
-bool replay_span_claims(int device);
+bool replay_range_claims(int device);
 /* Backends: records a copy or memset (takes ownership of work->data), with
  * the reader gate held from before this call until after its submission. */
-void replay_span_record(int device, const replay_span_work *work);
+void replay_range_record(int device, const replay_range_work *work);
 /* Backends: work on device that a span cannot replay (an allocation, a
  * free, a device-to-host copy) declines the span recording there. */
-void replay_span_decline(int device, const char *reason);
+void replay_range_decline(int device, const char *reason);
 /* Scope hooks (flare scopes, NVTX ranges): with FLARE_REPLAY_RANGE=name and
  * FLARE_REPLAY_OCCURRENCE=n, the n-th scope of that name opened on any
  * thread becomes a span, ended by its own end. Cheap when no range is
  * selected (one relaxed load). */
-void replay_span_scope_enter(const char *name);
-void replay_span_scope_exit(const char *name);
+void replay_range_scope_enter(const char *name);
+void replay_range_scope_exit(const char *name);
 
 /* ---- Built-in metric collection ---- */
 

@@ -14,7 +14,7 @@
  * selection). The gate's fast path reads it with one relaxed load. */
 extern atomic_int replay_configured_count;
 
-/* Tells the backend that replay is (about to be) configured (replay_tools.c). */
+/* Tells the backend that replay is (about to be) configured (replay_registry.c). */
 void replay_notify_configured(void);
 
 /* Device operations and settings (replay_settings.c). */
@@ -77,7 +77,7 @@ void replay_gate_writer_progress(int device, const char *what, uint64_t stall_ns
 uint64_t replay_gate_stall_ns(const replay_settings *settings);
 int replay_gate_reader_enter_always(int device);
 
-/* Thread state (replay_tools.c): depth of replay loops this thread runs,
+/* Thread state (replay_registry.c): depth of replay loops this thread runs,
  * whether it is inside a pass_enter callback, and its context toggles. */
 typedef struct replay_thread_state {
     int loop_depth;
@@ -86,15 +86,15 @@ typedef struct replay_thread_state {
 } replay_thread_state;
 replay_thread_state *replay_thread(void);
 
-/* Tools and contexts (replay_tools.c). */
+/* Tools and contexts (replay_registry.c). */
 typedef struct replay_tool_snapshot {
     int count;
     int ids[FLARE_REPLAY_TOOL_MAX];
     flare_replay_tool tools[FLARE_REPLAY_TOOL_MAX];
 } replay_tool_snapshot;
-void replay_tools_snapshot(replay_tool_snapshot *snapshot);
+void replay_registry_snapshot(replay_tool_snapshot *snapshot);
 /* Whether any tool is registered (one relaxed load). */
-bool replay_tools_registered(void);
+bool replay_registry_has_tools(void);
 /* Context ids: 0 is the built-in metric collection. */
 #define REPLAY_CONTEXT_METRICS 0
 uint32_t replay_contexts_all_mask(void);
@@ -107,11 +107,11 @@ const replay_metric_collector *replay_metric_collector_current(void);
 /* Per-kernel launch index (replay_selection.c). */
 uint64_t replay_next_launch_index(const char *kernel_name);
 
-/* Spans (replay_span.c). */
-void replay_span_record_launch(const replay_launch_request *request, uint64_t launch_id,
-                               uint64_t launch_index);
-void replay_span_select_range(const char *name, uint64_t occurrence);
-void replay_span_reset_for_tests(void);
+/* Spans (replay_range.c). */
+void replay_range_record_launch(const replay_launch_request *request, uint64_t launch_id,
+                                uint64_t launch_index);
+void replay_range_select_range(const char *name, uint64_t occurrence);
+void replay_range_reset_for_tests(void);
 /* Launch and span ids share one counter (replay_loop.c), so a span's pass
  * rows never collide with a launch's. */
 uint64_t replay_next_id(void);
@@ -127,7 +127,7 @@ void replay_stats_add(uint64_t replays, uint64_t passes, uint64_t declines, uint
 void replay_loop_reset_for_tests(void);
 void replay_inventory_reset_for_tests(void);
 void replay_selection_reset_for_tests(void);
-void replay_tools_reset_for_tests(void);
+void replay_registry_reset_for_tests(void);
 void replay_records_reset_for_tests(void);
 
 #endif /* FLARE_REPLAY_REPLAY_INTERNAL_H */

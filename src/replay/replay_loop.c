@@ -124,12 +124,12 @@ void replay_loop_reset_for_tests(void)
 
 void replay_reset_for_tests(void)
 {
-    replay_tools_reset_for_tests();
+    replay_registry_reset_for_tests();
     replay_selection_reset_for_tests();
     replay_inventory_reset_for_tests();
     replay_records_reset_for_tests();
     replay_loop_reset_for_tests();
-    replay_span_reset_for_tests();
+    replay_range_reset_for_tests();
     replay_settings settings;
     replay_settings_default(&settings);
     replay_settings_apply(&settings);
@@ -180,9 +180,9 @@ static void enter_reader(const replay_launch_request *request, replay_launch_sta
     state->mode = MODE_READER;
     state->gate_token = replay_gate_reader_enter_always(request->device);
     state->planned = 0;
-    if (replay_span_claims(request->device)) {
+    if (replay_range_claims(request->device)) {
         state->planned = UINT32_MAX; /* marks "recorded into a span" for end */
-        replay_span_record_launch(
+        replay_range_record_launch(
             request, replay_next_id(),
             replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : ""));
     }
@@ -404,7 +404,7 @@ static uint32_t decide(replay_loop *loop, bool selected, char *reason, size_t re
 {
     uint32_t combined = 1;
     bool unbounded = false;
-    replay_tools_snapshot(&loop->tools);
+    replay_registry_snapshot(&loop->tools);
     for (int index = 0; index < loop->tools.count; index++) {
         const flare_replay_tool *tool = &loop->tools.tools[index];
         uint32_t planned = tool->decide(&loop->launch, tool->user);
@@ -484,7 +484,7 @@ static bool drain_before(replay_loop *loop, replay_launch_state *state)
         return false;
     }
     signal_progress(loop, "draining before");
-    if (replay_span_active_on(request->device)) {
+    if (replay_range_active_on(request->device)) {
         decline(loop, state, true, "a range replay is recording on device %d", request->device);
         return false;
     }
@@ -510,7 +510,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
         return;
     }
     replay_thread_state *thread = replay_thread();
-    if (replay_span_recording() || replay_span_active_on(request->device)) {
+    if (replay_range_recording() || replay_range_active_on(request->device)) {
         /* Part of a span: recorded and submitted under the reader gate,
          * never replayed on its own. */
         enter_reader(request, state);
@@ -528,7 +528,7 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
     uint64_t launch_index =
         replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : "");
     bool selected = request->kernel_name != NULL && replay_selection_matches(request->kernel_name);
-    if (!selected && !replay_tools_registered()) {
+    if (!selected && !replay_registry_has_tools()) {
         /* Nobody can want this launch: no allocation, just the gate. */
         enter_reader(request, state);
         return;
@@ -653,7 +653,7 @@ void replay_launch_end(const replay_launch_request *request, replay_launch_state
         if (state->planned == UINT32_MAX && submit_status != FLARE_OK) {
             /* Recorded, but it never ran: re-issuing it would run work the
              * program never had. */
-            replay_span_decline(request->device, "a launch inside the span failed to submit");
+            replay_range_decline(request->device, "a launch inside the span failed to submit");
         }
         replay_gate_exit(request->device, state->gate_token);
         state->mode = MODE_UNTOUCHED;

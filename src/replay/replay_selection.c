@@ -228,7 +228,7 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     selection_launch = selection->launch;
     selection_every = selection->every;
     selection_spans_only = selection->range_name[0] != '\0' || selection->api_spans_only;
-    replay_span_select_range(selection->range_name, selection->occurrence);
+    replay_range_select_range(selection->range_name, selection->occurrence);
     selection_matches_seen = 0;
     memcpy(selection_metric_storage, storage, sizeof storage);
     for (size_t index = 0; index < count; index++) {

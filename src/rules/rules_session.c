@@ -21,8 +21,8 @@
 #include "rules/evaluator.h"
 #include "rules/readings.h"
 #include "rules/rule.h"
-#include "windows/windows.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin.h"
+#include "deepwin/deepwin_session.h"
 
 typedef struct rule_source {
     int ready; /* the source was set up */
@@ -79,7 +79,7 @@ static void set_up_source(size_t index)
             rules_evaluator_refuse(&evaluator, index, reason);
             return;
         }
-        rules_rate_add_cumulative(&source->launches, entry->start_ns, windows_session_launches());
+        rules_rate_add_cumulative(&source->launches, entry->start_ns, deepwin_session_launches());
         break;
     }
     case RULES_METRIC_KERNEL_DURATION_P50:
@@ -201,7 +201,7 @@ static int read_source(size_t index, uint64_t now_ns, rules_reading *reading)
     rule_source *source = &sources[index];
     switch (rule->metric) {
     case RULES_METRIC_KERNEL_LAUNCH_RATE:
-        rules_rate_add_cumulative(&source->launches, now_ns, windows_session_launches());
+        rules_rate_add_cumulative(&source->launches, now_ns, deepwin_session_launches());
         rules_rate_read(&source->launches, now_ns, reading);
         return 1;
     case RULES_METRIC_KERNEL_DURATION_P50:
@@ -250,11 +250,11 @@ static int read_source(size_t index, uint64_t now_ns, rules_reading *reading)
 }
 
 /* What became of rule index's outstanding request. */
-static void view_of(windows_coordinator *coordinator, size_t index, rules_coordinator_view *view,
-                    windows_record *record)
+static void view_of(deepwin_coordinator *coordinator, size_t index, rules_coordinator_view *view,
+                    deepwin_record *record)
 {
     rule_source *source = &sources[index];
-    view->blackout = windows_blackout_active(coordinator);
+    view->blackout = deepwin_blackout_active(coordinator);
     view->outcome = RULES_OUTCOME_NONE;
     if (source->turned_down) {
         view->outcome = RULES_OUTCOME_REFUSED_BUSY;
@@ -263,23 +263,23 @@ static void view_of(windows_coordinator *coordinator, size_t index, rules_coordi
     }
     if (source->window_id == 0)
         return;
-    windows_state state;
-    if (windows_lookup(coordinator, source->window_id, &state, record) != FLARE_OK) {
+    deepwin_state state;
+    if (deepwin_lookup(coordinator, source->window_id, &state, record) != FLARE_OK) {
         /* Another window finished after it: it finished too. */
         view->outcome = source->seen_open ? RULES_OUTCOME_CLOSED : RULES_OUTCOME_CANCELLED;
         source->window_id = 0;
         return;
     }
-    if (state == WINDOWS_PENDING) {
+    if (state == DEEPWIN_PENDING) {
         view->outcome = RULES_OUTCOME_QUEUED;
-    } else if (state == WINDOWS_OPEN || state == WINDOWS_CLOSING) {
+    } else if (state == DEEPWIN_OPEN || state == DEEPWIN_CLOSING) {
         view->outcome = RULES_OUTCOME_OPENED;
         source->seen_open = 1;
     } else {
         if (record->opened_ns != 0) {
             view->outcome = RULES_OUTCOME_CLOSED;
             view->closed_ns = record->closed_ns;
-        } else if (strcmp(record->close_reason, WINDOWS_CLOSE_REFUSED) == 0) {
+        } else if (strcmp(record->close_reason, DEEPWIN_CLOSE_REFUSED) == 0) {
             view->outcome = RULES_OUTCOME_REFUSED_ENGINE;
             view->reason = record->engine_reason;
         } else {
@@ -289,14 +289,14 @@ static void view_of(windows_coordinator *coordinator, size_t index, rules_coordi
     }
 }
 
-static void request_window(windows_coordinator *coordinator, size_t index, uint64_t now_ns)
+static void request_window(deepwin_coordinator *coordinator, size_t index, uint64_t now_ns)
 {
     const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
     const rules_rule *rule = &entry->rule;
-    windows_token token = {.kind = WINDOWS_TOKEN_RULE, .rule_id = (uint32_t)index + 1};
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_RULE, .rule_id = (uint32_t)index + 1};
     snprintf(token.label, sizeof(token.label), "rule %zu", index + 1);
-    windows_bounds bounds = {.max_duration_ns = rule->deep_ns, .max_launches = rule->deep_launches};
-    windows_cause cause;
+    deepwin_bounds bounds = {.max_duration_ns = rule->deep_ns, .max_launches = rule->deep_launches};
+    deepwin_cause cause;
     memset(&cause, 0, sizeof(cause));
     /* The rule's text, cut to the record's field (the rules table keeps it whole). */
     size_t length = strnlen(entry->text, sizeof(cause.rule_text) - 1);
@@ -310,8 +310,8 @@ static void request_window(windows_coordinator *coordinator, size_t index, uint6
     cause.first_true_ns = entry->last_first_true_ns;
     cause.observed_value = entry->request_value;
     cause.observed_partial = entry->request_partial;
-    windows_request_result result;
-    if (windows_request_open(coordinator, &token, &bounds, &cause, now_ns, &result) == FLARE_OK) {
+    deepwin_request_result result;
+    if (deepwin_request_open(coordinator, &token, &bounds, &cause, now_ns, &result) == FLARE_OK) {
         sources[index].window_id = result.window_id;
         sources[index].seen_open = 0;
         core_log(CORE_LOG_INFO, "deep-profiling rule %zu fired: window %llu queued", index + 1,
@@ -353,14 +353,14 @@ static void write_summary(store *database, int64_t pid, size_t index)
 
 void rules_session_beat(store *database, int64_t pid, uint64_t now_ns)
 {
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (evaluator.count == 0 || coordinator == NULL)
         return;
     for (size_t i = 0; i < evaluator.count; i++) {
         const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, i);
         if (sources[i].ready && entry->state != RULES_EVAL_REFUSED &&
             entry->state != RULES_EVAL_EXHAUSTED) {
-            windows_record record;
+            deepwin_record record;
             rules_coordinator_view view = {0};
             view_of(coordinator, i, &view, &record);
             rules_reading reading;
@@ -385,10 +385,10 @@ void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
     if (evaluator.count == 0)
         return;
     /* The window closed at session end may have been a rule's: let it count. */
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     for (size_t i = 0; i < evaluator.count; i++) {
         if (coordinator != NULL && sources[i].window_id != 0) {
-            windows_record record;
+            deepwin_record record;
             rules_coordinator_view view = {0};
             view_of(coordinator, i, &view, &record);
             view.blackout = 1;

@@ -20,8 +20,8 @@
 #include "pm/pm_session.h"
 #include "replay/replay.h"
 #include "rules/rules_session.h"
-#include "storm/storm_session.h"
-#include "windows/windows_session.h"
+#include "storm/storm_completions.h"
+#include "deepwin/deepwin_session.h"
 
 #define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
 
@@ -57,35 +57,35 @@ static const backend_engine_ops *deep_engine_of(const backend_descriptor *backen
     return backend->deep_engine != NULL ? backend->deep_engine() : NULL;
 }
 
-static int windows_begin(const session_start *start)
+static int deepwin_begin(const session_start *start)
 {
-    windows_session_begin(start->now_ns, deep_engine_of(start->backend));
+    deepwin_session_begin(start->now_ns, deep_engine_of(start->backend));
     return FLARE_OK;
 }
 
-static void windows_backend_started(const backend_descriptor *backend)
+static void deepwin_backend_started(const backend_descriptor *backend)
 {
-    windows_session_set_engine(deep_engine_of(backend));
+    deepwin_session_set_engine(deep_engine_of(backend));
 }
 
-static void windows_beat(const session_beat *beat)
+static void deepwin_beat(const session_beat *beat)
 {
-    windows_session_beat(beat->store, beat->pid, beat->now_ns);
+    deepwin_session_beat(beat->store, beat->pid, beat->now_ns);
 }
 
-static void windows_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+static void deepwin_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
 {
     (void)generation;
-    windows_session_end(database, pid, end_ns);
+    deepwin_session_end(database, pid, end_ns);
 }
 
-static const session_participant windows = {
-    .name = "windows",
-    .begin = windows_begin,
-    .cancel = windows_session_cancel,
-    .backend_started = windows_backend_started,
-    .beat = windows_beat,
-    .end = windows_end,
+static const session_participant deepwin = {
+    .name = "deep windows",
+    .begin = deepwin_begin,
+    .cancel = deepwin_session_cancel,
+    .backend_started = deepwin_backend_started,
+    .beat = deepwin_beat,
+    .end = deepwin_end,
 };
 
 /* ---- Rules ---- */
@@ -166,22 +166,22 @@ static const session_participant pm = {
 
 static int storm_begin(const session_start *start)
 {
-    storm_session_begin(start->now_ns);
+    storm_completions_begin(start->now_ns);
     return FLARE_OK;
 }
 
 static void storm_beat(const session_beat *beat)
 {
-    storm_session_beat(beat->now_ns);
+    storm_completions_beat(beat->now_ns);
 }
 
 static const session_participant storm = {
     .name = "storm",
     .begin = storm_begin,
-    .cancel = storm_session_end,
+    .cancel = storm_completions_end,
     .beat = storm_beat,
     /* Whether or not the last batch can be written, the guard ends. */
-    .stop = storm_session_end,
+    .stop = storm_completions_end,
 };
 
 /* ---- Kernel and range replay ---- */
@@ -224,8 +224,8 @@ static const session_participant replay = {
 };
 
 static const core_scope_observer scope_observer = {
-    .enter = replay_span_scope_enter,
-    .exit = replay_span_scope_exit,
+    .enter = replay_range_scope_enter,
+    .exit = replay_range_scope_exit,
 };
 
 const core_scope_observer *session_scope_observer(void)
@@ -237,13 +237,13 @@ const core_scope_observer *session_scope_observer(void)
 
 static int deep_window_active(void)
 {
-    windows_coordinator *coordinator = windows_session_coordinator();
-    return coordinator != NULL && windows_blackout_active(coordinator);
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    return coordinator != NULL && deepwin_blackout_active(coordinator);
 }
 
 static const backend_host host = {
-    .count_launch = windows_session_count_launch,
-    .launch_count = windows_session_launches,
+    .count_launch = deepwin_session_count_launch,
+    .launch_count = deepwin_session_launches,
     .deep_window_active = deep_window_active,
 };
 
@@ -256,20 +256,20 @@ bool session_device_work_recorded(bool kernel)
 {
     /* Launch bounds of deep-profiling windows count the device's kernels. */
     if (kernel)
-        windows_session_count_launch();
-    return storm_session_record(kernel);
+        deepwin_session_count_launch();
+    return storm_completions_record(kernel);
 }
 
 /* ---- Orders ---- */
 
-static const session_participant *const begin_items[] = {&counters, &windows, &rules,
+static const session_participant *const begin_items[] = {&counters, &deepwin, &rules,
                                                          &pm,       &storm,   &replay};
 /* Rules first (a window they ask for arms on this beat); the storm guard
  * after the windows (a window armed now holds it); PM last (a window closed
  * on this beat has its samples queued). */
-static const session_participant *const beat_items[] = {&rules, &windows, &storm, &pm};
+static const session_participant *const beat_items[] = {&rules, &deepwin, &storm, &pm};
 /* Windows close first: the rules and PM attribution see them closed. */
-static const session_participant *const end_items[] = {&windows, &pm, &rules, &counters};
+static const session_participant *const end_items[] = {&deepwin, &pm, &rules, &counters};
 
 static const session_order begin_order = {begin_items, COUNT_OF(begin_items)};
 static const session_order beat_order = {beat_items, COUNT_OF(beat_items)};

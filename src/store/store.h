@@ -261,7 +261,7 @@ typedef int (*store_counter_callback)(const store_counter_row *row, void *user);
 /* Every counter with its final value, by name then pid. */
 int store_read_counters(store *store, store_counter_callback callback, void *user);
 
-/* ---- Deep-profiling windows (src/windows; store_windows.c). ---- */
+/* ---- Deep-profiling windows (src/deepwin; store_windows.c). ---- */
 
 /* One deep-profiling window, requested, opened (or refused) and closed.
  * Strings may be NULL (stored as NULL for the cause, "" otherwise). Fields

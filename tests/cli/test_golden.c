@@ -47,7 +47,7 @@ static char scratch[256];
 static char small_out[256];
 static char small_err[256];
 
-#define ORIGIN     5000000000000ull /* the sessions' start, flare clock */
+#define ORIGIN     5000000000000ull      /* the sessions' start, flare clock */
 #define UNIX_START 1767225600000000000ll /* 2026-01-01 00:00:00 UTC */
 #define PID        31337
 #define CHILD_PID  31338
@@ -101,7 +101,8 @@ static void put_kernels(store *database)
                 .pid = name == 5 ? CHILD_PID : PID,
                 .device = (int)(name % 2),
                 .stream_id = name == 3 ? 0x100000007ull : 13 + launch % 2,
-                .correlation_id = name == 1 && launch == 0 ? UINT64_MAX - 1 : 500 + name * 10 + launch,
+                .correlation_id =
+                    name == 1 && launch == 0 ? UINT64_MAX - 1 : 500 + name * 10 + launch,
                 .name = kernel_names[name],
                 .start_ns = start,
                 .end_ns = start + 1500 + name * 977 + launch * launch * 311,
@@ -149,8 +150,8 @@ static void put_scopes(store *database)
         {PID, PID, "step", 1, 500000, 610000, 0},
         {PID, PID, "step", 1, 1200000, 380000, 0},
         {PID, PID + 5, "loader, \"worker\"", 0, 30, 77777, 0},
-        {PID, PID + 5, "a scope whose name is longer than the sixty columns the table gives it",
-         1, 40, 1234, 0},
+        {PID, PID + 5, "a scope whose name is longer than the sixty columns the table gives it", 1,
+         40, 1234, 0},
         {PID, PID + 6, "left open", 0, 8000000, 1000000, 1},
         {CHILD_PID, CHILD_PID, "child main", 0, 100, 5000, 0},
     };
@@ -203,33 +204,80 @@ static void put_counters(store *database)
 static void put_rules_and_windows(store *database)
 {
     const store_rule_row rules[] = {
-        {.pid = PID, .rule_id = 1, .text = "kernel_launch_rate < 500/s for 2s",
-         .canonical = "kernel_launch_rate < 500/s for 2s", .status = "fired", .times_true = 3,
-         .windows_fired = 2, .busy_refusals = 1, .sequence = 1},
-        {.pid = PID, .rule_id = 2, .text = "bogus > 3", .canonical = "", .status = "refused",
-         .reason = "unknown metric 'bogus'", .sequence = 1},
-        {.pid = CHILD_PID, .rule_id = 1, .text = "power_mw > 300000", .status = NULL,
-         .stale_readings = 4, .missing_readings = 5, .sequence = 1},
+        {.pid = PID,
+         .rule_id = 1,
+         .text = "kernel_launch_rate < 500/s for 2s",
+         .canonical = "kernel_launch_rate < 500/s for 2s",
+         .status = "fired",
+         .times_true = 3,
+         .windows_fired = 2,
+         .busy_refusals = 1,
+         .sequence = 1},
+        {.pid = PID,
+         .rule_id = 2,
+         .text = "bogus > 3",
+         .canonical = "",
+         .status = "refused",
+         .reason = "unknown metric 'bogus'",
+         .sequence = 1},
+        {.pid = CHILD_PID,
+         .rule_id = 1,
+         .text = "power_mw > 300000",
+         .status = NULL,
+         .stale_readings = 4,
+         .missing_readings = 5,
+         .sequence = 1},
     };
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
         assert_int_equal(store_put_rule(database, &rules[i]), 0);
 
     const store_window_row windows[] = {
-        {.pid = PID, .id = 1, .token_kind = "rule", .label = "", .has_cause = 1, .rule_id = 1,
-         .rule_text = "kernel_launch_rate < 500/s for 2s", .requested_ns = ORIGIN + 10,
-         .opened_ns = ORIGIN + 20000, .closed_ns = ORIGIN + 2020000, .close_reason = "duration",
-         .launches = 77, .engine = "sim-pm", .engine_status = "armed", .observed_partial = 1},
-        {.pid = PID, .id = 2, .token_kind = "rule", .label = "rule label", .has_cause = 1,
-         .rule_id = 1, .rule_text = "", .requested_ns = ORIGIN + 30, .opened_ns = 0,
-         .closed_ns = 0, .close_reason = "refused", .engine = "none", .engine_status = "refused",
+        {.pid = PID,
+         .id = 1,
+         .token_kind = "rule",
+         .label = "",
+         .has_cause = 1,
+         .rule_id = 1,
+         .rule_text = "kernel_launch_rate < 500/s for 2s",
+         .requested_ns = ORIGIN + 10,
+         .opened_ns = ORIGIN + 20000,
+         .closed_ns = ORIGIN + 2020000,
+         .close_reason = "duration",
+         .launches = 77,
+         .engine = "sim-pm",
+         .engine_status = "armed",
+         .observed_partial = 1},
+        {.pid = PID,
+         .id = 2,
+         .token_kind = "rule",
+         .label = "rule label",
+         .has_cause = 1,
+         .rule_id = 1,
+         .rule_text = "",
+         .requested_ns = ORIGIN + 30,
+         .opened_ns = 0,
+         .closed_ns = 0,
+         .close_reason = "refused",
+         .engine = "none",
+         .engine_status = "refused",
          .engine_reason = "another window is open"},
-        {.pid = PID, .id = 3, .token_kind = "manual",
-         .label = "a manual label long enough to be cut at forty-four columns", .requested_ns =
-         ORIGIN + 40, .opened_ns = ORIGIN - 10, .closed_ns = ORIGIN + 15000000000ull,
-         .close_reason = "manual", .launches = 5},
-        {.pid = CHILD_PID, .id = 1, .token_kind = "scheduled", .label = "", .requested_ns =
-         ORIGIN + 50, .opened_ns = ORIGIN + 60, .closed_ns = ORIGIN + 55, .close_reason =
-         "session end"},
+        {.pid = PID,
+         .id = 3,
+         .token_kind = "manual",
+         .label = "a manual label long enough to be cut at forty-four columns",
+         .requested_ns = ORIGIN + 40,
+         .opened_ns = ORIGIN - 10,
+         .closed_ns = ORIGIN + 15000000000ull,
+         .close_reason = "manual",
+         .launches = 5},
+        {.pid = CHILD_PID,
+         .id = 1,
+         .token_kind = "scheduled",
+         .label = "",
+         .requested_ns = ORIGIN + 50,
+         .opened_ns = ORIGIN + 60,
+         .closed_ns = ORIGIN + 55,
+         .close_reason = "session end"},
         {.pid = CHILD_PID, .id = 2, .token_kind = NULL, .label = NULL, .requested_ns = ORIGIN + 70},
     };
     for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); i++)
@@ -244,8 +292,8 @@ static void put_drops_and_capabilities(store *database)
     assert_int_equal(store_set_drops(database, CHILD_PID, "storm_guard", "kernel launches", 3), 0);
     assert_int_equal(store_set_drops(database, PID, "ring", "thread 31342", 4096), 0);
     assert_int_equal(store_set_drops(database, PID, "replay", NULL, 1), 0);
-    assert_int_equal(store_set_capability(database, PID, "kernels", 1, "active", "simulated device"),
-                     0);
+    assert_int_equal(
+        store_set_capability(database, PID, "kernels", 1, "active", "simulated device"), 0);
     assert_int_equal(store_set_capability(database, PID, "range_profiler", 1, "unavailable",
                                           "no NVIDIA driver: libcuda.so.1: cannot open"),
                      0);
@@ -522,8 +570,8 @@ static void check_golden(const char *name, const char *output, const char *const
         snprintf(path, sizeof(path), "%s/%s", scratch, output);
         unlink(path);
     }
-    int code = cli_run_program(flare, 0, arguments, scratch, small_out, sizeof(small_out), small_err,
-                               sizeof(small_err));
+    int code = cli_run_program(flare, 0, arguments, scratch, small_out, sizeof(small_out),
+                               small_err, sizeof(small_err));
     assert_true(code >= 0);
     size_t out_length, err_length;
     snprintf(path, sizeof(path), "%s/stdout.txt", scratch);
@@ -575,7 +623,7 @@ static void test_export(void **state)
     (void)state;
     static const char *const formats[] = {"perfetto", "csv", "json"};
     static const char *const sessions[] = {"full",    "empty",   "broken",
-                                                  "broken2", "broken3", "broken4"};
+                                           "broken2", "broken3", "broken4"};
     for (size_t session = 0; session < sizeof(sessions) / sizeof(sessions[0]); session++) {
         for (size_t format = 0; format < sizeof(formats) / sizeof(formats[0]); format++) {
             char name[128];

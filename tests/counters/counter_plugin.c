@@ -43,8 +43,8 @@ PLUGIN_API int plugin_bind(char *description, size_t size)
     if (counters_runtime_resolve((const void *)&plugin_bind, &resolution) == FLARE_OK) {
         table = resolution.table;
         shared = 1;
-        snprintf(description, size, "shared: %s %s", counters_runtime_source_name(resolution.source),
-                 resolution.path);
+        snprintf(description, size, "shared: %s %s",
+                 counters_runtime_source_name(resolution.source), resolution.path);
     } else {
         table = &private_table;
         shared = 0;

@@ -49,9 +49,9 @@ class CheckLayers(unittest.TestCase):
         self.assertIn("layer store must not include replay/replay.h", out)
 
     def test_feature_naming_a_backend_fails(self):
-        code, out = run_on({"src/windows/w.c": 'void f(void) { use(sim_engine()); }\n'})
+        code, out = run_on({"src/deepwin/w.c": 'void f(void) { use(sim_engine()); }\n'})
         self.assertEqual(code, 1)
-        self.assertIn("feature windows names backend symbol sim_engine", out)
+        self.assertIn("feature deepwin names backend symbol sim_engine", out)
 
     def test_feature_including_a_backend_fails(self):
         code, out = run_on({"src/replay/r.c": '#include "backend/cuda/cuda_replay.h"\n'})
@@ -60,11 +60,11 @@ class CheckLayers(unittest.TestCase):
 
     def test_backend_reaching_up_fails(self):
         code, out = run_on({
-            "src/backend/cuda/cuda_pm.c": '#include "windows/windows_session.h"\n',
+            "src/backend/cuda/cuda_pm.c": '#include "deepwin/deepwin_session.h"\n',
             "src/backend/sim/sim.c": '#include "session/session.h"\n#include "backend/cuda/cuda_pm.h"\n',
         })
         self.assertEqual(code, 1)
-        self.assertIn("layer backend:cuda must not include windows/windows_session.h", out)
+        self.assertIn("layer backend:cuda must not include deepwin/deepwin_session.h", out)
         self.assertIn("layer backend:sim must not include session/session.h", out)
         self.assertIn("layer backend:sim must not include backend/cuda/cuda_pm.h", out)
 

@@ -1604,20 +1604,20 @@ static void test_span_selected_by_scope_name(void **state)
     for (int step = 1; step <= 3; step++) {
         uint64_t host[4] = {1, 2, 3, 4};
         atomic_store(&rmw_invocations, 0);
-        replay_span_scope_enter("step");
-        replay_span_scope_enter("inner");
+        replay_range_scope_enter("step");
+        replay_range_scope_enter("inner");
         if (step == 2) {
             /* Inside the span a nested scope of the same name does not end it. */
-            replay_span_scope_enter("step");
+            replay_range_scope_enter("step");
         }
         run_step(stream, memory, other, host);
         if (step == 2) {
-            replay_span_scope_exit("step");
+            replay_range_scope_exit("step");
         }
-        assert_int_equal(replay_span_recording(), step == 2);
-        replay_span_scope_exit("inner");
-        replay_span_scope_exit("step");
-        assert_false(replay_span_recording());
+        assert_int_equal(replay_range_recording(), step == 2);
+        replay_range_scope_exit("inner");
+        replay_range_scope_exit("step");
+        assert_false(replay_range_recording());
         assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
         assert_int_equal(atomic_load(&rmw_invocations), step == 2 ? 3 : 1);
     }

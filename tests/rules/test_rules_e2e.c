@@ -21,8 +21,8 @@
 #include "flare/sim.h"
 #include "store/store.h"
 #include "test_util.h"
-#include "windows/windows.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin.h"
+#include "deepwin/deepwin_session.h"
 
 #define MS 1000000ull
 
@@ -114,10 +114,10 @@ static void test_rule_opens_one_window(void **state)
     flare_options_init(&options);
     options.session_dir = dir;
     options.flush_interval_ms = 100;
-    windows_coordinator *coordinator = windows_session_coordinator();
-    uint64_t opened_before = coordinator != NULL ? windows_opened_count(coordinator) : 0;
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    uint64_t opened_before = coordinator != NULL ? deepwin_opened_count(coordinator) : 0;
     assert_int_equal(flare_init(&options), FLARE_OK);
-    coordinator = windows_session_coordinator();
+    coordinator = deepwin_session_coordinator();
     assert_non_null(coordinator);
 
     int kernel;
@@ -131,14 +131,14 @@ static void test_rule_opens_one_window(void **state)
         launch(stream, kernel, 10);
         sleep_ms(5);
     }
-    assert_int_equal(windows_opened_count(coordinator), opened_before);
+    assert_int_equal(deepwin_opened_count(coordinator), opened_before);
     /* Slow: about 20 a second, for at least 1.5 s and until the rule's window
      * has opened and closed (at most 8 s). */
     uint64_t slow = flare_now_ns();
     for (;;) {
         uint64_t elapsed = flare_now_ns() - slow;
-        int done = windows_opened_count(coordinator) > opened_before &&
-                   !windows_blackout_active(coordinator);
+        int done = deepwin_opened_count(coordinator) > opened_before &&
+                   !deepwin_blackout_active(coordinator);
         if ((elapsed >= 1500 * MS && done) || elapsed >= 8000 * MS)
             break;
         launch(stream, kernel, 1);

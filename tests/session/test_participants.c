@@ -18,7 +18,7 @@
 #include "session/participants.h"
 #include "session/session.h"
 #include "test_util.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin_session.h"
 
 /* ---- Fake participants that log what ran ---- */
 
@@ -115,15 +115,15 @@ static void test_failed_init_leaves_nothing_running(void **state)
     setenv("FLARE_DEEP_AFTER", "1s", 1);
     setenv("FLARE_FLUSH_MS", "not-a-number", 1);
     assert_int_equal(flare_init(NULL), FLARE_ERR_INVALID_ARGUMENT);
-    assert_false(windows_session_running());
+    assert_false(deepwin_session_running());
     assert_false(flare_is_active());
     assert_non_null(strstr(session_last_error(), "FLARE_FLUSH_MS"));
 
     unsetenv("FLARE_FLUSH_MS");
     assert_int_equal(flare_init(NULL), FLARE_OK);
-    assert_true(windows_session_running());
+    assert_true(deepwin_session_running());
     assert_int_equal(flare_shutdown(), FLARE_OK);
-    assert_false(windows_session_running());
+    assert_false(deepwin_session_running());
     unsetenv("FLARE_DEEP_AFTER");
     unsetenv("FLARE_OUTPUT_DIR");
     test_remove_dir(dir);
@@ -135,7 +135,7 @@ static void test_bad_backend_refused_before_anything_begins(void **state)
     setenv("FLARE_BACKEND", "opencl", 1);
     assert_int_equal(flare_init(NULL), FLARE_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(session_last_error(), "FLARE_BACKEND='opencl'"));
-    assert_false(windows_session_running());
+    assert_false(deepwin_session_running());
     unsetenv("FLARE_BACKEND");
 }
 

@@ -2,7 +2,7 @@
  * cuda_callback_ids.h: the CUPTI driver callback ids that more than one
  * file of the CUDA backend acts on, each list written once as an X-macro so
  * that tracing (cuda_trace.c), kernel replay (cuda_replay*.c) and range
- * replay (cuda_span.c) cannot drift apart.
+ * replay (cuda_range_replay.c) cannot drift apart.
  *
  * Each list calls X(name) with the driver function's name, in a fixed
  * order. CUDA_CALLBACK_ID turns a name into its CUPTI_DRIVER_TRACE_CBID_
@@ -29,7 +29,7 @@
 
 /* Launch entry points whose parameters flare can issue again itself:
  * cuda_replay_launch.c's relaunch() calls each one again for every pass,
- * and cuda_span.c copies each one for a span. Both handle them case by
+ * and cuda_range_replay.c copies each one for a span. Both handle them case by
  * case (the parameter layouts differ), hence the count they check. */
 #define CUDA_LAUNCH_IDS_RELAUNCHABLE(X)                                                            \
     X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz)
@@ -50,7 +50,7 @@
 /* Every driver entry point that copies or sets memory (synchronous ones
  * too: they write memory a replay would otherwise revert). Replay gates
  * them and the launch-storm guard counts them (cuda_replay_is_copy);
- * cuda_span.c records the 1D copies and memsets it can issue again, case by
+ * cuda_range_replay.c records the 1D copies and memsets it can issue again, case by
  * case, and declines the rest. */
 /* clang-format off */
 #define CUDA_COPY_IDS(X) \

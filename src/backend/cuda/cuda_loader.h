@@ -70,7 +70,7 @@ typedef struct cuda_driver_api {
     CUresult (*cuKernelGetFunction)(CUfunction *function, CUkernel kernel);
     CUresult (*cuLibraryGetGlobal)(CUdeviceptr *pointer, size_t *bytes, CUlibrary library,
                                    const char *name);
-    /* Range replay (cuda_span.c): deep copies of kernel arguments, and the
+    /* Range replay (cuda_range_replay.c): deep copies of kernel arguments, and the
      * asynchronous forms recorded copies and memsets are re-issued with. */
     CUresult (*cuFuncGetParamInfo)(CUfunction function, size_t index, size_t *offset, size_t *size);
     CUresult (*cuStreamIsCapturing)(CUstream stream, CUstreamCaptureStatus *status);

@@ -26,7 +26,7 @@
  */
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_replay_internal.h"
-#include "backend/cuda/cuda_span.h"
+#include "backend/cuda/cuda_range_replay.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -56,7 +56,7 @@ bool cuda_replay_internal(void)
     return internal_depth > 0;
 }
 
-/* flare's internal bracket: the other cuda_replay_*.c files and cuda_span.c
+/* flare's internal bracket: the other cuda_replay_*.c files and cuda_range_replay.c
  * (handed them at attach) put their own driver calls inside it. */
 void cuda_replay_internal_begin(void)
 {
@@ -170,7 +170,7 @@ int cuda_replay_watch_copies(void)
     return cuda_replay_enable_gates() == (int)COUNT_OF(copy_ids) ? FLARE_OK : FLARE_ERR_BACKEND;
 }
 
-/* ---- Range replay hooks (cuda_span.c) ---- */
+/* ---- Range replay hooks (cuda_range_replay.c) ---- */
 
 static CUstream span_replay_stream(int device)
 {
@@ -195,16 +195,16 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
         if (call->callbackSite == CUPTI_API_EXIT && replay_configured() &&
             cuda_replay_result_of(call) != CUDA_SUCCESS) {
             int device = cuda_replay_device_of(call->context);
-            if (device >= 0 && replay_span_active_on(device))
-                replay_span_decline(device, "a copy or memset inside the span failed");
+            if (device >= 0 && replay_range_active_on(device))
+                replay_range_decline(device, "a copy or memset inside the span failed");
         }
         cuda_replay_gate_call(call);
         /* With the reader gate held: a span recording on the device records
          * the copy or memset before it runs. */
         if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
             int device = cuda_replay_device_of(call->context);
-            if (device >= 0 && replay_span_claims(device))
-                cuda_span_record_copy(id, call, device);
+            if (device >= 0 && replay_range_claims(device))
+                cuda_range_replay_record_copy(id, call, device);
         }
         break;
     case KIND_ALLOCATION:
@@ -214,8 +214,8 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
         if (call->callbackSite == CUPTI_API_ENTER) {
             cuda_replay_gate_call(call);
             int device = replay_configured() ? cuda_replay_device_of(call->context) : -1;
-            if (device >= 0 && replay_span_active_on(device))
-                replay_span_decline(device, "memory allocated inside the span");
+            if (device >= 0 && replay_range_active_on(device))
+                replay_range_decline(device, "memory allocated inside the span");
         } else {
             cuda_replay_allocation_returned(id, call);
             cuda_replay_gate_call(call);
@@ -227,8 +227,8 @@ void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
     case KIND_FREE:
         if (call->callbackSite == CUPTI_API_ENTER && replay_configured()) {
             int device = cuda_replay_device_of(call->context);
-            if (device >= 0 && replay_span_active_on(device))
-                replay_span_decline(device, "memory freed inside the span");
+            if (device >= 0 && replay_range_active_on(device))
+                replay_range_decline(device, "memory freed inside the span");
         }
         /* A free waits at the gate: a replay must not restore into memory
          * freed (and perhaps handed out again) under it. */
@@ -332,8 +332,8 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     classify(copy_ids, COUNT_OF(copy_ids), KIND_COPY);
     classify(global_query_ids, COUNT_OF(global_query_ids), KIND_GLOBAL_QUERY);
     cuda_replay_offer_device_ops();
-    cuda_span_attach(&cuda_replay_driver, cuda_replay_internal_begin, cuda_replay_internal_end,
-                     span_replay_stream);
+    cuda_range_replay_attach(&cuda_replay_driver, cuda_replay_internal_begin,
+                             cuda_replay_internal_end, span_replay_stream);
     /* Allocations and resources are tracked from the start whether or not
      * replay is configured yet: a tool registered later must not replay
      * over an inventory that missed the program's first allocations. They

@@ -15,7 +15,7 @@
  */
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_replay_internal.h"
-#include "backend/cuda/cuda_span.h"
+#include "backend/cuda/cuda_range_replay.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -235,10 +235,11 @@ static int relaunch(void *context)
 
 /* A span's deep copy of this launch (the frame's parameters are valid:
  * capture runs inside the launch's ENTER callback). */
-static int capture_for_span(void *context, replay_span_work *work)
+static int capture_for_span(void *context, replay_range_work *work)
 {
     const cuda_launch_frame *frame = context;
-    return cuda_span_capture_launch(frame->cbid, frame->params, frame->request.device, work);
+    return cuda_range_replay_capture_launch(frame->cbid, frame->params, frame->request.device,
+                                            work);
 }
 
 static bool cooperative_attribute(const CUlaunchConfig *config)

@@ -239,9 +239,10 @@ void cuda_replay_module_loaded(CUcontext context, const CUpti_ModuleResourceData
     pthread_mutex_unlock(&modules_lock);
     if (watching_module_loads)
         module_loaded_while_watching = data->moduleId;
-    if (replay_configured() && replay_span_active_on(device))
-        replay_span_decline(device, "a module with __device__ variables was loaded inside the span "
-                                    "(its memory is not in the span's snapshot)");
+    if (replay_configured() && replay_range_active_on(device))
+        replay_range_decline(device,
+                             "a module with __device__ variables was loaded inside the span "
+                             "(its memory is not in the span's snapshot)");
 }
 
 void cuda_replay_module_unloading(const CUpti_ModuleResourceData *data)
@@ -514,9 +515,9 @@ static bool resolve_handle(int device, CUcontext context, CUmodule module, CUlib
     attempts_free(attempts, attempt_count);
     /* A module settled while a span records: its variables joined the
      * inventory after the span's snapshot, or cannot be restored at all. */
-    if (published && replay_configured() && replay_span_active_on(device))
-        replay_span_decline(device, "a module's __device__ variables were first used inside the "
-                                    "span (they are not in the span's snapshot)");
+    if (published && replay_configured() && replay_range_active_on(device))
+        replay_range_decline(device, "a module's __device__ variables were first used inside the "
+                                     "span (they are not in the span's snapshot)");
     /* No match only settles a handle whose module is known to be loaded
      * (else its module may not have registered its names yet) and whose
      * candidates were all tried. */

@@ -100,8 +100,8 @@ void cuda_storm_set_up(const cuda_cupti_api *cupti_api, int launches_counted)
                             "needs the launch callbacks (no launch count to judge a storm by)");
         return;
     }
-    if (storm_guard_create(&guard_config, core_now_ns(), cuda_session_host->launch_count(), &guard) !=
-        FLARE_OK) {
+    if (storm_guard_create(&guard_config, core_now_ns(), cuda_session_host->launch_count(),
+                           &guard) != FLARE_OK) {
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
         guard = NULL;
         return;

@@ -65,8 +65,8 @@ FLARE_API int flare_sim_malloc(int device, size_t bytes, void **out)
     /* Under the reader gate: an allocation is either in the inventory before
      * a span's snapshot, or made while the span records (and declines it). */
     int token = replay_gate_enter(device);
-    if (replay_span_active_on(device)) {
-        replay_span_decline(device, "memory allocated inside the span");
+    if (replay_range_active_on(device)) {
+        replay_range_decline(device, "memory allocated inside the span");
     }
     int status = sim_backend()->memory_alloc(device, bytes, out);
     if (status == FLARE_OK) {
@@ -82,8 +82,8 @@ FLARE_API int flare_sim_free(void *pointer)
     /* A free while the device replays would let a restore write freed
      * memory: it waits at the gate like any other device work. */
     int device = replay_configured() ? replay_inventory_device_of((uintptr_t)pointer) : -1;
-    if (device >= 0 && replay_span_active_on(device)) {
-        replay_span_decline(device, "memory freed inside the span");
+    if (device >= 0 && replay_range_active_on(device)) {
+        replay_range_decline(device, "memory freed inside the span");
     }
     int token = device >= 0 ? replay_gate_enter(device) : 0;
     replay_inventory_remove((uintptr_t)pointer);
@@ -157,7 +157,7 @@ static int reissue(void *data)
 }
 
 static sim_recorded_work *recorded_work_new(backend_work_kind kind, backend_stream *stream,
-                                            size_t payload_size, replay_span_work *out)
+                                            size_t payload_size, replay_range_work *out)
 {
     backend_stream *own = replay_stream(sim_backend()->stream_device(stream));
     sim_recorded_work *work = own != NULL ? calloc(1, sizeof *work + payload_size) : NULL;
@@ -167,18 +167,18 @@ static sim_recorded_work *recorded_work_new(backend_work_kind kind, backend_stre
     work->kind = kind;
     work->stream = own;
     stream = own;
-    *out = (replay_span_work){.kind = kind == BACKEND_WORK_KERNEL ? REPLAY_WORK_KERNEL
-                                      : kind == BACKEND_WORK_COPY ? REPLAY_WORK_COPY
-                                                                  : REPLAY_WORK_MEMSET,
-                              .stream = stream,
-                              .stream_id = sim_backend()->stream_id(stream),
-                              .reissue = reissue,
-                              .release = free,
-                              .data = work};
+    *out = (replay_range_work){.kind = kind == BACKEND_WORK_KERNEL ? REPLAY_WORK_KERNEL
+                                       : kind == BACKEND_WORK_COPY ? REPLAY_WORK_COPY
+                                                                   : REPLAY_WORK_MEMSET,
+                               .stream = stream,
+                               .stream_id = sim_backend()->stream_id(stream),
+                               .reissue = reissue,
+                               .release = free,
+                               .data = work};
     return work;
 }
 
-static int capture_launch(void *context, replay_span_work *out)
+static int capture_launch(void *context, replay_range_work *out)
 {
     const sim_relaunch *relaunch_context = context;
     const backend_launch *launch = relaunch_context->launch;
@@ -205,14 +205,15 @@ static void record_span_work(backend_stream *stream, backend_work_kind kind, voi
 {
     int device = sim_backend()->stream_device(stream);
     if (kind == BACKEND_WORK_COPY && copy_kind == BACKEND_COPY_DEVICE_TO_HOST) {
-        replay_span_decline(device, "device-to-host copy inside the span (the host may act on it)");
+        replay_range_decline(device,
+                             "device-to-host copy inside the span (the host may act on it)");
         return;
     }
     bool host_source = kind == BACKEND_WORK_COPY && copy_kind == BACKEND_COPY_HOST_TO_DEVICE;
-    replay_span_work span_work;
+    replay_range_work span_work;
     sim_recorded_work *work = recorded_work_new(kind, stream, host_source ? bytes : 0, &span_work);
     if (work == NULL) {
-        replay_span_decline(device, "out of host memory recording the span");
+        replay_range_decline(device, "out of host memory recording the span");
         return;
     }
     work->destination = destination;
@@ -224,7 +225,7 @@ static void record_span_work(backend_stream *stream, backend_work_kind kind, voi
         memcpy(work->payload, source, bytes);
         work->source = work->payload;
     }
-    replay_span_record(device, &span_work);
+    replay_range_record(device, &span_work);
 }
 
 FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
@@ -282,13 +283,13 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
     backend_stream *target = backend_stream_of(stream);
     int device = gated_device(target);
     int token = replay_gate_enter(device);
-    bool recorded = target != NULL && replay_span_claims(device);
+    bool recorded = target != NULL && replay_range_claims(device);
     if (recorded) {
         record_span_work(target, BACKEND_WORK_COPY, destination, source, bytes, 0, kind);
     }
     int status = sim_backend()->copy_async(target, destination, source, bytes, kind);
     if (recorded && status != FLARE_OK) {
-        replay_span_decline(device, "a copy inside the span failed to submit");
+        replay_range_decline(device, "a copy inside the span failed to submit");
     }
     replay_gate_exit(device, token);
     return status;
@@ -300,14 +301,14 @@ FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination
     backend_stream *target = backend_stream_of(stream);
     int device = gated_device(target);
     int token = replay_gate_enter(device);
-    bool recorded = target != NULL && replay_span_claims(device);
+    bool recorded = target != NULL && replay_range_claims(device);
     if (recorded) {
         record_span_work(target, BACKEND_WORK_MEMSET, destination, NULL, bytes, value,
                          BACKEND_COPY_UNKNOWN);
     }
     int status = sim_backend()->memset_async(target, destination, value, bytes);
     if (recorded && status != FLARE_OK) {
-        replay_span_decline(device, "a memset inside the span failed to submit");
+        replay_range_decline(device, "a memset inside the span failed to submit");
     }
     replay_gate_exit(device, token);
     return status;

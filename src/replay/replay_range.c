@@ -1,5 +1,5 @@
 /*
- * replay_span.c: range replay: record a span of one thread's work on its
+ * replay_range.c: range replay: record a span of one thread's work on its
  * first run, then restore and re-issue it once per further pass, so the
  * metric collector's per-pass set-up is paid once per pass for every kernel
  * of the span instead of once per pass per kernel.
@@ -20,7 +20,7 @@
 #include "core/clock.h"
 #include "core/duration.h"
 #include "core/log.h"
-#include "windows/windows_session.h" /* the launch count, for the log */
+#include "deepwin/deepwin_session.h" /* the launch count, for the log */
 
 #include <inttypes.h>
 #include <math.h>
@@ -48,7 +48,7 @@ typedef struct span_state {
     const char *metric_name_pointers[REPLAY_RECORD_METRIC_MAX]; /* into record->metric_names */
     const char *const *metric_names;
     size_t metric_count;
-    replay_span_work *work;
+    replay_range_work *work;
     size_t work_count;
     size_t work_capacity;
     flare_replay_launch *kernels; /* one per recorded kernel, in order */
@@ -83,14 +83,14 @@ static span_state *span_on_locked(int device)
 
 /* A span is attached to its device exactly while it records (declines and
  * its end detach it), so this needs no dereference. */
-bool replay_span_active_on(int device)
+bool replay_range_active_on(int device)
 {
     return atomic_load_explicit(&open_spans, memory_order_relaxed) != 0 &&
            device_in_range(device) &&
            atomic_load_explicit(&device_spans[device], memory_order_acquire) != NULL;
 }
 
-bool replay_span_recording(void)
+bool replay_range_recording(void)
 {
     return thread_span != NULL && !thread_span->declined && !thread_span->replaying;
 }
@@ -163,9 +163,9 @@ static void span_decline(span_state *span, const char *format, ...)
     pthread_mutex_unlock(&spans_lock);
 }
 
-void replay_span_decline(int device, const char *reason)
+void replay_range_decline(int device, const char *reason)
 {
-    if (!replay_span_active_on(device)) {
+    if (!replay_range_active_on(device)) {
         return;
     }
     pthread_mutex_lock(&spans_lock);
@@ -220,7 +220,7 @@ static void choose_metrics(span_state *span)
     span->metric_count = selected_count;
 }
 
-int replay_span_begin(const char *name, uint64_t occurrence)
+int replay_range_begin(const char *name, uint64_t occurrence)
 {
     if (name == NULL || name[0] == '\0') {
         return FLARE_ERR_INVALID_ARGUMENT;
@@ -277,7 +277,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     core_log(CORE_LOG_INFO,
              "range replay: span %s (occurrence %" PRIu64 ") begins on device %d after %" PRIu64
              " kernel launches by the program",
-             name, occurrence, device, windows_session_launches());
+             name, occurrence, device, deepwin_session_launches());
     /* The writer side for the drain and the snapshot only: nothing in
      * flight may change memory under the copy. */
     char limit[32];
@@ -310,7 +310,7 @@ int replay_span_begin(const char *name, uint64_t occurrence)
         record->drain_ns = core_now_ns() - started;
         ready = true;
         /* Every span replays at least once: the collector counts only
-         * re-issued passes (see replay_span_end). */
+         * re-issued passes (see replay_range_end). */
         const char *declined = replay_snapshot_take(&span->snapshot, span->ops, &span->settings,
                                                     device, reason, sizeof reason);
         record->shadow_on_device = span->snapshot.on_device ? 1 : 0;
@@ -339,17 +339,17 @@ int replay_span_begin(const char *name, uint64_t occurrence)
     return FLARE_OK;
 }
 
-bool replay_span_claims(int device)
+bool replay_range_claims(int device)
 {
     span_state *own = thread_span;
     if (own != NULL && !own->declined && !own->replaying && own->device != device) {
         span_decline(own, "the span uses devices %d and %d; spans stay on one device", own->device,
                      device);
     }
-    return replay_span_active_on(device);
+    return replay_range_active_on(device);
 }
 
-static void release_work_item(const replay_span_work *work)
+static void release_work_item(const replay_range_work *work)
 {
     if (work->release != NULL) {
         work->release(work->data);
@@ -357,7 +357,7 @@ static void release_work_item(const replay_span_work *work)
 }
 
 /* Appends (lock held); declines instead when over a bound or out of memory. */
-static bool append_work_locked(span_state *span, const replay_span_work *work)
+static bool append_work_locked(span_state *span, const replay_range_work *work)
 {
     if (span->work_count == SPAN_WORK_MAX) {
         span_decline_locked(span, "more than %d pieces of work in the span", SPAN_WORK_MAX);
@@ -365,7 +365,7 @@ static bool append_work_locked(span_state *span, const replay_span_work *work)
     }
     if (span->work_count == span->work_capacity) {
         size_t capacity = span->work_capacity != 0 ? span->work_capacity * 2 : 64;
-        replay_span_work *grown = realloc(span->work, capacity * sizeof *grown);
+        replay_range_work *grown = realloc(span->work, capacity * sizeof *grown);
         if (grown == NULL) {
             span_decline_locked(span, "out of host memory recording the span");
             return false;
@@ -382,7 +382,7 @@ static bool append_work_locked(span_state *span, const replay_span_work *work)
     return true;
 }
 
-void replay_span_record(int device, const replay_span_work *work)
+void replay_range_record(int device, const replay_range_work *work)
 {
     bool kept = false;
     pthread_mutex_lock(&spans_lock);
@@ -400,10 +400,10 @@ void replay_span_record(int device, const replay_span_work *work)
 
 /* Called from replay_launch_begin, with the device's reader gate held,
  * when the launch's device has a span recording. */
-void replay_span_record_launch(const replay_launch_request *request, uint64_t launch_id,
-                               uint64_t launch_index)
+void replay_range_record_launch(const replay_launch_request *request, uint64_t launch_id,
+                                uint64_t launch_index)
 {
-    if (!replay_span_active_on(request->device)) {
+    if (!replay_range_active_on(request->device)) {
         return;
     }
     char *decline_reason = NULL;
@@ -416,14 +416,14 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
         decline_reason = "launches of this backend cannot be recorded";
     }
     /* The deep copy is made outside every lock: it may call the driver. */
-    replay_span_work work = {0};
+    replay_range_work work = {0};
     if (decline_reason == NULL && request->capture(request->relaunch_context, &work) != FLARE_OK) {
         snprintf(reason, sizeof reason, "could not record the launch of %.200s",
                  request->kernel_name != NULL ? request->kernel_name : "(unknown)");
         decline_reason = reason;
     }
     if (decline_reason != NULL) {
-        replay_span_decline(request->device, decline_reason);
+        replay_range_decline(request->device, decline_reason);
         return;
     }
     replay_record *record = calloc(1, sizeof *record);
@@ -451,8 +451,8 @@ void replay_span_record_launch(const replay_launch_request *request, uint64_t la
     if (record == NULL) {
         span_decline_locked(span, "out of host memory recording the span");
     } else if (!span->declined && !span->replaying) {
-        if (span->kernel_count == REPLAY_SPAN_KERNELS_MAX) {
-            span_decline_locked(span, "more than %d kernels in the span", REPLAY_SPAN_KERNELS_MAX);
+        if (span->kernel_count == REPLAY_RANGE_KERNELS_MAX) {
+            span_decline_locked(span, "more than %d kernels in the span", REPLAY_RANGE_KERNELS_MAX);
         } else {
             flare_replay_launch *kernels =
                 realloc(span->kernels, (span->kernel_count + 1) * sizeof *kernels);
@@ -621,7 +621,7 @@ static void queue_results(span_state *span, bool healthy)
     replay_record_queue(record);
 }
 
-int replay_span_end(void)
+int replay_range_end(void)
 {
     span_state *span = thread_span;
     if (span == NULL) {
@@ -753,7 +753,7 @@ FLARE_API int flare_replay_range_begin(const char *name)
      * every launch, copy and memset on the device must reach the hooks. */
     replay_notify_configured();
     atomic_fetch_add(&replay_configured_count, 1);
-    int status = replay_span_begin(name, 0);
+    int status = replay_range_begin(name, 0);
     if (status == FLARE_OK) {
         thread_span->from_api = true;
     } else {
@@ -768,7 +768,7 @@ FLARE_API int flare_replay_range_end(void)
     if (thread_span == NULL || !thread_span->from_api) {
         return FLARE_ERR_STATE;
     }
-    int status = replay_span_end();
+    int status = replay_range_end();
     if (status == FLARE_OK) {
         atomic_fetch_sub(&replay_configured_count, 1);
     }
@@ -785,7 +785,7 @@ static uint64_t range_seen;
 static _Thread_local int span_scope_depth; /* nesting of the span's own name */
 static _Thread_local bool span_from_scope;
 
-void replay_span_select_range(const char *name, uint64_t occurrence)
+void replay_range_select_range(const char *name, uint64_t occurrence)
 {
     pthread_mutex_lock(&range_lock);
     snprintf(range_name, sizeof range_name, "%s", name != NULL ? name : "");
@@ -795,7 +795,7 @@ void replay_span_select_range(const char *name, uint64_t occurrence)
     pthread_mutex_unlock(&range_lock);
 }
 
-void replay_span_scope_enter(const char *name)
+void replay_range_scope_enter(const char *name)
 {
     if (!atomic_load_explicit(&range_selected, memory_order_relaxed) || name == NULL) {
         return;
@@ -810,13 +810,13 @@ void replay_span_scope_enter(const char *name)
     bool start = strcmp(name, range_name) == 0 && ++range_seen == range_occurrence;
     uint64_t occurrence = range_seen;
     pthread_mutex_unlock(&range_lock);
-    if (start && replay_span_begin(name, occurrence) == FLARE_OK) {
+    if (start && replay_range_begin(name, occurrence) == FLARE_OK) {
         span_from_scope = true;
         span_scope_depth = 1;
     }
 }
 
-void replay_span_scope_exit(const char *name)
+void replay_range_scope_exit(const char *name)
 {
     if (!span_from_scope || name == NULL || thread_span == NULL ||
         strcmp(name, thread_span->record->kernel_name) != 0) {
@@ -824,11 +824,11 @@ void replay_span_scope_exit(const char *name)
     }
     if (--span_scope_depth == 0) {
         span_from_scope = false;
-        replay_span_end();
+        replay_range_end();
     }
 }
 
-void replay_span_reset_for_tests(void)
+void replay_range_reset_for_tests(void)
 {
-    replay_span_select_range(NULL, 0);
+    replay_range_select_range(NULL, 0);
 }

@@ -1,5 +1,5 @@
 /*
- * replay_tools.c: the tool registry, profiling contexts and per-thread
+ * replay_registry.c: the tool registry, profiling contexts and per-thread
  * replay state behind include/flare/replay.h, plus the device operations and
  * settings the pass loop uses.
  *
@@ -20,7 +20,7 @@ static flare_replay_tool tools[FLARE_REPLAY_TOOL_MAX];
 static bool tool_used[FLARE_REPLAY_TOOL_MAX];
 static atomic_int tools_registered; /* tool_used entries set, for the launch path */
 
-bool replay_tools_registered(void)
+bool replay_registry_has_tools(void)
 {
     return atomic_load_explicit(&tools_registered, memory_order_relaxed) > 0;
 }
@@ -76,7 +76,7 @@ FLARE_API int flare_replay_tool_unregister(int tool_id)
     return FLARE_OK;
 }
 
-void replay_tools_snapshot(replay_tool_snapshot *snapshot)
+void replay_registry_snapshot(replay_tool_snapshot *snapshot)
 {
     snapshot->count = 0;
     pthread_mutex_lock(&tools_lock);
@@ -145,7 +145,7 @@ FLARE_API int flare_replay_context_active(int context_id)
     return (thread_state.active_contexts >> context_id) & 1u;
 }
 
-void replay_tools_reset_for_tests(void)
+void replay_registry_reset_for_tests(void)
 {
     pthread_mutex_lock(&tools_lock);
     for (int slot = 0; slot < FLARE_REPLAY_TOOL_MAX; slot++) {

@@ -1,6 +1,6 @@
 /*
- * storm_session.c: the launch-storm guard over the simulated device's work
- * (storm_session.h).
+ * storm_completions.c: the launch-storm guard over the simulated device's work
+ * (storm_completions.h).
  *
  * The simulated device reports its work on completion, and the decision to
  * record a completion is taken right there, so what is counted untimed is
@@ -9,7 +9,7 @@
  * steps the guard; the completion path reads one flag and adds to counts.
  * Must never block or allocate on the completion path.
  */
-#include "storm/storm_session.h"
+#include "storm/storm_completions.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin_session.h"
 
 /* Collector thread only between begin and end (begin and end run while no
  * beat can: before the collector starts, after it stopped). */
@@ -47,9 +47,9 @@ static _Atomic uint64_t kernels_seen;
 static _Atomic uint64_t untimed_kernels;
 static _Atomic uint64_t untimed_copies;
 
-void storm_session_begin(uint64_t now_ns)
+void storm_completions_begin(uint64_t now_ns)
 {
-    storm_session_end(); /* a session that never ended cleanly */
+    storm_completions_end(); /* a session that never ended cleanly */
     atomic_store(&timing, true);
     atomic_store(&kernels_seen, 0);
     atomic_store(&untimed_kernels, 0);
@@ -80,7 +80,7 @@ void storm_session_begin(uint64_t now_ns)
     atomic_store(&active, true);
 }
 
-bool storm_session_record(bool kernel)
+bool storm_completions_record(bool kernel)
 {
     if (!atomic_load_explicit(&active, memory_order_relaxed))
         return true; /* no guard: nothing to count */
@@ -92,12 +92,12 @@ bool storm_session_record(bool kernel)
     return false;
 }
 
-void storm_session_beat(uint64_t now_ns)
+void storm_completions_beat(uint64_t now_ns)
 {
     if (guard == NULL)
         return;
-    windows_coordinator *coordinator = windows_session_coordinator();
-    bool hold = coordinator != NULL && windows_blackout_active(coordinator);
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    bool hold = coordinator != NULL && deepwin_blackout_active(coordinator);
     bool was_storm = storm_guard_in_storm(guard);
     bool timed = storm_guard_step(guard, now_ns,
                                   atomic_load_explicit(&kernels_seen, memory_order_relaxed), hold);
@@ -111,7 +111,7 @@ void storm_session_beat(uint64_t now_ns)
     }
 }
 
-void storm_session_end(void)
+void storm_completions_end(void)
 {
     if (guard == NULL)
         return;
@@ -137,7 +137,7 @@ void storm_session_end(void)
     atomic_store(&in_storm, false);
 }
 
-bool storm_session_in_storm(void)
+bool storm_completions_in_storm(void)
 {
     return atomic_load_explicit(&in_storm, memory_order_relaxed);
 }

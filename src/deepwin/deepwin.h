@@ -1,5 +1,5 @@
 /*
- * windows.h: the deep-profiling window coordinator.
+ * deepwin.h: the deep-profiling window coordinator.
  *
  * A window is a short, bounded stretch of time during which a deep engine
  * (backend_engine_ops: PM sampling on a GPU, the simulated engine here) is
@@ -15,74 +15,74 @@
  * window is open are discarded) is then one flag instead of one per device.
  *
  * States: IDLE -> PENDING (queued) -> OPEN -> CLOSING -> IDLE. A request moves
- * IDLE to PENDING; the coordinator's beat (windows_tick, from the collector's
+ * IDLE to PENDING; the coordinator's beat (deepwin_tick, from the collector's
  * loop) arms the engine and moves PENDING to OPEN, or, when arming fails,
  * back to IDLE with a "refused" record: a refused request never becomes open.
  * The beat closes an open window on its duration bound, its launch bound or
- * a manual close request; windows_close_now closes at session end.
+ * a manual close request; deepwin_close_now closes at session end.
  *
  * First wins: the state check, the queued state and the request record are
  * claimed in one critical section, so of racing requests exactly one is
  * queued and every other gets a "busy" answer naming the window in the way.
  * A losing request changes nothing and costs its requester nothing.
  *
- * Threads: windows_request_open, windows_request_close, windows_blackout_active
- * and windows_state may be called from any thread (a mutex, never on a hot
- * path; blackout and state are one atomic load). windows_tick and
- * windows_close_now are the beat: they arm and disarm the engine, outside the
+ * Threads: deepwin_request_open, deepwin_request_close, deepwin_blackout_active
+ * and deepwin_state may be called from any thread (a mutex, never on a hot
+ * path; blackout and state are one atomic load). deepwin_tick and
+ * deepwin_close_now are the beat: they arm and disarm the engine, outside the
  * state mutex, serialised by a second mutex so engine calls never overlap.
  * The coordinator reads no clock: time comes in as now_ns.
  *
  * It must never arm an engine twice, never report a refused window as open,
  * and never grow: finished records wait in a fixed queue (overflow counted).
  */
-#ifndef FLARE_WINDOWS_WINDOWS_H
-#define FLARE_WINDOWS_WINDOWS_H
+#ifndef FLARE_DEEPWIN_DEEPWIN_H
+#define FLARE_DEEPWIN_DEEPWIN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "backend/backend.h"
 
-typedef enum windows_state {
-    WINDOWS_IDLE = 0,
-    WINDOWS_PENDING = 1, /* queued; the next beat arms the engine */
-    WINDOWS_OPEN = 2,
-    WINDOWS_CLOSING = 3, /* the beat is disarming the engine */
-} windows_state;
+typedef enum deepwin_state {
+    DEEPWIN_IDLE = 0,
+    DEEPWIN_PENDING = 1, /* queued; the next beat arms the engine */
+    DEEPWIN_OPEN = 2,
+    DEEPWIN_CLOSING = 3, /* the beat is disarming the engine */
+} deepwin_state;
 
-typedef enum windows_token_kind {
-    WINDOWS_TOKEN_RULE = 1,
-    WINDOWS_TOKEN_MANUAL = 2,
-    WINDOWS_TOKEN_SCHEDULED = 3,
-} windows_token_kind;
+typedef enum deepwin_token_kind {
+    DEEPWIN_TOKEN_RULE = 1,
+    DEEPWIN_TOKEN_MANUAL = 2,
+    DEEPWIN_TOKEN_SCHEDULED = 3,
+} deepwin_token_kind;
 
-#define WINDOWS_LABEL_MAX     64
-#define WINDOWS_RULE_TEXT_MAX 256
-#define WINDOWS_REASON_MAX    256
-#define WINDOWS_MESSAGE_MAX   256
+#define DEEPWIN_LABEL_MAX     64
+#define DEEPWIN_RULE_TEXT_MAX 256
+#define DEEPWIN_REASON_MAX    256
+#define DEEPWIN_MESSAGE_MAX   256
 
 /* Who asks. The evaluator tells its own windows apart by kind and rule id,
  * so a manual or scheduled window never spends a rule's budget; cookie is
  * the requester's own value, returned untouched in the record. */
-typedef struct windows_token {
-    windows_token_kind kind;
+typedef struct deepwin_token {
+    deepwin_token_kind kind;
     uint32_t rule_id;              /* RULE only */
     uint64_t cookie;               /* the caller's; the coordinator never reads it */
-    char label[WINDOWS_LABEL_MAX]; /* manual label, "deep-after 30s", rule name... */
-} windows_token;
+    char label[DEEPWIN_LABEL_MAX]; /* manual label, "deep-after 30s", rule name... */
+} deepwin_token;
 
 /* Longest window anyone may ask for: a deep engine is expensive. */
-#define WINDOWS_DURATION_MAX_NS (600ull * 1000000000ull)
+#define DEEPWIN_DURATION_MAX_NS (600ull * 1000000000ull)
 
-typedef struct windows_bounds {
-    uint64_t max_duration_ns; /* 1..WINDOWS_DURATION_MAX_NS; every window has one */
+typedef struct deepwin_bounds {
+    uint64_t max_duration_ns; /* 1..DEEPWIN_DURATION_MAX_NS; every window has one */
     uint64_t max_launches;    /* 0: no launch bound */
-} windows_bounds;
+} deepwin_bounds;
 
 /* Why a rule asked, recorded with its window (filled by the evaluator). */
-typedef struct windows_cause {
-    char rule_text[WINDOWS_RULE_TEXT_MAX];
+typedef struct deepwin_cause {
+    char rule_text[DEEPWIN_RULE_TEXT_MAX];
     char comparison[8];
     double threshold;
     uint64_t rate_window_ns;
@@ -90,15 +90,15 @@ typedef struct windows_cause {
     uint64_t first_true_ns;
     double observed_value;
     int observed_partial; /* the observed value came from a truncated window */
-} windows_cause;
+} deepwin_cause;
 
 /* A finished window (or refused request), as the store will keep it. */
-typedef struct windows_record {
+typedef struct deepwin_record {
     uint64_t id;
-    windows_token token;
-    windows_bounds bounds;
+    deepwin_token token;
+    deepwin_bounds bounds;
     int has_cause;
-    windows_cause cause;
+    deepwin_cause cause;
     uint64_t requested_ns;
     uint64_t opened_ns; /* 0: never opened */
     uint64_t closed_ns;
@@ -108,36 +108,36 @@ typedef struct windows_record {
     /* "armed", "refused", "none", or "busy" / "preparing" (ran without the
      * engine: another context held the device / it was still being set up) */
     char engine_status[16];
-    char engine_reason[WINDOWS_REASON_MAX];
+    char engine_reason[DEEPWIN_REASON_MAX];
     uint64_t engine_samples;
-} windows_record;
+} deepwin_record;
 
 /* Close reasons, stored as text. */
-#define WINDOWS_CLOSE_DURATION    "duration"
-#define WINDOWS_CLOSE_LAUNCHES    "launches"
-#define WINDOWS_CLOSE_MANUAL      "manual"
-#define WINDOWS_CLOSE_SESSION_END "session end"
-#define WINDOWS_CLOSE_REFUSED     "refused"
-#define WINDOWS_CLOSE_CANCELLED   "cancelled" /* closed while still queued */
+#define DEEPWIN_CLOSE_DURATION    "duration"
+#define DEEPWIN_CLOSE_LAUNCHES    "launches"
+#define DEEPWIN_CLOSE_MANUAL      "manual"
+#define DEEPWIN_CLOSE_SESSION_END "session end"
+#define DEEPWIN_CLOSE_REFUSED     "refused"
+#define DEEPWIN_CLOSE_CANCELLED   "cancelled" /* closed while still queued */
 
-typedef struct windows_coordinator windows_coordinator;
+typedef struct deepwin_coordinator deepwin_coordinator;
 
-typedef struct windows_config {
+typedef struct deepwin_config {
     const backend_engine_ops *engine; /* NULL: windows open with no engine ("none") */
     int device;                       /* the engine's device; -1: every device */
     uint32_t record_capacity;         /* finished records held until taken; 0: 64 */
-} windows_config;
+} deepwin_config;
 
 /* 0 with *out set, FLARE_ERR_INVALID_ARGUMENT or FLARE_ERR_NO_MEMORY. */
-int windows_create(const windows_config *config, windows_coordinator **out);
+int deepwin_create(const deepwin_config *config, deepwin_coordinator **out);
 /* Frees the coordinator; an armed engine is left as it is (close first). */
-void windows_destroy(windows_coordinator *coordinator);
+void deepwin_destroy(deepwin_coordinator *coordinator);
 
-typedef struct windows_request_result {
+typedef struct deepwin_request_result {
     int status;         /* FLARE_OK (queued), FLARE_ERR_STATE (busy), FLARE_ERR_INVALID_ARGUMENT */
     uint64_t window_id; /* the queued window's id; when busy, the window in the way */
-    char message[WINDOWS_MESSAGE_MAX]; /* "busy: window 3 open by rule 2 (...)" */
-} windows_request_result;
+    char message[DEEPWIN_MESSAGE_MAX]; /* "busy: window 3 open by rule 2 (...)" */
+} deepwin_request_result;
 
 /*
  * Asks for a window. First wins: queued (FLARE_OK) only when no window is
@@ -145,54 +145,54 @@ typedef struct windows_request_result {
  * naming the window and its token, and nothing changes. cause may be NULL.
  * Returns result->status; result may be NULL.
  */
-int windows_request_open(windows_coordinator *coordinator, const windows_token *token,
-                         const windows_bounds *bounds, const windows_cause *cause, uint64_t now_ns,
-                         windows_request_result *result);
+int deepwin_request_open(deepwin_coordinator *coordinator, const deepwin_token *token,
+                         const deepwin_bounds *bounds, const deepwin_cause *cause, uint64_t now_ns,
+                         deepwin_request_result *result);
 
 /* Asks the beat to close the current window (queued or open) with reason
  * (a static string). FLARE_ERR_STATE when there is none. *window_id (may be
  * NULL) names it. */
-int windows_request_close(windows_coordinator *coordinator, const char *reason,
+int deepwin_request_close(deepwin_coordinator *coordinator, const char *reason,
                           uint64_t *window_id);
 
 /* The beat: arms a pending window, closes an open one whose bound is
  * reached or whose close was asked for. launches_so_far is a cumulative
  * launch count (any origin; only differences matter). */
-void windows_tick(windows_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far);
+void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far);
 
 /* Closes whatever exists now with reason (session end): an open window is
  * disarmed and recorded, a queued one recorded as never opened. */
-void windows_close_now(windows_coordinator *coordinator, const char *reason, uint64_t now_ns,
+void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uint64_t now_ns,
                        uint64_t launches_so_far);
 
 /* Replaces the engine from the next window on (the CUDA engine is chosen
  * after the session, and so the coordinator, already exist). FLARE_OK, or
  * FLARE_ERR_STATE while a window is pending, open or closing (the engine
  * that armed it must be the one that disarms it). */
-int windows_set_engine(windows_coordinator *coordinator, const backend_engine_ops *engine);
+int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
 
 /* True while a window is pending, open or closing: the evaluator discards
  * readings then, whoever opened the window. One atomic load. */
-int windows_blackout_active(const windows_coordinator *coordinator);
-windows_state windows_current_state(const windows_coordinator *coordinator);
+int deepwin_blackout_active(const deepwin_coordinator *coordinator);
+deepwin_state deepwin_current_state(const deepwin_coordinator *coordinator);
 /* Windows ever queued and ever opened. Monotonic: a window that opens and
  * closes between two looks of the evaluator still moves them. */
-uint64_t windows_queued_count(const windows_coordinator *coordinator);
-uint64_t windows_opened_count(const windows_coordinator *coordinator);
+uint64_t deepwin_queued_count(const deepwin_coordinator *coordinator);
+uint64_t deepwin_opened_count(const deepwin_coordinator *coordinator);
 
-/* Where a request stands: WINDOWS_PENDING while queued, WINDOWS_OPEN while
- * open, WINDOWS_IDLE once finished (then *record, which may be NULL, is a
+/* Where a request stands: DEEPWIN_PENDING while queued, DEEPWIN_OPEN while
+ * open, DEEPWIN_IDLE once finished (then *record, which may be NULL, is a
  * copy of its record if still held). FLARE_ERR_NOT_FOUND for an id the
  * coordinator no longer knows. */
-int windows_lookup(windows_coordinator *coordinator, uint64_t window_id, windows_state *state,
-                   windows_record *record);
+int deepwin_lookup(deepwin_coordinator *coordinator, uint64_t window_id, deepwin_state *state,
+                   deepwin_record *record);
 
 /* Moves up to max finished records into out, oldest first; returns how many. */
-size_t windows_take_records(windows_coordinator *coordinator, windows_record *out, size_t max);
+size_t deepwin_take_records(deepwin_coordinator *coordinator, deepwin_record *out, size_t max);
 /* Records lost because the queue was full when a window finished. */
-uint64_t windows_record_drops(const windows_coordinator *coordinator);
+uint64_t deepwin_record_drops(const deepwin_coordinator *coordinator);
 
 /* "rule", "manual", "scheduled". */
-const char *windows_token_kind_name(windows_token_kind kind);
+const char *deepwin_token_kind_name(deepwin_token_kind kind);
 
-#endif /* FLARE_WINDOWS_WINDOWS_H */
+#endif /* FLARE_DEEPWIN_DEEPWIN_H */

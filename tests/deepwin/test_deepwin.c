@@ -1,5 +1,5 @@
 /*
- * test_windows.c: the deep-profiling window coordinator (src/windows): every
+ * test_deepwin.c: the deep-profiling window coordinator (src/deepwin): every
  * transition on a fake clock, engine refusal, first-wins under 16 racing
  * threads, the blackout flag, and windows recorded end to end by a session
  * on the simulated device.
@@ -20,31 +20,31 @@
 #include "flare/sim.h"
 #include "store/store.h"
 #include "test_util.h"
-#include "windows/windows.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin.h"
+#include "deepwin/deepwin_session.h"
 
 #define MS 1000000ull
 #define S  1000000000ull
 
-static windows_coordinator *make_coordinator(const backend_engine_ops *engine)
+static deepwin_coordinator *make_coordinator(const backend_engine_ops *engine)
 {
-    windows_config config = {.engine = engine, .device = -1, .record_capacity = 0};
-    windows_coordinator *coordinator = NULL;
-    assert_int_equal(windows_create(&config, &coordinator), FLARE_OK);
+    deepwin_config config = {.engine = engine, .device = -1, .record_capacity = 0};
+    deepwin_coordinator *coordinator = NULL;
+    assert_int_equal(deepwin_create(&config, &coordinator), FLARE_OK);
     return coordinator;
 }
 
-static windows_token rule_token(uint32_t rule_id)
+static deepwin_token rule_token(uint32_t rule_id)
 {
-    windows_token token = {.kind = WINDOWS_TOKEN_RULE, .rule_id = rule_id, .cookie = 42};
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_RULE, .rule_id = rule_id, .cookie = 42};
     snprintf(token.label, sizeof(token.label), "slow kernels");
     return token;
 }
 
-static windows_record take_one(windows_coordinator *coordinator)
+static deepwin_record take_one(deepwin_coordinator *coordinator)
 {
-    windows_record record;
-    assert_int_equal(windows_take_records(coordinator, &record, 1), 1);
+    deepwin_record record;
+    assert_int_equal(deepwin_take_records(coordinator, &record, 1), 1);
     return record;
 }
 
@@ -52,13 +52,13 @@ static void test_open_and_close_on_duration(void **state)
 {
     (void)state;
     sim_engine_reset();
-    windows_coordinator *coordinator = make_coordinator(sim_engine());
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_IDLE);
-    assert_false(windows_blackout_active(coordinator));
+    deepwin_coordinator *coordinator = make_coordinator(sim_engine());
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_IDLE);
+    assert_false(deepwin_blackout_active(coordinator));
 
-    windows_token token = rule_token(7);
-    windows_bounds bounds = {.max_duration_ns = 2 * S, .max_launches = 0};
-    windows_cause cause = {.comparison = "<",
+    deepwin_token token = rule_token(7);
+    deepwin_bounds bounds = {.max_duration_ns = 2 * S, .max_launches = 0};
+    deepwin_cause cause = {.comparison = "<",
                            .threshold = 500.0,
                            .rate_window_ns = 1 * S,
                            .sustained_ns = 2 * S,
@@ -66,36 +66,36 @@ static void test_open_and_close_on_duration(void **state)
                            .observed_value = 12.5,
                            .observed_partial = 1};
     snprintf(cause.rule_text, sizeof(cause.rule_text), "kernel_launch_rate < 500/s for 2s");
-    windows_request_result result;
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, &cause, 10 * S, &result),
+    deepwin_request_result result;
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, &cause, 10 * S, &result),
                      FLARE_OK);
     assert_int_equal(result.window_id, 1);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_PENDING);
-    assert_true(windows_blackout_active(coordinator)); /* queued already blacks out */
-    assert_int_equal(windows_queued_count(coordinator), 1);
-    assert_int_equal(windows_opened_count(coordinator), 0);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_PENDING);
+    assert_true(deepwin_blackout_active(coordinator)); /* queued already blacks out */
+    assert_int_equal(deepwin_queued_count(coordinator), 1);
+    assert_int_equal(deepwin_opened_count(coordinator), 0);
 
-    windows_tick(coordinator, 10 * S + 5 * MS, 100);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
-    assert_int_equal(windows_opened_count(coordinator), 1);
+    deepwin_tick(coordinator, 10 * S + 5 * MS, 100);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_OPEN);
+    assert_int_equal(deepwin_opened_count(coordinator), 1);
     sim_engine_stats stats;
     sim_engine_stats_get(&stats);
     assert_int_equal(stats.arms, 1);
     assert_true(stats.armed);
 
-    windows_tick(coordinator, 11 * S, 150); /* not yet */
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
-    assert_int_equal(windows_take_records(coordinator, NULL, 0), 0);
-    windows_tick(coordinator, 12 * S + 5 * MS, 180); /* the duration bound */
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_IDLE);
-    assert_false(windows_blackout_active(coordinator));
+    deepwin_tick(coordinator, 11 * S, 150); /* not yet */
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_OPEN);
+    assert_int_equal(deepwin_take_records(coordinator, NULL, 0), 0);
+    deepwin_tick(coordinator, 12 * S + 5 * MS, 180); /* the duration bound */
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_IDLE);
+    assert_false(deepwin_blackout_active(coordinator));
     sim_engine_stats_get(&stats);
     assert_false(stats.armed);
     assert_int_equal(stats.disarms, 1);
 
-    windows_record record = take_one(coordinator);
+    deepwin_record record = take_one(coordinator);
     assert_int_equal(record.id, 1);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_DURATION);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_DURATION);
     assert_int_equal(record.requested_ns, 10 * S);
     assert_int_equal(record.opened_ns, 10 * S + 5 * MS);
     assert_int_equal(record.closed_ns, 12 * S + 5 * MS);
@@ -108,79 +108,79 @@ static void test_open_and_close_on_duration(void **state)
     assert_true(record.has_cause);
     assert_string_equal(record.cause.rule_text, "kernel_launch_rate < 500/s for 2s");
     assert_true(record.cause.observed_partial);
-    windows_destroy(coordinator);
+    deepwin_destroy(coordinator);
 }
 
 static void test_close_on_launches_manual_and_session_end(void **state)
 {
     (void)state;
     sim_engine_reset();
-    windows_coordinator *coordinator = make_coordinator(sim_engine());
-    windows_token token = {.kind = WINDOWS_TOKEN_MANUAL};
+    deepwin_coordinator *coordinator = make_coordinator(sim_engine());
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_MANUAL};
     snprintf(token.label, sizeof(token.label), "warmup");
-    windows_bounds bounds = {.max_duration_ns = 60 * S, .max_launches = 10};
+    deepwin_bounds bounds = {.max_duration_ns = 60 * S, .max_launches = 10};
 
     /* Launch bound. */
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
                      FLARE_OK);
-    windows_tick(coordinator, 1 * S, 1000);
-    windows_tick(coordinator, 2 * S, 1009);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
-    windows_tick(coordinator, 3 * S, 1010);
-    windows_record record = take_one(coordinator);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_LAUNCHES);
+    deepwin_tick(coordinator, 1 * S, 1000);
+    deepwin_tick(coordinator, 2 * S, 1009);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_OPEN);
+    deepwin_tick(coordinator, 3 * S, 1010);
+    deepwin_record record = take_one(coordinator);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_LAUNCHES);
     assert_int_equal(record.launches, 10);
     assert_false(record.has_cause);
 
     /* Manual close: asked from any thread, done on the next beat. */
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 4 * S, NULL),
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 4 * S, NULL),
                      FLARE_OK);
-    windows_tick(coordinator, 4 * S, 0);
+    deepwin_tick(coordinator, 4 * S, 0);
     uint64_t id = 0;
-    assert_int_equal(windows_request_close(coordinator, WINDOWS_CLOSE_MANUAL, &id), FLARE_OK);
+    assert_int_equal(deepwin_request_close(coordinator, DEEPWIN_CLOSE_MANUAL, &id), FLARE_OK);
     assert_int_equal(id, 2);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
-    windows_tick(coordinator, 5 * S, 3);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_OPEN);
+    deepwin_tick(coordinator, 5 * S, 3);
     record = take_one(coordinator);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_MANUAL);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_MANUAL);
     assert_int_equal(record.launches, 3);
-    assert_int_equal(windows_request_close(coordinator, WINDOWS_CLOSE_MANUAL, &id),
+    assert_int_equal(deepwin_request_close(coordinator, DEEPWIN_CLOSE_MANUAL, &id),
                      FLARE_ERR_STATE);
 
     /* Session end closes an open window at once. */
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 6 * S, NULL),
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 6 * S, NULL),
                      FLARE_OK);
-    windows_tick(coordinator, 6 * S, 0);
-    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, 7 * S, 4);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_IDLE);
+    deepwin_tick(coordinator, 6 * S, 0);
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, 7 * S, 4);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_IDLE);
     record = take_one(coordinator);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_SESSION_END);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_SESSION_END);
     assert_int_equal(record.closed_ns, 7 * S);
 
     /* A queued window closed before its beat never arms the engine. */
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 8 * S, NULL),
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 8 * S, NULL),
                      FLARE_OK);
-    assert_int_equal(windows_request_close(coordinator, WINDOWS_CLOSE_MANUAL, NULL), FLARE_OK);
-    windows_tick(coordinator, 8 * S + 1, 0);
+    assert_int_equal(deepwin_request_close(coordinator, DEEPWIN_CLOSE_MANUAL, NULL), FLARE_OK);
+    deepwin_tick(coordinator, 8 * S + 1, 0);
     record = take_one(coordinator);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_CANCELLED);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_CANCELLED);
     assert_int_equal(record.opened_ns, 0);
     assert_string_equal(record.engine_status, "none");
     /* ...and neither does one pending at session end. */
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 9 * S, NULL),
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 9 * S, NULL),
                      FLARE_OK);
-    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, 9 * S + 1, 0);
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, 9 * S + 1, 0);
     record = take_one(coordinator);
     assert_int_equal(record.opened_ns, 0);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_SESSION_END);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_SESSION_END);
 
     sim_engine_stats stats;
     sim_engine_stats_get(&stats);
     assert_int_equal(stats.arms, 3);
     assert_int_equal(stats.disarms, 3);
-    assert_int_equal(windows_opened_count(coordinator), 3);
-    assert_int_equal(windows_queued_count(coordinator), 5);
-    windows_destroy(coordinator);
+    assert_int_equal(deepwin_opened_count(coordinator), 3);
+    assert_int_equal(deepwin_queued_count(coordinator), 5);
+    deepwin_destroy(coordinator);
 }
 
 static void test_engine_refusal_never_opens(void **state)
@@ -188,70 +188,70 @@ static void test_engine_refusal_never_opens(void **state)
     (void)state;
     sim_engine_reset();
     sim_engine_fault_set(1, "PM sampling unavailable: counters busy");
-    windows_coordinator *coordinator = make_coordinator(sim_engine());
+    deepwin_coordinator *coordinator = make_coordinator(sim_engine());
     char reason[128];
     assert_int_equal(sim_engine()->probe(-1, reason, sizeof(reason)), FLARE_ERR_UNSUPPORTED);
     assert_string_equal(reason, "PM sampling unavailable: counters busy");
 
-    windows_token token = rule_token(3);
-    windows_bounds bounds = {.max_duration_ns = 1 * S};
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
+    deepwin_token token = rule_token(3);
+    deepwin_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
                      FLARE_OK);
-    windows_tick(coordinator, 1 * S + 1, 0);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_IDLE);
-    assert_false(windows_blackout_active(coordinator));
-    assert_int_equal(windows_opened_count(coordinator), 0);
-    windows_record record = take_one(coordinator);
-    assert_string_equal(record.close_reason, WINDOWS_CLOSE_REFUSED);
+    deepwin_tick(coordinator, 1 * S + 1, 0);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_IDLE);
+    assert_false(deepwin_blackout_active(coordinator));
+    assert_int_equal(deepwin_opened_count(coordinator), 0);
+    deepwin_record record = take_one(coordinator);
+    assert_string_equal(record.close_reason, DEEPWIN_CLOSE_REFUSED);
     assert_string_equal(record.engine_status, "refused");
     assert_string_equal(record.engine_reason, "PM sampling unavailable: counters busy");
     assert_int_equal(record.opened_ns, 0);
-    windows_state found;
-    assert_int_equal(windows_lookup(coordinator, 1, &found, &record), FLARE_OK);
-    assert_int_equal(found, WINDOWS_IDLE);
+    deepwin_state found;
+    assert_int_equal(deepwin_lookup(coordinator, 1, &found, &record), FLARE_OK);
+    assert_int_equal(found, DEEPWIN_IDLE);
     /* The refusal cost nothing: the next request is accepted and opens. */
     sim_engine_fault_set(0, NULL);
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 2 * S, NULL),
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 2 * S, NULL),
                      FLARE_OK);
-    windows_tick(coordinator, 2 * S, 0);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
-    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, 3 * S, 0);
+    deepwin_tick(coordinator, 2 * S, 0);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_OPEN);
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, 3 * S, 0);
     sim_engine_stats stats;
     sim_engine_stats_get(&stats);
     assert_int_equal(stats.arms, 1);
     assert_int_equal(stats.refusals, 1);
-    windows_destroy(coordinator);
+    deepwin_destroy(coordinator);
 }
 
 static void test_busy_names_the_window_and_costs_nothing(void **state)
 {
     (void)state;
     sim_engine_reset();
-    windows_coordinator *coordinator = make_coordinator(sim_engine());
-    windows_token first = rule_token(7);
-    windows_token second = {.kind = WINDOWS_TOKEN_SCHEDULED};
-    windows_bounds bounds = {.max_duration_ns = 1 * S};
-    assert_int_equal(windows_request_open(coordinator, &first, &bounds, NULL, 1 * S, NULL),
+    deepwin_coordinator *coordinator = make_coordinator(sim_engine());
+    deepwin_token first = rule_token(7);
+    deepwin_token second = {.kind = DEEPWIN_TOKEN_SCHEDULED};
+    deepwin_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_int_equal(deepwin_request_open(coordinator, &first, &bounds, NULL, 1 * S, NULL),
                      FLARE_OK);
-    windows_request_result result;
-    assert_int_equal(windows_request_open(coordinator, &second, &bounds, NULL, 1 * S, &result),
+    deepwin_request_result result;
+    assert_int_equal(deepwin_request_open(coordinator, &second, &bounds, NULL, 1 * S, &result),
                      FLARE_ERR_STATE);
     assert_string_equal(result.message, "busy: window 1 queued by rule 7 (slow kernels)");
     assert_int_equal(result.window_id, 1);
-    windows_tick(coordinator, 1 * S, 0);
-    assert_int_equal(windows_request_open(coordinator, &second, &bounds, NULL, 1 * S, &result),
+    deepwin_tick(coordinator, 1 * S, 0);
+    assert_int_equal(deepwin_request_open(coordinator, &second, &bounds, NULL, 1 * S, &result),
                      FLARE_ERR_STATE);
     assert_string_equal(result.message, "busy: window 1 open by rule 7 (slow kernels)");
-    assert_int_equal(windows_queued_count(coordinator), 1);
+    assert_int_equal(deepwin_queued_count(coordinator), 1);
     /* Invalid requests are refused before they touch anything. */
-    windows_bounds unbounded = {.max_duration_ns = 0};
-    assert_int_equal(windows_request_open(coordinator, &second, &unbounded, NULL, 1 * S, NULL),
+    deepwin_bounds unbounded = {.max_duration_ns = 0};
+    assert_int_equal(deepwin_request_open(coordinator, &second, &unbounded, NULL, 1 * S, NULL),
                      FLARE_ERR_INVALID_ARGUMENT);
-    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, 2 * S, 0);
-    windows_record record = take_one(coordinator);
-    assert_int_equal(record.token.kind, WINDOWS_TOKEN_RULE);
-    assert_int_equal(windows_take_records(coordinator, &record, 1), 0);
-    windows_destroy(coordinator);
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, 2 * S, 0);
+    deepwin_record record = take_one(coordinator);
+    assert_int_equal(record.token.kind, DEEPWIN_TOKEN_RULE);
+    assert_int_equal(deepwin_take_records(coordinator, &record, 1), 0);
+    deepwin_destroy(coordinator);
 }
 
 /* ---- an engine still being set up: the window opens without it ---- */
@@ -289,29 +289,29 @@ static void test_engine_not_ready_window_runs_without(void **state)
 {
     (void)state;
     not_ready_disarms = 0;
-    windows_coordinator *coordinator = make_coordinator(&not_ready_engine);
-    windows_token token = rule_token(2);
-    windows_bounds bounds = {.max_duration_ns = 1 * S};
-    assert_int_equal(windows_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
+    deepwin_coordinator *coordinator = make_coordinator(&not_ready_engine);
+    deepwin_token token = rule_token(2);
+    deepwin_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
                      FLARE_OK);
-    windows_tick(coordinator, 1 * S, 0);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_OPEN);
-    assert_int_equal(windows_opened_count(coordinator), 1);
-    windows_tick(coordinator, 2 * S + 1, 0);
-    assert_int_equal(windows_current_state(coordinator), WINDOWS_IDLE);
-    windows_record record = take_one(coordinator);
+    deepwin_tick(coordinator, 1 * S, 0);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_OPEN);
+    assert_int_equal(deepwin_opened_count(coordinator), 1);
+    deepwin_tick(coordinator, 2 * S + 1, 0);
+    assert_int_equal(deepwin_current_state(coordinator), DEEPWIN_IDLE);
+    deepwin_record record = take_one(coordinator);
     assert_string_equal(record.engine_status, "preparing");
     assert_string_equal(record.engine_reason, "slow-pm: still preparing");
     assert_int_equal(record.opened_ns, 1 * S);
     assert_true(record.closed_ns > record.opened_ns);
-    assert_string_not_equal(record.close_reason, WINDOWS_CLOSE_REFUSED);
+    assert_string_not_equal(record.close_reason, DEEPWIN_CLOSE_REFUSED);
     assert_int_equal(not_ready_disarms, 0);
-    windows_destroy(coordinator);
+    deepwin_destroy(coordinator);
 }
 
 /* ---- blackout while closing, seen from inside the engine ---- */
 
-static windows_coordinator *observed;
+static deepwin_coordinator *observed;
 static int blackout_during_disarm = -1;
 static int state_during_disarm = -1;
 static int state_during_arm = -1;
@@ -320,15 +320,15 @@ static int observing_arm(int device, const backend_engine_config *config, uint64
                          char *reason, size_t reason_size)
 {
     (void)device, (void)config, (void)now_ns, (void)reason, (void)reason_size;
-    state_during_arm = (int)windows_current_state(observed);
+    state_during_arm = (int)deepwin_current_state(observed);
     return FLARE_OK;
 }
 
 static int observing_disarm(int device, uint64_t now_ns, backend_engine_result *result)
 {
     (void)device, (void)now_ns;
-    blackout_during_disarm = windows_blackout_active(observed);
-    state_during_disarm = (int)windows_current_state(observed);
+    blackout_during_disarm = deepwin_blackout_active(observed);
+    state_during_disarm = (int)deepwin_current_state(observed);
     if (result != NULL)
         result->samples = 5;
     return FLARE_OK;
@@ -347,20 +347,20 @@ static void test_blackout_covers_pending_open_and_closing(void **state)
 {
     (void)state;
     observed = make_coordinator(&observing_engine);
-    windows_token token = {.kind = WINDOWS_TOKEN_MANUAL};
-    windows_bounds bounds = {.max_duration_ns = 1 * S};
-    assert_false(windows_blackout_active(observed));
-    assert_int_equal(windows_request_open(observed, &token, &bounds, NULL, 1 * S, NULL), FLARE_OK);
-    windows_tick(observed, 1 * S, 0);
-    assert_int_equal(state_during_arm, WINDOWS_PENDING); /* still queued while arming */
-    assert_true(windows_blackout_active(observed));
-    windows_tick(observed, 2 * S, 0);
-    assert_int_equal(state_during_disarm, WINDOWS_CLOSING);
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_MANUAL};
+    deepwin_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_false(deepwin_blackout_active(observed));
+    assert_int_equal(deepwin_request_open(observed, &token, &bounds, NULL, 1 * S, NULL), FLARE_OK);
+    deepwin_tick(observed, 1 * S, 0);
+    assert_int_equal(state_during_arm, DEEPWIN_PENDING); /* still queued while arming */
+    assert_true(deepwin_blackout_active(observed));
+    deepwin_tick(observed, 2 * S, 0);
+    assert_int_equal(state_during_disarm, DEEPWIN_CLOSING);
     assert_int_equal(blackout_during_disarm, 1);
-    assert_false(windows_blackout_active(observed));
-    windows_record record = take_one(observed);
+    assert_false(deepwin_blackout_active(observed));
+    deepwin_record record = take_one(observed);
     assert_int_equal(record.engine_samples, 5);
-    windows_destroy(observed);
+    deepwin_destroy(observed);
     observed = NULL;
 }
 
@@ -368,9 +368,9 @@ static void test_blackout_covers_pending_open_and_closing(void **state)
 
 #define RACERS             16
 #define ATTEMPTS_PER_RACER 200000
-#define WINDOWS_WANTED     10000
-/* Racers stop once WINDOWS_WANTED were queued; each may win once more. */
-#define MAX_WINNERS (WINDOWS_WANTED + RACERS)
+#define DEEPWIN_WANTED     10000
+/* Racers stop once DEEPWIN_WANTED were queued; each may win once more. */
+#define MAX_WINNERS (DEEPWIN_WANTED + RACERS)
 
 static _Atomic int engine_armed_now;
 static _Atomic int double_arms;
@@ -396,7 +396,7 @@ static const backend_engine_ops strict_engine = {
     .name = "strict", .arm = strict_arm, .disarm = strict_disarm, .probe = observing_probe};
 
 typedef struct racer {
-    windows_coordinator *coordinator;
+    deepwin_coordinator *coordinator;
     uint32_t index;
     uint64_t *won_ids; /* MAX_WINNERS */
     uint32_t won;
@@ -410,15 +410,15 @@ static _Atomic int racers_done;
 static void *race(void *argument)
 {
     racer *self = argument;
-    windows_token token = {
-        .kind = WINDOWS_TOKEN_RULE, .rule_id = self->index, .cookie = self->index};
-    windows_bounds bounds = {.max_duration_ns = 3, .max_launches = 0};
+    deepwin_token token = {
+        .kind = DEEPWIN_TOKEN_RULE, .rule_id = self->index, .cookie = self->index};
+    deepwin_bounds bounds = {.max_duration_ns = 3, .max_launches = 0};
     /* Until enough windows have gone through, or the attempts run out. */
     for (int attempt = 0;
-         attempt < ATTEMPTS_PER_RACER && windows_queued_count(self->coordinator) < WINDOWS_WANTED;
+         attempt < ATTEMPTS_PER_RACER && deepwin_queued_count(self->coordinator) < DEEPWIN_WANTED;
          attempt++) {
-        windows_request_result result;
-        int status = windows_request_open(self->coordinator, &token, &bounds, NULL,
+        deepwin_request_result result;
+        int status = deepwin_request_open(self->coordinator, &token, &bounds, NULL,
                                           atomic_load(&fake_clock), &result);
         if (status == FLARE_OK) {
             self->won_ids[self->won++] = result.window_id;
@@ -438,8 +438,8 @@ static void *race(void *argument)
 }
 
 typedef struct ticker {
-    windows_coordinator *coordinator;
-    windows_record *records;
+    deepwin_coordinator *coordinator;
+    deepwin_record *records;
     size_t count;
     size_t capacity;
 } ticker;
@@ -448,7 +448,7 @@ static void drain_into(ticker *self)
 {
     size_t taken;
     while (self->count < self->capacity &&
-           (taken = windows_take_records(self->coordinator, self->records + self->count,
+           (taken = deepwin_take_records(self->coordinator, self->records + self->count,
                                          self->capacity - self->count)) > 0)
         self->count += taken;
 }
@@ -458,7 +458,7 @@ static void *tick(void *argument)
     ticker *self = argument;
     while (atomic_load(&racers_done) < RACERS) {
         uint64_t now = atomic_fetch_add(&fake_clock, 1) + 1;
-        windows_tick(self->coordinator, now, 0);
+        deepwin_tick(self->coordinator, now, 0);
         drain_into(self);
     }
     return NULL;
@@ -473,14 +473,14 @@ static int compare_ids(const void *a, const void *b)
 static void test_first_wins_under_racing_threads(void **state)
 {
     (void)state;
-    windows_config config = {.engine = &strict_engine, .device = -1, .record_capacity = 4096};
-    windows_coordinator *coordinator;
-    assert_int_equal(windows_create(&config, &coordinator), FLARE_OK);
+    deepwin_config config = {.engine = &strict_engine, .device = -1, .record_capacity = 4096};
+    deepwin_coordinator *coordinator;
+    assert_int_equal(deepwin_create(&config, &coordinator), FLARE_OK);
     atomic_store(&racers_done, 0);
     racer racers[RACERS];
     pthread_t threads[RACERS];
     ticker beat = {.coordinator = coordinator,
-                   .records = calloc(MAX_WINNERS, sizeof(windows_record)),
+                   .records = calloc(MAX_WINNERS, sizeof(deepwin_record)),
                    .capacity = MAX_WINNERS};
     assert_non_null(beat.records);
     for (uint32_t i = 0; i < RACERS; i++) {
@@ -496,7 +496,7 @@ static void test_first_wins_under_racing_threads(void **state)
     for (uint32_t i = 0; i < RACERS; i++)
         pthread_join(threads[i], NULL);
     pthread_join(ticker_thread, NULL);
-    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, atomic_load(&fake_clock) + 1, 0);
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, atomic_load(&fake_clock) + 1, 0);
     drain_into(&beat);
 
     uint64_t *winners = calloc(MAX_WINNERS, sizeof(uint64_t));
@@ -513,18 +513,18 @@ static void test_first_wins_under_racing_threads(void **state)
         free(racers[i].won_ids);
     }
     print_message("%zu windows won, %llu busy answers\n", winner_count, (unsigned long long)busy);
-    assert_true(winner_count >= WINDOWS_WANTED); /* thousands of windows really went through */
+    assert_true(winner_count >= DEEPWIN_WANTED); /* thousands of windows really went through */
     assert_true(busy > winner_count);            /* and they really raced */
-    assert_int_equal(windows_record_drops(coordinator), 0);
+    assert_int_equal(deepwin_record_drops(coordinator), 0);
     /* Exactly one record per winner: ids 1..N, each once, none lost. */
     assert_int_equal(beat.count, winner_count);
-    assert_int_equal(windows_queued_count(coordinator), winner_count);
+    assert_int_equal(deepwin_queued_count(coordinator), winner_count);
     qsort(winners, winner_count, sizeof(uint64_t), compare_ids);
     for (size_t i = 0; i < winner_count; i++)
         assert_int_equal(winners[i], i + 1);
     uint64_t opened = 0;
     for (size_t i = 0; i < beat.count; i++) {
-        const windows_record *record = &beat.records[i];
+        const deepwin_record *record = &beat.records[i];
         assert_int_equal(record->id, i + 1); /* finished in the order they were queued */
         /* Each window was requested by the racer its token names. */
         assert_int_equal(record->token.rule_id, record->token.cookie);
@@ -537,12 +537,12 @@ static void test_first_wins_under_racing_threads(void **state)
         if (i > 0 && record->opened_ns != 0)
             assert_true(beat.records[i - 1].closed_ns <= record->opened_ns);
     }
-    assert_int_equal(opened, windows_opened_count(coordinator));
+    assert_int_equal(opened, deepwin_opened_count(coordinator));
     assert_int_equal(atomic_load(&double_arms), 0);
     assert_int_equal(atomic_load(&engine_armed_now), 0);
     free(winners);
     free(beat.records);
-    windows_destroy(coordinator);
+    deepwin_destroy(coordinator);
 }
 
 /* ---- end to end: a session on the simulated device ---- */
@@ -592,7 +592,7 @@ static void sleep_ms(long ms)
 static void wait_idle(void)
 {
     for (int i = 0; i < 2000; i++) {
-        if (!windows_blackout_active(windows_session_coordinator()))
+        if (!deepwin_blackout_active(deepwin_session_coordinator()))
             return;
         sleep_ms(1);
     }
@@ -615,7 +615,7 @@ static void test_session_end_to_end(void **state)
     assert_int_equal(flare_init(&options), FLARE_OK);
 
     int kernel;
-    assert_int_equal(flare_sim_kernel_register("windows_noop", noop_kernel, &kernel), FLARE_OK);
+    assert_int_equal(flare_sim_kernel_register("deepwin_noop", noop_kernel, &kernel), FLARE_OK);
     flare_sim_stream *stream;
     assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
     const uint32_t grid[3] = {1, 1, 1};
@@ -644,7 +644,7 @@ static void test_session_end_to_end(void **state)
     /* 3: refused by the engine: never open, recorded with the reason. */
     sim_engine_fault_set(1, "simulated PM unavailable");
     assert_int_equal(flare_window_open(NULL), FLARE_ERR_UNSUPPORTED);
-    assert_false(windows_blackout_active(windows_session_coordinator()));
+    assert_false(deepwin_blackout_active(deepwin_session_coordinator()));
     sim_engine_fault_set(0, NULL);
 
     /* 4: closed by hand. */
@@ -702,13 +702,13 @@ static void test_scheduled_window_from_environment(void **state)
     options.session_dir = dir;
     options.flush_interval_ms = 5;
     /* The process's coordinator outlives sessions: its counts are cumulative. */
-    uint64_t opened_before = windows_opened_count(windows_session_coordinator());
+    uint64_t opened_before = deepwin_opened_count(deepwin_session_coordinator());
     assert_int_equal(flare_init(&options), FLARE_OK);
     for (int i = 0;
-         i < 2000 && windows_opened_count(windows_session_coordinator()) == opened_before; i++)
+         i < 2000 && deepwin_opened_count(deepwin_session_coordinator()) == opened_before; i++)
         sleep_ms(1);
     /* While the scheduled window holds the process, a manual one is busy. */
-    if (windows_blackout_active(windows_session_coordinator()))
+    if (deepwin_blackout_active(deepwin_session_coordinator()))
         assert_int_equal(flare_window_open(NULL), FLARE_ERR_STATE);
     wait_idle();
     assert_int_equal(flare_shutdown(), FLARE_OK);

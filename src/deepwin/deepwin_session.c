@@ -1,6 +1,6 @@
 /*
- * windows_session.c: the process's window coordinator within a session
- * (windows_session.h): the public flare_window_ API, scheduled windows and
+ * deepwin_session.c: the process's window coordinator within a session
+ * (deepwin_session.h): the public flare_window_ API, scheduled windows and
  * the collector's beat.
  *
  * The coordinator lives for the life of the process once created, like the
@@ -9,7 +9,7 @@
  * may block an application's hot path; the public calls wait, boundedly, and
  * are documented as not for hot paths.
  */
-#include "windows/windows_session.h"
+#include "deepwin/deepwin_session.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -24,12 +24,12 @@
 #include "core/log.h"
 #include "flare/flare.h"
 
-#define WINDOWS_DEFAULT_DURATION_MS 2000u
-#define WINDOWS_API_WAIT_NS         2000000000ull /* eight beats at the longest flush interval */
-#define WINDOWS_WRITE_BATCH         16
+#define DEEPWIN_DEFAULT_DURATION_MS 2000u
+#define DEEPWIN_API_WAIT_NS         2000000000ull /* eight beats at the longest flush interval */
+#define DEEPWIN_WRITE_BATCH         16
 
 static pthread_mutex_t coordinator_lock = PTHREAD_MUTEX_INITIALIZER;
-static windows_coordinator *_Atomic process_coordinator;
+static deepwin_coordinator *_Atomic process_coordinator;
 static _Atomic uint64_t launch_count;
 static _Atomic int session_running;
 static _Atomic(const backend_engine_ops *) chosen_engine;
@@ -39,29 +39,29 @@ static _Atomic int engine_chosen;
  * runs) and read by the beat on the collector thread. */
 static uint64_t schedule_at_ns; /* 0: no scheduled window */
 static uint64_t schedule_for_ns;
-static char schedule_label[WINDOWS_LABEL_MAX];
+static char schedule_label[DEEPWIN_LABEL_MAX];
 static uint64_t stored_drops; /* record drops last written; collector only */
 /* The deep_windows row without its engine, so a later engine choice
- * (windows_session_set_engine, the CUDA engine after injection) can restate
+ * (deepwin_session_set_engine, the CUDA engine after injection) can restate
  * it. Guarded by coordinator_lock. */
 static int capability_requested;
 static const char *capability_status = CORE_CAPABILITY_ACTIVE;
 static char capability_text[192] = "on request (flare_window_open)";
 
-windows_coordinator *windows_session_coordinator(void)
+deepwin_coordinator *deepwin_session_coordinator(void)
 {
     return atomic_load_explicit(&process_coordinator, memory_order_acquire);
 }
 
-void windows_session_set_engine(const backend_engine_ops *engine)
+void deepwin_session_set_engine(const backend_engine_ops *engine)
 {
     atomic_store(&chosen_engine, engine);
     atomic_store(&engine_chosen, 1);
     /* A coordinator that exists already takes it too, when no window is in
      * flight (else from the next session). */
     pthread_mutex_lock(&coordinator_lock);
-    windows_coordinator *coordinator = windows_session_coordinator();
-    if (coordinator != NULL && windows_set_engine(coordinator, engine) != FLARE_OK)
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    if (coordinator != NULL && deepwin_set_engine(coordinator, engine) != FLARE_OK)
         core_log(CORE_LOG_WARNING, "deep engine %s takes over from the next window session",
                  engine != NULL ? engine->name : "none");
     else if (coordinator != NULL && atomic_load(&session_running))
@@ -71,7 +71,7 @@ void windows_session_set_engine(const backend_engine_ops *engine)
     pthread_mutex_unlock(&coordinator_lock);
 }
 
-void windows_session_count_launch(void)
+void deepwin_session_count_launch(void)
 {
     atomic_fetch_add_explicit(&launch_count, 1, memory_order_relaxed);
 }
@@ -81,20 +81,20 @@ static uint64_t launches_now(void)
     return atomic_load_explicit(&launch_count, memory_order_relaxed);
 }
 
-uint64_t windows_session_launches(void)
+uint64_t deepwin_session_launches(void)
 {
     return launches_now();
 }
 
 /* A schedule variable's value through the duration parser, within
- * 1ns..WINDOWS_SCHEDULE_MAX_NS. error is left empty, or says
+ * 1ns..DEEPWIN_SCHEDULE_MAX_NS. error is left empty, or says
  * VARIABLE=TEXT: why. */
 static int parse_schedule_value(const char *variable, const char *text, uint64_t *out_ns,
                                 char *error, size_t error_size)
 {
     int written = snprintf(error, error_size, "%s=%.48s: ", variable, text);
     size_t used = written > 0 && (size_t)written < error_size ? (size_t)written : error_size;
-    if (core_duration_parse(text, strlen(text), 1, WINDOWS_SCHEDULE_MAX_NS, out_ns, error + used,
+    if (core_duration_parse(text, strlen(text), 1, DEEPWIN_SCHEDULE_MAX_NS, out_ns, error + used,
                             error_size - used) == FLARE_OK) {
         if (error_size > 0)
             error[0] = '\0';
@@ -132,9 +132,9 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
                parse_schedule_value("FLARE_DEEP_FOR", length, &for_ns, error, sizeof(error)) !=
                    FLARE_OK) {
         /* error says which */
-    } else if (for_ns > WINDOWS_DURATION_MAX_NS) {
+    } else if (for_ns > DEEPWIN_DURATION_MAX_NS) {
         snprintf(error, sizeof(error), "FLARE_DEEP_FOR=%s: a window lasts at most %llu s", length,
-                 WINDOWS_DURATION_MAX_NS / 1000000000ull);
+                 DEEPWIN_DURATION_MAX_NS / 1000000000ull);
     }
     if (error[0] != '\0') {
         core_log(CORE_LOG_WARNING, "scheduled deep window ignored: %s", error);
@@ -161,15 +161,15 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
     pthread_mutex_unlock(&coordinator_lock);
 }
 
-void windows_session_begin(uint64_t start_ns, const backend_engine_ops *default_engine)
+void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_engine)
 {
     const backend_engine_ops *engine =
         atomic_load(&engine_chosen) ? atomic_load(&chosen_engine) : default_engine;
     pthread_mutex_lock(&coordinator_lock);
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (coordinator == NULL) {
-        windows_config config = {.engine = engine, .device = -1, .record_capacity = 0};
-        if (windows_create(&config, &coordinator) != FLARE_OK) {
+        deepwin_config config = {.engine = engine, .device = -1, .record_capacity = 0};
+        if (deepwin_create(&config, &coordinator) != FLARE_OK) {
             pthread_mutex_unlock(&coordinator_lock);
             core_capability_set("deep_windows", 0, CORE_CAPABILITY_UNAVAILABLE,
                                 "out of memory for the window coordinator");
@@ -179,31 +179,31 @@ void windows_session_begin(uint64_t start_ns, const backend_engine_ops *default_
     } else {
         /* A request that raced the last session's end must not open in this
          * one, and that session's unwritten records are not this one's. */
-        windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, start_ns, launches_now());
-        windows_record discard[WINDOWS_WRITE_BATCH];
-        while (windows_take_records(coordinator, discard, WINDOWS_WRITE_BATCH) > 0) {
+        deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, start_ns, launches_now());
+        deepwin_record discard[DEEPWIN_WRITE_BATCH];
+        while (deepwin_take_records(coordinator, discard, DEEPWIN_WRITE_BATCH) > 0) {
         }
-        windows_set_engine(coordinator, engine);
+        deepwin_set_engine(coordinator, engine);
     }
     pthread_mutex_unlock(&coordinator_lock);
-    stored_drops = windows_record_drops(coordinator);
+    stored_drops = deepwin_record_drops(coordinator);
     read_schedule(start_ns, engine != NULL ? engine->name : "none");
     atomic_store(&session_running, 1);
 }
 
-static void write_records(windows_coordinator *coordinator, store *database, int64_t pid)
+static void write_records(deepwin_coordinator *coordinator, store *database, int64_t pid)
 {
-    windows_record records[WINDOWS_WRITE_BATCH];
+    deepwin_record records[DEEPWIN_WRITE_BATCH];
     size_t count;
-    while ((count = windows_take_records(coordinator, records, WINDOWS_WRITE_BATCH)) > 0) {
+    while ((count = deepwin_take_records(coordinator, records, DEEPWIN_WRITE_BATCH)) > 0) {
         for (size_t i = 0; i < count; i++) {
-            const windows_record *record = &records[i];
+            const deepwin_record *record = &records[i];
             store_window_row row = {
                 .pid = pid,
                 .id = record->id,
-                .token_kind = windows_token_kind_name(record->token.kind),
+                .token_kind = deepwin_token_kind_name(record->token.kind),
                 .label = record->token.label,
-                .has_cause = record->has_cause || record->token.kind == WINDOWS_TOKEN_RULE,
+                .has_cause = record->has_cause || record->token.kind == DEEPWIN_TOKEN_RULE,
                 .rule_id = record->token.rule_id,
                 .rule_text = record->has_cause ? record->cause.rule_text : NULL,
                 .comparison = record->has_cause ? record->cause.comparison : NULL,
@@ -228,12 +228,12 @@ static void write_records(windows_coordinator *coordinator, store *database, int
             if (store_put_window(database, &row) != FLARE_OK)
                 CORE_LOG_ONCE("windows.store", CORE_LOG_ERROR, "cannot store window %llu: %s",
                               (unsigned long long)record->id, store_last_error(database));
-            if (strcmp(record->close_reason, WINDOWS_CLOSE_REFUSED) == 0)
+            if (strcmp(record->close_reason, DEEPWIN_CLOSE_REFUSED) == 0)
                 core_log(CORE_LOG_WARNING, "deep window %llu refused: %s",
                          (unsigned long long)record->id, record->engine_reason);
         }
     }
-    uint64_t drops = windows_record_drops(coordinator);
+    uint64_t drops = deepwin_record_drops(coordinator);
     if (drops != stored_drops &&
         store_set_drops(database, pid, "windows", "window records", drops) == FLARE_OK)
         stored_drops = drops;
@@ -241,15 +241,15 @@ static void write_records(windows_coordinator *coordinator, store *database, int
 
 /* Queues the scheduled window once it is due. A busy coordinator does not
  * cancel it: it is tried again at each beat until it gets in. */
-static void start_scheduled(windows_coordinator *coordinator, uint64_t now_ns)
+static void start_scheduled(deepwin_coordinator *coordinator, uint64_t now_ns)
 {
     if (schedule_at_ns == 0 || now_ns < schedule_at_ns)
         return;
-    windows_token token = {.kind = WINDOWS_TOKEN_SCHEDULED};
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_SCHEDULED};
     snprintf(token.label, sizeof(token.label), "%s", schedule_label);
-    windows_bounds bounds = {.max_duration_ns = schedule_for_ns, .max_launches = 0};
-    windows_request_result result;
-    if (windows_request_open(coordinator, &token, &bounds, NULL, now_ns, &result) == FLARE_OK) {
+    deepwin_bounds bounds = {.max_duration_ns = schedule_for_ns, .max_launches = 0};
+    deepwin_request_result result;
+    if (deepwin_request_open(coordinator, &token, &bounds, NULL, now_ns, &result) == FLARE_OK) {
         schedule_at_ns = 0;
     } else {
         CORE_LOG_ONCE("windows.scheduled_busy", CORE_LOG_INFO, "scheduled deep window waits: %s",
@@ -257,44 +257,44 @@ static void start_scheduled(windows_coordinator *coordinator, uint64_t now_ns)
     }
 }
 
-void windows_session_beat(store *database, int64_t pid, uint64_t now_ns)
+void deepwin_session_beat(store *database, int64_t pid, uint64_t now_ns)
 {
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (coordinator == NULL)
         return;
     start_scheduled(coordinator, now_ns);
-    windows_tick(coordinator, now_ns, launches_now());
+    deepwin_tick(coordinator, now_ns, launches_now());
     write_records(coordinator, database, pid);
 }
 
-int windows_session_running(void)
+int deepwin_session_running(void)
 {
     return atomic_load(&session_running);
 }
 
-void windows_session_cancel(void)
+void deepwin_session_cancel(void)
 {
     atomic_store(&session_running, 0);
     schedule_at_ns = 0;
     pthread_mutex_lock(&coordinator_lock);
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (coordinator != NULL) {
-        windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, core_now_ns(), launches_now());
-        windows_record discard[WINDOWS_WRITE_BATCH];
-        while (windows_take_records(coordinator, discard, WINDOWS_WRITE_BATCH) > 0) {
+        deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, core_now_ns(), launches_now());
+        deepwin_record discard[DEEPWIN_WRITE_BATCH];
+        while (deepwin_take_records(coordinator, discard, DEEPWIN_WRITE_BATCH) > 0) {
         }
     }
     pthread_mutex_unlock(&coordinator_lock);
 }
 
-void windows_session_end(store *database, int64_t pid, uint64_t end_ns)
+void deepwin_session_end(store *database, int64_t pid, uint64_t end_ns)
 {
     atomic_store(&session_running, 0);
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (coordinator == NULL)
         return;
     schedule_at_ns = 0;
-    windows_close_now(coordinator, WINDOWS_CLOSE_SESSION_END, end_ns, launches_now());
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, end_ns, launches_now());
     write_records(coordinator, database, pid);
 }
 
@@ -315,14 +315,14 @@ static void pause_briefly(void)
 }
 
 /* Waits until window_id leaves PENDING (want_idle: until it is finished). */
-static int wait_for(windows_coordinator *coordinator, uint64_t window_id, int want_idle,
-                    windows_state *state, windows_record *record)
+static int wait_for(deepwin_coordinator *coordinator, uint64_t window_id, int want_idle,
+                    deepwin_state *state, deepwin_record *record)
 {
-    uint64_t deadline = core_now_ns() + WINDOWS_API_WAIT_NS;
+    uint64_t deadline = core_now_ns() + DEEPWIN_API_WAIT_NS;
     for (;;) {
-        if (windows_lookup(coordinator, window_id, state, record) != FLARE_OK)
+        if (deepwin_lookup(coordinator, window_id, state, record) != FLARE_OK)
             return FLARE_ERR_NOT_FOUND;
-        if (want_idle ? *state == WINDOWS_IDLE : *state != WINDOWS_PENDING)
+        if (want_idle ? *state == DEEPWIN_IDLE : *state != DEEPWIN_PENDING)
             return FLARE_OK;
         if (core_now_ns() >= deadline)
             return FLARE_ERR_TIMEOUT;
@@ -332,7 +332,7 @@ static int wait_for(windows_coordinator *coordinator, uint64_t window_id, int wa
 
 FLARE_API int flare_window_open(const flare_window_options *options)
 {
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (!flare_is_active() || !atomic_load(&session_running) || coordinator == NULL)
         return FLARE_ERR_NOT_ACTIVE;
     flare_window_options settings;
@@ -347,29 +347,29 @@ FLARE_API int flare_window_open(const flare_window_options *options)
         memcpy(&settings, options, size);
     }
     if (settings.max_duration_ms == 0)
-        settings.max_duration_ms = WINDOWS_DEFAULT_DURATION_MS;
-    if ((uint64_t)settings.max_duration_ms * 1000000ull > WINDOWS_DURATION_MAX_NS)
+        settings.max_duration_ms = DEEPWIN_DEFAULT_DURATION_MS;
+    if ((uint64_t)settings.max_duration_ms * 1000000ull > DEEPWIN_DURATION_MAX_NS)
         return FLARE_ERR_INVALID_ARGUMENT;
-    windows_token token = {.kind = WINDOWS_TOKEN_MANUAL};
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_MANUAL};
     if (settings.label != NULL)
         snprintf(token.label, sizeof(token.label), "%s", settings.label);
-    windows_bounds bounds = {.max_duration_ns = (uint64_t)settings.max_duration_ms * 1000000ull,
+    deepwin_bounds bounds = {.max_duration_ns = (uint64_t)settings.max_duration_ms * 1000000ull,
                              .max_launches = settings.max_launches};
-    windows_request_result result;
-    int status = windows_request_open(coordinator, &token, &bounds, NULL, core_now_ns(), &result);
+    deepwin_request_result result;
+    int status = deepwin_request_open(coordinator, &token, &bounds, NULL, core_now_ns(), &result);
     if (status == FLARE_ERR_STATE)
         core_log(CORE_LOG_INFO, "flare_window_open: %s", result.message);
     if (status != FLARE_OK)
         return status;
-    windows_state state;
-    windows_record record;
+    deepwin_state state;
+    deepwin_record record;
     status = wait_for(coordinator, result.window_id, 0, &state, &record);
     if (status == FLARE_ERR_TIMEOUT)
         return status;
-    if (status != FLARE_OK || state == WINDOWS_IDLE) {
+    if (status != FLARE_OK || state == DEEPWIN_IDLE) {
         /* Finished without ever being open: refused by the engine, or closed
          * while queued. */
-        if (status == FLARE_OK && strcmp(record.close_reason, WINDOWS_CLOSE_REFUSED) == 0) {
+        if (status == FLARE_OK && strcmp(record.close_reason, DEEPWIN_CLOSE_REFUSED) == 0) {
             core_log(CORE_LOG_WARNING, "flare_window_open: window %llu refused: %s",
                      (unsigned long long)record.id, record.engine_reason);
             return FLARE_ERR_UNSUPPORTED;
@@ -383,14 +383,14 @@ FLARE_API int flare_window_open(const flare_window_options *options)
 
 FLARE_API int flare_window_close(void)
 {
-    windows_coordinator *coordinator = windows_session_coordinator();
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (!flare_is_active() || !atomic_load(&session_running) || coordinator == NULL)
         return FLARE_ERR_NOT_ACTIVE;
     uint64_t window_id = 0;
-    int status = windows_request_close(coordinator, WINDOWS_CLOSE_MANUAL, &window_id);
+    int status = deepwin_request_close(coordinator, DEEPWIN_CLOSE_MANUAL, &window_id);
     if (status != FLARE_OK)
         return status;
-    windows_state state;
+    deepwin_state state;
     status = wait_for(coordinator, window_id, 1, &state, NULL);
     return status == FLARE_ERR_NOT_FOUND ? FLARE_OK : status;
 }

@@ -1,5 +1,5 @@
 /*
- * cuda_span.c: deep copies of a span's work on CUDA, and their re-issue.
+ * cuda_range_replay.c: deep copies of a span's work on CUDA, and their re-issue.
  *
  * A kernel's arguments are copied by layout (cuFuncGetParamInfo gives each
  * parameter's offset and size), so a later pass launches the kernel with
@@ -9,7 +9,7 @@
  * re-issued work is neither gated, recorded again, nor stored as the
  * program's. It must never read past what the driver says a parameter is.
  */
-#include "backend/cuda/cuda_span.h"
+#include "backend/cuda/cuda_range_replay.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -29,8 +29,8 @@ static void (*internal_begin)(void);
 static void (*internal_end)(void);
 static CUstream (*replay_stream_of)(int device);
 
-void cuda_span_attach(const cuda_driver_api *api, void (*begin)(void), void (*end)(void),
-                      CUstream (*replay_stream)(int device))
+void cuda_range_replay_attach(const cuda_driver_api *api, void (*begin)(void), void (*end)(void),
+                              CUstream (*replay_stream)(int device))
 {
     driver = api;
     internal_begin = begin;
@@ -158,12 +158,13 @@ static int copy_parameters(recorded_launch *launch, void **parameters)
     return status;
 }
 
-_Static_assert(CUDA_LAUNCH_IDS_RELAUNCHABLE_COUNT == 4,
-               "cuda_span_capture_launch copies each of CUDA_LAUNCH_IDS_RELAUNCHABLE: extend it "
-               "with the list");
+_Static_assert(
+    CUDA_LAUNCH_IDS_RELAUNCHABLE_COUNT == 4,
+    "cuda_range_replay_capture_launch copies each of CUDA_LAUNCH_IDS_RELAUNCHABLE: extend it "
+    "with the list");
 
-int cuda_span_capture_launch(CUpti_CallbackId id, const void *params, int device,
-                             replay_span_work *work)
+int cuda_range_replay_capture_launch(CUpti_CallbackId id, const void *params, int device,
+                                     replay_range_work *work)
 {
     CUstream stream = driver != NULL && replay_stream_of != NULL ? replay_stream_of(device) : NULL;
     if (stream == NULL)
@@ -225,11 +226,11 @@ int cuda_span_capture_launch(CUpti_CallbackId id, const void *params, int device
         release_launch(launch);
         return FLARE_ERR_UNSUPPORTED;
     }
-    *work = (replay_span_work){.kind = REPLAY_WORK_KERNEL,
-                               .stream = launch->stream,
-                               .reissue = reissue_launch,
-                               .release = release_launch,
-                               .data = launch};
+    *work = (replay_range_work){.kind = REPLAY_WORK_KERNEL,
+                                .stream = launch->stream,
+                                .reissue = reissue_launch,
+                                .release = release_launch,
+                                .data = launch};
     memcpy(work->grid, launch->grid, sizeof work->grid);
     memcpy(work->block, launch->block, sizeof work->block);
     return FLARE_OK;
@@ -295,15 +296,15 @@ static void record(int device, recorded_copy *copy)
     copy->stream = replay_stream_of != NULL ? replay_stream_of(device) : NULL;
     if (copy->stream == NULL) {
         free(copy);
-        replay_span_decline(device, "no replay stream on this device");
+        replay_range_decline(device, "no replay stream on this device");
         return;
     }
-    replay_span_work work = {.kind = copy->is_memset ? REPLAY_WORK_MEMSET : REPLAY_WORK_COPY,
-                             .stream = copy->stream,
-                             .reissue = reissue_copy,
-                             .release = free,
-                             .data = copy};
-    replay_span_record(device, &work);
+    replay_range_work work = {.kind = copy->is_memset ? REPLAY_WORK_MEMSET : REPLAY_WORK_COPY,
+                              .stream = copy->stream,
+                              .reissue = reissue_copy,
+                              .release = free,
+                              .data = copy};
+    replay_range_record(device, &work);
 }
 
 /* Records a copy whose source is host memory (bytes copied now) or device
@@ -312,12 +313,13 @@ static void record_copy(int device, CUdeviceptr destination, CUdeviceptr source,
                         CUstream stream, int source_on_host, int destination_on_host)
 {
     if (destination_on_host) {
-        replay_span_decline(device, "device-to-host copy inside the span (the host may act on it)");
+        replay_range_decline(device,
+                             "device-to-host copy inside the span (the host may act on it)");
         return;
     }
     recorded_copy *copy = calloc(1, sizeof *copy + (source_on_host ? bytes : 0));
     if (copy == NULL) {
-        replay_span_decline(device, "out of host memory recording the span");
+        replay_range_decline(device, "out of host memory recording the span");
         return;
     }
     (void)stream; /* re-issued on the replay stream, in submission order */
@@ -337,7 +339,7 @@ static void record_memset(int device, CUdeviceptr destination, unsigned int valu
 {
     recorded_copy *copy = calloc(1, sizeof *copy);
     if (copy == NULL) {
-        replay_span_decline(device, "out of host memory recording the span");
+        replay_range_decline(device, "out of host memory recording the span");
         return;
     }
     copy->is_memset = 1;
@@ -349,7 +351,7 @@ static void record_memset(int device, CUdeviceptr destination, unsigned int valu
     record(device, copy);
 }
 
-void cuda_span_record_copy(CUpti_CallbackId id, const CUpti_CallbackData *call, int device)
+void cuda_range_replay_record_copy(CUpti_CallbackId id, const CUpti_CallbackData *call, int device)
 {
     const void *params = call->functionParams;
     switch (id) {
@@ -397,7 +399,8 @@ void cuda_span_record_copy(CUpti_CallbackId id, const CUpti_CallbackData *call, 
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz:
-        replay_span_decline(device, "device-to-host copy inside the span (the host may act on it)");
+        replay_range_decline(device,
+                             "device-to-host copy inside the span (the host may act on it)");
         return;
     case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2:
     case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds: {
@@ -441,7 +444,7 @@ void cuda_span_record_copy(CUpti_CallbackId id, const CUpti_CallbackData *call, 
                  "a copy or memset range replay does not record (driver callback %u: 2D, 3D, "
                  "array, peer or batched)",
                  (unsigned int)id);
-        replay_span_decline(device, reason);
+        replay_range_decline(device, reason);
         return;
     }
     }

@@ -29,7 +29,7 @@
 #include "pm/pm_session.h"
 #include "test_util.h"
 #include "tracebuf/lease.h"
-#include "windows/windows_session.h"
+#include "deepwin/deepwin_session.h"
 
 #define MS 1000000ull
 
@@ -109,7 +109,7 @@ typedef struct run_result {
 static void run_window(run_result *result, int window_ms, int pause_ms, int burst)
 {
     test_make_temp_dir(result->dir, sizeof(result->dir), "pm");
-    windows_session_set_engine(sim_pm_engine());
+    deepwin_session_set_engine(sim_pm_engine());
     char reason[256] = "";
     assert_int_equal(sim_pm_prepare(0, "overview", 100000, reason, sizeof(reason)), FLARE_OK);
     flare_options options;
@@ -153,7 +153,7 @@ static void finish(run_result *result)
 {
     sim_pm_reset();
     pm_session_set_history_capacity(0);
-    windows_session_set_engine(NULL);
+    deepwin_session_set_engine(NULL);
     test_remove_dir(result->dir);
 }
 
@@ -332,7 +332,7 @@ static void test_busy_lease_window_runs_without(void **state)
     (void)state;
     char dir[128];
     test_make_temp_dir(dir, sizeof(dir), "pm-busy");
-    windows_session_set_engine(sim_pm_engine());
+    deepwin_session_set_engine(sim_pm_engine());
     char reason[256];
     assert_int_equal(sim_pm_prepare(0, "overview", 100000, reason, sizeof(reason)), FLARE_OK);
     char holder[TRACEBUF_HOLDER_MAX];

@@ -1,5 +1,5 @@
 /*
- * test_storm_session.c: the launch-storm guard end to end on the simulated
+ * test_storm_completions.c: the launch-storm guard end to end on the simulated
  * device, with real threads: two threads launch in bursts while
  * the collector's beat steps the guard; every launch is then either a
  * kernel row, counted untimed, or a counted ring drop; a deep window opened
@@ -23,7 +23,7 @@
 #include "flare/flare.h"
 #include "flare/sim.h"
 #include "storm/storm_guard.h"
-#include "storm/storm_session.h"
+#include "storm/storm_completions.h"
 #include "test_util.h"
 
 #define LAUNCHERS 2
@@ -123,9 +123,9 @@ static void test_storm_on_the_simulated_device(void **unused)
             pthread_create(&launchers[i].thread, NULL, launch_until_stopped, &launchers[i]), 0);
     }
     /* The storm is confirmed 50 ms after the rate is over the limit. */
-    for (int waited = 0; waited < 10000 && !storm_session_in_storm(); waited += 5)
+    for (int waited = 0; waited < 10000 && !storm_completions_in_storm(); waited += 5)
         pause_ms(5);
-    assert_true(storm_session_in_storm());
+    assert_true(storm_completions_in_storm());
     pause_ms(100); /* untimed: no slice comes before a second */
     flare_window_options window;
     flare_window_options_init(&window);

@@ -1,5 +1,5 @@
 /*
- * windows.c: the deep-profiling window coordinator (windows.h).
+ * deepwin.c: the deep-profiling window coordinator (deepwin.h).
  *
  * Two locks, in this order when both are held: beat_lock serialises the
  * beat (tick, close_now) so the engine is armed and disarmed by one thread
@@ -8,7 +8,7 @@
  * a requester never waits for an engine. Nothing here reads a clock, logs or
  * writes a file; it must never arm twice or call a refused window open.
  */
-#include "windows/windows.h"
+#include "deepwin/deepwin.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,10 +18,10 @@
 
 #include "flare/flare.h"
 
-#define WINDOWS_RECORD_CAPACITY_DEFAULT 64
+#define DEEPWIN_RECORD_CAPACITY_DEFAULT 64
 
-struct windows_coordinator {
-    windows_config config;
+struct deepwin_coordinator {
+    deepwin_config config;
     pthread_mutex_t beat_lock;
     pthread_mutex_t state_lock;
     /* Mirrors state for lock-free readers (blackout); written under state_lock. */
@@ -31,39 +31,39 @@ struct windows_coordinator {
     _Atomic uint64_t record_drops;
     /* Guarded by state_lock. */
     uint64_t next_id;
-    windows_record current; /* the pending / open / closing window */
+    deepwin_record current; /* the pending / open / closing window */
     uint64_t launches_at_open;
     const char *close_requested; /* a reason, or NULL */
-    windows_record last_finished;
-    windows_record *records; /* ring of record_capacity */
+    deepwin_record last_finished;
+    deepwin_record *records; /* ring of record_capacity */
     uint32_t record_head;
     uint32_t record_count;
 };
 
-const char *windows_token_kind_name(windows_token_kind kind)
+const char *deepwin_token_kind_name(deepwin_token_kind kind)
 {
     switch (kind) {
-    case WINDOWS_TOKEN_RULE:
+    case DEEPWIN_TOKEN_RULE:
         return "rule";
-    case WINDOWS_TOKEN_MANUAL:
+    case DEEPWIN_TOKEN_MANUAL:
         return "manual";
-    case WINDOWS_TOKEN_SCHEDULED:
+    case DEEPWIN_TOKEN_SCHEDULED:
         return "scheduled";
     }
     return "unknown";
 }
 
-int windows_create(const windows_config *config, windows_coordinator **out)
+int deepwin_create(const deepwin_config *config, deepwin_coordinator **out)
 {
     if (config == NULL || out == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    windows_coordinator *coordinator = calloc(1, sizeof(*coordinator));
+    deepwin_coordinator *coordinator = calloc(1, sizeof(*coordinator));
     if (coordinator == NULL)
         return FLARE_ERR_NO_MEMORY;
     coordinator->config = *config;
     if (coordinator->config.record_capacity == 0)
-        coordinator->config.record_capacity = WINDOWS_RECORD_CAPACITY_DEFAULT;
+        coordinator->config.record_capacity = DEEPWIN_RECORD_CAPACITY_DEFAULT;
     coordinator->records =
         calloc(coordinator->config.record_capacity, sizeof(*coordinator->records));
     if (coordinator->records == NULL) {
@@ -72,12 +72,12 @@ int windows_create(const windows_config *config, windows_coordinator **out)
     }
     pthread_mutex_init(&coordinator->beat_lock, NULL);
     pthread_mutex_init(&coordinator->state_lock, NULL);
-    atomic_init(&coordinator->state, WINDOWS_IDLE);
+    atomic_init(&coordinator->state, DEEPWIN_IDLE);
     *out = coordinator;
     return FLARE_OK;
 }
 
-void windows_destroy(windows_coordinator *coordinator)
+void deepwin_destroy(deepwin_coordinator *coordinator)
 {
     if (coordinator == NULL)
         return;
@@ -88,62 +88,62 @@ void windows_destroy(windows_coordinator *coordinator)
 }
 
 /* state_lock held. */
-static void set_state(windows_coordinator *coordinator, windows_state state)
+static void set_state(deepwin_coordinator *coordinator, deepwin_state state)
 {
     atomic_store_explicit(&coordinator->state, (int)state, memory_order_release);
 }
 
-static windows_state get_state(const windows_coordinator *coordinator)
+static deepwin_state get_state(const deepwin_coordinator *coordinator)
 {
-    return (windows_state)atomic_load_explicit(&coordinator->state, memory_order_acquire);
+    return (deepwin_state)atomic_load_explicit(&coordinator->state, memory_order_acquire);
 }
 
-static void describe_token(const windows_token *token, char *buffer, size_t size)
+static void describe_token(const deepwin_token *token, char *buffer, size_t size)
 {
     switch (token->kind) {
-    case WINDOWS_TOKEN_RULE:
+    case DEEPWIN_TOKEN_RULE:
         snprintf(buffer, size, "rule %u%s%.*s%s", token->rule_id, token->label[0] ? " (" : "",
-                 WINDOWS_LABEL_MAX, token->label, token->label[0] ? ")" : "");
+                 DEEPWIN_LABEL_MAX, token->label, token->label[0] ? ")" : "");
         break;
-    case WINDOWS_TOKEN_MANUAL:
-        snprintf(buffer, size, "manual%s%.*s%s", token->label[0] ? " '" : "", WINDOWS_LABEL_MAX,
+    case DEEPWIN_TOKEN_MANUAL:
+        snprintf(buffer, size, "manual%s%.*s%s", token->label[0] ? " '" : "", DEEPWIN_LABEL_MAX,
                  token->label, token->label[0] ? "'" : "");
         break;
     default:
-        snprintf(buffer, size, "%s%s%.*s", windows_token_kind_name(token->kind),
-                 token->label[0] ? " " : "", WINDOWS_LABEL_MAX, token->label);
+        snprintf(buffer, size, "%s%s%.*s", deepwin_token_kind_name(token->kind),
+                 token->label[0] ? " " : "", DEEPWIN_LABEL_MAX, token->label);
         break;
     }
 }
 
-static const char *state_word(windows_state state)
+static const char *state_word(deepwin_state state)
 {
     switch (state) {
-    case WINDOWS_PENDING:
+    case DEEPWIN_PENDING:
         return "queued";
-    case WINDOWS_OPEN:
+    case DEEPWIN_OPEN:
         return "open";
-    case WINDOWS_CLOSING:
+    case DEEPWIN_CLOSING:
         return "closing";
     default:
         return "idle";
     }
 }
 
-int windows_request_open(windows_coordinator *coordinator, const windows_token *token,
-                         const windows_bounds *bounds, const windows_cause *cause, uint64_t now_ns,
-                         windows_request_result *result)
+int deepwin_request_open(deepwin_coordinator *coordinator, const deepwin_token *token,
+                         const deepwin_bounds *bounds, const deepwin_cause *cause, uint64_t now_ns,
+                         deepwin_request_result *result)
 {
-    windows_request_result local;
+    deepwin_request_result local;
     if (result == NULL)
         result = &local;
     memset(result, 0, sizeof(*result));
     if (coordinator == NULL || token == NULL || bounds == NULL ||
-        token->kind < WINDOWS_TOKEN_RULE || token->kind > WINDOWS_TOKEN_SCHEDULED ||
-        bounds->max_duration_ns == 0 || bounds->max_duration_ns > WINDOWS_DURATION_MAX_NS) {
+        token->kind < DEEPWIN_TOKEN_RULE || token->kind > DEEPWIN_TOKEN_SCHEDULED ||
+        bounds->max_duration_ns == 0 || bounds->max_duration_ns > DEEPWIN_DURATION_MAX_NS) {
         snprintf(result->message, sizeof(result->message),
                  "invalid request: a token and a duration bound in 1 ns..%llu s are required",
-                 WINDOWS_DURATION_MAX_NS / 1000000000ull);
+                 DEEPWIN_DURATION_MAX_NS / 1000000000ull);
         return result->status = FLARE_ERR_INVALID_ARGUMENT;
     }
     /* The one critical section that makes first-wins hold: the check, the
@@ -151,9 +151,9 @@ int windows_request_open(windows_coordinator *coordinator, const windows_token *
      * requester can see "idle" after the first has claimed the slot, and no
      * request can overwrite another. */
     pthread_mutex_lock(&coordinator->state_lock);
-    windows_state state = get_state(coordinator);
-    if (state != WINDOWS_IDLE) {
-        char holder[WINDOWS_LABEL_MAX + 32];
+    deepwin_state state = get_state(coordinator);
+    if (state != DEEPWIN_IDLE) {
+        char holder[DEEPWIN_LABEL_MAX + 32];
         describe_token(&coordinator->current.token, holder, sizeof(holder));
         result->window_id = coordinator->current.id;
         snprintf(result->message, sizeof(result->message), "busy: window %llu %s by %s",
@@ -161,23 +161,23 @@ int windows_request_open(windows_coordinator *coordinator, const windows_token *
         pthread_mutex_unlock(&coordinator->state_lock);
         return result->status = FLARE_ERR_STATE;
     }
-    windows_record *record = &coordinator->current;
+    deepwin_record *record = &coordinator->current;
     memset(record, 0, sizeof(*record));
     record->id = ++coordinator->next_id;
     record->token = *token;
-    record->token.label[WINDOWS_LABEL_MAX - 1] = '\0';
+    record->token.label[DEEPWIN_LABEL_MAX - 1] = '\0';
     record->bounds = *bounds;
     if (cause != NULL) {
         record->has_cause = 1;
         record->cause = *cause;
-        record->cause.rule_text[WINDOWS_RULE_TEXT_MAX - 1] = '\0';
+        record->cause.rule_text[DEEPWIN_RULE_TEXT_MAX - 1] = '\0';
         record->cause.comparison[sizeof(record->cause.comparison) - 1] = '\0';
     }
     record->requested_ns = now_ns;
     snprintf(record->engine, sizeof(record->engine), "%s",
              coordinator->config.engine != NULL ? coordinator->config.engine->name : "none");
     coordinator->close_requested = NULL;
-    set_state(coordinator, WINDOWS_PENDING);
+    set_state(coordinator, DEEPWIN_PENDING);
     atomic_fetch_add_explicit(&coordinator->queued_total, 1, memory_order_relaxed);
     result->window_id = record->id;
     snprintf(result->message, sizeof(result->message), "queued: window %llu",
@@ -186,21 +186,21 @@ int windows_request_open(windows_coordinator *coordinator, const windows_token *
     return result->status = FLARE_OK;
 }
 
-int windows_request_close(windows_coordinator *coordinator, const char *reason, uint64_t *window_id)
+int deepwin_request_close(deepwin_coordinator *coordinator, const char *reason, uint64_t *window_id)
 {
     if (coordinator == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&coordinator->state_lock);
-    windows_state state = get_state(coordinator);
+    deepwin_state state = get_state(coordinator);
     int status = FLARE_ERR_STATE;
-    if (state == WINDOWS_PENDING || state == WINDOWS_OPEN) {
+    if (state == DEEPWIN_PENDING || state == DEEPWIN_OPEN) {
         /* The first close reason sticks: a later one does not rename it. */
         if (coordinator->close_requested == NULL)
-            coordinator->close_requested = reason != NULL ? reason : WINDOWS_CLOSE_MANUAL;
+            coordinator->close_requested = reason != NULL ? reason : DEEPWIN_CLOSE_MANUAL;
         if (window_id != NULL)
             *window_id = coordinator->current.id;
         status = FLARE_OK;
-    } else if (state == WINDOWS_CLOSING && window_id != NULL) {
+    } else if (state == DEEPWIN_CLOSING && window_id != NULL) {
         *window_id = coordinator->current.id;
         status = FLARE_OK; /* already on its way out */
     }
@@ -209,7 +209,7 @@ int windows_request_close(windows_coordinator *coordinator, const char *reason, 
 }
 
 /* state_lock held: queues a finished record and makes the coordinator idle. */
-static void finish(windows_coordinator *coordinator, const windows_record *record)
+static void finish(deepwin_coordinator *coordinator, const deepwin_record *record)
 {
     coordinator->last_finished = *record;
     uint32_t capacity = coordinator->config.record_capacity;
@@ -221,18 +221,18 @@ static void finish(windows_coordinator *coordinator, const windows_record *recor
         coordinator->record_count++;
     }
     coordinator->close_requested = NULL;
-    set_state(coordinator, WINDOWS_IDLE);
+    set_state(coordinator, DEEPWIN_IDLE);
 }
 
 /* beat_lock held, state_lock not: arms the pending window. */
-static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint64_t launches)
+static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches)
 {
     pthread_mutex_lock(&coordinator->state_lock);
-    windows_record record = coordinator->current;
+    deepwin_record record = coordinator->current;
     const char *cancelled = coordinator->close_requested;
     if (cancelled != NULL) {
         /* Closed before it opened: nothing was armed, nothing to disarm. */
-        snprintf(record.close_reason, sizeof(record.close_reason), "%s", WINDOWS_CLOSE_CANCELLED);
+        snprintf(record.close_reason, sizeof(record.close_reason), "%s", DEEPWIN_CLOSE_CANCELLED);
         snprintf(record.engine_status, sizeof(record.engine_status), "none");
         record.closed_ns = now_ns;
         finish(coordinator, &record);
@@ -243,7 +243,7 @@ static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint
 
     /* Still PENDING while the engine arms: requesters keep seeing busy. */
     const backend_engine_ops *engine = coordinator->config.engine;
-    char reason[WINDOWS_REASON_MAX] = "";
+    char reason[DEEPWIN_REASON_MAX] = "";
     int status = FLARE_OK;
     if (engine != NULL) {
         backend_engine_config engine_config = {
@@ -255,7 +255,7 @@ static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint
     }
 
     pthread_mutex_lock(&coordinator->state_lock);
-    windows_record *current = &coordinator->current;
+    deepwin_record *current = &coordinator->current;
     if (status == BACKEND_ENGINE_BUSY || status == BACKEND_ENGINE_NOT_READY) {
         /* Another context holds the device, or the engine is still being
          * set up: the window runs without the engine (nothing to disarm)
@@ -265,32 +265,32 @@ static void open_pending(windows_coordinator *coordinator, uint64_t now_ns, uint
         snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
         current->opened_ns = now_ns;
         coordinator->launches_at_open = launches;
-        set_state(coordinator, WINDOWS_OPEN);
+        set_state(coordinator, DEEPWIN_OPEN);
         atomic_fetch_add_explicit(&coordinator->opened_total, 1, memory_order_relaxed);
     } else if (status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "refused");
         snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
-        snprintf(current->close_reason, sizeof(current->close_reason), "%s", WINDOWS_CLOSE_REFUSED);
+        snprintf(current->close_reason, sizeof(current->close_reason), "%s", DEEPWIN_CLOSE_REFUSED);
         current->closed_ns = now_ns;
-        windows_record finished = *current;
+        deepwin_record finished = *current;
         finish(coordinator, &finished);
     } else {
         snprintf(current->engine_status, sizeof(current->engine_status), "%s",
                  engine != NULL ? "armed" : "none");
         current->opened_ns = now_ns;
         coordinator->launches_at_open = launches;
-        set_state(coordinator, WINDOWS_OPEN);
+        set_state(coordinator, DEEPWIN_OPEN);
         atomic_fetch_add_explicit(&coordinator->opened_total, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&coordinator->state_lock);
 }
 
 /* beat_lock held, state_lock not; the window is OPEN. Disarms and records. */
-static void close_open(windows_coordinator *coordinator, const char *reason, uint64_t now_ns,
+static void close_open(deepwin_coordinator *coordinator, const char *reason, uint64_t now_ns,
                        uint64_t launches)
 {
     pthread_mutex_lock(&coordinator->state_lock);
-    set_state(coordinator, WINDOWS_CLOSING);
+    set_state(coordinator, DEEPWIN_CLOSING);
     uint64_t launches_at_open = coordinator->launches_at_open;
     int armed = strcmp(coordinator->current.engine_status, "armed") == 0;
     pthread_mutex_unlock(&coordinator->state_lock);
@@ -302,7 +302,7 @@ static void close_open(windows_coordinator *coordinator, const char *reason, uin
             coordinator->config.engine->disarm(coordinator->config.device, now_ns, &engine_result);
 
     pthread_mutex_lock(&coordinator->state_lock);
-    windows_record *current = &coordinator->current;
+    deepwin_record *current = &coordinator->current;
     current->closed_ns = now_ns;
     current->launches = launches - launches_at_open;
     current->engine_samples = engine_result.samples;
@@ -310,27 +310,27 @@ static void close_open(windows_coordinator *coordinator, const char *reason, uin
         snprintf(current->engine_reason, sizeof(current->engine_reason), "disarm failed: %s",
                  flare_strerror(status));
     snprintf(current->close_reason, sizeof(current->close_reason), "%s", reason);
-    windows_record finished = *current;
+    deepwin_record finished = *current;
     finish(coordinator, &finished);
     pthread_mutex_unlock(&coordinator->state_lock);
 }
 
-void windows_tick(windows_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far)
+void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far)
 {
     pthread_mutex_lock(&coordinator->beat_lock);
-    if (get_state(coordinator) == WINDOWS_PENDING)
+    if (get_state(coordinator) == DEEPWIN_PENDING)
         open_pending(coordinator, now_ns, launches_so_far);
-    if (get_state(coordinator) == WINDOWS_OPEN) {
+    if (get_state(coordinator) == DEEPWIN_OPEN) {
         pthread_mutex_lock(&coordinator->state_lock);
-        const windows_record *current = &coordinator->current;
+        const deepwin_record *current = &coordinator->current;
         const char *reason = coordinator->close_requested;
         /* Bounds are checked on the beat, so a window overshoots its bound
          * by at most one beat; the record keeps the real close time. */
         if (reason == NULL && now_ns - current->opened_ns >= current->bounds.max_duration_ns)
-            reason = WINDOWS_CLOSE_DURATION;
+            reason = DEEPWIN_CLOSE_DURATION;
         if (reason == NULL && current->bounds.max_launches != 0 &&
             launches_so_far - coordinator->launches_at_open >= current->bounds.max_launches)
-            reason = WINDOWS_CLOSE_LAUNCHES;
+            reason = DEEPWIN_CLOSE_LAUNCHES;
         pthread_mutex_unlock(&coordinator->state_lock);
         if (reason != NULL)
             close_open(coordinator, reason, now_ns, launches_so_far);
@@ -338,16 +338,16 @@ void windows_tick(windows_coordinator *coordinator, uint64_t now_ns, uint64_t la
     pthread_mutex_unlock(&coordinator->beat_lock);
 }
 
-void windows_close_now(windows_coordinator *coordinator, const char *reason, uint64_t now_ns,
+void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uint64_t now_ns,
                        uint64_t launches_so_far)
 {
     pthread_mutex_lock(&coordinator->beat_lock);
-    windows_state state = get_state(coordinator);
-    if (state == WINDOWS_OPEN) {
+    deepwin_state state = get_state(coordinator);
+    if (state == DEEPWIN_OPEN) {
         close_open(coordinator, reason, now_ns, launches_so_far);
-    } else if (state == WINDOWS_PENDING) {
+    } else if (state == DEEPWIN_PENDING) {
         pthread_mutex_lock(&coordinator->state_lock);
-        windows_record record = coordinator->current;
+        deepwin_record record = coordinator->current;
         snprintf(record.close_reason, sizeof(record.close_reason), "%s", reason);
         snprintf(record.engine_status, sizeof(record.engine_status), "none");
         record.closed_ns = now_ns;
@@ -357,17 +357,17 @@ void windows_close_now(windows_coordinator *coordinator, const char *reason, uin
     pthread_mutex_unlock(&coordinator->beat_lock);
 }
 
-int windows_blackout_active(const windows_coordinator *coordinator)
+int deepwin_blackout_active(const deepwin_coordinator *coordinator)
 {
-    return get_state(coordinator) != WINDOWS_IDLE;
+    return get_state(coordinator) != DEEPWIN_IDLE;
 }
 
-int windows_set_engine(windows_coordinator *coordinator, const backend_engine_ops *engine)
+int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
 {
     pthread_mutex_lock(&coordinator->beat_lock);
     pthread_mutex_lock(&coordinator->state_lock);
     int status = FLARE_ERR_STATE;
-    if (get_state(coordinator) == WINDOWS_IDLE) {
+    if (get_state(coordinator) == DEEPWIN_IDLE) {
         coordinator->config.engine = engine;
         status = FLARE_OK;
     }
@@ -376,34 +376,34 @@ int windows_set_engine(windows_coordinator *coordinator, const backend_engine_op
     return status;
 }
 
-windows_state windows_current_state(const windows_coordinator *coordinator)
+deepwin_state deepwin_current_state(const deepwin_coordinator *coordinator)
 {
     return get_state(coordinator);
 }
 
-uint64_t windows_queued_count(const windows_coordinator *coordinator)
+uint64_t deepwin_queued_count(const deepwin_coordinator *coordinator)
 {
     return atomic_load_explicit(&coordinator->queued_total, memory_order_relaxed);
 }
 
-uint64_t windows_opened_count(const windows_coordinator *coordinator)
+uint64_t deepwin_opened_count(const deepwin_coordinator *coordinator)
 {
     return atomic_load_explicit(&coordinator->opened_total, memory_order_relaxed);
 }
 
-int windows_lookup(windows_coordinator *coordinator, uint64_t window_id, windows_state *state,
-                   windows_record *record)
+int deepwin_lookup(deepwin_coordinator *coordinator, uint64_t window_id, deepwin_state *state,
+                   deepwin_record *record)
 {
     int status = FLARE_ERR_NOT_FOUND;
     pthread_mutex_lock(&coordinator->state_lock);
-    windows_state now = get_state(coordinator);
-    if (now != WINDOWS_IDLE && coordinator->current.id == window_id) {
+    deepwin_state now = get_state(coordinator);
+    if (now != DEEPWIN_IDLE && coordinator->current.id == window_id) {
         *state = now;
         if (record != NULL)
             *record = coordinator->current;
         status = FLARE_OK;
     } else if (coordinator->last_finished.id == window_id && window_id != 0) {
-        *state = WINDOWS_IDLE;
+        *state = DEEPWIN_IDLE;
         if (record != NULL)
             *record = coordinator->last_finished;
         status = FLARE_OK;
@@ -412,7 +412,7 @@ int windows_lookup(windows_coordinator *coordinator, uint64_t window_id, windows
     return status;
 }
 
-size_t windows_take_records(windows_coordinator *coordinator, windows_record *out, size_t max)
+size_t deepwin_take_records(deepwin_coordinator *coordinator, deepwin_record *out, size_t max)
 {
     pthread_mutex_lock(&coordinator->state_lock);
     size_t taken = 0;
@@ -426,7 +426,7 @@ size_t windows_take_records(windows_coordinator *coordinator, windows_record *ou
     return taken;
 }
 
-uint64_t windows_record_drops(const windows_coordinator *coordinator)
+uint64_t deepwin_record_drops(const deepwin_coordinator *coordinator)
 {
     return atomic_load_explicit(&coordinator->record_drops, memory_order_relaxed);
 }
