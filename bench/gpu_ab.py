@@ -1,0 +1,75 @@
+"""gpu_ab.py: two builds of flare against each other on a real GPU, paired.
+
+For a change that must not move the numbers (a refactor), each round runs the
+PyTorch training loop (tests/gpu/train.py) under the base build's
+`flare trace` and under the new build's, alternating which goes first, and
+reads the median step time and the peak resident memory of the largest
+process of each run. Prints medians and the median of the per-round
+new/base ratios. Called by `scripts/gpu-check.sh ab`; results are copied
+into docs/PERFORMANCE.md by hand with date and machine.
+
+usage: gpu_ab.py BASE_FLARE NEW_FLARE WORK_DIR [ROUNDS] [STEPS]
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+base_flare, new_flare, work = sys.argv[1:4]
+rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+steps = sys.argv[5] if len(sys.argv) > 5 else "300"
+here = os.path.dirname(os.path.abspath(__file__))
+train = os.path.join(here, "..", "tests", "gpu", "train.py")
+
+# The probe runs the command as its child and prints the child's peak RSS
+# (ru_maxrss of RUSAGE_CHILDREN: the largest descendant waited for) and its
+# stdout, so one run gives both numbers.
+PROBE = (
+    "import resource, subprocess, sys;"
+    "r = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
+    "sys.stdout.write(r.stdout);"
+    "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss);"
+    "sys.exit(r.returncode)"
+)
+
+
+def measure(flare, tag):
+    """One traced training run: (median step ms, peak RSS MiB)."""
+    session = os.path.join(work, f"ab-{tag}")
+    shutil.rmtree(session, ignore_errors=True)
+    command = [flare, "trace", "-q", "-o", session, "--", sys.executable, train, steps]
+    result = subprocess.run([sys.executable, "-c", PROBE] + command,
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise SystemExit(f"{tag} failed ({result.returncode}): {result.stderr[-2000:]}")
+    values = {}
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("step_ms_median", "peak_rss_kib"):
+            values[parts[0]] = float(parts[1])
+    shutil.rmtree(session, ignore_errors=True)
+    return values["step_ms_median"], values["peak_rss_kib"] / 1024.0
+
+
+def summary(name, base, new):
+    ratios = [n / b for n, b in zip(new, base)]
+    return (f"{name}\n"
+            f"  base  median {statistics.median(base):.2f}   runs {[round(v, 2) for v in base]}\n"
+            f"  new   median {statistics.median(new):.2f}   runs {[round(v, 2) for v in new]}\n"
+            f"  new/base median ratio {statistics.median(ratios):.4f}")
+
+
+step = {"base": [], "new": []}
+rss = {"base": [], "new": []}
+for round_index in range(rounds):
+    order = [("base", base_flare), ("new", new_flare)]
+    if round_index % 2:
+        order.reverse()
+    for label, flare in order:
+        ms, mib = measure(flare, f"{label}-{round_index}")
+        step[label].append(ms)
+        rss[label].append(mib)
+print(f"A/B, PyTorch training ({steps} steps) under flare trace, {rounds} alternating rounds")
+print(summary("median step ms", step["base"], step["new"]))
+print(summary("peak RSS of the largest process, MiB", rss["base"], rss["new"]))
