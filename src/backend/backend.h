@@ -201,6 +201,13 @@ typedef struct backend_descriptor {
     /* Open ranges the backend tracks besides flare's scopes (CUDA: NVTX),
      * for attribution; writes up to capacity, returns how many. NULL: none. */
     size_t (*open_scopes)(struct pm_open_scope *out, size_t capacity, void *user);
+    /* Hands over now every finished record the backend still holds back
+     * (CUDA: CUPTI keeps kernel records in its buffers until one is full,
+     * seconds at a low launch rate; a default cuptiActivityFlushAll returns
+     * them). Called by the session's delivery thread (session/delivery.c)
+     * every FLARE_DELIVERY_MS, never by the collector: the records it hands
+     * over go into the calling thread's ring. NULL: nothing is held back. */
+    void (*deliver)(void);
 } backend_descriptor;
 
 #endif /* FLARE_BACKEND_BACKEND_H */

@@ -105,6 +105,19 @@ int core_config_resolve(const flare_options *options, core_config *config, char 
         return FLARE_ERR_INVALID_ARGUMENT;
     }
 
+    result.delivery_interval_ms = CORE_DELIVERY_INTERVAL_DEFAULT_MS;
+    const char *delivery = getenv("FLARE_DELIVERY_MS");
+    if (delivery != NULL && strcmp(delivery, "0") == 0) {
+        result.delivery_interval_ms = 0;
+    } else if (delivery != NULL &&
+               core_parse_u32(delivery, CORE_DELIVERY_INTERVAL_MIN_MS,
+                              CORE_DELIVERY_INTERVAL_MAX_MS, &result.delivery_interval_ms) != 0) {
+        snprintf(error, error_size,
+                 "FLARE_DELIVERY_MS='%.40s' is not 0 or a whole number of milliseconds in %u..%u",
+                 delivery, CORE_DELIVERY_INTERVAL_MIN_MS, CORE_DELIVERY_INTERVAL_MAX_MS);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+
     result.ring_capacity = CORE_RING_DEFAULT_CAPACITY;
     const char *ring = getenv("FLARE_RING_EVENTS");
     uint32_t capacity = known.ring_capacity;

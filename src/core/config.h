@@ -16,6 +16,11 @@
 
 #define CORE_FLUSH_INTERVAL_DEFAULT_MS 100u
 #define CORE_FLUSH_INTERVAL_MAX_MS     250u
+/* FLARE_DELIVERY_MS: how often the backend is asked for the records it holds
+ * back (session/delivery.c); 0 never asks. */
+#define CORE_DELIVERY_INTERVAL_DEFAULT_MS 100u
+#define CORE_DELIVERY_INTERVAL_MIN_MS     10u
+#define CORE_DELIVERY_INTERVAL_MAX_MS     1000u
 #define CORE_DEFAULT_OUTPUT_BASE       "flare-out"
 
 typedef struct core_config {
@@ -23,6 +28,7 @@ typedef struct core_config {
     int session_dir_given; /* 0: a new directory is to be made under output_base */
     char output_base[PATH_MAX];
     uint32_t flush_interval_ms;
+    uint32_t delivery_interval_ms; /* 0: the backend is never asked to deliver */
     uint32_t ring_capacity;
     int launched_by_trace; /* FLARE_SESSION_DIR came from `flare trace` */
 } core_config;

@@ -54,7 +54,16 @@ typedef struct drain_context {
     uint64_t stale;
     uint64_t failed;
     int saturated; /* a ring still held events when its share of the pass ran out */
+    uint64_t now_ns; /* when this pass began draining */
+    /* How late kernel records reach the collector (docs/rules.md): the
+     * worst delay since the last kernel_delivery_delay_ns row. */
+    uint64_t delay_worst_ns;
+    uint64_t delay_kernels;
+    uint64_t delay_period_start_ns;
 } drain_context;
+
+/* One kernel_delivery_delay_ns row per this much collector time at most. */
+#define COLLECTOR_DELAY_PERIOD_NS 100000000ull
 
 /* Devices are recorded when they first appear in an event rather than at
  * session start, so that starting a session never fixes the simulated
@@ -110,6 +119,9 @@ static void write_event(const core_event *event, void *user)
         memcpy(row.grid, event->detail.kernel.grid, sizeof(row.grid));
         memcpy(row.block, event->detail.kernel.block, sizeof(row.block));
         status = store_put_kernel(context->store, &row);
+        if (context->now_ns > event->end_ns && context->now_ns - event->end_ns > context->delay_worst_ns)
+            context->delay_worst_ns = context->now_ns - event->end_ns;
+        context->delay_kernels++;
         if (event->end_ns >= event->start_ns)
             session_participants_kernel(session_begin_order(), event->end_ns,
                                         event->end_ns - event->start_ns);
@@ -223,10 +235,34 @@ static void write_log_lines(drain_context *context)
     }
 }
 
+/* Writes the worst delivery delay of the kernels drained in the last
+ * period, as a process metric (schema.md), when a period has passed. */
+static void write_delivery_delay(drain_context *context)
+{
+    if (context->delay_kernels == 0) {
+        context->delay_period_start_ns = context->now_ns;
+        return;
+    }
+    if (context->now_ns - context->delay_period_start_ns < COLLECTOR_DELAY_PERIOD_NS)
+        return;
+    store_metric_row row = {.pid = context->pid,
+                            .device = -1,
+                            .name = "kernel_delivery_delay_ns",
+                            .time_ns = context->now_ns,
+                            .value = (int64_t)context->delay_worst_ns};
+    if (store_put_metric(context->store, &row) != FLARE_OK)
+        context->failed++;
+    context->delay_worst_ns = 0;
+    context->delay_kernels = 0;
+    context->delay_period_start_ns = context->now_ns;
+}
+
 /* Drains every ring into the open transaction; counts go to context. */
 static void drain_rings(drain_context *context)
 {
+    context->now_ns = core_now_ns();
     core_threads_for_each(drain_thread, context);
+    write_delivery_delay(context);
 }
 
 /* Writes the batch's drop counters and log lines, then commits. On failure

@@ -26,6 +26,7 @@
 #include "core/runtime.h"
 #include "core/scope.h"
 #include "session/collector.h"
+#include "session/delivery.h"
 #include "session/participants.h"
 #include "store/store.h"
 
@@ -33,6 +34,7 @@ typedef struct session {
     core_config config;
     store *store;
     session_collector *collector;
+    session_delivery *delivery; /* NULL when FLARE_DELIVERY_MS is 0 */
     const backend_descriptor *backend;
     int backend_automatic; /* chosen by "auto": an injection may replace it */
     int log_fd;
@@ -225,6 +227,13 @@ static int start_session(const flare_options *options, const backend_descriptor 
                           memory_order_release);
     if (backend->device != NULL)
         backend->device->set_completion_handler(on_backend_completion, NULL);
+    /* Without it, kernel-duration readings on CUDA arrive only when a CUPTI
+     * buffer fills: a session that cannot ask runs on, with the reason logged. */
+    if (session_delivery_start(backend, current->config.delivery_interval_ms,
+                               &current->delivery) != FLARE_OK)
+        core_log(CORE_LOG_WARNING,
+                 "cannot start the delivery thread: kernel records arrive only as the "
+                 "backend hands them over");
     core_log(CORE_LOG_INFO,
              "session started in %s (backend %s, flush every %u ms, %u events per ring)",
              current->config.session_dir, backend->name, current->config.flush_interval_ms,
@@ -375,6 +384,9 @@ FLARE_API int flare_shutdown(void)
         pthread_mutex_unlock(&session_lock);
         return FLARE_ERR_NOT_ACTIVE;
     }
+    /* First, while recording is on: the delivery thread's last delivery
+     * hands over what the backend still holds. */
+    session_delivery_stop(current->delivery);
     atomic_store_explicit(&core_session_word, 0, memory_order_release);
     if (current->backend->device != NULL)
         current->backend->device->set_completion_handler(NULL, NULL);
@@ -462,6 +474,7 @@ static int adopt_locked(session *current, const backend_descriptor *injected)
              current->backend->name);
     current->backend = injected;
     session_collector_adopt_backend(current->collector, injected);
+    session_delivery_adopt(current->delivery, injected);
     return 1;
 }
 

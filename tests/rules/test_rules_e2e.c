@@ -214,10 +214,135 @@ static void test_rule_opens_one_window(void **state)
     test_remove_dir(dir);
 }
 
+/* ---- kernel-duration readings when the backend holds completions back ----
+ * What happened on the H200: CUPTI hands kernel records over only when an
+ * activity buffer is full, so at a low launch rate a kernel_duration rule
+ * saw no completed kernel in its window and read "metric missing" for the
+ * whole run. The simulated device holds completions back the same way
+ * (sim_fault.hold_completions); the session's delivery thread
+ * (FLARE_DELIVERY_MS) is what asks for them. */
+
+#define DURATION_RULE                                                                              \
+    "kernel_duration_p99 > 1ms for 200ms over 500ms bucket 100ms deep_for 100ms max_windows 1"
+
+static void two_ms_kernel(const flare_sim_launch *launch)
+{
+    (void)launch;
+    sleep_ms(2);
+}
+
+typedef struct delay_stats {
+    int64_t rows;
+    int64_t worst_ns;
+} delay_stats;
+
+static int collect_delay(const store_metric_stats *stats, void *user)
+{
+    delay_stats *delay = user;
+    if (stats->device == -1 && strcmp(stats->name, "kernel_delivery_delay_ns") == 0) {
+        delay->rows = stats->count;
+        delay->worst_ns = stats->maximum;
+    }
+    return 0;
+}
+
+/* Runs 2 ms kernels with completions held back, until the rule's window has
+ * opened or until_ms have passed (at least min_ms); returns the database's
+ * rules, windows and delivery delays. */
+static void run_held(const char *delivery_ms, uint64_t min_ms, uint64_t until_ms,
+                     rule_rows *rules, window_rows *windows, delay_stats *delay)
+{
+    sim_engine_reset();
+    char dir[128];
+    test_make_temp_dir(dir, sizeof(dir), "rules-held");
+    setenv("FLARE_DEEP_WHEN", DURATION_RULE, 1);
+    if (delivery_ms != NULL)
+        setenv("FLARE_DELIVERY_MS", delivery_ms, 1);
+    else
+        unsetenv("FLARE_DELIVERY_MS");
+    sim_fault fault = {.hold_completions = SIM_HELD_MAX};
+    sim_fault_set(&fault);
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 100;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    assert_non_null(coordinator);
+    uint64_t opened_before = deepwin_opened_count(coordinator);
+    int kernel;
+    assert_int_equal(flare_sim_kernel_register("rules_two_ms", two_ms_kernel, &kernel), FLARE_OK);
+    flare_sim_stream *stream;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    /* One kernel per 7 ms or more: at most 1,430 in 10 s, far from the
+     * SIM_HELD_MAX that would hand the held ones over by itself. */
+    uint64_t start = flare_now_ns();
+    for (;;) {
+        uint64_t elapsed = flare_now_ns() - start;
+        int opened = deepwin_opened_count(coordinator) > opened_before;
+        if ((elapsed >= min_ms * MS && opened) || elapsed >= until_ms * MS)
+            break;
+        launch(stream, kernel, 1);
+        sleep_ms(5);
+    }
+    assert_int_equal(flare_sim_stream_synchronize(stream, 5000), FLARE_OK);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    sim_fault_set(NULL);
+    unsetenv("FLARE_DEEP_WHEN");
+    unsetenv("FLARE_DELIVERY_MS");
+
+    store *database;
+    char error[512];
+    assert_int_equal(store_open(dir, STORE_OPEN_READ, &database, error, sizeof(error)), FLARE_OK);
+    assert_int_equal(store_read_rules(database, collect_rule, rules), FLARE_OK);
+    assert_int_equal(store_read_windows(database, collect_window, windows), FLARE_OK);
+    assert_int_equal(store_read_metric_stats(database, collect_delay, delay), FLARE_OK);
+    store_close(database);
+    test_remove_dir(dir);
+}
+
+/* The cause, reproduced: nobody asks for the held completions, so the rule
+ * never sees a kernel. */
+static void test_duration_rule_misses_held_completions(void **state)
+{
+    (void)state;
+    rule_rows rules = {0};
+    window_rows windows = {0};
+    delay_stats delay = {0};
+    run_held("0", 1500, 1500, &rules, &windows, &delay);
+    assert_int_equal(rules.count, 1);
+    assert_string_equal(rules.status[0], "metric missing");
+    assert_true(rules.missing[0] > 0);
+    assert_int_equal(rules.fired[0], 0);
+    assert_int_equal(windows.count, 0);
+    assert_int_equal(delay.rows, 0); /* no kernel reached the collector */
+}
+
+/* The fix: the delivery thread asks every 100 ms; the rule fires, and the
+ * delay of every kernel record is on record. */
+static void test_duration_rule_fires_with_delivery(void **state)
+{
+    (void)state;
+    rule_rows rules = {0};
+    window_rows windows = {0};
+    delay_stats delay = {0};
+    run_held(NULL, 0, 10000, &rules, &windows, &delay);
+    assert_int_equal(rules.count, 1);
+    assert_int_equal(rules.fired[0], 1);
+    assert_int_equal(windows.count, 1);
+    assert_string_equal(windows.kind, "rule");
+    assert_true(windows.row.observed_value > 1e6);
+    assert_true(delay.rows > 0);
+    assert_true(delay.worst_ns > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_opens_one_window),
+        cmocka_unit_test(test_duration_rule_misses_held_completions),
+        cmocka_unit_test(test_duration_rule_fires_with_delivery),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@ static const backend_descriptor descriptor = {
     .replay_ops = cuda_replay_device_ops,
     .metric_collector = cuda_rangeprof_collector,
     .open_scopes = cuda_trace_open_ranges,
+    .deliver = cuda_trace_deliver,
 };
 
 const backend_descriptor *cuda_descriptor(void)

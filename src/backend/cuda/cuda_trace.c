@@ -59,6 +59,8 @@ static int tracing_started;
 static pid_t tracing_pid;
 static int nvtx_forwarded;
 static CUpti_SubscriberHandle subscriber;
+/* The activity buffers are registered: deliver may flush them. */
+static _Atomic int activity_registered;
 static _Atomic uint64_t cupti_dropped_records;
 static _Atomic uint64_t activity_buffers_lost;
 static _Atomic uint64_t ranges_dropped;
@@ -609,6 +611,7 @@ static int start_activity(void)
                             cuda_cupti_error_text(&cupti, result));
         return 0;
     }
+    atomic_store(&activity_registered, 1);
     int kernels_timed = 0;
     static const struct {
         CUpti_ActivityKind kind;
@@ -747,6 +750,18 @@ int cuda_trace_start(const backend_host *host)
     start_sampler();
     atexit(finish_tracing);
     return 0;
+}
+
+void cuda_trace_deliver(void)
+{
+    /* A default flush returns every buffer whose records are all complete,
+     * full or not; CUPTI's own periodic flush (cuptiActivityFlushPeriod)
+     * returns full buffers only, which at a low launch rate means seconds
+     * or never (an 8 MiB buffer holds about 30,000 kernel records). Not in
+     * a forked child: the buffers are the parent's. */
+    if (getpid() != tracing_pid || !atomic_load(&activity_registered))
+        return;
+    cupti.cuptiActivityFlushAll(0);
 }
 
 int cuda_trace_forward_nvtx(void *get_export_table)

@@ -22,6 +22,10 @@ int cuda_trace_start(const backend_host *host);
 /* The NVTX ranges open now, for attribution (backend_descriptor.open_scopes). */
 size_t cuda_trace_open_ranges(pm_open_scope *out, size_t capacity, void *user);
 
+/* Hands over the activity records CUPTI holds in buffers that are not full
+ * yet (backend_descriptor.deliver); records still incomplete stay. */
+void cuda_trace_deliver(void);
+
 /* Hands NVTX's initialisation to CUPTI so its NVTX callbacks fire. */
 int cuda_trace_forward_nvtx(void *get_export_table);
 

@@ -8,7 +8,8 @@
  * while running a kernel or the completion handler.
  *
  * Lock order, to rule out deadlocks: handler lock (read side, held around
- * the handler call, which may submit work), then stream lock, then device
+ * the handler call, which may submit work), then the held-completions lock
+ * (held around handing held completions over), then stream lock, then device
  * lock, then fault lock. A handler must therefore never replace the handler.
  */
 #include "backend/sim/sim_internal.h"
@@ -220,6 +221,49 @@ static void deliver_completion(const backend_completion *completion, uint32_t sl
     pthread_rwlock_unlock(&handler_lock);
 }
 
+/* Completions held back (sim_fault.hold_completions): copies, in order.
+ * Names point into the kernel registry, which lives as long as the process. */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static backend_completion held[SIM_HELD_MAX];
+static uint32_t held_count;
+
+/* held_lock held, handler_lock read-held. */
+static void deliver_held_locked(void)
+{
+    for (uint32_t i = 0; i < held_count; i++)
+        if (completion_handler != NULL)
+            completion_handler(&held[i], completion_handler_user);
+    held_count = 0;
+}
+
+void sim_deliver_held(void)
+{
+    pthread_rwlock_rdlock(&handler_lock);
+    pthread_mutex_lock(&held_lock);
+    deliver_held_locked();
+    pthread_mutex_unlock(&held_lock);
+    pthread_rwlock_unlock(&handler_lock);
+}
+
+/* Holds completion back when asked to; returns whether it did. A full
+ * buffer is handed over whole, as CUPTI hands over a full buffer. */
+static bool hold_completion(const backend_completion *completion)
+{
+    uint32_t limit = sim_fault_hold_limit();
+    if (limit == 0)
+        return false;
+    if (limit > SIM_HELD_MAX)
+        limit = SIM_HELD_MAX;
+    pthread_rwlock_rdlock(&handler_lock);
+    pthread_mutex_lock(&held_lock);
+    held[held_count++] = *completion;
+    if (held_count >= limit)
+        deliver_held_locked();
+    pthread_mutex_unlock(&held_lock);
+    pthread_rwlock_unlock(&handler_lock);
+    return true;
+}
+
 static void set_completion_handler(backend_completion_handler handler, void *user)
 {
     pthread_rwlock_wrlock(&handler_lock);
@@ -330,7 +374,8 @@ static void *stream_worker(void *argument)
 
         backend_completion completion;
         run_work_item(stream, &item, &completion);
-        deliver_completion(&completion, item.fault.slow_completion_ms);
+        if (!hold_completion(&completion))
+            deliver_completion(&completion, item.fault.slow_completion_ms);
         free(item.args);
         stream_finish_item(stream);
 

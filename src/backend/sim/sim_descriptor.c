@@ -36,6 +36,7 @@ static const backend_descriptor descriptor = {
     .replay_ops = replay_ops,
     .metric_collector = metric_collector,
     .open_scopes = NULL,
+    .deliver = sim_deliver_held,
 };
 
 const backend_descriptor *sim_descriptor(void)

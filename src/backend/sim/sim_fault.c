@@ -1,6 +1,7 @@
 /*
  * sim_fault.c: injected faults (hung kernels, slow completion handlers,
- * failing copies) that let tests drive flare's timeout and error paths.
+ * failing copies, completions held back) that let tests drive flare's
+ * timeout, error and late-delivery paths.
  *
  * It must never spin while a kernel hangs, and never keep a pointer to the
  * caller's fault description: the hang name is copied.
@@ -17,6 +18,7 @@ static char hang_kernel_name[FLARE_NAME_MAX];
 static bool hang_enabled;
 static uint32_t slow_completion_ms;
 static uint32_t copies_left_to_fail;
+static uint32_t hold_limit;
 /* Each release bumps it; an item hangs only while the generation it saw at
  * submission is current, so one release frees queued hung items too. */
 static uint64_t release_generation;
@@ -28,6 +30,7 @@ void sim_fault_set(const sim_fault *fault)
     hang_kernel_name[0] = '\0';
     slow_completion_ms = 0;
     copies_left_to_fail = 0;
+    hold_limit = 0;
     if (fault != NULL) {
         if (fault->hang_kernel_name != NULL && fault->hang_kernel_name[0] != '\0') {
             /* Truncated like registered names, so the comparison still matches. */
@@ -38,8 +41,17 @@ void sim_fault_set(const sim_fault *fault)
         }
         slow_completion_ms = fault->slow_completion_ms;
         copies_left_to_fail = fault->fail_next_copies;
+        hold_limit = fault->hold_completions;
     }
     pthread_mutex_unlock(&fault_lock);
+}
+
+uint32_t sim_fault_hold_limit(void)
+{
+    pthread_mutex_lock(&fault_lock);
+    uint32_t limit = hold_limit;
+    pthread_mutex_unlock(&fault_lock);
+    return limit;
 }
 
 void sim_fault_release_hung(void)
