@@ -175,12 +175,12 @@ static int print_window_row(const store_window_row *row, void *user)
     format_session_time(row->closed_ns, run->summary->start_ns, closed, sizeof(closed));
     if (row->opened_ns != 0 && row->closed_ns >= row->opened_ns)
         cli_format_duration(row->closed_ns - row->opened_ns, length, sizeof(length));
-    printf("  %4llu %-44.44s %11s %11s %10s %-12s %8llu %-8s %-8s %s\n",
+    printf("  %4llu %-44.44s %11s %11s %10s %-12s %8llu %-8s %-13s %8llu %s\n",
            (unsigned long long)row->id, opened_by, opened, closed, length,
            row->close_reason != NULL ? row->close_reason : "", (unsigned long long)row->launches,
            row->engine != NULL ? row->engine : "",
            row->engine_status != NULL ? row->engine_status : "",
-           row->observed_partial ? "partial" : "-");
+           (unsigned long long)row->engine_samples, row->observed_partial ? "partial" : "-");
     if (row->engine_reason != NULL && row->engine_reason[0] != '\0')
         printf("       engine: %s\n", row->engine_reason);
     run->rows++;
@@ -302,8 +302,9 @@ static int table_rules(cli_report_run *run)
 
 static int table_windows(cli_report_run *run)
 {
-    printf("  %4s %-44s %11s %11s %10s %-12s %8s %-8s %-8s %s\n", "id", "opened by", "open",
-           "close", "length", "reason", "launches", "engine", "status", "data");
+    printf("  %4s %-44s %11s %11s %10s %-12s %8s %-8s %-13s %8s %s\n", "id", "opened by", "open",
+           "close", "length", "closed by", "launches", "engine", "engine status", "samples",
+           "data");
     return store_read_windows(run->database, print_window_row, run);
 }
 

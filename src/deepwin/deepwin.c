@@ -306,9 +306,15 @@ static void close_open(deepwin_coordinator *coordinator, const char *reason, uin
     current->closed_ns = now_ns;
     current->launches = launches - launches_at_open;
     current->engine_samples = engine_result.samples;
-    if (armed && status != FLARE_OK)
+    /* A closed window says what became of its engine: "armed" is only
+     * ever seen while the window is open. */
+    if (armed && status != FLARE_OK) {
+        snprintf(current->engine_status, sizeof(current->engine_status), "disarm failed");
         snprintf(current->engine_reason, sizeof(current->engine_reason), "disarm failed: %s",
                  flare_strerror(status));
+    } else if (armed) {
+        snprintf(current->engine_status, sizeof(current->engine_status), "disarmed");
+    }
     snprintf(current->close_reason, sizeof(current->close_reason), "%s", reason);
     deepwin_record finished = *current;
     finish(coordinator, &finished);

@@ -105,8 +105,10 @@ typedef struct deepwin_record {
     char close_reason[32];
     uint64_t launches; /* counted while open */
     char engine[32];
-    /* "armed", "refused", "none", or "busy" / "preparing" (ran without the
-     * engine: another context held the device / it was still being set up) */
+    /* "armed" (only while open), then "disarmed" or "disarm failed" once
+     * closed; "refused", "none", or "busy" / "preparing" (ran without the
+     * engine: another context held the device / it was still being set up).
+     * docs/windows.md lists every one. */
     char engine_status[16];
     char engine_reason[DEEPWIN_REASON_MAX];
     uint64_t engine_samples;

@@ -290,7 +290,7 @@ typedef struct store_window_row {
     const char *close_reason; /* "duration", "launches", "manual", "session end", "refused", ... */
     uint64_t launches;        /* launches counted while open */
     const char *engine;
-    const char *engine_status; /* "armed", "refused", "none" */
+    const char *engine_status; /* "disarmed", "refused", "none", ... (docs/windows.md) */
     const char *engine_reason;
     uint64_t engine_samples;
 } store_window_row;

@@ -245,7 +245,7 @@ static void put_rules_and_windows(store *database)
          .close_reason = "duration",
          .launches = 77,
          .engine = "sim-pm",
-         .engine_status = "armed",
+         .engine_status = "disarmed",
          .observed_partial = 1},
         {.pid = PID,
          .id = 2,

@@ -101,7 +101,7 @@ static void test_open_and_close_on_duration(void **state)
     assert_int_equal(record.closed_ns, 12 * S + 5 * MS);
     assert_int_equal(record.launches, 80);
     assert_string_equal(record.engine, "sim-pm");
-    assert_string_equal(record.engine_status, "armed");
+    assert_string_equal(record.engine_status, "disarmed");
     assert_int_equal(record.engine_samples, (2 * S) / SIM_ENGINE_SAMPLE_INTERVAL_NS);
     assert_int_equal(record.token.rule_id, 7);
     assert_int_equal(record.token.cookie, 42);
@@ -685,7 +685,7 @@ static void test_session_end_to_end(void **state)
     assert_string_equal(rows.reasons[3], "manual");
     assert_string_equal(rows.reasons[4], "session end");
     assert_string_equal(rows.labels[4], "left open");
-    assert_string_equal(rows.engine_status[4], "armed");
+    assert_string_equal(rows.engine_status[4], "disarmed");
     test_remove_dir(dir);
 }
 

