@@ -8,7 +8,11 @@ process of each run. Prints medians and the median of the per-round
 new/base ratios. Called by `scripts/gpu-check.sh ab`; results are copied
 into docs/PERFORMANCE.md by hand with date and machine.
 
-usage: gpu_ab.py BASE_FLARE NEW_FLARE WORK_DIR [ROUNDS] [STEPS]
+Then the CUDA C launch storm (tests/gpu/launch_storm, 200,000 launches)
+under the base build, the new one, and the new one with FLARE_DELIVERY_MS=0
+(the delivery thread's own cost), launches per second, same pairing.
+
+usage: gpu_ab.py BASE_FLARE NEW_FLARE WORK_DIR STORM_BIN [ROUNDS] [STEPS]
 """
 import os
 import shutil
@@ -16,9 +20,9 @@ import statistics
 import subprocess
 import sys
 
-base_flare, new_flare, work = sys.argv[1:4]
-rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
-steps = sys.argv[5] if len(sys.argv) > 5 else "300"
+base_flare, new_flare, work, storm = sys.argv[1:5]
+rounds = int(sys.argv[5]) if len(sys.argv) > 5 else 5
+steps = sys.argv[6] if len(sys.argv) > 6 else "300"
 here = os.path.dirname(os.path.abspath(__file__))
 train = os.path.join(here, "..", "tests", "gpu", "train.py")
 
@@ -73,3 +77,32 @@ for round_index in range(rounds):
 print(f"A/B, PyTorch training ({steps} steps) under flare trace, {rounds} alternating rounds")
 print(summary("median step ms", step["base"], step["new"]))
 print(summary("peak RSS of the largest process, MiB", rss["base"], rss["new"]))
+
+
+def storm_rate(flare, tag, settings):
+    session = os.path.join(work, f"ab-storm-{tag}")
+    shutil.rmtree(session, ignore_errors=True)
+    result = subprocess.run(["env", *settings, flare, "trace", "-q", "-o", session, "--", storm,
+                             "200000"], capture_output=True, text=True, timeout=600)
+    shutil.rmtree(session, ignore_errors=True)
+    if result.returncode != 0:
+        raise SystemExit(f"storm {tag} failed ({result.returncode}): {result.stderr[-2000:]}")
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "launches_per_second":
+            return float(parts[1])
+    raise SystemExit(f"storm {tag}: no launches_per_second line")
+
+
+configurations = [("base", base_flare, []), ("new", new_flare, []),
+                  ("new, FLARE_DELIVERY_MS=0", new_flare, ["FLARE_DELIVERY_MS=0"])]
+rates = {label: [] for label, _, _ in configurations}
+for round_index in range(rounds):
+    order = configurations[round_index % 3:] + configurations[:round_index % 3]
+    for label, flare, settings in order:
+        rates[label].append(storm_rate(flare, f"{round_index}-{len(rates[label])}", settings))
+print(f"CUDA C launch storm (200,000 launches) under flare trace, launches/s, {rounds} rotating rounds")
+for label, _, _ in configurations:
+    ratios = [v / b for v, b in zip(rates[label], rates["base"])]
+    print(f"  {label:<26} median {statistics.median(rates[label]):.0f}   "
+          f"runs {[round(v) for v in rates[label]]}   /base {statistics.median(ratios):.4f}")

@@ -15,7 +15,8 @@ else
   if cmake -S "$ab_src" -B "$ab_src/build" -DCMAKE_BUILD_TYPE=Release -DFLARE_BUILD_TESTS=OFF \
       "${cmake_extra[@]}" >"$work/ab-cmake.log" 2>&1 &&
      cmake --build "$ab_src/build" -j"$(nproc)" >"$work/ab-build.log" 2>&1; then
-    python3 bench/gpu_ab.py "$ab_src/build/bin/flare" "$flare" "$work" "${FLARE_AB_ROUNDS:-5}" \
+    python3 bench/gpu_ab.py "$ab_src/build/bin/flare" "$flare" "$work" "$build/gpu/launch_storm" \
+      "${FLARE_AB_ROUNDS:-5}" \
       | tee "$OUT/gpu_ab.txt" || fail "ab benchmark"
   else
     tail -30 "$work/ab-build.log" "$work/ab-cmake.log"
