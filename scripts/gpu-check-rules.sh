@@ -73,7 +73,7 @@ FLARE_DELIVERY_MS=0 "$flare" trace -q -o "$session" --deep-when "kernel_duration
   python3 tests/gpu/rules_phases.py "$kernel_decoy" "$session/phases.json" >>"$work/rules-programs.log" 2>&1
 python3 - "$session" <<'PY' | tee -a "$rules_out"
 import sqlite3, sys
-db = sqlite3.connect(f"file:{sys.argv[1]}/flare.db?mode=ro", uri=True)
+db = sqlite3.connect(f"file:{sys.argv[1]}/session.db?mode=ro", uri=True)
 print("   rules:", db.execute("SELECT rule_id, status, windows_fired, missing_readings FROM rules").fetchall())
 PY
 python3 tests/gpu/check_rules.py delays "${rules_sessions[@]}" | tee -a "$rules_out"

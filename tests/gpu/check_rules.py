@@ -21,7 +21,7 @@ import sys
 
 
 def connect(session):
-    return sqlite3.connect(f"file:{session}/flare.db?mode=ro", uri=True)
+    return sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
 
 
 def phase_metric(db, name, start, end):
