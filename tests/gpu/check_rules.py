@@ -7,10 +7,11 @@ usage:
       ALLOWANCE_MS after the phase started; the window's engine must have
       run (disarmed, samples > 0) and its PM samples be attributed to the
       phase's NVTX range; rule 2 must never fire. Prints one summary line.
-  check_rules.py threshold SESSION TIMES_JSON METRIC UNIT_DIVISOR UNIT
+  check_rules.py threshold SESSION TIMES_JSON METRIC UNIT_DIVISOR UNIT KIND
       from a run without rules: a threshold for METRIC (power_mw,
-      sm_clock_mhz) that separates the heavy phase from the others, as
-      "> 350W" or "< 900MHz", or "none" when the phases do not separate.
+      sm_clock_mhz) that separates phases of KIND from the quiet ones (idle,
+      tokens), as "> 350W" or "< 900MHz", or "none" when they do not
+      separate by 3% or more.
   check_rules.py delays SESSION...
       median and worst of kernel_delivery_delay_ns over the sessions.
 """
@@ -32,7 +33,7 @@ def phase_metric(db, name, start, end):
     return [r[0] for r in rows]
 
 
-def threshold(session, times_path, metric, divisor, unit):
+def threshold(session, times_path, metric, divisor, unit, target_kind):
     phases = json.load(open(times_path))
     db = connect(session)
     medians = {}
@@ -41,16 +42,16 @@ def threshold(session, times_path, metric, divisor, unit):
         values = phase_metric(db, metric, phase["start_ns"] + 500_000_000, phase["end_ns"])
         if values:
             medians.setdefault(phase["kind"], []).append(statistics.median(values))
-    heavy = statistics.median(medians.get("heavy", [0]))
-    others = [v for kind, values in medians.items() if kind != "heavy" for v in values]
+    target = statistics.median(medians.get(target_kind, [0]))
+    quiet = [v for kind, values in medians.items() if kind in ("idle", "tokens") for v in values]
     print(f"{metric} medians per phase: {medians}", file=sys.stderr)
-    if not others or heavy == 0:
+    if not quiet or target == 0:
         print("none")
         return
-    if heavy > max(others) * 1.15:
-        print(f"> {round((heavy + max(others)) / 2 / divisor)}{unit}")
-    elif heavy < min(others) / 1.15:
-        print(f"< {round((heavy + min(others)) / 2 / divisor)}{unit}")
+    if target > max(quiet) * 1.03:
+        print(f"> {round((target + max(quiet)) / 2 / divisor)}{unit}")
+    elif target < min(quiet) * 0.97:
+        print(f"< {round((target + min(quiet)) / 2 / divisor)}{unit}")
     else:
         print("none")
 
@@ -130,7 +131,7 @@ if __name__ == "__main__":
     if command == "check":
         sys.exit(check(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
     elif command == "threshold":
-        threshold(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6])
+        threshold(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6], sys.argv[7])
     elif command == "delays":
         delays(sys.argv[2:])
     else:

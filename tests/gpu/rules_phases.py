@@ -5,6 +5,7 @@ usage: rules_phases.py PHASES TIMES_JSON
   PHASES: comma-separated KIND:SECONDS, KIND one of
     idle    the GPU does nothing
     heavy   back-to-back fp32 8192x8192 matmuls (about 21.6 ms each on the H200)
+    tensor  back-to-back bf16 16384x16384 matmuls (tensor cores, at the power limit)
     storm   tiny element-wise ops as fast as the host can launch them
     memory  holds a 40 GiB allocation (NVML memory used rises by that much)
     tokens  the application counter "tokens" grows by about 2,000 a second,
@@ -28,8 +29,12 @@ device = torch.device("cuda")
 a = torch.randn(8192, 8192, device=device)
 b = torch.randn(8192, 8192, device=device)
 c = torch.empty(8192, 8192, device=device)
+x = torch.randn(16384, 16384, device=device, dtype=torch.bfloat16)
+y = torch.randn(16384, 16384, device=device, dtype=torch.bfloat16)
+z = torch.empty(16384, 16384, device=device, dtype=torch.bfloat16)
 tiny = torch.zeros(16, device=device)
-torch.mm(a, b, out=c)
+# No matmul before the phases: a long kernel here would be in a
+# kernel-duration rule's first window, before any phase began.
 torch.cuda.synchronize()
 
 # The counter lives in the libflare the driver injected: loading the same
@@ -52,6 +57,17 @@ def run_heavy(until):
         torch.mm(a, b, out=c)
         done.record()
         torch.mm(a, b, out=c)
+        done.synchronize()
+
+
+def run_tensor(until):
+    # bf16 tensor-core matmuls: the most power the GPU can draw, so its
+    # power limit, not the clock policy, sets the SM clock.
+    done = torch.cuda.Event()
+    while time.monotonic_ns() < until:
+        torch.mm(x, y, out=z)
+        done.record()
+        torch.mm(x, y, out=z)
         done.synchronize()
 
 
@@ -83,7 +99,7 @@ def run_idle(until):
         time.sleep(0.01)
 
 
-runners = {"idle": run_idle, "heavy": run_heavy, "storm": run_storm,
+runners = {"idle": run_idle, "heavy": run_heavy, "tensor": run_tensor, "storm": run_storm,
            "memory": run_memory, "tokens": run_tokens}
 record = []
 for kind, seconds in phases:
