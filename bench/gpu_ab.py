@@ -2,15 +2,16 @@
 
 For a change that must not move the numbers (a refactor), each round runs the
 PyTorch training loop (tests/gpu/train.py) under the base build's
-`flare trace` and under the new build's, alternating which goes first, and
-reads the median step time and the peak resident memory of the largest
-process of each run. Prints medians and the median of the per-round
+`flare trace`, under the new build's, and under the new build's with
+FLARE_DELIVERY_MS=0, rotating which goes first, and reads the median step
+time and the peak resident memory of the largest process of each run. Prints medians and the median of the per-round
 new/base ratios. Called by `scripts/gpu-check.sh ab`; results are copied
 into docs/PERFORMANCE.md by hand with date and machine.
 
 Then the CUDA C launch storm (tests/gpu/launch_storm, 200,000 launches)
 under the base build, the new one, and the new one with FLARE_DELIVERY_MS=0
-(the delivery thread's own cost), launches per second, same pairing.
+(the delivery thread's own cost), launches per second, same rotation;
+FLARE_AB_STORM=0 leaves the storm out.
 
 usage: gpu_ab.py BASE_FLARE NEW_FLARE WORK_DIR STORM_BIN [ROUNDS] [STEPS]
 """
@@ -38,11 +39,12 @@ PROBE = (
 )
 
 
-def measure(flare, tag):
+def measure(flare, tag, settings=()):
     """One traced training run: (median step ms, peak RSS MiB)."""
     session = os.path.join(work, f"ab-{tag}")
     shutil.rmtree(session, ignore_errors=True)
-    command = [flare, "trace", "-q", "-o", session, "--", sys.executable, train, steps]
+    command = ["env", *settings, flare, "trace", "-q", "-o", session, "--", sys.executable, train,
+               steps]
     result = subprocess.run([sys.executable, "-c", PROBE] + command,
                             capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
@@ -56,27 +58,33 @@ def measure(flare, tag):
     return values["step_ms_median"], values["peak_rss_kib"] / 1024.0
 
 
-def summary(name, base, new):
-    ratios = [n / b for n, b in zip(new, base)]
-    return (f"{name}\n"
-            f"  base  median {statistics.median(base):.2f}   runs {[round(v, 2) for v in base]}\n"
-            f"  new   median {statistics.median(new):.2f}   runs {[round(v, 2) for v in new]}\n"
-            f"  new/base median ratio {statistics.median(ratios):.4f}")
+configurations = [("base", base_flare, []), ("new", new_flare, []),
+                  ("new, FLARE_DELIVERY_MS=0", new_flare, ["FLARE_DELIVERY_MS=0"])]
 
 
-step = {"base": [], "new": []}
-rss = {"base": [], "new": []}
+def summary(name, values):
+    lines = [name]
+    for label, _, _ in configurations:
+        ratios = [v / b for v, b in zip(values[label], values["base"])]
+        lines.append(f"  {label:<26} median {statistics.median(values[label]):.2f}   "
+                     f"runs {[round(v, 2) for v in values[label]]}   /base "
+                     f"{statistics.median(ratios):.4f}")
+    return "\n".join(lines)
+
+
+step = {label: [] for label, _, _ in configurations}
+rss = {label: [] for label, _, _ in configurations}
 for round_index in range(rounds):
-    order = [("base", base_flare), ("new", new_flare)]
-    if round_index % 2:
-        order.reverse()
-    for label, flare in order:
-        ms, mib = measure(flare, f"{label}-{round_index}")
+    order = configurations[round_index % 3:] + configurations[:round_index % 3]
+    for label, flare, settings in order:
+        ms, mib = measure(flare, f"{round_index}-{len(step[label])}", settings)
         step[label].append(ms)
         rss[label].append(mib)
-print(f"A/B, PyTorch training ({steps} steps) under flare trace, {rounds} alternating rounds")
-print(summary("median step ms", step["base"], step["new"]))
-print(summary("peak RSS of the largest process, MiB", rss["base"], rss["new"]))
+print(f"A/B, PyTorch training ({steps} steps) under flare trace, {rounds} rotating rounds")
+print(summary("median step ms", step))
+print(summary("peak RSS of the largest process, MiB", rss))
+if os.environ.get("FLARE_AB_STORM", "1") == "0":
+    sys.exit(0)
 
 
 def storm_rate(flare, tag, settings):
@@ -94,8 +102,6 @@ def storm_rate(flare, tag, settings):
     raise SystemExit(f"storm {tag}: no launches_per_second line")
 
 
-configurations = [("base", base_flare, []), ("new", new_flare, []),
-                  ("new, FLARE_DELIVERY_MS=0", new_flare, ["FLARE_DELIVERY_MS=0"])]
 rates = {label: [] for label, _, _ in configurations}
 for round_index in range(rounds):
     order = configurations[round_index % 3:] + configurations[:round_index % 3]

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,9 +70,16 @@ static _Atomic uint64_t ranges_dropped;
 
 static size_t activity_buffer_bytes = (size_t)ACTIVITY_BUFFER_DEFAULT_KIB << 10;
 
+/* Buffers are mapped and unmapped whole rather than taken from malloc:
+ * freed 8 MiB chunks stayed resident in glibc's per-thread arenas once the
+ * delivery thread made CUPTI hand buffers over part-filled ten times a
+ * second (measured on the H200: +43 MiB peak RSS on the training loop).
+ * A mapping holds only the pages CUPTI wrote, and unmapping returns them. */
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(8, activity_buffer_bytes);
+    void *mapping = mmap(NULL, activity_buffer_bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *buffer = mapping != MAP_FAILED ? mapping : NULL;
     *size = *buffer != NULL ? activity_buffer_bytes : 0;
     *max_records = 0;
     if (*buffer == NULL)
@@ -202,7 +210,6 @@ void cuda_trace_emit_metric(int device, const char *name, uint64_t time_ns, int6
 static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t *buffer,
                                       size_t size, size_t valid_size)
 {
-    (void)size;
     CUpti_Activity *record = NULL;
     while (valid_size > 0 &&
            cupti.cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
@@ -262,7 +269,8 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
         CORE_LOG_ONCE("cuda.cupti_dropped", CORE_LOG_WARNING,
                       "CUPTI dropped %zu activity records (buffers full)", dropped);
     }
-    free(buffer);
+    if (buffer != NULL)
+        munmap(buffer, size);
 }
 
 /* ---- Callbacks: launches and NVTX ---- */
