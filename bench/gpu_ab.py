@@ -3,7 +3,8 @@
 For a change that must not move the numbers (a refactor), each round runs the
 PyTorch training loop (tests/gpu/train.py) under the base build's
 `flare trace`, under the new build's, and under the new build's with
-FLARE_DELIVERY_MS=0, rotating which goes first, and reads the median step
+FLARE_DELIVERY_MS=0 and with FLARE_PM=0 (PM sampling not prepared), and
+untraced, rotating which goes first, and reads the median step
 time and the peak resident memory of the largest process of each run. Prints medians and the median of the per-round
 new/base ratios. Called by `scripts/gpu-check.sh ab`; results are copied
 into docs/PERFORMANCE.md by hand with date and machine.
@@ -43,8 +44,9 @@ def measure(flare, tag, settings=()):
     """One traced training run: (median step ms, peak RSS MiB)."""
     session = os.path.join(work, f"ab-{tag}")
     shutil.rmtree(session, ignore_errors=True)
-    command = ["env", *settings, flare, "trace", "-q", "-o", session, "--", sys.executable, train,
-               steps]
+    command = [sys.executable, train, steps]
+    if flare is not None:
+        command = ["env", *settings, flare, "trace", "-q", "-o", session, "--"] + command
     result = subprocess.run([sys.executable, "-c", PROBE] + command,
                             capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
@@ -59,7 +61,9 @@ def measure(flare, tag, settings=()):
 
 
 configurations = [("base", base_flare, []), ("new", new_flare, []),
-                  ("new, FLARE_DELIVERY_MS=0", new_flare, ["FLARE_DELIVERY_MS=0"])]
+                  ("new, FLARE_DELIVERY_MS=0", new_flare, ["FLARE_DELIVERY_MS=0"]),
+                  ("new, FLARE_PM=0", new_flare, ["FLARE_PM=0"]),
+                  ("untraced", None, [])]
 
 
 def summary(name, values):
@@ -75,7 +79,8 @@ def summary(name, values):
 step = {label: [] for label, _, _ in configurations}
 rss = {label: [] for label, _, _ in configurations}
 for round_index in range(rounds):
-    order = configurations[round_index % 3:] + configurations[:round_index % 3]
+    shift = round_index % len(configurations)
+    order = configurations[shift:] + configurations[:shift]
     for label, flare, settings in order:
         ms, mib = measure(flare, f"{round_index}-{len(step[label])}", settings)
         step[label].append(ms)
@@ -102,6 +107,7 @@ def storm_rate(flare, tag, settings):
     raise SystemExit(f"storm {tag}: no launches_per_second line")
 
 
+configurations = configurations[:3]
 rates = {label: [] for label, _, _ in configurations}
 for round_index in range(rounds):
     order = configurations[round_index % 3:] + configurations[:round_index % 3]
