@@ -38,6 +38,8 @@ core_event *core_emit_reserve_patient(core_thread **thread_out, uint64_t timeout
     event->flags = 0;
     event->long_name = NULL;
     event->context_id = 0;
+    event->graph_id = 0;
+    event->graph_node_id = 0;
     *thread_out = thread;
     return event;
 }

@@ -20,7 +20,8 @@
     X(MEMSET, 3, "memset")                                                                         \
     X(SCOPE, 4, "scope")                                                                           \
     X(METRIC, 5, "metric")                                                                         \
-    X(EXTERNAL_CORRELATION, 6, "external_correlation")
+    X(EXTERNAL_CORRELATION, 6, "external_correlation")                                             \
+    X(GRAPH_LAUNCH, 7, "graph_launch")
 
 typedef enum core_event_kind {
 #define CORE_EVENT_KIND_ENUM_(name, value, text) CORE_EVENT_##name = value,
@@ -62,8 +63,19 @@ typedef struct core_event {
             uint64_t external_id; /* the framework's id; id holds the correlation id */
             uint32_t external_kind;
         } external;
+        struct {
+            /* id holds the launch's correlation id, stream_id its stream,
+             * start_ns its time; name the innermost scope or NVTX push
+             * range open on the launching thread ("" for none). */
+            uint64_t graph_exec;        /* the CUgraphExec handle launched */
+            uint64_t scope_instance_id; /* that scope's instance id; 0 for none */
+        } graph_launch;
     } detail;
     uint64_t context_id; /* kernels: the CUDA context; 0 elsewhere */
+    /* Kernels, copies and memsets run by a CUDA graph: CUPTI's graph id and
+     * node id; 0 and 0 for work launched on its own (and elsewhere). */
+    uint64_t graph_node_id;
+    uint32_t graph_id;
     /* A name longer than the inline copy, interned for the process's life
      * (core_intern); NULL means the inline name is the whole name. */
     const char *long_name;

@@ -100,6 +100,8 @@ static inline core_event *core_emit_reserve(core_thread **thread_out)
     event->flags = 0;
     event->long_name = NULL;
     event->context_id = 0;
+    event->graph_id = 0;
+    event->graph_node_id = 0;
     *thread_out = thread;
     return event;
 }

@@ -53,7 +53,7 @@ typedef struct drain_context {
     uint64_t written;
     uint64_t stale;
     uint64_t failed;
-    int saturated; /* a ring still held events when its share of the pass ran out */
+    int saturated;   /* a ring still held events when its share of the pass ran out */
     uint64_t now_ns; /* when this pass began draining */
     /* How late kernel records reach the collector (docs/rules.md): the
      * worst delay since the last kernel_delivery_delay_ns row. */
@@ -89,6 +89,37 @@ static void note_device(drain_context *context, int device)
         context->stats->devices_recorded |= bit;
 }
 
+/* A kernel's row; the participants hear of it, and its delivery delay
+ * counts towards kernel_delivery_delay_ns. */
+static int write_kernel(drain_context *context, const core_event *event)
+{
+    store_kernel_row row = {
+        .pid = context->pid,
+        .device = event->device,
+        .stream_id = event->stream_id,
+        .correlation_id = event->id,
+        .context_id = event->context_id,
+        .name = event->long_name != NULL ? event->long_name : event->name,
+        .start_ns = event->start_ns,
+        .end_ns = event->end_ns,
+        .shared_memory_bytes = event->detail.kernel.shared_memory_bytes,
+        .registers_per_thread = event->detail.kernel.registers_per_thread,
+        .graph_id = event->graph_id,
+        .graph_node_id = event->graph_node_id,
+    };
+    memcpy(row.grid, event->detail.kernel.grid, sizeof(row.grid));
+    memcpy(row.block, event->detail.kernel.block, sizeof(row.block));
+    int status = store_put_kernel(context->store, &row);
+    if (context->now_ns > event->end_ns &&
+        context->now_ns - event->end_ns > context->delay_worst_ns)
+        context->delay_worst_ns = context->now_ns - event->end_ns;
+    context->delay_kernels++;
+    if (event->end_ns >= event->start_ns)
+        session_participants_kernel(session_begin_order(), event->end_ns,
+                                    event->end_ns - event->start_ns);
+    return status;
+}
+
 static void write_event(const core_event *event, void *user)
 {
     drain_context *context = user;
@@ -103,30 +134,9 @@ static void write_event(const core_event *event, void *user)
         note_device(context, event->device);
     int status = FLARE_OK;
     switch (event->kind) {
-    case CORE_EVENT_KERNEL: {
-        store_kernel_row row = {
-            .pid = context->pid,
-            .device = event->device,
-            .stream_id = event->stream_id,
-            .correlation_id = event->id,
-            .context_id = event->context_id,
-            .name = event->long_name != NULL ? event->long_name : event->name,
-            .start_ns = event->start_ns,
-            .end_ns = event->end_ns,
-            .shared_memory_bytes = event->detail.kernel.shared_memory_bytes,
-            .registers_per_thread = event->detail.kernel.registers_per_thread,
-        };
-        memcpy(row.grid, event->detail.kernel.grid, sizeof(row.grid));
-        memcpy(row.block, event->detail.kernel.block, sizeof(row.block));
-        status = store_put_kernel(context->store, &row);
-        if (context->now_ns > event->end_ns && context->now_ns - event->end_ns > context->delay_worst_ns)
-            context->delay_worst_ns = context->now_ns - event->end_ns;
-        context->delay_kernels++;
-        if (event->end_ns >= event->start_ns)
-            session_participants_kernel(session_begin_order(), event->end_ns,
-                                        event->end_ns - event->start_ns);
+    case CORE_EVENT_KERNEL:
+        status = write_kernel(context, event);
         break;
-    }
     case CORE_EVENT_COPY:
     case CORE_EVENT_MEMSET: {
         store_copy_row row = {
@@ -140,6 +150,8 @@ static void write_event(const core_event *event, void *user)
             .start_ns = event->start_ns,
             .end_ns = event->end_ns,
             .status = event->detail.copy.status,
+            .graph_id = event->graph_id,
+            .graph_node_id = event->graph_node_id,
         };
         status = store_put_copy(context->store, &row);
         break;
@@ -163,6 +175,20 @@ static void write_event(const core_event *event, void *user)
                                .thread_id = context->thread_id,
                                .name = row.name};
         session_participants_scope_closed(session_begin_order(), &scope);
+        break;
+    }
+    case CORE_EVENT_GRAPH_LAUNCH: {
+        store_graph_launch_row row = {
+            .pid = context->pid,
+            .correlation_id = event->id,
+            .thread_id = context->thread_id,
+            .time_ns = event->start_ns,
+            .stream_id = event->stream_id,
+            .graph_exec = event->detail.graph_launch.graph_exec,
+            .scope_instance_id = event->detail.graph_launch.scope_instance_id,
+            .scope_name = event->long_name != NULL ? event->long_name : event->name,
+        };
+        status = store_put_graph_launch(context->store, &row);
         break;
     }
     case CORE_EVENT_EXTERNAL_CORRELATION:

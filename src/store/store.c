@@ -93,7 +93,9 @@ static const char *const store_schema_ddl[] = {
     " block_z INTEGER NOT NULL,"
     " shared_memory_bytes INTEGER NOT NULL,"
     " registers_per_thread INTEGER NOT NULL,"
-    " context_id INTEGER NOT NULL DEFAULT 0)",
+    " context_id INTEGER NOT NULL DEFAULT 0,"
+    " graph_id INTEGER NOT NULL DEFAULT 0,"
+    " graph_node_id INTEGER NOT NULL DEFAULT 0)",
 
     "CREATE TABLE IF NOT EXISTS metrics ("
     " pid INTEGER NOT NULL,"
@@ -126,7 +128,19 @@ static const char *const store_schema_ddl[] = {
     " bytes INTEGER NOT NULL,"
     " start_ns INTEGER NOT NULL,"
     " end_ns INTEGER NOT NULL,"
-    " status INTEGER NOT NULL)",
+    " status INTEGER NOT NULL,"
+    " graph_id INTEGER NOT NULL DEFAULT 0,"
+    " graph_node_id INTEGER NOT NULL DEFAULT 0)",
+
+    "CREATE TABLE IF NOT EXISTS graph_launches ("
+    " pid INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL,"
+    " thread_id INTEGER NOT NULL,"
+    " time_ns INTEGER NOT NULL,"
+    " stream_id INTEGER NOT NULL,"
+    " graph_exec INTEGER NOT NULL,"
+    " scope_instance_id INTEGER,"
+    " scope_name TEXT)",
 
     "CREATE TABLE IF NOT EXISTS scopes ("
     " pid INTEGER NOT NULL,"
@@ -261,12 +275,12 @@ static const char *const store_schema_ddl[] = {
     " value REAL,"
     " PRIMARY KEY (pid, launch_id, metric))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 5), ('created_by', 'flare')",
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 6), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 5, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 6, "update the meta row in store_schema_ddl");
 
 /* ---- errors ---- */
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 #define STORE_DATABASE_NAME  "session.db"
 
 typedef struct store store;
@@ -94,6 +94,8 @@ typedef struct store_kernel_row {
     uint32_t shared_memory_bytes;
     uint32_t registers_per_thread;
     uint64_t context_id; /* CUDA context id (CUPTI); 0 on the simulated device */
+    uint32_t graph_id;      /* the CUDA graph that ran it; 0 when launched on its own */
+    uint64_t graph_node_id; /* its node in that graph; 0 when launched on its own */
 } store_kernel_row;
 
 /* One sample of a numeric metric (GPU gauges from NVML, host launch counts).
@@ -118,6 +120,8 @@ typedef struct store_copy_row {
     uint64_t start_ns;
     uint64_t end_ns;
     int status;
+    uint32_t graph_id;      /* as in store_kernel_row */
+    uint64_t graph_node_id;
 } store_copy_row;
 
 typedef struct store_scope_row {
@@ -132,6 +136,22 @@ typedef struct store_scope_row {
 } store_scope_row;
 
 int store_put_kernel(store *store, const store_kernel_row *row);
+
+/* One launch of a CUDA graph (cuGraphLaunch): its kernels, copies and
+ * memsets carry its correlation id and their graph and node ids. */
+typedef struct store_graph_launch_row {
+    int64_t pid;
+    uint64_t correlation_id;
+    int64_t thread_id; /* the launching thread */
+    uint64_t time_ns;  /* when it was launched, flare clock */
+    uint64_t stream_id;
+    uint64_t graph_exec; /* the CUgraphExec handle */
+    /* The innermost scope or NVTX push range open on the launching thread;
+     * 0 and NULL (stored as NULLs) for none. */
+    uint64_t scope_instance_id;
+    const char *scope_name;
+} store_graph_launch_row;
+int store_put_graph_launch(store *store, const store_graph_launch_row *row);
 int store_put_copy(store *store, const store_copy_row *row);
 int store_put_scope(store *store, const store_scope_row *row);
 int store_put_metric(store *store, const store_metric_row *row);

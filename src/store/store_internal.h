@@ -60,7 +60,10 @@
     X(COUNTER, "INSERT INTO counters(pid, counter, name) VALUES (?1, ?2, ?3) "                     \
                "ON CONFLICT(pid, counter) DO UPDATE SET name = excluded.name")                     \
     X(COUNTER_SAMPLE,                                                                              \
-      "INSERT INTO counter_samples(pid, counter, time_ns, value) VALUES (?1, ?2, ?3, ?4)")
+      "INSERT INTO counter_samples(pid, counter, time_ns, value) VALUES (?1, ?2, ?3, ?4)")          \
+    X(GRAPH_LAUNCH,                                                                                \
+      "INSERT INTO graph_launches(pid, correlation_id, thread_id, time_ns, stream_id, graph_exec, " \
+      "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
@@ -94,25 +97,26 @@ typedef struct store_external_correlation_row {
  * no name.
  */
 #define STORE_BLOCK_TABLES(X)                                                                      \
-    X(KERNELS, "kernels", 16,                                                                      \
+    X(KERNELS, "kernels", 18,                                                                      \
       "pid, device, stream_id, correlation_id, name_id, start_ns, end_ns, grid_x, grid_y, "        \
-      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id",  \
+      "grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread, context_id, " \
+      "graph_id, graph_node_id",                                                                   \
       store_kernel_row, kernel, NAMED)                                                             \
     X(METRICS, "metrics", 5, "pid, device, name_id, time_ns, value", store_metric_row, metric,     \
       NAMED)                                                                                       \
     X(EXTERNAL_CORRELATIONS, "external_correlations", 4,                                           \
       "pid, correlation_id, external_kind, external_id", store_external_correlation_row,           \
       external_correlation_row, UNNAMED)                                                           \
-    X(COPIES, "copies", 10,                                                                        \
+    X(COPIES, "copies", 12,                                                                        \
       "pid, device, stream_id, correlation_id, is_memset, copy_kind, bytes, start_ns, end_ns, "    \
-      "status",                                                                                    \
+      "status, graph_id, graph_node_id",                                                           \
       store_copy_row, copy, UNNAMED)                                                               \
     X(SCOPES, "scopes", 8,                                                                         \
       "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open",                 \
       store_scope_row, scope, NAMED)
 
 #define STORE_BLOCK_ROWS        64
-#define STORE_BLOCK_MAX_COLUMNS 16
+#define STORE_BLOCK_MAX_COLUMNS 18
 
 typedef enum store_block_id {
 #define STORE_BLOCK_ENUM_(id, table, columns, list, type, put, name) STORE_BLOCK_##id,

@@ -373,6 +373,8 @@ static void store_block_fill_kernel(int64_t *values, const store_kernel_row *row
     values[13] = row->shared_memory_bytes;
     values[14] = row->registers_per_thread;
     values[15] = (int64_t)row->context_id;
+    values[16] = row->graph_id;
+    values[17] = (int64_t)row->graph_node_id;
 }
 
 static void store_block_fill_metric(int64_t *values, const store_metric_row *row, int64_t name_id)
@@ -408,6 +410,8 @@ static void store_block_fill_copy(int64_t *values, const store_copy_row *row, in
     values[7] = (int64_t)row->start_ns;
     values[8] = (int64_t)row->end_ns;
     values[9] = row->status;
+    values[10] = row->graph_id;
+    values[11] = (int64_t)row->graph_node_id;
 }
 
 static void store_block_fill_scope(int64_t *values, const store_scope_row *row, int64_t name_id)
@@ -585,6 +589,31 @@ int store_put_log(store *handle, int64_t pid, uint64_t time_ns, const char *leve
     sqlite3_bind_text(statement, 3, level != NULL ? level : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(statement, 4, message != NULL ? message : "", -1, SQLITE_STATIC);
     return store_step(handle, statement, "cannot write a log line");
+}
+
+int store_put_graph_launch(store *handle, const store_graph_launch_row *row)
+{
+    if (row == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_writer_ready(handle, 1);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_GRAPH_LAUNCH];
+    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)row->correlation_id);
+    sqlite3_bind_int64(statement, 3, row->thread_id);
+    sqlite3_bind_int64(statement, 4, (int64_t)row->time_ns);
+    sqlite3_bind_int64(statement, 5, (int64_t)row->stream_id);
+    sqlite3_bind_int64(statement, 6, (int64_t)row->graph_exec);
+    if (row->scope_instance_id != 0) {
+        sqlite3_bind_int64(statement, 7, (int64_t)row->scope_instance_id);
+        sqlite3_bind_text(statement, 8, row->scope_name != NULL ? row->scope_name : "", -1,
+                          SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(statement, 7);
+        sqlite3_bind_null(statement, 8);
+    }
+    return store_step(handle, statement, "cannot write a graph launch");
 }
 
 int store_process_set_backend(store *handle, int64_t pid, const char *backend_name)

@@ -206,10 +206,10 @@ static void make_crafted_session(void)
     }
 
     store_copy_row copies[] = {
-        {CRAFTED_PID, 0, 7, 500, 0, 1, 4096, CRAFTED_ORIGIN + 50, CRAFTED_ORIGIN + 950, 0},
-        {CRAFTED_PID, 1, 7, 501, 1, 0, 1 << 20, CRAFTED_ORIGIN + 60, CRAFTED_ORIGIN + 70, 0},
+        {CRAFTED_PID, 0, 7, 500, 0, 1, 4096, CRAFTED_ORIGIN + 50, CRAFTED_ORIGIN + 950, 0, 0, 0},
+        {CRAFTED_PID, 1, 7, 501, 1, 0, 1 << 20, CRAFTED_ORIGIN + 60, CRAFTED_ORIGIN + 70, 0, 0, 0},
         {CRAFTED_PID, 0, LARGE_STREAM_ID, 502, 0, 2, 8, CRAFTED_ORIGIN + 80, CRAFTED_ORIGIN + 90,
-         FLARE_ERR_IO},
+         FLARE_ERR_IO, 0, 0},
     };
     for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++) {
         assert_int_equal(store_put_copy(database, &copies[i]), 0);

@@ -120,17 +120,18 @@ static void put_kernels(store *database)
 
 static void put_copies(store *database)
 {
-    /* pid, device, stream, correlation, is_memset, kind, bytes, start, end, status */
+    /* pid, device, stream, correlation, is_memset, kind, bytes, start, end, status, graph,
+     * node */
     const store_copy_row copies[] = {
-        {PID, 0, 13, 900, 0, 1, 4096, ORIGIN + 50, ORIGIN + 950, 0},
-        {PID, 0, 13, 901, 0, 1, 8ull << 20, ORIGIN + 2000, ORIGIN + 9000, 0},
-        {PID, 1, 14, 902, 0, 2, 1500, ORIGIN + 3000, ORIGIN + 3100, 0},
-        {PID, 1, 14, 903, 0, 3, 20ull << 30, ORIGIN + 4000, ORIGIN + 40000000, 0},
-        {PID, 0, 13, 904, 0, 4, 64, ORIGIN + 5000, ORIGIN + 5020, 0},
-        {PID, 0, 13, 905, 0, 0, 77, ORIGIN + 6000, ORIGIN + 6030, 0},
-        {PID, 0, 0x100000007ull, 906, 1, 0, 1 << 16, ORIGIN + 7000, ORIGIN + 7500, 0},
-        {PID, 0, 13, 907, 0, 2, 10, ORIGIN + 8000, ORIGIN + 8040, FLARE_ERR_IO},
-        {CHILD_PID, 0, 13, 908, 1, 0, 12, ORIGIN + 8100, ORIGIN + 8090, FLARE_ERR_IO},
+        {PID, 0, 13, 900, 0, 1, 4096, ORIGIN + 50, ORIGIN + 950, 0, 0, 0},
+        {PID, 0, 13, 901, 0, 1, 8ull << 20, ORIGIN + 2000, ORIGIN + 9000, 0, 0, 0},
+        {PID, 1, 14, 902, 0, 2, 1500, ORIGIN + 3000, ORIGIN + 3100, 0, 0, 0},
+        {PID, 1, 14, 903, 0, 3, 20ull << 30, ORIGIN + 4000, ORIGIN + 40000000, 0, 0, 0},
+        {PID, 0, 13, 904, 0, 4, 64, ORIGIN + 5000, ORIGIN + 5020, 0, 0, 0},
+        {PID, 0, 13, 905, 0, 0, 77, ORIGIN + 6000, ORIGIN + 6030, 0, 0, 0},
+        {PID, 0, 0x100000007ull, 906, 1, 0, 1 << 16, ORIGIN + 7000, ORIGIN + 7500, 0, 0, 0},
+        {PID, 0, 13, 907, 0, 2, 10, ORIGIN + 8000, ORIGIN + 8040, FLARE_ERR_IO, 0, 0},
+        {CHILD_PID, 0, 13, 908, 1, 0, 12, ORIGIN + 8100, ORIGIN + 8090, FLARE_ERR_IO, 0, 0},
     };
     for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++)
         assert_int_equal(store_put_copy(database, &copies[i]), 0);

@@ -98,6 +98,8 @@ typedef struct cuda_cupti_api {
     CUptiResult (*cuptiActivityDisable)(CUpti_ActivityKind kind);
     CUptiResult (*cuptiActivityFlushAll)(uint32_t flag);
     CUptiResult (*cuptiActivityFlushPeriod)(uint32_t milliseconds);
+    CUptiResult (*cuptiGetStreamIdEx)(CUcontext context, CUstream stream, uint8_t per_thread,
+                                      uint32_t *stream_id); /* optional */
     CUptiResult (*cuptiActivityGetNextRecord)(uint8_t *buffer, size_t valid_size,
                                               CUpti_Activity **record);
     CUptiResult (*cuptiActivityGetNumDroppedRecords)(CUcontext context, uint32_t stream_id,

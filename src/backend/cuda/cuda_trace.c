@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/cuda_callback_ids.h"
+#include "backend/cuda/cuda_graphs.h"
 #include "backend/cuda/cuda_host.h"
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_pm.h"
@@ -130,6 +131,8 @@ static void emit_kernel(const CUpti_ActivityKernel10 *kernel)
     event->device = (int32_t)kernel->deviceId;
     event->depth = 0;
     event->context_id = kernel->contextId;
+    event->graph_id = kernel->graphId;
+    event->graph_node_id = kernel->graphNodeId;
     event->detail.kernel.grid[0] = (uint32_t)kernel->gridX;
     event->detail.kernel.grid[1] = (uint32_t)kernel->gridY;
     event->detail.kernel.grid[2] = (uint32_t)kernel->gridZ;
@@ -169,7 +172,8 @@ static int copy_kind_of(uint8_t cupti_kind)
 }
 
 static void emit_copy(int is_memset, uint64_t start, uint64_t end, uint32_t correlation,
-                      uint32_t stream, uint32_t device, uint64_t bytes, int copy_kind)
+                      uint32_t stream, uint32_t device, uint64_t bytes, int copy_kind,
+                      uint32_t graph_id, uint64_t graph_node_id)
 {
     describe_device(device);
     core_thread *thread;
@@ -186,6 +190,8 @@ static void emit_copy(int is_memset, uint64_t start, uint64_t end, uint32_t corr
     event->detail.copy.bytes = bytes;
     event->detail.copy.copy_kind = copy_kind;
     event->detail.copy.status = 0;
+    event->graph_id = graph_id;
+    event->graph_node_id = graph_node_id;
     event->name[0] = '\0';
     core_emit_commit(thread);
 }
@@ -228,7 +234,8 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
             if (cuda_replay_is_internal_work(copy->correlationId, NULL))
                 break;
             emit_copy(0, copy->start, copy->end, copy->correlationId, copy->streamId,
-                      copy->deviceId, copy->bytes, copy_kind_of(copy->copyKind));
+                      copy->deviceId, copy->bytes, copy_kind_of(copy->copyKind), copy->graphId,
+                      copy->graphNodeId);
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -236,7 +243,7 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
             if (cuda_replay_is_internal_work(set->correlationId, NULL))
                 break;
             emit_copy(1, set->start, set->end, set->correlationId, set->streamId, set->deviceId,
-                      set->bytes, 0);
+                      set->bytes, 0, set->graphId, set->graphNodeId);
             break;
         }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -408,6 +415,9 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                 /* Host launches feed the launch rate and the deep windows'
                  * launch bound (one process-wide counter). */
                 cuda_session_host->count_launch();
+                if (id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+                    id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
+                    cuda_graphs_launched(&cupti, id, call);
                 if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
                     !atomic_exchange(&exit_wait_registered, 1))
                     atexit(wait_for_setup_threads);
