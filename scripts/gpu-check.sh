@@ -21,7 +21,8 @@
 #        scripts/gpu-check-span.sh); hang (the PyTorch range-replay hang
 #        diagnosis); multi (needs 2+ GPUs, scripts/gpu-check-multi.sh); ab (the
 #        traced training loop under a base build and this one, scripts/gpu-check-ab.sh);
-#        rules (every rule metric family on its own phase, scripts/gpu-check-rules.sh). Any
+#        rules (every rule metric family on its own phase, scripts/gpu-check-rules.sh);
+#        graphs (CUDA graphs traced, attributed and declined by replay, scripts/gpu-check-graphs.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -230,7 +231,7 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules; do
+for part in pm replay span hang multi ab rules graphs; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"

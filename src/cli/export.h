@@ -56,7 +56,7 @@ int cli_export_read_failed(const cli_session *session, int status, const char *w
 
 /* Column names, in order (csv's header row). */
 extern const char *const cli_export_kernel_columns[];
-#define CLI_EXPORT_KERNEL_COLUMN_COUNT 16
+#define CLI_EXPORT_KERNEL_COLUMN_COUNT 18
 
 /* One kernel's fields in column order, separated by commas: the name
  * through text (the format's escaping), the numbers in decimal; each

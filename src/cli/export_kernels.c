@@ -28,6 +28,8 @@ const char *const cli_export_kernel_columns[] = {
     "block_z",
     "shared_memory_bytes",
     "registers_per_thread",
+    "graph_id",
+    "graph_node_id",
 };
 _Static_assert(sizeof cli_export_kernel_columns / sizeof cli_export_kernel_columns[0] ==
                    CLI_EXPORT_KERNEL_COLUMN_COUNT,
@@ -61,6 +63,8 @@ static void kernel_values(const store_kernel_row *row,
         {row->block[2], 1},
         {row->shared_memory_bytes, 1},
         {row->registers_per_thread, 1},
+        {row->graph_id, 1},
+        {(int64_t)row->graph_node_id, 1},
     };
     for (size_t i = 0; i < CLI_EXPORT_KERNEL_COLUMN_COUNT; i++)
         values[i] = fields[i];

@@ -308,6 +308,48 @@ static int table_windows(cli_report_run *run)
     return store_read_windows(run->database, print_window_row, run);
 }
 
+/* CUDA graphs (docs/cli.md "CUDA graphs"): a line per graph, then its
+ * kernels by name. Titled only when the session ran graphs. */
+typedef struct graph_print {
+    cli_report_run *run;
+    int64_t pid;
+    uint32_t graph_id;
+    int any;
+} graph_print;
+
+static int print_graph_row(const store_graph_row *row, void *user)
+{
+    graph_print *print = user;
+    if (!print->any) {
+        printf("\nCUDA graphs (each graph's work, by GPU time; then its kernels)\n");
+        printf("  %6s %8s %8s %8s %8s %12s  %s\n", "graph", "launches", "kernels", "nodes",
+               "copies", "GPU time", "launched from");
+        print->any = 1;
+    }
+    char time[32];
+    if (row->pid != print->pid || row->graph_id != print->graph_id) {
+        print->pid = row->pid;
+        print->graph_id = row->graph_id;
+        cli_format_duration(row->gpu_ns, time, sizeof(time));
+        printf("  %6u %8llu %8llu %8llu %8llu %12s  %s   (pid %lld)\n", row->graph_id,
+               (unsigned long long)row->launches, (unsigned long long)row->kernels,
+               (unsigned long long)row->kernel_nodes, (unsigned long long)row->copies, time,
+               row->launched_from[0] != '\0' ? row->launched_from : "(launch not recorded)",
+               (long long)row->pid);
+        print->run->rows++;
+    }
+    cli_format_duration(row->name_gpu_ns, time, sizeof(time));
+    printf("         %8llu x %-60.96s %12s\n", (unsigned long long)row->name_count,
+           row->kernel_name, time);
+    return 0;
+}
+
+static int table_graphs(cli_report_run *run)
+{
+    graph_print print = {.run = run, .pid = -1};
+    return store_read_graphs(run->database, print_graph_row, &print);
+}
+
 static int table_capabilities(cli_report_run *run)
 {
     printf("  %-22s %-12s %-4s %s\n", "feature", "status", "req", "reason");
@@ -338,6 +380,8 @@ static const report_section report_sections[] = {
     {"session", NULL, section_session, NULL},
     {"kernels", "Top kernels by total time", table_kernels, "  (no kernels recorded)\n"},
     {"copies", "Copies and memsets", table_copies, "  (none recorded)\n"},
+    /* Titled by itself, only when the session ran CUDA graphs. */
+    {"graphs", NULL, table_graphs, NULL},
     {"scopes", "Scopes by total time", table_scopes, "  (no scopes recorded)\n"},
     {"counters", "Counters (final value in this session)", table_counters,
      "  (no counters registered)\n"},

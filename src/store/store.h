@@ -152,6 +152,24 @@ typedef struct store_graph_launch_row {
     const char *scope_name;
 } store_graph_launch_row;
 int store_put_graph_launch(store *store, const store_graph_launch_row *row);
+
+/* A CUDA graph as the report groups it: one row per (graph, kernel name),
+ * graphs by GPU time; the graph's totals repeat on each of its rows. */
+typedef struct store_graph_row {
+    int64_t pid;
+    uint32_t graph_id;
+    uint64_t launches;     /* distinct launches that ran its work */
+    uint64_t kernels;      /* kernel executions, all launches */
+    uint64_t kernel_nodes; /* distinct kernel nodes */
+    uint64_t copies;       /* copy and memset executions, all launches */
+    uint64_t gpu_ns;       /* its kernels' GPU time */
+    const char *launched_from; /* "range x N, ..." from graph_launches; "" when unknown */
+    const char *kernel_name;
+    uint64_t name_count;
+    uint64_t name_gpu_ns;
+} store_graph_row;
+typedef int (*store_graph_callback)(const store_graph_row *row, void *user);
+int store_read_graphs(store *store, store_graph_callback callback, void *user);
 int store_put_copy(store *store, const store_copy_row *row);
 int store_put_scope(store *store, const store_scope_row *row);
 int store_put_metric(store *store, const store_metric_row *row);

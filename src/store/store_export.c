@@ -131,6 +131,8 @@ static int store_export_kernel_handler(sqlite3_stmt *statement, void *user)
         .shared_memory_bytes = (uint32_t)sqlite3_column_int64(statement, 13),
         .registers_per_thread = (uint32_t)sqlite3_column_int64(statement, 14),
         .context_id = (uint64_t)sqlite3_column_int64(statement, 15),
+        .graph_id = (uint32_t)sqlite3_column_int64(statement, 16),
+        .graph_node_id = (uint64_t)sqlite3_column_int64(statement, 17),
     };
     return STORE_READER_CALL(store_export_kernel_callback, &row, user);
 }
@@ -141,7 +143,7 @@ int store_export_kernels(store *handle, store_export_kernel_callback callback, v
         handle,
         "SELECT k.pid, k.device, k.stream_id, k.correlation_id, n.name, k.start_ns, k.end_ns,"
         " k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,"
-        " k.shared_memory_bytes, k.registers_per_thread, k.context_id"
+        " k.shared_memory_bytes, k.registers_per_thread, k.context_id, k.graph_id, k.graph_node_id"
         " FROM kernels k LEFT JOIN names n ON n.id = k.name_id ORDER BY k.rowid",
         "cannot read kernels", store_export_kernel_handler, STORE_EXPORT_CALLBACK(callback), user);
 }

@@ -192,17 +192,21 @@ static void make_crafted_session(void)
             .block = {128, (uint32_t)i, 1},
             .shared_memory_bytes = (uint32_t)(48 * i),
             .registers_per_thread = (uint32_t)(16 + i),
+            /* Every other kernel ran in a CUDA graph; node ids past 2^32. */
+            .graph_id = i % 2 ? (uint32_t)(3 + i) : 0,
+            .graph_node_id = i % 2 ? (1ull << 33) + i : 0,
         };
         if (i == 4)
             row.end_ns = row.start_ns; /* zero length */
         assert_int_equal(store_put_kernel(database, &row), 0);
         fprintf(expected, "kernel");
         write_hex(expected, kernel_names[i].exported);
-        fprintf(expected, " %lld %d %llu %llu %llu %llu %u %u %u %u %u %u %u %u\n",
+        fprintf(expected, " %lld %d %llu %llu %llu %llu %u %u %u %u %u %u %u %u %u %llu\n",
                 (long long)row.pid, row.device, (unsigned long long)row.stream_id,
                 (unsigned long long)row.correlation_id, (unsigned long long)row.start_ns,
                 (unsigned long long)row.end_ns, row.grid[0], row.grid[1], row.grid[2], row.block[0],
-                row.block[1], row.block[2], row.shared_memory_bytes, row.registers_per_thread);
+                row.block[1], row.block[2], row.shared_memory_bytes, row.registers_per_thread,
+                row.graph_id, (unsigned long long)row.graph_node_id);
     }
 
     store_copy_row copies[] = {
@@ -295,7 +299,7 @@ static const char checker_script[] =
     "mode, path, reference = sys.argv[1:4]\n"
     "COLUMNS = ['pid', 'device', 'stream', 'correlation_id', 'name', 'start_ns', 'end_ns',\n"
     "           'duration_ns', 'grid_x', 'grid_y', 'grid_z', 'block_x', 'block_y', 'block_z',\n"
-    "           'shared_memory_bytes', 'registers_per_thread']\n"
+    "           'shared_memory_bytes', 'registers_per_thread', 'graph_id', 'graph_node_id']\n"
     "def fail(message):\n"
     "    print('export check failed:', message)\n"
     "    sys.exit(1)\n"
@@ -326,7 +330,8 @@ static const char checker_script[] =
     "            e['kernel'].append({'name': text(f[1]), 'pid': n[0], 'device': n[1],\n"
     "                'stream': n[2], 'correlation_id': n[3], 'start_ns': n[4], 'end_ns': n[5],\n"
     "                'duration_ns': n[5] - n[4], 'grid': n[6:9], 'block': n[9:12],\n"
-    "                'shared_memory_bytes': n[12], 'registers_per_thread': n[13]})\n"
+    "                'shared_memory_bytes': n[12], 'registers_per_thread': n[13],\n"
+    "                'graph_id': n[14], 'graph_node_id': n[15]})\n"
     "        elif f[0] == 'copy':\n"
     "            n = [int(x) for x in f[1:10]]\n"
     "            e['copy'].append({'pid': n[0], 'device': n[1], 'stream': n[2],\n"
@@ -349,7 +354,8 @@ static const char checker_script[] =
     "        'grid_x': k['grid'][0], 'grid_y': k['grid'][1], 'grid_z': k['grid'][2],\n"
     "        'block_x': k['block'][0], 'block_y': k['block'][1], 'block_z': k['block'][2],\n"
     "        'shared_memory_bytes': k['shared_memory_bytes'],\n"
-    "        'registers_per_thread': k['registers_per_thread']}\n"
+    "        'registers_per_thread': k['registers_per_thread'], 'graph_id': k['graph_id'],\n"
+    "        'graph_node_id': k['graph_node_id']}\n"
     "def database():\n"
     "    db = sqlite3.connect(reference)\n"
     "    db.text_factory = lambda b: b.decode('utf-8', 'strict')\n"
@@ -357,10 +363,11 @@ static const char checker_script[] =
     "    kernels = [{'pid': r[0], 'device': r[1], 'stream': r[2], 'correlation_id': r[3],\n"
     "        'name': r[4], 'start_ns': r[5], 'end_ns': r[6], 'grid': list(r[7:10]),\n"
     "        'block': list(r[10:13]), 'shared_memory_bytes': r[13],\n"
-    "        'registers_per_thread': r[14]} for r in db.execute(\n"
+    "        'registers_per_thread': r[14], 'graph_id': r[15], 'graph_node_id': r[16]}\n"
+    "        for r in db.execute(\n"
     "        'SELECT k.pid, k.device, k.stream_id, k.correlation_id, n.name, k.start_ns,'\n"
     "        ' k.end_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,'\n"
-    "        ' shared_memory_bytes, registers_per_thread FROM kernels k'\n"
+    "        ' shared_memory_bytes, registers_per_thread, graph_id, graph_node_id FROM kernels k'\n"
     "        ' JOIN names n ON n.id = k.name_id ORDER BY k.rowid')]\n"
     "    copies = db.execute('SELECT count(*) FROM copies').fetchone()[0]\n"
     "    scopes = [{'name': r[0], 'pid': r[1], 'tid': r[2], 'start_ns': r[3], 'end_ns': r[4]}\n"

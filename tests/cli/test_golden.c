@@ -137,6 +137,54 @@ static void put_copies(store *database)
         assert_int_equal(store_put_copy(database, &copies[i]), 0);
 }
 
+/* Two CUDA graphs: graph 4 launched twice (once under a range, once with
+ * none open), two kernel nodes and a memset node; graph 9 once, its launch
+ * not recorded. */
+static void put_graphs(store *database)
+{
+    for (uint64_t launch = 0; launch < 3; launch++) {
+        uint32_t graph = launch < 2 ? 4 : 9;
+        uint64_t correlation = 7000 + launch;
+        uint64_t start = ORIGIN + 900000 + launch * 50000;
+        for (uint64_t node = 1; node <= (graph == 4 ? 2u : 1u); node++) {
+            store_kernel_row row = {.pid = PID,
+                                    .stream_id = 21,
+                                    .correlation_id = correlation,
+                                    .name = node == 1 ? "graph_gemm" : "graph_relu",
+                                    .start_ns = start + node * 10000,
+                                    .end_ns = start + node * 10000 + 4000 * node + launch,
+                                    .grid = {8, 1, 1},
+                                    .block = {128, 1, 1},
+                                    .graph_id = graph,
+                                    .graph_node_id = 100 + node};
+            assert_int_equal(store_put_kernel(database, &row), 0);
+        }
+        if (graph == 4) {
+            store_copy_row set = {.pid = PID,
+                                  .stream_id = 21,
+                                  .correlation_id = correlation,
+                                  .is_memset = 1,
+                                  .bytes = 256,
+                                  .start_ns = start,
+                                  .end_ns = start + 900,
+                                  .graph_id = graph,
+                                  .graph_node_id = 103};
+            assert_int_equal(store_put_copy(database, &set), 0);
+        }
+        if (launch == 2)
+            continue;
+        store_graph_launch_row row = {.pid = PID,
+                                      .correlation_id = correlation,
+                                      .thread_id = 4242,
+                                      .time_ns = start - 2000,
+                                      .stream_id = 21,
+                                      .graph_exec = 0x7f0000001000ull,
+                                      .scope_instance_id = launch == 0 ? 77 : 0,
+                                      .scope_name = launch == 0 ? "capture_step" : NULL};
+        assert_int_equal(store_put_graph_launch(database, &row), 0);
+    }
+}
+
 static void put_scopes(store *database)
 {
     const struct {
@@ -452,6 +500,7 @@ static void make_full_session(const char *name)
     assert_int_equal(store_put_device(database, PID, 1, "Second\\GPU", "sim"), 0);
     put_kernels(database);
     put_copies(database);
+    put_graphs(database);
     put_scopes(database);
     put_metrics(database);
     put_counters(database);
