@@ -25,6 +25,7 @@
 #include "core/config.h"
 #include "replay/replay.h"
 #include "store/store.h"
+#include "store/store_pm.h"
 
 static const char report_help[] =
     "usage: flare report [--top N] [DIR]\n"
@@ -350,6 +351,57 @@ static int table_graphs(cli_report_run *run)
     return store_read_graphs(run->database, print_graph_row, &print);
 }
 
+/* PM samples of the deep windows by range and metric (docs/pm-sampling.md):
+ * the top N ranges of each window. A flagged sample is never in a sum or a
+ * mean, only in the flagged count. Titled only when there are samples. */
+typedef struct pm_print {
+    cli_report_run *run;
+    int64_t pid;
+    uint64_t window_id;
+    char range[FLARE_NAME_MAX + 16];
+    uint32_t ranges; /* ranges printed of this window */
+    int any;
+} pm_print;
+
+static int print_pm_row(const store_pm_summary_row *row, void *user)
+{
+    pm_print *print = user;
+    if (!print->any) {
+        printf("\nPM samples by range (deep windows; flagged samples are counted, never summed)\n");
+        printf("  %6s %-32s %-40s %8s %14s %14s %8s\n", "window", "range", "metric", "samples",
+               "mean", "sum", "flagged");
+        print->any = 1;
+    }
+    if (row->pid != print->pid || row->window_id != print->window_id) {
+        print->pid = row->pid;
+        print->window_id = row->window_id;
+        print->ranges = 0;
+        print->range[0] = '\0';
+    }
+    if (strcmp(row->range, print->range) != 0) {
+        snprintf(print->range, sizeof(print->range), "%s", row->range);
+        print->ranges++;
+    }
+    if (print->ranges > print->run->top)
+        return 0;
+    char mean[32] = "-", sum[32] = "-";
+    if (row->has_value) {
+        snprintf(mean, sizeof(mean), "%.6g", row->mean);
+        snprintf(sum, sizeof(sum), "%.6g", row->sum);
+    }
+    printf("  %6llu %-32.32s %-40.40s %8llu %14s %14s %8llu\n", (unsigned long long)row->window_id,
+           row->range, row->metric, (unsigned long long)row->samples, mean, sum,
+           (unsigned long long)row->flagged);
+    print->run->rows++;
+    return 0;
+}
+
+static int table_pm_samples(cli_report_run *run)
+{
+    pm_print print = {.run = run, .pid = -1, .window_id = UINT64_MAX};
+    return store_read_pm_summary(run->database, print_pm_row, &print);
+}
+
 static int table_capabilities(cli_report_run *run)
 {
     printf("  %-22s %-12s %-4s %s\n", "feature", "status", "req", "reason");
@@ -390,6 +442,8 @@ static const report_section report_sections[] = {
      "  (none: no --deep-when rules)\n"},
     {"windows", "Deep-profiling windows (times from the session's start)", table_windows,
      "  (none)\n"},
+    /* Titled by itself, only when a window recorded PM samples. */
+    {"pm samples", NULL, table_pm_samples, NULL},
     /* Titled only when the session has replay rows, so a plain trace's
      * report stays as it was; range replay uses what kernel replay read. */
     {"kernel replay", NULL, cli_report_kernel_replay, NULL},

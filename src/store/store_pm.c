@@ -78,3 +78,40 @@ int store_pm_name_scope(store *handle, int64_t pid, uint64_t instance_id, const 
     sqlite3_bind_text(statement, 3, name, -1, SQLITE_TRANSIENT);
     return store_step_and_finalize(handle, statement, "cannot name a PM sample's scope");
 }
+
+/* overflow holds the PM_SAMPLE_* flags: a flagged sample is counted, never
+ * summed (its value may cover seconds, or a time not verified). */
+static const char pm_summary_sql[] =
+    "SELECT pid, window_id, CASE WHEN scope_instance_id IS NULL THEN '(no range)' "
+    "  WHEN scope_name IS NULL THEN '(open range)' ELSE scope_name END AS range, metric, "
+    "  SUM(overflow = 0 AND value IS NOT NULL) AS samples, SUM(overflow != 0) AS flagged, "
+    "  SUM(CASE WHEN overflow = 0 THEN value END) AS total, "
+    "  AVG(CASE WHEN overflow = 0 THEN value END) AS mean, "
+    "  SUM(COUNT(*)) OVER (PARTITION BY pid, window_id, CASE WHEN scope_instance_id IS NULL THEN "
+    "  '(no range)' WHEN scope_name IS NULL THEN '(open range)' ELSE scope_name END) AS weight "
+    "FROM pm_samples GROUP BY pid, window_id, range, metric "
+    "ORDER BY pid, window_id, weight DESC, range, metric";
+
+static int store_pm_summary_handler(sqlite3_stmt *statement, void *user)
+{
+    store_pm_summary_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
+        .range = store_column_text(statement, 2),
+        .metric = store_column_text(statement, 3),
+        .samples = (uint64_t)sqlite3_column_int64(statement, 4),
+        .flagged = (uint64_t)sqlite3_column_int64(statement, 5),
+        .has_value = sqlite3_column_type(statement, 6) != SQLITE_NULL,
+        .sum = sqlite3_column_double(statement, 6),
+        .mean = sqlite3_column_double(statement, 7),
+    };
+    return STORE_READER_CALL(store_pm_summary_callback, &row, user);
+}
+
+int store_read_pm_summary(store *handle, store_pm_summary_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    return store_query_each(handle, pm_summary_sql, NULL, store_pm_summary_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the PM samples");
+}

@@ -37,4 +37,24 @@ int store_put_pm_samples(store *handle, const store_pm_row *rows, size_t count);
  * written (the scope was still open). FLARE_OK or an error. */
 int store_pm_name_scope(store *handle, int64_t pid, uint64_t instance_id, const char *name);
 
+/* The PM samples of one window, range and metric, as `flare report` shows
+ * them. Samples with any flag set (docs/pm-sampling.md: a value over an
+ * unknown or over-long interval, or an unverified time) are never in the
+ * sum or the mean: they are counted in flagged, and that is all. */
+typedef struct store_pm_summary_row {
+    int64_t pid;
+    uint64_t window_id;
+    const char *range; /* the attributed scope's name; "(no range)", "(open range)" */
+    const char *metric;
+    uint64_t samples; /* unflagged samples with a value */
+    uint64_t flagged; /* samples left out for their flags */
+    int has_value;    /* samples > 0 */
+    double sum;       /* of the unflagged values */
+    double mean;
+} store_pm_summary_row;
+typedef int (*store_pm_summary_callback)(const store_pm_summary_row *row, void *user);
+/* Rows by pid, window, then ranges with the most samples first, metrics by
+ * name. A database without pm_samples rows calls nothing. */
+int store_read_pm_summary(store *handle, store_pm_summary_callback callback, void *user);
+
 #endif /* FLARE_STORE_STORE_PM_H */

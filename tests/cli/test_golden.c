@@ -34,6 +34,7 @@
 #include "flare/flare.h"
 #include "replay/replay.h"
 #include "store/store.h"
+#include "store/store_pm.h"
 #include "store/store_replay.h"
 #include "cli_run.h"
 #include "test_util.h"
@@ -183,6 +184,34 @@ static void put_graphs(store *database)
                                       .scope_name = launch == 0 ? "capture_step" : NULL};
         assert_int_equal(store_put_graph_launch(database, &row), 0);
     }
+}
+
+/* PM samples of window 1: a flagged outlier first (left out of every sum),
+ * two ranges, one sample no range covered and one of a range still open. */
+static void put_pm_samples(store *database)
+{
+    const struct {
+        uint32_t flags;
+        int has_scope;
+        const char *scope;
+        double value;
+    } samples[] = {{8, 1, "forward", 1.3e12}, {0, 1, "forward", 1.25e6}, {0, 1, "forward", 1.5e6},
+                   {0, 1, "backward", 2e6},   {0, 0, NULL, 7e5},          {0, 1, NULL, 3e5}};
+    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+        for (int metric = 0; metric < 2; metric++) {
+            store_pm_row row = {.pid = PID,
+                                .window_id = 1,
+                                .sample_index = i,
+                                .start_ns = ORIGIN + 20000 + 100000 * i,
+                                .end_ns = ORIGIN + 120000 + 100000 * i,
+                                .has_scope = samples[i].has_scope,
+                                .scope_instance_id = samples[i].has_scope ? 60 + i : 0,
+                                .scope_name = samples[i].scope,
+                                .flags = samples[i].flags,
+                                .metric = metric == 0 ? "dram__bytes_read.sum" : "sm__busy.pct",
+                                .value = metric == 0 ? samples[i].value : 10.0 * (double)i};
+            assert_int_equal(store_put_pm_samples(database, &row, 1), 0);
+        }
 }
 
 static void put_scopes(store *database)
@@ -501,6 +530,7 @@ static void make_full_session(const char *name)
     put_kernels(database);
     put_copies(database);
     put_graphs(database);
+    put_pm_samples(database);
     put_scopes(database);
     put_metrics(database);
     put_counters(database);
