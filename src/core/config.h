@@ -21,7 +21,7 @@
 #define CORE_DELIVERY_INTERVAL_DEFAULT_MS 100u
 #define CORE_DELIVERY_INTERVAL_MIN_MS     10u
 #define CORE_DELIVERY_INTERVAL_MAX_MS     1000u
-#define CORE_DEFAULT_OUTPUT_BASE       "flare-out"
+#define CORE_DEFAULT_OUTPUT_BASE          "flare-out"
 
 typedef struct core_config {
     char session_dir[PATH_MAX];

@@ -229,8 +229,8 @@ static int start_session(const flare_options *options, const backend_descriptor 
         backend->device->set_completion_handler(on_backend_completion, NULL);
     /* Without it, kernel-duration readings on CUDA arrive only when a CUPTI
      * buffer fills: a session that cannot ask runs on, with the reason logged. */
-    if (session_delivery_start(backend, current->config.delivery_interval_ms,
-                               &current->delivery) != FLARE_OK)
+    if (session_delivery_start(backend, current->config.delivery_interval_ms, &current->delivery) !=
+        FLARE_OK)
         core_log(CORE_LOG_WARNING,
                  "cannot start the delivery thread: kernel records arrive only as the "
                  "backend hands them over");

@@ -93,7 +93,7 @@ typedef struct store_kernel_row {
     uint32_t block[3];
     uint32_t shared_memory_bytes;
     uint32_t registers_per_thread;
-    uint64_t context_id; /* CUDA context id (CUPTI); 0 on the simulated device */
+    uint64_t context_id;    /* CUDA context id (CUPTI); 0 on the simulated device */
     uint32_t graph_id;      /* the CUDA graph that ran it; 0 when launched on its own */
     uint64_t graph_node_id; /* its node in that graph; 0 when launched on its own */
 } store_kernel_row;
@@ -120,7 +120,7 @@ typedef struct store_copy_row {
     uint64_t start_ns;
     uint64_t end_ns;
     int status;
-    uint32_t graph_id;      /* as in store_kernel_row */
+    uint32_t graph_id; /* as in store_kernel_row */
     uint64_t graph_node_id;
 } store_copy_row;
 
@@ -158,11 +158,11 @@ int store_put_graph_launch(store *store, const store_graph_launch_row *row);
 typedef struct store_graph_row {
     int64_t pid;
     uint32_t graph_id;
-    uint64_t launches;     /* distinct launches that ran its work */
-    uint64_t kernels;      /* kernel executions, all launches */
-    uint64_t kernel_nodes; /* distinct kernel nodes */
-    uint64_t copies;       /* copy and memset executions, all launches */
-    uint64_t gpu_ns;       /* its kernels' GPU time */
+    uint64_t launches;         /* distinct launches that ran its work */
+    uint64_t kernels;          /* kernel executions, all launches */
+    uint64_t kernel_nodes;     /* distinct kernel nodes */
+    uint64_t copies;           /* copy and memset executions, all launches */
+    uint64_t gpu_ns;           /* its kernels' GPU time */
     const char *launched_from; /* "range x N, ..." from graph_launches; "" when unknown */
     const char *kernel_name;
     uint64_t name_count;

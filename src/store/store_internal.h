@@ -60,10 +60,10 @@
     X(COUNTER, "INSERT INTO counters(pid, counter, name) VALUES (?1, ?2, ?3) "                     \
                "ON CONFLICT(pid, counter) DO UPDATE SET name = excluded.name")                     \
     X(COUNTER_SAMPLE,                                                                              \
-      "INSERT INTO counter_samples(pid, counter, time_ns, value) VALUES (?1, ?2, ?3, ?4)")          \
-    X(GRAPH_LAUNCH,                                                                                \
-      "INSERT INTO graph_launches(pid, correlation_id, thread_id, time_ns, stream_id, graph_exec, " \
-      "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
+      "INSERT INTO counter_samples(pid, counter, time_ns, value) VALUES (?1, ?2, ?3, ?4)")         \
+    X(GRAPH_LAUNCH, "INSERT INTO graph_launches(pid, correlation_id, thread_id, time_ns, "         \
+                    "stream_id, graph_exec, "                                                      \
+                    "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,

@@ -196,7 +196,7 @@ static void put_pm_samples(store *database)
         const char *scope;
         double value;
     } samples[] = {{8, 1, "forward", 1.3e12}, {0, 1, "forward", 1.25e6}, {0, 1, "forward", 1.5e6},
-                   {0, 1, "backward", 2e6},   {0, 0, NULL, 7e5},          {0, 1, NULL, 3e5}};
+                   {0, 1, "backward", 2e6},   {0, 0, NULL, 7e5},         {0, 1, NULL, 3e5}};
     for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
         for (int metric = 0; metric < 2; metric++) {
             store_pm_row row = {.pid = PID,

@@ -249,8 +249,8 @@ static int collect_delay(const store_metric_stats *stats, void *user)
 /* Runs 2 ms kernels with completions held back, until the rule's window has
  * opened or until_ms have passed (at least min_ms); returns the database's
  * rules, windows and delivery delays. */
-static void run_held(const char *delivery_ms, uint64_t min_ms, uint64_t until_ms,
-                     rule_rows *rules, window_rows *windows, delay_stats *delay)
+static void run_held(const char *delivery_ms, uint64_t min_ms, uint64_t until_ms, rule_rows *rules,
+                     window_rows *windows, delay_stats *delay)
 {
     sim_engine_reset();
     char dir[128];
