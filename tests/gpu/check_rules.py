@@ -33,6 +33,13 @@ def phase_metric(db, name, start, end):
     return [r[0] for r in rows]
 
 
+def delivery_delays(db):
+    """The session's kernel_delivery_delay_ns values (schema.md, metrics)."""
+    return [r[0] for r in db.execute(
+        "SELECT m.value FROM metrics m JOIN names n ON n.id = m.name_id "
+        "WHERE n.name = 'kernel_delivery_delay_ns'")]
+
+
 def threshold(session, times_path, metric, divisor, unit, target_kind):
     phases = json.load(open(times_path))
     db = connect(session)
@@ -96,9 +103,7 @@ def check(session, times_path, target, allowance_ms):
         failures.append(f"rule 1 summary: {rules.get(1)}")
     if 2 not in rules or rules[2][2] != 0:
         failures.append(f"rule 2 summary: {rules.get(2)}")
-    delays = [r[0] for r in db.execute(
-        "SELECT m.value FROM metrics m JOIN names n ON n.id = m.name_id "
-        "WHERE n.name = 'kernel_delivery_delay_ns'")]
+    delays = delivery_delays(db)
     delay = (f"delivery delay median {statistics.median(delays) / 1e6:.1f} ms worst "
              f"{max(delays) / 1e6:.1f} ms over {len(delays)} periods") if delays else "no delays"
     latency = f"{latency_ms:.0f} ms" if latency_ms is not None else "-"
@@ -113,10 +118,7 @@ def check(session, times_path, target, allowance_ms):
 def delays(sessions):
     values = []
     for session in sessions:
-        db = connect(session)
-        values += [r[0] for r in db.execute(
-            "SELECT m.value FROM metrics m JOIN names n ON n.id = m.name_id "
-            "WHERE n.name = 'kernel_delivery_delay_ns'")]
+        values += delivery_delays(connect(session))
     if not values:
         print("kernel delivery delay: no rows")
         return

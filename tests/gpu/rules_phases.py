@@ -49,26 +49,25 @@ if library_path:
     flare.flare_counter_add.argtypes = [ctypes.c_void_p, ctypes.c_int64]
 
 
-def run_heavy(until):
+def run_matmuls(until, left, right, out):
     # At most two matmuls queued, so the phase ends on the GPU when it ends
     # on the host (within one matmul).
     done = torch.cuda.Event()
     while time.monotonic_ns() < until:
-        torch.mm(a, b, out=c)
+        torch.mm(left, right, out=out)
         done.record()
-        torch.mm(a, b, out=c)
+        torch.mm(left, right, out=out)
         done.synchronize()
+
+
+def run_heavy(until):
+    run_matmuls(until, a, b, c)
 
 
 def run_tensor(until):
     # bf16 tensor-core matmuls: the most power the GPU can draw, so its
     # power limit, not the clock policy, sets the SM clock.
-    done = torch.cuda.Event()
-    while time.monotonic_ns() < until:
-        torch.mm(x, y, out=z)
-        done.record()
-        torch.mm(x, y, out=z)
-        done.synchronize()
+    run_matmuls(until, x, y, z)
 
 
 def run_storm(until):
