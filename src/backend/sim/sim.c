@@ -247,9 +247,8 @@ void sim_deliver_held(void)
 
 /* Holds completion back when asked to; returns whether it did. A full
  * buffer is handed over whole, as CUPTI hands over a full buffer. */
-static bool hold_completion(const backend_completion *completion)
+static bool hold_completion(const backend_completion *completion, uint32_t limit)
 {
-    uint32_t limit = sim_fault_hold_limit();
     if (limit == 0)
         return false;
     if (limit > SIM_HELD_MAX)
@@ -374,7 +373,7 @@ static void *stream_worker(void *argument)
 
         backend_completion completion;
         run_work_item(stream, &item, &completion);
-        if (!hold_completion(&completion))
+        if (!hold_completion(&completion, item.fault.hold_limit))
             deliver_completion(&completion, item.fault.slow_completion_ms);
         free(item.args);
         stream_finish_item(stream);

@@ -32,7 +32,7 @@ typedef struct sim_fault {
      * FLARE_ERR_BACKEND, and copy_async itself still returns 0 (as an
      * asynchronous GPU error would). */
     uint32_t fail_next_copies;
-    /* Completions are held back, as CUPTI holds kernel records in its
+    /* Completions of work submitted while set are held back, as CUPTI holds kernel records in its
      * buffers: handed to the handler only when this many are held or when
      * sim_deliver_held() runs (the descriptor's deliver). 0: none held; at
      * most SIM_HELD_MAX. Held work no longer counts as in flight. */

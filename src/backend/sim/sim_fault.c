@@ -46,14 +46,6 @@ void sim_fault_set(const sim_fault *fault)
     pthread_mutex_unlock(&fault_lock);
 }
 
-uint32_t sim_fault_hold_limit(void)
-{
-    pthread_mutex_lock(&fault_lock);
-    uint32_t limit = hold_limit;
-    pthread_mutex_unlock(&fault_lock);
-    return limit;
-}
-
 void sim_fault_release_hung(void)
 {
     pthread_mutex_lock(&fault_lock);
@@ -67,6 +59,7 @@ sim_fault_decision sim_fault_decide(backend_work_kind kind, const char *kernel_n
     sim_fault_decision decision = {0};
     pthread_mutex_lock(&fault_lock);
     decision.slow_completion_ms = slow_completion_ms;
+    decision.hold_limit = hold_limit;
     if (kind == BACKEND_WORK_KERNEL && hang_enabled && kernel_name != NULL &&
         strcmp(kernel_name, hang_kernel_name) == 0) {
         decision.hang = true;

@@ -55,13 +55,12 @@ typedef struct sim_fault_decision {
     uint64_t hang_generation; /* release generation current at submission */
     bool fail;
     uint32_t slow_completion_ms;
+    uint32_t hold_limit; /* sim_fault.hold_completions at submission; 0: deliver at once */
 } sim_fault_decision;
 
 sim_fault_decision sim_fault_decide(backend_work_kind kind, const char *kernel_name);
 /* Blocks (without spinning) until sim_fault_release_hung() has been called
  * after the item was submitted. */
 void sim_fault_wait_until_released(uint64_t hang_generation);
-/* sim_fault.hold_completions as set now (0: none held). */
-uint32_t sim_fault_hold_limit(void);
 
 #endif /* FLARE_BACKEND_SIM_SIM_INTERNAL_H */
