@@ -31,21 +31,38 @@ rm -rf "$g" && mkdir -p "$g"
     || fail "graph_work under range replay"
   python3 tests/gpu/check_graphs.py range "$g/range" || fail "graph launches under range replay"
 
-  echo "-- a storm of graph launches (20 tiny kernels each): untraced, then traced"
-  "$build/gpu/graph_work" storm 20000
-  "$flare" trace -q -o "$g/storm" -- "$build/gpu/graph_work" storm 20000 || fail "graph storm under flare trace"
-  python3 - "$g/storm" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(f"file:{sys.argv[1]}/session.db?mode=ro", uri=True)
-q = lambda sql: db.execute(sql).fetchone()[0]
-launches = q("SELECT m.value FROM metrics m JOIN names n ON n.id = m.name_id WHERE n.name = "
-             "'host_kernel_launches' ORDER BY m.time_ns DESC LIMIT 1")
-kernels = q("SELECT COUNT(*) FROM kernels WHERE graph_id != 0")
-untimed = q("SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = 'storm_guard' AND detail LIKE 'kernel launches%'")
-graph_rows = q("SELECT COUNT(*) FROM graph_launches")
-storm = db.execute("SELECT status, reason FROM capabilities WHERE feature = 'storm_guard'").fetchone()
-print(f"   host launches counted {launches} (20,001 graph launches + 20 captured), graph kernels "
-      f"recorded {kernels} of {20 * 20001}, graph launches recorded {graph_rows}, guard's untimed "
-      f"launches {untimed}; storm_guard {storm}")
+  echo "-- a storm of graph launches (20 tiny kernels each, 200,000 launches): the guard counts"
+  echo "   each launch as its 20 kernels; 3 rounds of untraced / traced / traced with the guard off"
+  storm_n=200000
+  : > "$g/storm-rates.txt"
+  for round in 1 2 3; do
+    for how in untraced traced guard-off; do
+      case "$how" in
+        untraced) rate=$("$build/gpu/graph_work" storm $storm_n | awk '/^kernels_per_second/ {print $2}') ;;
+        traced) rm -rf "$g/storm"
+                rate=$("$flare" trace -q -o "$g/storm" -- "$build/gpu/graph_work" storm $storm_n \
+                       | awk '/^kernels_per_second/ {print $2}') ;;
+        guard-off) rm -rf "$g/storm-off"
+                rate=$("$flare" trace -q --storm-rate 0 -o "$g/storm-off" -- "$build/gpu/graph_work" storm $storm_n \
+                       | awk '/^kernels_per_second/ {print $2}') ;;
+      esac
+      [ -n "$rate" ] || fail "graph storm ($how) printed no rate"
+      echo "graph_storm round=$round how=$how kernels_per_second=$rate" | tee -a "$g/storm-rates.txt"
+    done
+  done
+  python3 tests/gpu/check_graphs.py storm "$g/storm" $storm_n || fail "graph storm: the guard's count"
+  python3 - "$g/storm-rates.txt" <<'PY'
+import re, statistics, sys
+rates = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"graph_storm round=(\d+) how=(\S+) kernels_per_second=(\d+)", line)
+    if m:
+        rates.setdefault(m.group(2), {})[int(m.group(1))] = float(m.group(3))
+base = rates["untraced"]
+for how in ("traced", "guard-off"):
+    ratios = [rates[how][r] / base[r] for r in base if r in rates[how]]
+    print(f"   graph storm {how}/untraced: median {statistics.median(ratios):.3f} "
+          f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}); untraced median "
+          f"{statistics.median(base.values()):,.0f} kernels/s")
 PY
 } 2>&1 | tee -a "$graphs_out"

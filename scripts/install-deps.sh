@@ -3,8 +3,9 @@
 # missing. Safe to re-run: it does nothing when everything is present.
 set -euo pipefail
 # g++: tests/install builds a C++ program against the installed flare (it is
-# skipped without one); readelf comes with gcc's binutils.
-packages=(cmake make gcc g++ pkg-config libsqlite3-dev libcmocka-dev python3)
+# skipped without one); readelf comes with gcc's binutils. stress-ng: the
+# load generator of scripts/test.sh stress.
+packages=(cmake make gcc g++ pkg-config libsqlite3-dev libcmocka-dev python3 stress-ng)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

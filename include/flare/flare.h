@@ -117,9 +117,11 @@ FLARE_API uint64_t flare_now_ns(void);
  * pops and records (start, end, depth, thread, unique instance id). Names
  * longer than FLARE_NAME_MAX - 1 bytes are truncated. Hot path: no lock, no
  * allocation. Nesting deeper than FLARE_SCOPE_DEPTH_MAX is counted as a
- * drop. Without an active session both are no-ops returning
- * FLARE_ERR_NOT_ACTIVE. flare_scope_end without a matching begin returns
- * FLARE_ERR_STATE.
+ * drop. flare_scope_end returns FLARE_ERR_FULL when the thread's event
+ * ring is full (the scope is closed, its record dropped and counted);
+ * flare_scope_begin when no thread slot is free. Without an active session
+ * both are no-ops returning FLARE_ERR_NOT_ACTIVE. flare_scope_end without
+ * a matching begin returns FLARE_ERR_STATE.
  */
 #define FLARE_NAME_MAX        64
 #define FLARE_SCOPE_DEPTH_MAX 64

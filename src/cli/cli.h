@@ -21,12 +21,15 @@
 int cli_trace(int argc, char **argv);
 int cli_report(int argc, char **argv);
 int cli_info(int argc, char **argv);
+int cli_index(int argc, char **argv);
 /* `flare export`: a session as Perfetto trace JSON, or its kernels as CSV or JSON. */
 int cli_export(int argc, char **argv);
 /* `flare rules check RULE...`: each rule's canonical form, or why it is refused. */
 int cli_rules(int argc, char **argv);
 /* `flare replay [SELECTION] -- CMD`: CMD run as by trace, chosen launches replayed. */
 int cli_replay(int argc, char **argv);
+/* `flare diff BASE NEW`: two sessions compared kernel by kernel (diff.c). */
+int cli_diff(int argc, char **argv);
 
 /*
  * Running a command under the profiler (launch.c), shared by trace and
@@ -45,12 +48,18 @@ typedef struct cli_launch {
     char command_line[1024];
     char session_dir[PATH_MAX];
     char injection_library[PATH_MAX];
+    int claimed;           /* this launcher made session.db and flare.log */
+    int created_directory; /* and the session directory itself */
+    int reserved;          /* holds its disk reserve (store_files.h) */
     /* Filled by run: processes that started a session. */
     long long process_count;
 } cli_launch;
 
-/* Creates the session directory and database (nothing runs when it fails:
- * CLI_EXIT_FAILURE, printed) and says where the session goes. */
+/* Checks the FLARE_* start-time variables and that the command can be run,
+ * claims the session directory and creates the database, and says where
+ * the session goes. CLI_EXIT_OK, or the exit code to return (printed;
+ * nothing ran and nothing is left behind): CLI_EXIT_USAGE for a bad
+ * variable, 127/126 for a command that cannot run, CLI_EXIT_FAILURE. */
 int cli_launch_prepare(cli_launch *launch, char **command, int command_count);
 /* Runs command (NULL-terminated) with the session and libflare's injection
  * in its environment, forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT; records the
@@ -67,6 +76,9 @@ int cli_deep_when_add(const char *rule);
  * on all the same, to be installed as refused), and sets FLARE_DEEP_WHEN for
  * the command. Does nothing when no --deep-when was given. */
 void cli_deep_when_export(int quiet);
+/* Forgets and frees the --deep-when rules added so far, for a process that
+ * parses more than one command line (the fuzz targets in fuzz/). */
+void cli_deep_when_reset(void);
 
 /* Prints "flare COMMAND: MESSAGE" and a hint to stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *command, const char *format, ...)
@@ -80,6 +92,14 @@ int cli_is_help(const char *argument);
 
 /* Human-readable sizes and durations for reports and summaries: "12.3 MiB",
  * "4.2 ms" (three significant digits or whole units below 10,240). */
+/* text from a session database with every control character made '?'
+ * (untrusted.c), truncated to the buffer like snprintf. */
+void cli_format_untrusted(char *buffer, size_t size, const char *text);
+/* Sends stdout through the same filter (newline and tab kept) until
+ * cli_untrusted_stdout_end, which flushes and returns fclose's status:
+ * for commands that print a session's names to a terminal. */
+void cli_untrusted_stdout_begin(void);
+int cli_untrusted_stdout_end(void);
 void cli_format_bytes(uint64_t bytes, char *buffer, size_t size);
 void cli_format_duration(uint64_t ns, char *buffer, size_t size);
 

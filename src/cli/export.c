@@ -7,10 +7,11 @@
  * It must never change the session (the store is opened read-only), never
  * create an output before the session has been found and opened (a
  * missing session leaves no file), and never leave a half-written FILE
- * (cli_output writes FILE.tmp and renames it only when the format
- * succeeded). Exit codes as everywhere (cli.h): 0, 1 failure, 2 usage.
+ * (cli_output writes a fresh FILE.tmp-XXXXXX and renames it only when the
+ * format succeeded). Exit codes as everywhere (cli.h): 0, 1 failure, 2 usage.
  */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,11 +43,13 @@ static const char export_help[] =
     "  -f, --format FORMAT   perfetto, csv or json (required)\n"
     "  -o, --output FILE     write to FILE ('-': standard output, the default);\n"
     "                        FILE appears only once the export is complete (it is\n"
-    "                        written as FILE.tmp, then renamed); its directory must exist\n"
+    "                        written as FILE.tmp-XXXXXX, then renamed; an interrupted\n"
+    "                        export removes it); its directory must exist\n"
     "  -h, --help            this help\n"
     "\n"
-    "Exit status: 0 on success, 1 if the session cannot be read or the output\n"
-    "cannot be written, 2 for a usage error.\n";
+    "Exit status: 0 on success (also when the reader of a pipe stops early, as\n"
+    "head does), 1 if the session cannot be read or the output cannot be written,\n"
+    "2 for a usage error.\n";
 
 /* The formats, in the order usage messages list them. */
 static const cli_export_format *const export_formats[] = {
@@ -184,6 +187,11 @@ static int export_write(const export_options *options, const cli_session *sessio
     cli_export_failure failure = {{0}};
     int status = options->format->write(session, output, &failure);
     int to_file = cli_output_replaces_file(output);
+    if (cli_output_reader_gone(output)) {
+        /* `flare export | head`: the reader has what it wanted. */
+        cli_output_close(output, 0, error, sizeof error);
+        return CLI_EXIT_OK;
+    }
     int closed = cli_output_close(output, status == 0, error, sizeof error);
     if (failure.message[0] != '\0')
         return cli_failure("export", "%s: %s (%s)", session->directory, failure.message,
@@ -199,6 +207,8 @@ int cli_export(int argc, char **argv)
     int parsed = export_parse(argc, argv, &options);
     if (parsed >= 0)
         return parsed;
+    /* A closed pipe is a failed write (EPIPE), handled, not a death. */
+    signal(SIGPIPE, SIG_IGN);
 
     /* The session first: a missing session must not leave an output file.
      * One snapshot for the whole export, so that a session still being

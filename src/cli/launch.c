@@ -26,7 +26,10 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "flare/flare.h"
+#include "session/session.h"
 #include "store/store.h"
+#include "store/store_files.h"
+#include "store/store_views.h"
 
 /* Where an installed flare finds libflare, relative to its own directory:
  * the build passes the installed layout's bin-to-lib path and SONAME
@@ -88,23 +91,52 @@ static int join_command_line(int argc, char **argv, char *buffer, size_t size)
     return 0;
 }
 
-static int prepare_session(const cli_launch *launch, char *session_dir, size_t size)
+/* Whether command names a program execvp could run (searching PATH as it
+ * does): checked before anything is made, so `flare trace -- typo` leaves
+ * no session behind. 0, or the errno execvp would fail with. */
+static int command_runnable(const char *command)
+{
+    if (command[0] == '\0')
+        return ENOENT;
+    if (strchr(command, '/') != NULL)
+        return access(command, X_OK) == 0 ? 0 : errno;
+    const char *path = getenv("PATH");
+    if (path == NULL || path[0] == '\0')
+        path = "/bin:/usr/bin";
+    int found_error = ENOENT;
+    for (const char *start = path;; start++) {
+        const char *end = strchr(start, ':');
+        size_t length = end != NULL ? (size_t)(end - start) : strlen(start);
+        char candidate[PATH_MAX];
+        if (snprintf(candidate, sizeof(candidate), "%.*s%s%s", (int)length, start,
+                     length == 0 ? "" : "/", command) < (int)sizeof(candidate)) {
+            struct stat info;
+            if (stat(candidate, &info) == 0 && S_ISREG(info.st_mode)) {
+                if (access(candidate, X_OK) == 0)
+                    return 0;
+                found_error = EACCES;
+            }
+        }
+        if (end == NULL)
+            break;
+        start = end;
+    }
+    return found_error;
+}
+
+static int prepare_session(cli_launch *launch, char *session_dir, size_t size)
 {
     const char *name = launch->command_name;
     const char *output = launch->output;
     char error[1024];
+    launch->created_directory = 0;
     if (output != NULL) {
         if (strlen(output) >= size)
             return cli_failure(name, "output directory path is too long");
+        struct stat info;
+        launch->created_directory = lstat(output, &info) != 0;
         if (core_make_directories(output, error, sizeof(error)) != FLARE_OK)
             return cli_failure(name, "%s", error);
-        char database[PATH_MAX + 32];
-        snprintf(database, sizeof(database), "%s/%s", output, STORE_DATABASE_NAME);
-        if (access(database, F_OK) == 0)
-            return cli_failure(name,
-                               "%s already holds a session (%s); choose another directory or "
-                               "remove it",
-                               output, STORE_DATABASE_NAME);
         snprintf(session_dir, size, "%s", output);
     } else {
         const char *base = getenv("FLARE_OUTPUT_DIR");
@@ -112,9 +144,14 @@ static int prepare_session(const cli_launch *launch, char *session_dir, size_t s
             base = CORE_DEFAULT_OUTPUT_BASE;
         if (core_make_session_directory(base, session_dir, size, error, sizeof(error)) != FLARE_OK)
             return cli_failure(name, "%s", error);
+        launch->created_directory = 1;
     }
     if (core_check_writable_directory(session_dir, error, sizeof(error)) != FLARE_OK)
         return cli_failure(name, "%s", error);
+    /* One winner per directory, never through a planted link. */
+    if (store_claim_directory(session_dir, error, sizeof(error)) != FLARE_OK)
+        return cli_failure(name, "%s", error);
+    launch->claimed = 1;
     /* The child may run in another directory: give it an absolute path. */
     char absolute[PATH_MAX];
     if (realpath(session_dir, absolute) == NULL)
@@ -124,6 +161,10 @@ static int prepare_session(const cli_launch *launch, char *session_dir, size_t s
     store *database;
     if (store_open(session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) != FLARE_OK)
         return cli_failure(name, "%s", error);
+    /* The launcher's own share of the disk for recording the end. */
+    launch->reserved =
+        store_reserve_create(session_dir, (int64_t)getpid(), STORE_RESERVE_LAUNCHER_BYTES, error,
+                             sizeof(error)) == 0;
     char host[256] = "";
     gethostname(host, sizeof(host) - 1);
     store_session_info info = {.command = launch->command_line,
@@ -153,13 +194,45 @@ static int prepare_session(const cli_launch *launch, char *session_dir, size_t s
     return CLI_EXIT_OK;
 }
 
+/* Removes what prepare made for a command that never ran: the session's
+ * files, and the directory when prepare created it (only if empty then). */
+static void remove_session(const cli_launch *launch)
+{
+    if (!launch->claimed)
+        return;
+    static const char *const files[] = {STORE_DATABASE_NAME, STORE_DATABASE_NAME "-wal",
+                                        STORE_DATABASE_NAME "-shm", STORE_LOG_NAME};
+    store_reserve_release_all(launch->session_dir);
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[PATH_MAX + 32];
+        if (snprintf(path, sizeof(path), "%s/%s", launch->session_dir, files[i]) <
+            (int)sizeof(path))
+            unlink(path);
+    }
+    if (launch->created_directory)
+        rmdir(launch->session_dir);
+}
+
 int cli_launch_prepare(cli_launch *launch, char **command, int command_count)
 {
+    const char *name = launch->command_name;
+    char error[1024];
+    /* What each process of the command would refuse at start is refused
+     * here, before anything runs, with the same message. */
+    if (session_check_environment(error, sizeof(error)) != FLARE_OK)
+        return cli_usage_error(name, "%s; nothing was run", error);
+    int not_runnable = command_runnable(command[0]);
+    if (not_runnable != 0) {
+        cli_failure(name, "cannot run '%s': %s", command[0], strerror(not_runnable));
+        return not_runnable == ENOENT ? 127 : 126;
+    }
     if (join_command_line(command_count, command, launch->command_line,
                           sizeof(launch->command_line)) != 0)
         snprintf(launch->command_line + sizeof(launch->command_line) - 5, 5, "...");
-    if (prepare_session(launch, launch->session_dir, sizeof(launch->session_dir)) != CLI_EXIT_OK)
+    if (prepare_session(launch, launch->session_dir, sizeof(launch->session_dir)) != CLI_EXIT_OK) {
+        remove_session(launch);
         return CLI_EXIT_FAILURE;
+    }
     if (launch->flush_ms != 0) {
         char value[16];
         snprintf(value, sizeof(value), "%u", launch->flush_ms);
@@ -209,8 +282,9 @@ static int tally_capability(const store_capability_row *row, void *user)
  * sigwaitinfo, together with SIGCHLD, rather than in an asynchronous
  * handler: no signal can slip in between a check and a wait, and nothing
  * runs in signal context. */
-static int run_command(const cli_launch *launch, char **command)
+static int run_command(const cli_launch *launch, char **command, int *exec_failed)
 {
+    *exec_failed = 0;
     int report_pipe[2];
     if (pipe2(report_pipe, O_CLOEXEC) != 0)
         return cli_failure(launch->command_name, "pipe: %s", strerror(errno)), 126;
@@ -236,6 +310,9 @@ static int run_command(const cli_launch *launch, char **command)
         close(report_pipe[0]);
         setenv("FLARE_SESSION_DIR", launch->session_dir, 1);
         setenv("FLARE_LAUNCHED_BY_TRACE", "1", 1);
+        char launcher[24];
+        snprintf(launcher, sizeof(launcher), "%ld", (long)getppid());
+        setenv("FLARE_LAUNCHER_PID", launcher, 1);
         if (launch->injection_library[0] != '\0') {
             setenv("CUDA_INJECTION64_PATH", launch->injection_library, 1);
             setenv("NVTX_INJECTION64_PATH", launch->injection_library, 1);
@@ -266,6 +343,7 @@ static int run_command(const cli_launch *launch, char **command)
     }
     sigprocmask(SIG_SETMASK, &previous, NULL);
     if (got == (ssize_t)sizeof(exec_error)) {
+        *exec_failed = 1;
         cli_failure(launch->command_name, "cannot run '%s': %s", command[0], strerror(exec_error));
         return exec_error == ENOENT ? 127 : 126;
     }
@@ -276,14 +354,62 @@ static int run_command(const cli_launch *launch, char **command)
     return 1;
 }
 
+/* Collection is over: the indexes the session's views need (built now,
+ * never while the program wrote). A failure only makes queries slower, and
+ * `flare index` can build them later. */
+static void index_session(const cli_launch *launch, store *database)
+{
+    store_index_result result;
+    if (store_build_indexes(database, &result) != FLARE_OK) {
+        fprintf(stderr,
+                "flare: WARNING: the session's indexes were not built (%s); 'flare index %s' "
+                "builds them\n",
+                store_last_error(database), launch->session_dir);
+        return;
+    }
+    if (!launch->quiet && result.build_ns >= 1000000000ull)
+        fprintf(stderr, "flare: indexed the session for its SQL views in %.1f s\n",
+                (double)result.build_ns / 1e9);
+}
+
+/* What the session lost, for the closing line: every drop counter. */
+typedef struct drop_tally {
+    uint64_t total;
+    int sources;
+    char first_source[32];
+    char first_detail[96];
+    uint64_t first_count;
+} drop_tally;
+
+static int tally_drop(const store_drop_row *row, void *user)
+{
+    drop_tally *tally = user;
+    tally->total += row->count;
+    if (tally->sources++ == 0 || row->count > tally->first_count) {
+        cli_format_untrusted(tally->first_source, sizeof(tally->first_source), row->source);
+        cli_format_untrusted(tally->first_detail, sizeof(tally->first_detail), row->detail);
+        tally->first_count = row->count;
+    }
+    return 0;
+}
+
 int cli_launch_run(cli_launch *launch, char **command)
 {
     const char *name = launch->command_name;
-    int exit_status = run_command(launch, command);
+    int exec_failed;
+    int exit_status = run_command(launch, command, &exec_failed);
     launch->process_count = 0;
+    if (exec_failed) {
+        /* Nothing ran: no session to keep. */
+        remove_session(launch);
+        return exit_status;
+    }
 
     char error[1024];
     store *database;
+    /* Every process has ended (or been killed, leaving its reserve): free
+     * the space, so on a full disk the end and the counts still fit. */
+    store_reserve_release_all(launch->session_dir);
     if (store_open(launch->session_dir, STORE_OPEN_WRITE, &database, error, sizeof(error)) !=
         FLARE_OK) {
         cli_failure(name, "cannot reopen the session database: %s", error);
@@ -293,11 +419,14 @@ int cli_launch_run(cli_launch *launch, char **command)
         store_session_end(database, core_now_ns(), 1, exit_status) != FLARE_OK ||
         store_commit(database) != FLARE_OK)
         cli_failure(name, "cannot record the end of the session: %s", store_last_error(database));
+    index_session(launch, database);
     store_session_summary summary;
     memset(&summary, 0, sizeof(summary));
     store_read_session(database, &summary);
     capability_tally tally = {.launcher_pid = (int64_t)getpid()};
     store_read_capabilities(database, tally_capability, &tally);
+    drop_tally drops = {0};
+    store_read_drops(database, tally_drop, &drops);
     store_close(database);
     launch->process_count = summary.process_count;
 
@@ -307,8 +436,8 @@ int cli_launch_run(cli_launch *launch, char **command)
                 "recorded.\n"
                 "flare: flare starts in a process that initialises CUDA (it is injected; %s) "
                 "or that links libflare (as flare-demo does).\n"
-                "flare: if the program did either, see %s/flare.log for why flare did not "
-                "start.\n",
+                "flare: if the program did either, the reason is on its stderr and in "
+                "%s/flare.log.\n",
                 command[0],
                 launch->injection_library[0] == '\0'
                     ? "but libflare.so was not found: set FLARE_LIBRARY"
@@ -323,6 +452,13 @@ int cli_launch_run(cli_launch *launch, char **command)
                 (long long)summary.kernel_count, (long long)summary.copy_count,
                 (long long)summary.scope_count, launch->session_dir);
     }
+    if (drops.total > 0)
+        fprintf(stderr,
+                "flare: WARNING: not everything was recorded: %llu item(s) dropped (%s: %s: "
+                "%llu%s); see 'Dropped data' in 'flare report %s'\n",
+                (unsigned long long)drops.total, drops.first_source, drops.first_detail,
+                (unsigned long long)drops.first_count, drops.sources > 1 ? ", and more" : "",
+                launch->session_dir);
     if (tally.degraded > 0)
         fprintf(stderr,
                 "flare: WARNING: %d requested feature(s) degraded or unavailable (first: %s: "

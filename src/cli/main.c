@@ -6,7 +6,6 @@
  * never do a subcommand's work itself: it only picks the subcommand and
  * returns its exit code.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,43 +22,15 @@ static const char usage_text[] =
     "  replay   run a command as trace does, replaying chosen kernel launches to\n"
     "           collect their hardware metrics (flare replay --list-sets)\n"
     "  report   summarise a saved session (the newest one by default)\n"
+    "  diff     compare two sessions kernel by kernel, with a test for noise\n"
     "  export   write a session as a Perfetto trace, or its kernels as CSV or JSON\n"
+    "  index    build a session's indexes for its SQL views (flare trace does it)\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
     "  rules    check deep-profiling rules: flare rules check RULE...\n"
     "\n"
     "Run 'flare COMMAND --help' for a command's options.\n"
     "Sessions are saved under ./flare-out/ (or $FLARE_OUTPUT_DIR) unless -o is given.\n"
     "Documentation: README.md and docs/ in the flare source tree.\n";
-
-int cli_is_help(const char *argument)
-{
-    return strcmp(argument, "-h") == 0 || strcmp(argument, "--help") == 0;
-}
-
-int cli_usage_error(const char *command, const char *format, ...)
-{
-    va_list arguments;
-    va_start(arguments, format);
-    fprintf(stderr, "flare%s%s: ", command ? " " : "", command ? command : "");
-    vfprintf(stderr, format, arguments);
-    va_end(arguments);
-    if (command != NULL)
-        fprintf(stderr, "\nRun 'flare %s --help' for usage.\n", command);
-    else
-        fprintf(stderr, "\nRun 'flare --help' for usage.\n");
-    return CLI_EXIT_USAGE;
-}
-
-int cli_failure(const char *command, const char *format, ...)
-{
-    va_list arguments;
-    va_start(arguments, format);
-    fprintf(stderr, "flare %s: ", command);
-    vfprintf(stderr, format, arguments);
-    va_end(arguments);
-    fputc('\n', stderr);
-    return CLI_EXIT_FAILURE;
-}
 
 int main(int argc, char **argv)
 {
@@ -78,19 +49,32 @@ int main(int argc, char **argv)
     }
     if (strcmp(command, "trace") == 0)
         return cli_trace(argc - 1, argv + 1);
-    if (strcmp(command, "replay") == 0)
-        return cli_replay(argc - 1, argv + 1);
-    if (strcmp(command, "report") == 0)
-        return cli_report(argc - 1, argv + 1);
+    /* These print a session's names, which the traced program chose. */
+    if (strcmp(command, "replay") == 0 || strcmp(command, "report") == 0) {
+        cli_untrusted_stdout_begin();
+        int status = strcmp(command, "replay") == 0 ? cli_replay(argc - 1, argv + 1)
+                                                    : cli_report(argc - 1, argv + 1);
+        cli_untrusted_stdout_end();
+        return status;
+    }
+    if (strcmp(command, "diff") == 0) {
+        cli_untrusted_stdout_begin();
+        int status = cli_diff(argc - 1, argv + 1);
+        cli_untrusted_stdout_end();
+        return status;
+    }
     if (strcmp(command, "export") == 0)
         return cli_export(argc - 1, argv + 1);
     if (strcmp(command, "info") == 0)
         return cli_info(argc - 1, argv + 1);
+    if (strcmp(command, "index") == 0)
+        return cli_index(argc - 1, argv + 1);
     if (strcmp(command, "rules") == 0)
         return cli_rules(argc - 1, argv + 1);
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s'", command);
     return cli_usage_error(
-        NULL, "unknown command '%s' (commands: trace, replay, report, export, info, rules)",
+        NULL,
+        "unknown command '%s' (commands: trace, replay, report, diff, export, index, info, rules)",
         command);
 }

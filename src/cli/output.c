@@ -1,7 +1,7 @@
 /*
  * output.c: the buffered writer behind `flare export` (output.h): one
- * buffer, JSON and CSV escaping, and -o FILE written as FILE.tmp and
- * renamed only once complete.
+ * buffer, JSON and CSV escaping, and -o FILE written as a temporary
+ * FILE.tmp-XXXXXX beside it and renamed only once complete.
  *
  * Everything is formatted into one buffer and written in large blocks:
  * hundreds of megabytes of small pieces through printf would dominate the
@@ -10,7 +10,9 @@
  * CSV, and never leave FILE half-written or FILE.tmp behind.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +25,46 @@
 
 struct cli_output {
     FILE *file;
-    const char *path;             /* as given to open: NULL or "-" for standard output */
-    char temporary[PATH_MAX + 8]; /* path + ".tmp", or "" when writing straight to the file */
-    int error_number;             /* errno of the first failed write; 0 while all is well */
+    const char *path;              /* as given to open: NULL or "-" for standard output */
+    char temporary[PATH_MAX + 16]; /* path + ".tmp-XXXXXX", or "" when writing straight to it */
+    int error_number;              /* errno of the first failed write; 0 while all is well */
     size_t used;
     char buffer[OUTPUT_BUFFER_SIZE];
 };
 
 /* ---- the file ---- */
+
+/* An export interrupted by SIGINT, SIGTERM or SIGHUP removes its
+ * temporary file before dying of the signal: a large half-written file is
+ * never left behind. Only unlink, signal and raise run in the handler. */
+static char cleanup_path[PATH_MAX + 16];
+static volatile sig_atomic_t cleanup_armed;
+static const int cleanup_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void remove_temporary_and_die(int signal_number)
+{
+    if (cleanup_armed)
+        unlink(cleanup_path);
+    signal(signal_number, SIG_DFL);
+    raise(signal_number);
+}
+
+static void arm_cleanup(const char *temporary)
+{
+    snprintf(cleanup_path, sizeof cleanup_path, "%s", temporary);
+    cleanup_armed = 1;
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof cleanup_signals[0]; i++)
+        signal(cleanup_signals[i], remove_temporary_and_die);
+}
+
+/* After the temporary file was renamed or removed (a signal in between
+ * unlinks a name that is gone: harmless). */
+static void disarm_cleanup(void)
+{
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof cleanup_signals[0]; i++)
+        signal(cleanup_signals[i], SIG_DFL);
+    cleanup_armed = 0;
+}
 
 /* Opens output->file as cli_output_open describes; output->temporary is
  * left empty unless a temporary file was created. Returns 0, or -1 with a
@@ -75,18 +109,32 @@ static int output_open_file(cli_output *output, const char *path, char *error, s
         snprintf(error, error_size, "cannot write %s: %s is not a directory", path, directory);
         return -1;
     }
-    int length = snprintf(output->temporary, sizeof output->temporary, "%s.tmp", path);
+    /* A fresh name made with O_EXCL (mkostemp): a file or link planted
+     * under a predictable name is never written through. */
+    int length = snprintf(output->temporary, sizeof output->temporary, "%s.tmp-XXXXXX", path);
     if (length < 0 || (size_t)length >= sizeof output->temporary) {
         output->temporary[0] = '\0';
         snprintf(error, error_size, "cannot write %s: path too long", path);
         return -1;
     }
-    output->file = fopen(output->temporary, "w");
-    if (output->file == NULL) {
-        snprintf(error, error_size, "cannot create %s: %s", output->temporary, strerror(errno));
+    int fd = mkostemp(output->temporary, O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(error, error_size, "cannot create a temporary file beside %s: %s", path,
+                 strerror(errno));
         output->temporary[0] = '\0';
         return -1;
     }
+    /* mkostemp makes it 0600; the finished file gets what fopen would give. */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0 || (output->file = fdopen(fd, "w")) == NULL) {
+        snprintf(error, error_size, "cannot create %s: %s", output->temporary, strerror(errno));
+        close(fd);
+        unlink(output->temporary);
+        output->temporary[0] = '\0';
+        return -1;
+    }
+    arm_cleanup(output->temporary);
     return 0;
 }
 
@@ -117,6 +165,11 @@ int cli_output_replaces_file(const cli_output *output)
 int cli_output_failed(const cli_output *output)
 {
     return output->error_number != 0;
+}
+
+int cli_output_reader_gone(const cli_output *output)
+{
+    return output->error_number == EPIPE && output->temporary[0] == '\0';
 }
 
 static void output_flush(cli_output *output)
@@ -159,6 +212,7 @@ static int output_finish(cli_output *output, int succeeded, char *error, size_t 
     }
     if (error_number != 0 || !succeeded)
         unlink(temporary);
+    disarm_cleanup();
     return error_number != 0 ? -1 : 0;
 }
 

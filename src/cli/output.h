@@ -2,13 +2,14 @@
  * output.h: the writer `flare export` streams every format through: one
  * large buffer in front of a FILE, the escaping of JSON strings and CSV
  * fields, exact decimal numbers, and the all-or-nothing write of -o FILE
- * (written as FILE.tmp, renamed over FILE only when the export succeeded).
+ * (written as a fresh FILE.tmp-XXXXXX, renamed over FILE only when the export
+ * succeeded; removed on failure or SIGINT/SIGTERM/SIGHUP).
  *
  * It knows nothing of sessions or formats. It must never emit text that
  * breaks JSON or CSV (every string goes through cli_output_json_string or
  * cli_output_csv_field, and bytes that are not valid UTF-8 become '?'),
  * never grow past its one fixed buffer, and never leave a half-written
- * FILE: a failed or unfinished export removes FILE.tmp and leaves FILE as
+ * FILE: a failed or unfinished export removes its temporary file and leaves FILE as
  * it was.
  *
  * Writing never fails on the spot: the first write error is kept, every
@@ -42,6 +43,10 @@ int cli_output_replaces_file(const cli_output *output);
 
 /* Whether a write has failed; nothing more is written once one has. */
 int cli_output_failed(const cli_output *output);
+/* Whether the failure is only that the pipe's reader went away (`flare
+ * export | head`): the caller stops quietly. SIGPIPE must be ignored for
+ * the write to fail with EPIPE instead of killing the process. */
+int cli_output_reader_gone(const cli_output *output);
 
 /*
  * Finishes and frees output: writes what is buffered, closes the file (not

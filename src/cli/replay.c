@@ -566,8 +566,9 @@ int cli_replay(int argc, char **argv)
                                          : "replaying chosen kernel launches of",
                          .output = options.output,
                          .quiet = options.quiet};
-    if (cli_launch_prepare(&launch, command, command_count) != CLI_EXIT_OK)
-        return CLI_EXIT_FAILURE;
+    int prepared = cli_launch_prepare(&launch, command, command_count);
+    if (prepared != CLI_EXIT_OK)
+        return prepared;
     int exit_status = cli_launch_run(&launch, command);
     if (launch.process_count > 0)
         print_summary(&launch, &options);

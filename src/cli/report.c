@@ -2,14 +2,17 @@
  * report.c: `flare report [DIR]`, the summary a person wants first.
  *
  * Reads a session database and prints its sections, in the order of the
- * table report_sections: what ran, top kernels by total time (count, mean,
- * p50, p99), copies and memsets, scopes, application counters (final value
- * per counter), metrics, deep-profiling rules and windows, kernel replay
- * results per kernel and range replay results per span (each only when
- * there are any; report_replay.c), capabilities, and every drop counter
- * that is not zero. Most sections are one table: a title, a line of
- * column headings, a row per row the store reader returns, and a line
- * saying there were none.
+ * table report_sections: what ran, top kernels by total time (count, share
+ * of all kernels' GPU time, mean, p50, p99), copies and memsets, scopes,
+ * application counters (final value per counter), metrics, deep-profiling
+ * rules and windows, kernel replay results per kernel and range replay
+ * results per span (each only when there are any; report_replay.c),
+ * capabilities, and every drop counter that is not zero. Most sections are
+ * one table: a title, a line of column headings, a row per row the store
+ * reader returns, and a line saying there were none.
+ *
+ * --format json and csv write the same sections as data instead
+ * (report_data.c); this file parses the options and picks the writer.
  *
  * It only reads: a missing, empty or corrupt database is a clear error
  * (exit 1), never a crash, and a section that cannot be read is named on
@@ -21,6 +24,8 @@
 
 #include "cli/cli.h"
 #include "cli/report.h"
+#include "cli/report_data.h"
+#include "cli/report_emit.h"
 #include "cli/session.h"
 #include "core/config.h"
 #include "replay/replay.h"
@@ -28,23 +33,31 @@
 #include "store/store_pm.h"
 
 static const char report_help[] =
-    "usage: flare report [--top N] [DIR]\n"
+    "usage: flare report [--top N] [--format text|json|csv] [DIR]\n"
     "\n"
     "Summarises a saved session: the command, top kernels by total GPU time\n"
-    "(count, total, mean, p50, p99), copies and memsets, scopes, application\n"
-    "counters (final value per counter), GPU metrics, deep-profiling rules and\n"
-    "windows, kernel replay results ('flare replay': per kernel, each replayed\n"
-    "launch with its metric values, and each declined launch with its reason),\n"
-    "range replay results ('flare replay --range': per span, its kernels with\n"
-    "their metric values, or the reason it was declined),\n"
-    "the capability matrix, and every non-zero drop counter (events the profiler\n"
-    "had to discard).\n"
+    "(count, total, share of all kernels' GPU time, mean, p50, p99), copies and\n"
+    "memsets, CUDA graphs, scopes, application counters (final value per\n"
+    "counter), GPU metrics, deep-profiling rules and windows, the windows' PM\n"
+    "samples by range, kernel replay results ('flare replay': per kernel, each\n"
+    "replayed launch with its metric values, and each declined launch with its\n"
+    "reason), range replay results ('flare replay --range': per span, its\n"
+    "kernels with their metric values, or the reason it was declined), the\n"
+    "capability matrix, and every non-zero drop counter (events the profiler\n"
+    "had to discard). json and csv hold the same sections as raw numbers\n"
+    "(nanoseconds, bytes, counts) with stable keys.\n"
     "\n"
     "DIR is a session directory, or a directory of sessions, in which case the\n"
-    "newest is reported. Default: ./flare-out ($FLARE_OUTPUT_DIR if set).\n"
+    "newest (the one written to last) is reported. Default: ./flare-out\n"
+    "($FLARE_OUTPUT_DIR if set).\n"
     "\n"
     "Options:\n"
-    "  --top N      kernels and scopes to list, 1..100000 (default 10)\n"
+    "  --top N      kernels, scopes and PM ranges (per window) to list,\n"
+    "               1..100000 (default 10)\n"
+    "  -f, --format FORMAT\n"
+    "               text (default), json (one object) or csv (one line per\n"
+    "               field: section,row,key,value); the keys of json and csv\n"
+    "               are listed in docs/cli.md\n"
     "  -h, --help   this help\n";
 
 /* ---- rows ---- */
@@ -263,10 +276,32 @@ static void print_duration_heading(void)
     printf("  %-60s %10s %12s %12s %12s %12s\n", "name", "count", "total", "mean", "p50", "p99");
 }
 
+/* The kernels, with each one's share of every kernel's GPU time (listed
+ * or not; report_data.c reads both). */
 static int table_kernels(cli_report_run *run)
 {
-    print_duration_heading();
-    return store_read_kernel_stats(run->database, (int)run->top, print_duration_row, run);
+    printf("  %-60s %10s %12s %6s %12s %12s %12s\n", "name", "count", "total", "% GPU", "mean",
+           "p50", "p99");
+    cli_report_kernels kernels;
+    const char *failure = cli_report_kernels_read(run->database, run->top, &kernels);
+    if (failure != NULL)
+        cli_report_failed(run, failure);
+    for (size_t i = 0; i < kernels.count; i++) {
+        const store_duration_stats *stats = &kernels.rows[i];
+        char total[32], share[16] = "-", mean[32], p50[32], p99[32];
+        cli_format_duration(stats->total_ns, total, sizeof(total));
+        if (kernels.all_ns > 0)
+            snprintf(share, sizeof(share), "%.1f",
+                     cli_report_share_pct(stats->total_ns, kernels.all_ns));
+        cli_format_duration(stats->mean_ns, mean, sizeof(mean));
+        cli_format_duration(stats->p50_ns, p50, sizeof(p50));
+        cli_format_duration(stats->p99_ns, p99, sizeof(p99));
+        printf("  %-60.60s %10lld %12s %6s %12s %12s %12s\n", stats->name, (long long)stats->count,
+               total, share, mean, p50, p99);
+        run->rows++;
+    }
+    cli_report_kernels_free(&kernels);
+    return 0;
 }
 
 static int table_copies(cli_report_run *run)
@@ -472,13 +507,33 @@ static void report_print_section(cli_report_run *run, const report_section *sect
 
 /* ---- the command ---- */
 
-/*
- * Parses argv into *directory and *top. Returns -1 when the report should
- * go ahead, or the exit code to return now: CLI_EXIT_OK after --help,
- * CLI_EXIT_USAGE after a usage error (printed).
- */
-static int report_parse(int argc, char **argv, const char **directory, uint32_t *top)
+/* The command line, parsed. */
+typedef struct report_options {
+    const char *directory;            /* NULL: the default output directory */
+    uint32_t top;                     /* --top */
+    const report_emit_format *format; /* --format json or csv; NULL: text */
+} report_options;
+
+/* --format's value: NULL (and *known set) for text, json and csv's emitter,
+ * or NULL with *known clear for any other word. */
+static const report_emit_format *report_format(const char *name, int *known)
 {
+    *known = strcmp(name, "text") == 0;
+    if (*known)
+        return NULL;
+    const report_emit_format *format = report_emit_find(name);
+    *known = format != NULL;
+    return format;
+}
+
+/*
+ * Parses argv into *options. Returns -1 when the report should go ahead,
+ * or the exit code to return now: CLI_EXIT_OK after --help, CLI_EXIT_USAGE
+ * after a usage error (printed).
+ */
+static int report_parse(int argc, char **argv, report_options *options)
+{
+    *options = (report_options){.top = 10};
     for (int index = 1; index < argc; index++) {
         const char *argument = argv[index];
         if (cli_is_help(argument)) {
@@ -489,16 +544,31 @@ static int report_parse(int argc, char **argv, const char **directory, uint32_t 
             if (index + 1 >= argc)
                 return cli_usage_error("report", "option '--top' needs a number");
             const char *value = argv[++index];
-            if (core_parse_u32(value, 1, 100000, top) != 0)
+            if (core_parse_u32(value, 1, 100000, &options->top) != 0)
                 return cli_usage_error("report", "'--top %s': expected a whole number in 1..100000",
+                                       value);
+        } else if (strcmp(argument, "-f") == 0 || strcmp(argument, "--format") == 0 ||
+                   strncmp(argument, "--format=", 9) == 0) {
+            const char *value = argument[1] == 'f' ? NULL : strchr(argument, '=');
+            if (value != NULL)
+                value++;
+            else if (index + 1 < argc)
+                value = argv[++index];
+            else
+                return cli_usage_error("report", "option '%s' needs a format (text, json, csv)",
+                                       argument);
+            int known;
+            options->format = report_format(value, &known);
+            if (!known)
+                return cli_usage_error("report", "unknown format '%s' (formats: text, json, csv)",
                                        value);
         } else if (argument[0] == '-' && argument[1] != '\0') {
             return cli_usage_error("report", "unknown option '%s'", argument);
-        } else if (*directory != NULL) {
+        } else if (options->directory != NULL) {
             return cli_usage_error("report", "unexpected argument '%s' (one DIR at most)",
                                    argument);
         } else {
-            *directory = argument;
+            options->directory = argument;
         }
     }
     return -1;
@@ -506,21 +576,26 @@ static int report_parse(int argc, char **argv, const char **directory, uint32_t 
 
 int cli_report(int argc, char **argv)
 {
-    const char *directory = NULL;
-    uint32_t top = 10;
-    int parsed = report_parse(argc, argv, &directory, &top);
+    report_options options;
+    int parsed = report_parse(argc, argv, &options);
     if (parsed >= 0)
         return parsed;
 
     char error[1024];
     cli_session session;
-    if (cli_session_open(&session, "report", directory, 0, error, sizeof(error)) != CLI_EXIT_OK)
+    if (cli_session_open(&session, "report", options.directory, 0, error, sizeof(error)) !=
+        CLI_EXIT_OK)
         return CLI_EXIT_FAILURE;
+    if (options.format != NULL) {
+        int status = cli_report_data(&session, options.top, options.format);
+        cli_session_close(&session);
+        return status;
+    }
     cli_report_run run = {
         .database = session.database,
         .session_dir = session.directory,
         .summary = &session.summary,
-        .top = top,
+        .top = options.top,
         .status = CLI_EXIT_OK,
     };
     for (size_t i = 0; i < sizeof(report_sections) / sizeof(report_sections[0]); i++)

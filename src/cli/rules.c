@@ -181,3 +181,9 @@ void cli_deep_when_export(int quiet)
                 count - stored, RULES_LIST_MAX, RULES_LIST_MAX);
     setenv("FLARE_DEEP_WHEN", deep_when, 1);
 }
+
+void cli_deep_when_reset(void)
+{
+    free(deep_when);
+    deep_when = NULL;
+}

@@ -26,6 +26,25 @@ static int has_database(const char *dir)
     return access(path, F_OK) == 0;
 }
 
+/* When dir's session was last written (its database's modification time),
+ * or 0 when it has none. */
+static struct timespec written_at(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    struct stat info;
+    snprintf(path, sizeof(path), "%s/%s", dir, STORE_DATABASE_NAME);
+    if (stat(path, &info) != 0) {
+        struct timespec none = {0, 0};
+        return none;
+    }
+    return info.st_mtim;
+}
+
+static int later(struct timespec a, struct timespec b)
+{
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
 int cli_find_session(const char *argument, char *session_dir, unsigned long size, char *error,
                      unsigned long error_size)
 {
@@ -49,14 +68,16 @@ int cli_find_session(const char *argument, char *session_dir, unsigned long size
         snprintf(session_dir, size, "%s", dir);
         return 0;
     }
-    /* Session directory names start with a UTC time stamp, so the greatest
-     * name is the newest session. */
+    /* The newest session is the one written to last (its database's
+     * modification time), whatever its name (-o names are the user's); a
+     * tie goes to the greater name (default names start with the time). */
     DIR *listing = opendir(dir);
     if (listing == NULL) {
         snprintf(error, error_size, "cannot read %s: %s", dir, strerror(errno));
         return 1;
     }
     char newest[NAME_MAX + 1] = "";
+    struct timespec newest_time = {0, 0};
     struct dirent *entry;
     while ((entry = readdir(listing)) != NULL) {
         if (entry->d_name[0] == '.')
@@ -65,8 +86,14 @@ int cli_find_session(const char *argument, char *session_dir, unsigned long size
         if (snprintf(candidate, sizeof(candidate), "%s/%s", dir, entry->d_name) >=
             (int)sizeof(candidate))
             continue;
-        if (has_database(candidate) && strcmp(entry->d_name, newest) > 0)
+        if (!has_database(candidate))
+            continue;
+        struct timespec written = written_at(candidate);
+        if (newest[0] == '\0' || later(written, newest_time) ||
+            (!later(newest_time, written) && strcmp(entry->d_name, newest) > 0)) {
             snprintf(newest, sizeof(newest), "%s", entry->d_name);
+            newest_time = written;
+        }
     }
     closedir(listing);
     if (newest[0] == '\0') {
@@ -88,6 +115,9 @@ int cli_session_open(cli_session *session, const char *command, const char *argu
         return cli_failure(command, "%s", error);
     if (store_open(session->directory, STORE_OPEN_READ, &session->database, error, error_size) != 0)
         return cli_failure(command, "%s", error);
+    const char *notice = store_read_notice(session->database);
+    if (notice != NULL)
+        fprintf(stderr, "flare %s: note: %s\n", command, notice);
     memset(&session->summary, 0, sizeof(session->summary));
     if ((snapshot && store_export_begin(session->database) != 0) ||
         store_read_session(session->database, &session->summary) != 0) {

@@ -181,7 +181,8 @@ int cli_trace(int argc, char **argv)
                          .output = output,
                          .flush_ms = flush_ms,
                          .quiet = quiet};
-    if (cli_launch_prepare(&launch, command, command_count) != CLI_EXIT_OK)
-        return CLI_EXIT_FAILURE;
+    int prepared = cli_launch_prepare(&launch, command, command_count);
+    if (prepared != CLI_EXIT_OK)
+        return prepared;
     return cli_launch_run(&launch, command);
 }

@@ -8,11 +8,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A reason holds a sentence or three (the launch-storm guard's summary is
+ * the longest); a longer one is cut. */
+#define CAPABILITY_REASON_MAX 448
+
 typedef struct capability_row {
     char feature[32];
     int requested;
     char status[16];
-    char reason[256];
+    char reason[CAPABILITY_REASON_MAX];
     int changed;
 } capability_row;
 
@@ -43,7 +47,7 @@ static int device_count;
 void core_capability_set(const char *feature, int requested, const char *status,
                          const char *reason_format, ...)
 {
-    char reason[256] = "";
+    char reason[CAPABILITY_REASON_MAX] = "";
     if (reason_format != NULL) {
         va_list arguments;
         va_start(arguments, reason_format);

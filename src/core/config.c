@@ -81,6 +81,12 @@ int core_config_resolve(const flare_options *options, core_config *config, char 
         result.session_dir_given = 1;
         const char *by_trace = getenv("FLARE_LAUNCHED_BY_TRACE");
         result.launched_by_trace = by_trace != NULL && strcmp(by_trace, "1") == 0;
+        /* Only for knowing whether it still runs: a bad value means unknown. */
+        const char *launcher = getenv("FLARE_LAUNCHER_PID");
+        uint32_t launcher_pid;
+        if (result.launched_by_trace && launcher != NULL &&
+            core_parse_u32(launcher, 1, INT32_MAX, &launcher_pid) == 0)
+            result.launcher_pid = launcher_pid;
     }
     const char *base = getenv("FLARE_OUTPUT_DIR");
     if (copy_path(result.output_base, sizeof(result.output_base),

@@ -31,6 +31,7 @@ typedef struct core_config {
     uint32_t delivery_interval_ms; /* 0: the backend is never asked to deliver */
     uint32_t ring_capacity;
     int launched_by_trace; /* FLARE_SESSION_DIR came from `flare trace` */
+    int64_t launcher_pid;  /* FLARE_LAUNCHER_PID: that launcher, 0 when unknown */
 } core_config;
 
 /* Fills config from options (may be NULL), then the environment, then

@@ -257,15 +257,20 @@ static int load_runtime(const char *path, counters_runtime_source source,
     return FLARE_OK;
 }
 
-/* libflare.so in the directory of file (a path to a file). */
+/* libflare.so in the directory of file (an absolute path to a file).
+ * A relative one is refused: it would name whatever directory the process
+ * runs in, and load (RTLD_GLOBAL) a libflare.so someone left there. */
 static int load_beside(const char *file, counters_runtime_source source,
                        counters_runtime_resolution *out)
 {
+    if (file[0] != '/') {
+        add_reason(out, "%s is not an absolute path: not searched beside it", file);
+        return FLARE_ERR_NOT_FOUND;
+    }
     const char *slash = strrchr(file, '/');
     char path[PATH_MAX];
-    int length = slash == NULL ? snprintf(path, sizeof(path), "./%s", RUNTIME_LIBRARY_NAME)
-                               : snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - file), file,
-                                          RUNTIME_LIBRARY_NAME);
+    int length =
+        snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - file), file, RUNTIME_LIBRARY_NAME);
     if (length < 0 || (size_t)length >= sizeof(path)) {
         add_reason(out, "the directory of %s: path too long", file);
         return FLARE_ERR_NOT_FOUND;

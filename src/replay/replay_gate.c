@@ -29,6 +29,7 @@ typedef struct device_gate {
     int writer;
     pthread_t writer_thread; /* valid while writer is set */
     int writers_waiting;
+    int readers_waiting; /* for replay_gate_waiting (tests) */
     /* While writer is set: its last sign of life, how long it may go without
      * one, and what it was doing then. */
     uint64_t writer_progress_ns;
@@ -84,6 +85,8 @@ int replay_gate_reader_enter_always(int device)
         pthread_mutex_unlock(&gate->lock);
         return 0;
     }
+    int waited = gate->writer || gate->writers_waiting > 0;
+    gate->readers_waiting += waited;
     while (gate->writer || gate->writers_waiting > 0) {
         if (!gate->writer) {
             /* Only waiting writers: each gives up within its own timeout. */
@@ -103,6 +106,7 @@ int replay_gate_reader_enter_always(int device)
                      "replay's next restore revert it, so flare stops the program",
                      device, (double)(now_ns - gate->writer_progress_ns) / 1e9,
                      gate->writer_what[0] != '\0' ? gate->writer_what : "a replay");
+            gate->readers_waiting -= waited;
             pthread_mutex_unlock(&gate->lock);
             core_log(CORE_LOG_ERROR, "%s", message);
             replay_call_abort_handler(message);
@@ -115,10 +119,25 @@ int replay_gate_reader_enter_always(int device)
             core_deadline_after_ns(wait_ns < 1000000000ull ? wait_ns : 1000000000ull);
         pthread_cond_timedwait(&gate->changed, &gate->lock, &deadline);
     }
+    gate->readers_waiting -= waited;
     gate->readers++;
     pthread_mutex_unlock(&gate->lock);
     replay_stats_add(0, 0, 0, 1, 0);
     return 1;
+}
+
+void replay_gate_waiting(int device, int *writers, int *readers)
+{
+    *writers = 0;
+    *readers = 0;
+    device_gate *gate = gate_of(device);
+    if (gate == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&gate->lock);
+    *writers = gate->writers_waiting;
+    *readers = gate->readers_waiting;
+    pthread_mutex_unlock(&gate->lock);
 }
 
 int replay_gate_enter(int device)

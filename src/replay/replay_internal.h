@@ -76,6 +76,9 @@ void replay_gate_writer_progress(int device, const char *what, uint64_t stall_ns
  * restore before it) and two drain timeouts (the drains before a snapshot). */
 uint64_t replay_gate_stall_ns(const replay_settings *settings);
 int replay_gate_reader_enter_always(int device);
+/* Tests: the writers and readers waiting at device's gate now, so a test
+ * waits for a thread to be queued there instead of sleeping. */
+void replay_gate_waiting(int device, int *writers, int *readers);
 
 /* Thread state (replay_registry.c): depth of replay loops this thread runs,
  * whether it is inside a pass_enter callback, and its context toggles. */

@@ -6,17 +6,20 @@
  * when the CUDA driver is already in the process (always so when the
  * driver loaded libflare as its injection library) and the simulated
  * device otherwise. A process whose session started on the simulated
- * device and is injected later adopts CUDA then (session.c). The only file
+ * device and is injected later adopts CUDA then (session.c). Also checks
+ * the start-time variables for the launcher. The only file
  * besides inject.c that names a backend; it must never load a driver.
  */
 #include "session/session.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_descriptor.h"
 #include "backend/sim/sim.h"
+#include "core/config.h"
 #include "flare/flare.h"
 
 /* Whether the CUDA driver library is mapped already (RTLD_NOLOAD: never
@@ -60,4 +63,21 @@ int session_backend_choose(const char *asked, const backend_descriptor **out, in
 const backend_descriptor *session_backend_injected(void)
 {
     return cuda_descriptor();
+}
+
+int session_check_environment(char *error, size_t error_size)
+{
+    const backend_descriptor *backend;
+    int automatic;
+    int status =
+        session_backend_choose(getenv("FLARE_BACKEND"), &backend, &automatic, error, error_size);
+    if (status != FLARE_OK)
+        return status;
+    /* The launcher gives each process its session directory: whatever
+     * FLARE_SESSION_DIR says here is replaced, so it is not checked. */
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = "/";
+    core_config config;
+    return core_config_resolve(&options, &config, error, error_size);
 }

@@ -221,6 +221,25 @@ static void write_event(const core_event *event, void *user)
         context->failed++;
 }
 
+/* A thread's ring and scope-depth drops into the open batch: when they
+ * changed, or always (the session's last transaction). */
+static void write_thread_drops(store *database, int64_t pid, core_thread *thread, int always)
+{
+    char detail[64];
+    snprintf(detail, sizeof(detail), "thread %lld", (long long)thread->thread_id);
+    uint64_t ring_drops = core_ring_dropped(&thread->ring) - thread->ring_drops_baseline;
+    if (ring_drops != thread->ring_drops_stored || (always && ring_drops != 0)) {
+        if (store_set_drops(database, pid, "event_ring", detail, ring_drops) == FLARE_OK)
+            thread->ring_drops_stored = ring_drops;
+    }
+    uint64_t scope_drops = atomic_load_explicit(&thread->scope_depth_drops, memory_order_relaxed) -
+                           thread->scope_drops_baseline;
+    if (scope_drops != thread->scope_drops_stored || (always && scope_drops != 0)) {
+        if (store_set_drops(database, pid, "scope_depth", detail, scope_drops) == FLARE_OK)
+            thread->scope_drops_stored = scope_drops;
+    }
+}
+
 static void drain_thread(core_thread *thread, void *user)
 {
     drain_context *context = user;
@@ -231,23 +250,51 @@ static void drain_thread(core_thread *thread, void *user)
     if (core_ring_drain(&thread->ring, share, write_event, context) == share)
         context->saturated = 1;
 
-    char detail[64];
-    uint64_t ring_drops = core_ring_dropped(&thread->ring) - thread->ring_drops_baseline;
-    if (ring_drops != thread->ring_drops_stored) {
-        snprintf(detail, sizeof(detail), "thread %lld", (long long)thread->thread_id);
-        if (store_set_drops(context->store, context->pid, "event_ring", detail, ring_drops) ==
-            FLARE_OK)
-            thread->ring_drops_stored = ring_drops;
-    }
-    uint64_t scope_drops = atomic_load_explicit(&thread->scope_depth_drops, memory_order_relaxed) -
-                           thread->scope_drops_baseline;
-    if (scope_drops != thread->scope_drops_stored) {
-        snprintf(detail, sizeof(detail), "thread %lld", (long long)thread->thread_id);
-        if (store_set_drops(context->store, context->pid, "scope_depth", detail, scope_drops) ==
-            FLARE_OK)
-            thread->scope_drops_stored = scope_drops;
-    }
+    write_thread_drops(context->store, context->pid, thread, 0);
     core_thread_release_if_retired(thread);
+}
+
+/* A failed commit lost the drop counts its batch set: write them again. */
+static void forget_stored_drops(core_thread *thread, void *user)
+{
+    (void)user;
+    thread->ring_drops_stored = 0;
+    thread->scope_drops_stored = 0;
+}
+
+/* The process-wide drop counters (lost: events the store could not take). */
+static void write_process_drops(store *database, int64_t pid, uint64_t lost)
+{
+    uint64_t lost_threads = core_thread_claim_failures();
+    if (lost_threads != 0)
+        store_set_drops(database, pid, "thread_slots", "no free thread slot", lost_threads);
+    uint64_t log_drops = core_log_queue_drops();
+    if (log_drops != 0)
+        store_set_drops(database, pid, "log_queue", "log lines", log_drops);
+    if (lost != 0)
+        store_set_drops(database, pid, "store_write", "events not written", lost);
+    uint64_t intern_failures = core_intern_failures();
+    if (intern_failures != 0)
+        store_set_drops(database, pid, "name_intern", "names stored truncated", intern_failures);
+}
+
+typedef struct drops_target {
+    store *store;
+    int64_t pid;
+} drops_target;
+
+static void write_every_thread_drops(core_thread *thread, void *user)
+{
+    drops_target *target = user;
+    write_thread_drops(target->store, target->pid, thread, 1);
+}
+
+void session_collector_write_drops(store *database, int64_t pid,
+                                   const session_collector_stats *stats)
+{
+    drops_target target = {.store = database, .pid = pid};
+    core_threads_for_each(write_every_thread_drops, &target);
+    write_process_drops(database, pid, stats->events_lost);
 }
 
 static void write_log_lines(drain_context *context)
@@ -297,20 +344,7 @@ static int commit_batch(drain_context *context)
 {
     store *database = context->store;
     session_collector_stats *stats = context->stats;
-    uint64_t lost_threads = core_thread_claim_failures();
-    if (lost_threads != 0)
-        store_set_drops(database, context->pid, "thread_slots", "no free thread slot",
-                        lost_threads);
-    uint64_t log_drops = core_log_queue_drops();
-    if (log_drops != 0)
-        store_set_drops(database, context->pid, "log_queue", "log lines", log_drops);
-    if (context->failed != 0 || stats->events_lost != 0)
-        store_set_drops(database, context->pid, "store_write", "events not written",
-                        stats->events_lost + context->failed);
-    uint64_t intern_failures = core_intern_failures();
-    if (intern_failures != 0)
-        store_set_drops(database, context->pid, "name_intern", "names stored truncated",
-                        intern_failures);
+    write_process_drops(database, context->pid, stats->events_lost + context->failed);
     session_participants_batch(session_begin_order(), database, context->pid, core_now_ns());
     core_capabilities_write(database, context->pid, 0);
     write_log_lines(context);
@@ -321,6 +355,7 @@ static int commit_batch(drain_context *context)
                       "collector: a batch of %llu events could not be committed: %s",
                       (unsigned long long)context->written, store_last_error(database));
         store_rollback(database);
+        core_threads_for_each(forget_stored_drops, NULL);
         stats->events_lost += context->written + context->failed;
     } else {
         stats->events_written += context->written;

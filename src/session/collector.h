@@ -44,6 +44,13 @@ void session_collector_adopt_backend(session_collector *collector,
 /* Final drain of every ring, then stops and joins the thread and frees it. */
 void session_collector_stop(session_collector *collector, session_collector_stats *stats);
 
+/* Sets every drop counter of process pid in the caller's open batch (the
+ * threads' ring and scope-depth drops, thread slots, log lines, names, and
+ * stats' events the store could not take): the session's last transaction
+ * writes the final counts whatever an earlier commit lost. */
+void session_collector_write_drops(store *database, int64_t pid,
+                                   const session_collector_stats *stats);
+
 /* One drain pass on the caller's thread (used by the collector thread and by
  * tests and benchmarks that drive the collector by hand): one transaction.
  * Returns FLARE_OK, SESSION_COLLECTOR_MORE_PENDING when a ring had more than

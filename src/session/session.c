@@ -11,9 +11,11 @@
  */
 #include "session/session.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,8 @@
 #include "session/delivery.h"
 #include "session/participants.h"
 #include "store/store.h"
+#include "store/store_files.h"
+#include "store/store_views.h"
 
 typedef struct session {
     core_config config;
@@ -38,6 +42,7 @@ typedef struct session {
     const backend_descriptor *backend;
     int backend_automatic; /* chosen by "auto": an injection may replace it */
     int log_fd;
+    int reserved; /* holds a disk reserve (store_files.h) */
     uint32_t generation;
     int64_t pid;
 } session;
@@ -141,6 +146,39 @@ static void read_command_line(char *buffer, size_t size)
             buffer[i] = ' ';
 }
 
+/* Why this process records nothing, where its user will look: last_error
+ * (flare_last_error), stderr when flare trace launched it or FLARE_DEBUG
+ * is set, and the session's flare.log when the launcher made one (the
+ * launcher points there). Never creates the log or a directory. */
+static void say_why_not_started(const char *error)
+{
+    snprintf(last_error, sizeof(last_error), "%s", error);
+    const char *by_trace = getenv("FLARE_LAUNCHED_BY_TRACE");
+    int launched = by_trace != NULL && strcmp(by_trace, "1") == 0;
+    /* Once per process: a program may try again (flare-demo does). */
+    static int said;
+    if (said++ != 0)
+        return;
+    if (launched || getenv("FLARE_DEBUG") != NULL)
+        fprintf(stderr, "flare[%ld]: not recording this process: %s\n", (long)getpid(), error);
+    const char *dir = getenv("FLARE_SESSION_DIR");
+    if (!launched || dir == NULL || dir[0] == '\0')
+        return;
+    char path[PATH_MAX + 16];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, STORE_LOG_NAME) >= (int)sizeof(path))
+        return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char line[sizeof(last_error) + 64];
+    int length = snprintf(line, sizeof(line), "flare[%ld] error: not recording this process: %s\n",
+                          (long)getpid(), error);
+    if (length > 0 &&
+        write(fd, line, (size_t)length < sizeof(line) ? (size_t)length : sizeof(line) - 1) < 0) {
+    }
+    close(fd);
+}
+
 static int start_session(const flare_options *options, const backend_descriptor *backend,
                          int backend_automatic)
 {
@@ -168,11 +206,11 @@ static int start_session(const flare_options *options, const backend_descriptor 
     if (status != FLARE_OK)
         goto fail_free;
 
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/flare.log", current->config.session_dir);
-    current->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* Never through a link planted in the directory (store_files.h). */
+    current->log_fd = store_open_log(current->config.session_dir);
     if (current->log_fd < 0) {
-        snprintf(error, sizeof(error), "cannot write %.400s", path);
+        snprintf(error, sizeof(error), "cannot write %.400s/%s: %s", current->config.session_dir,
+                 STORE_LOG_NAME, strerror(errno));
         status = FLARE_ERR_IO;
         goto fail_free;
     }
@@ -221,6 +259,17 @@ static int start_session(const flare_options *options, const backend_descriptor 
         goto fail_store;
     }
     core_log_set_file(current->log_fd);
+    /* Space for the last transaction on a full disk: the drop counts and
+     * the end must never be what the full disk loses. */
+    char reserve_error[256];
+    current->reserved =
+        store_reserve_create(current->config.session_dir, current->pid, STORE_RESERVE_PROCESS_BYTES,
+                             reserve_error, sizeof(reserve_error)) == 0;
+    if (!current->reserved)
+        core_log(CORE_LOG_WARNING,
+                 "no disk reserve for the session's end (%s): on a full disk this process's "
+                 "last counts may not be written",
+                 reserve_error);
     active_session = current;
     atomic_store(&active_pid, current->pid);
     atomic_store_explicit(&core_session_word, ((uint64_t)current->generation << 1) | 1u,
@@ -246,9 +295,7 @@ fail_store:
 fail_log:
     close(current->log_fd);
 fail_free:
-    snprintf(last_error, sizeof(last_error), "%s", error);
-    if (getenv("FLARE_DEBUG") != NULL)
-        fprintf(stderr, "flare: cannot start a session: %s\n", error);
+    say_why_not_started(error);
     free(current);
     return status;
 }
@@ -292,9 +339,7 @@ static void install_fork_handler(void)
 /* Records why flare_init failed before start_session could. */
 static int refuse_start(int status, const char *error)
 {
-    snprintf(last_error, sizeof(last_error), "%s", error);
-    if (getenv("FLARE_DEBUG") != NULL)
-        fprintf(stderr, "flare: cannot start a session: %s\n", error);
+    say_why_not_started(error);
     return status;
 }
 
@@ -337,6 +382,15 @@ FLARE_API int flare_init(const flare_options *options)
         status = begin_locked(options);
     pthread_mutex_unlock(&session_lock);
     return status;
+}
+
+/* Whether the flare launcher that started this session has died (killed:
+ * it never records the end). Its pid comes from FLARE_LAUNCHER_PID. */
+static int launcher_is_gone(void)
+{
+    session *current = active_session;
+    pid_t launcher = (pid_t)current->config.launcher_pid;
+    return launcher > 0 && kill(launcher, 0) != 0 && errno == ESRCH;
 }
 
 typedef struct open_scope_context {
@@ -398,23 +452,45 @@ FLARE_API int flare_shutdown(void)
 
     uint64_t end_ns = core_now_ns();
     int status = FLARE_OK;
+    /* The reserve goes just before the last transaction, which is small
+     * (counts, capabilities, open scopes, the end), so on a full disk it
+     * still fits: what was lost is always said. */
+    if (current->reserved)
+        store_reserve_release(current->config.session_dir, current->pid);
+    int launcher_gone = current->config.launched_by_trace && launcher_is_gone();
     if (store_begin(current->store) == FLARE_OK) {
         open_scope_context context = {.session = current, .end_ns = end_ns};
         session_participants_end(session_end_order(), current->store, current->pid,
                                  current->generation, end_ns);
         /* After the collector's last commit: the guard's rows are written here. */
         core_capabilities_write(current->store, current->pid, 0);
+        session_collector_write_drops(current->store, current->pid, &stats);
         core_threads_for_each(record_open_scopes, &context);
         store_process_end(current->store, current->pid, end_ns);
-        if (!current->config.launched_by_trace)
+        /* Without a launcher left to end the session, each process that
+         * ends says so, and the last one's end stands. */
+        if (!current->config.launched_by_trace || launcher_gone)
             store_session_end(current->store, end_ns, 0, 0);
         if (store_commit(current->store) != FLARE_OK) {
             store_rollback(current->store);
             status = FLARE_ERR_STORE;
+        } else if (!current->config.launched_by_trace || launcher_gone) {
+            /* No launcher will: this process builds the views' indexes. */
+            store_index_result indexed;
+            if (store_build_indexes(current->store, &indexed) != FLARE_OK)
+                core_log(CORE_LOG_WARNING,
+                         "the session's indexes were not built (%s); 'flare "
+                         "index' builds them",
+                         store_last_error(current->store));
         }
     } else {
         status = FLARE_ERR_STORE;
     }
+    if (launcher_gone)
+        core_log(CORE_LOG_WARNING,
+                 "the flare launcher (pid %lld) is gone: this process recorded the session's end "
+                 "(the command's exit status is unknown)",
+                 (long long)current->config.launcher_pid);
     core_log(CORE_LOG_INFO, "session ended: %llu events written, %llu lost",
              (unsigned long long)stats.events_written, (unsigned long long)stats.events_lost);
     core_log_set_file(-1);

@@ -34,6 +34,13 @@ const backend_descriptor *session_backend(void);
  */
 int session_backend_choose(const char *asked, const backend_descriptor **out, int *automatic,
                            char *error, size_t error_size);
+/* Checks the FLARE_* variables a process of a launched session would read
+ * at start (FLARE_BACKEND, FLARE_FLUSH_MS, FLARE_DELIVERY_MS,
+ * FLARE_RING_EVENTS, FLARE_OUTPUT_DIR) exactly as that process will, so
+ * the launcher can refuse a bad value before anything runs. FLARE_OK, or
+ * the status session start would fail with and error naming the variable. */
+int session_check_environment(char *error, size_t error_size);
+
 /* The descriptor of the backend whose driver injects libflare (CUDA), or
  * NULL in a build without it. */
 const backend_descriptor *session_backend_injected(void);

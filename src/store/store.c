@@ -17,6 +17,14 @@
 
 #include "flare/flare.h"
 #include "store/store_internal.h"
+#include "store/store_views.h"
+
+#ifdef SQLITE_OPEN_NOFOLLOW
+#define STORE_OPEN_NOFOLLOW SQLITE_OPEN_NOFOLLOW
+#else
+#define STORE_OPEN_NOFOLLOW 0 /* SQLite before 3.31: store_files.c's O_NOFOLLOW claim still holds  \
+                               */
+#endif
 
 /* The columns replay_launches and replay_spans share, in the order of
  * STORE_REPLAY_RUN_MEMBERS (store_replay.h). */
@@ -275,12 +283,14 @@ static const char *const store_schema_ddl[] = {
     " value REAL,"
     " PRIMARY KEY (pid, launch_id, metric))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 6), ('created_by', 'flare')",
+    /* Version 7 adds name tables and views (store_views.c) and indexes
+     * built after collection; no table changed. */
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 7), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 6, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 7, "update the meta row in store_schema_ddl");
 
 /* ---- errors ---- */
 
@@ -322,7 +332,7 @@ const char *store_last_error(const store *handle)
 
 /* Runs sql, which returns at most one row of one integer, into *value
  * (untouched when there is no row). */
-static int store_query_int(store *handle, const char *sql, int64_t *value, int *found)
+int store_query_int(store *handle, const char *sql, int64_t *value, int *found)
 {
     sqlite3_stmt *statement = NULL;
     if (found != NULL)
@@ -343,7 +353,7 @@ static int store_query_int(store *handle, const char *sql, int64_t *value, int *
     return rc;
 }
 
-static int store_exec(store *handle, const char *sql, const char *what)
+int store_exec(store *handle, const char *sql, const char *what)
 {
     int rc = sqlite3_exec(handle->db, sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK)
@@ -400,11 +410,36 @@ static int store_check_schema(store *handle, int *sqlite_rc)
         store_set_error(handle, "%s is not a flare session database", handle->path);
         return FLARE_ERR_STORE;
     }
+    if (version == STORE_SCHEMA_VERSION_OLDEST && handle->mode == STORE_OPEN_WRITE &&
+        handle->upgrade) {
+        handle->schema_version = (int)version; /* store_create_schema brings it up */
+        return STORE_SCHEMA_OURS;
+    }
+    if (version == STORE_SCHEMA_VERSION_OLDEST && handle->mode == STORE_OPEN_READ) {
+        /* The tables are the same; only the views and name tables are not
+         * there. Read as it is, and say so. */
+        handle->schema_version = (int)version;
+        snprintf(handle->notice, sizeof(handle->notice),
+                 "%.1024s has schema version %lld (an older flare): read without the views and "
+                 "name tables of version %d; 'flare index' adds them",
+                 handle->path, (long long)version, STORE_SCHEMA_VERSION);
+        return STORE_SCHEMA_OURS;
+    }
     if (version != STORE_SCHEMA_VERSION) {
-        store_set_error(handle, "%s has schema version %lld; this flare reads version %d",
-                        handle->path, (long long)version, STORE_SCHEMA_VERSION);
+        if (handle->mode == STORE_OPEN_READ || version > STORE_SCHEMA_VERSION ||
+            version < STORE_SCHEMA_VERSION_OLDEST)
+            store_set_error(handle,
+                            "%s has schema version %lld; this flare reads versions %d to %d",
+                            handle->path, (long long)version, STORE_SCHEMA_VERSION_OLDEST,
+                            STORE_SCHEMA_VERSION);
+        else
+            store_set_error(handle,
+                            "%s has schema version %lld; this flare adds only to version %d "
+                            "sessions (it reads the older one)",
+                            handle->path, (long long)version, STORE_SCHEMA_VERSION);
         return FLARE_ERR_UNSUPPORTED;
     }
+    handle->schema_version = (int)version;
     return STORE_SCHEMA_OURS;
 }
 
@@ -431,6 +466,45 @@ static void store_close_connection(store *handle)
         sqlite3_close(handle->db);
         handle->db = NULL;
     }
+}
+
+/* The last way in, for a finished session on a read-only mount or in a
+ * directory this user cannot write: SQLite cannot make the -shm index a
+ * WAL database needs there, but can read the database file as immutable.
+ * What a -wal file still holds (a session whose last writer was killed) is
+ * then not seen, and the notice says so. */
+static int store_open_immutable(store *handle, int *sqlite_rc)
+{
+    /* A URI: the path percent-encoded where URIs need it. */
+    char uri[PATH_MAX * 3 + 32] = "file:";
+    size_t used = strlen(uri);
+    for (const unsigned char *p = (const unsigned char *)handle->path; *p != '\0'; p++) {
+        if (*p == '%' || *p == '?' || *p == '#' || *p < 0x20 || *p >= 0x7f)
+            used += (size_t)snprintf(uri + used, sizeof(uri) - used, "%%%02X", *p);
+        else
+            uri[used++] = (char)*p;
+    }
+    snprintf(uri + used, sizeof(uri) - used, "?immutable=1");
+    int rc = sqlite3_open_v2(uri, &handle->db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        store_set_sqlite_error(handle, "cannot open");
+        return FLARE_ERR_STORE;
+    }
+    sqlite3_extended_result_codes(handle->db, 1);
+    int status = store_check_schema(handle, sqlite_rc);
+    if (status < 0)
+        return status;
+    char wal[PATH_MAX + 8];
+    struct stat info;
+    snprintf(wal, sizeof(wal), "%s-wal", handle->path);
+    if (stat(wal, &info) == 0 && info.st_size > 0)
+        snprintf(handle->notice, sizeof(handle->notice),
+                 "%.1024s was read without its write-ahead log (%lld bytes in its -wal file: "
+                 "the session's last writes, or one still running) because this user cannot "
+                 "write in its directory; copy the directory somewhere writable to read all of it",
+                 handle->path, (long long)info.st_size);
+    return status;
 }
 
 static int store_open_read(store *handle)
@@ -463,12 +537,16 @@ static int store_open_read(store *handle)
          * handle from writing anything else. */
         store_close_connection(handle);
         status = store_open_connection(handle, SQLITE_OPEN_READWRITE);
-        if (status != 0)
-            return status;
-        status = store_exec(handle, "PRAGMA query_only = 1", "cannot make the database read-only");
-        if (status != 0)
-            return status;
-        status = store_check_schema(handle, &sqlite_rc);
+        if (status == 0)
+            status =
+                store_exec(handle, "PRAGMA query_only = 1", "cannot make the database read-only");
+        if (status == 0)
+            status = store_check_schema(handle, &sqlite_rc);
+        if (status < 0 && ((sqlite_rc & 0xff) == SQLITE_CANTOPEN ||
+                           (sqlite_rc & 0xff) == SQLITE_READONLY || sqlite_rc == SQLITE_OK)) {
+            store_close_connection(handle);
+            status = store_open_immutable(handle, &sqlite_rc);
+        }
     }
     if (status == STORE_SCHEMA_EMPTY) {
         store_set_error(handle, "%s is not a flare session database", handle->path);
@@ -491,6 +569,16 @@ static int store_create_schema(store *handle)
             status = store_exec(handle, store_schema_ddl[i], "cannot create the schema");
             if (status != 0)
                 break;
+        }
+        if (status == 0)
+            status = store_views_create(handle);
+        if (status == 0 && handle->upgrade &&
+            handle->schema_version == STORE_SCHEMA_VERSION_OLDEST) {
+            /* Version 7 added only what store_views_create just made. */
+            status = store_exec(handle, "UPDATE meta SET value = 7 WHERE key = 'schema_version'",
+                                "cannot record the new schema version");
+            if (status == 0)
+                handle->schema_version = STORE_SCHEMA_VERSION;
         }
     }
     if (status == 0)
@@ -548,7 +636,9 @@ static int store_open_write(store *handle, const char *session_dir)
         return FLARE_ERR_IO;
     }
 
-    int status = store_open_connection(handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    /* NOFOLLOW: a session.db planted as a link is refused, not written through. */
+    int status = store_open_connection(handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                                   STORE_OPEN_NOFOLLOW);
     if (status != 0)
         return status;
 
@@ -582,8 +672,22 @@ static int store_open_write(store *handle, const char *session_dir)
     return store_writer_prepare(handle);
 }
 
+static int store_open_as(const char *session_dir, store_open_mode mode, int upgrade, store **out,
+                         char *error, size_t error_size);
+
 int store_open(const char *session_dir, store_open_mode mode, store **out, char *error,
                size_t error_size)
+{
+    return store_open_as(session_dir, mode, 0, out, error, error_size);
+}
+
+int store_open_upgrading(const char *session_dir, store **out, char *error, size_t error_size)
+{
+    return store_open_as(session_dir, STORE_OPEN_WRITE, 1, out, error, error_size);
+}
+
+static int store_open_as(const char *session_dir, store_open_mode mode, int upgrade, store **out,
+                         char *error, size_t error_size)
 {
     if (error != NULL && error_size > 0)
         error[0] = '\0';
@@ -603,6 +707,7 @@ int store_open(const char *session_dir, store_open_mode mode, store **out, char 
         return FLARE_ERR_NO_MEMORY;
     }
     handle->mode = mode;
+    handle->upgrade = upgrade;
 
     /* Trailing slashes only make the path in messages ugly. */
     size_t dir_length = strlen(session_dir);
@@ -749,4 +854,9 @@ void store_rollback(store *handle)
     /* Ids of names first inserted in the rolled-back batch now belong to
      * nobody and will be reused; telling them apart is not worth it. */
     store_name_cache_clear(&handle->names);
+}
+
+const char *store_read_notice(const store *handle)
+{
+    return handle != NULL && handle->notice[0] != '\0' ? handle->notice : NULL;
 }

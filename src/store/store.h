@@ -15,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
+/* The oldest version READ opens (read-only, without version 7's views). */
+#define STORE_SCHEMA_VERSION_OLDEST 6
 #define STORE_DATABASE_NAME  "session.db"
 
 typedef struct store store;
@@ -37,6 +39,10 @@ typedef enum store_open_mode {
  */
 int store_open(const char *session_dir, store_open_mode mode, store **out, char *error,
                size_t error_size);
+/* As store_open for WRITE, but a session of STORE_SCHEMA_VERSION_OLDEST
+ * is brought up to STORE_SCHEMA_VERSION first (its name tables and views
+ * are added; no row changes): `flare index`. */
+int store_open_upgrading(const char *session_dir, store **out, char *error, size_t error_size);
 /* Rolls back a batch left open. */
 void store_close(store *store);
 
@@ -273,6 +279,11 @@ typedef struct store_drop_row {
 typedef int (*store_drop_callback)(const store_drop_row *row, void *user);
 /* Only rows whose count is not zero. */
 int store_read_drops(store *store, store_drop_callback callback, void *user);
+
+/* What a reader should be told about how the session was read, or NULL:
+ * a session in a directory this user cannot write is read as immutable,
+ * without what its write-ahead log still holds (the notice says how much). */
+const char *store_read_notice(const store *store);
 
 /* Last SQLite error message of this handle (never NULL). */
 const char *store_last_error(const store *store);

@@ -50,8 +50,8 @@ static int store_graph_row_handler(sqlite3_stmt *statement, void *user)
     row.kernel_nodes = (uint64_t)sqlite3_column_int64(statement, 4);
     row.copies = (uint64_t)sqlite3_column_int64(statement, 5);
     row.gpu_ns = (uint64_t)sqlite3_column_int64(statement, 6);
-    row.launched_from = store_column_text(statement, 7);
-    row.kernel_name = store_column_text(statement, 8);
+    row.launched_from = store_column_text_or_empty(statement, 7);
+    row.kernel_name = store_column_text_or_empty(statement, 8);
     row.name_count = (uint64_t)sqlite3_column_int64(statement, 9);
     row.name_gpu_ns = (uint64_t)sqlite3_column_int64(statement, 10);
     return STORE_READER_CALL(store_graph_callback, &row, user);

@@ -171,7 +171,19 @@ struct store {
     store_name_cache names;
     char path[PATH_MAX];
     char error[STORE_ERROR_MAX];
+    /* READ: what the reader should know about how it was read ("" when
+     * nothing): a session read without its write-ahead log. */
+    char notice[STORE_ERROR_MAX];
+    int schema_version; /* as found in meta; STORE_SCHEMA_VERSION once created */
+    int upgrade;        /* WRITE may bring a version 6 session up to 7 (flare index) */
 };
+
+/* Runs sql, which returns at most one row of one integer, into *value
+ * (untouched when there is no row; *found says whether there was one).
+ * Returns SQLite's code; records nothing. */
+int store_query_int(store *handle, const char *sql, int64_t *value, int *found);
+/* Runs sql; 0, or FLARE_ERR_STORE with "<path>: what: <SQLite message>". */
+int store_exec(store *handle, const char *sql, const char *what);
 
 /* Records "<path>: <what>" followed by ": <SQLite message>" when the handle
  * has a connection. Returns FLARE_ERR_STORE so callers can return it. */
@@ -215,6 +227,12 @@ int store_prepare(store *handle, const char *sql, sqlite3_stmt **statement, cons
 const char *store_column_text(sqlite3_stmt *statement, int column);
 /* The same, "" for SQL NULL: for rows whose strings are never NULL. */
 const char *store_column_text_or_empty(sqlite3_stmt *statement, int column);
+
+/* A column holding a number of nanoseconds or bytes as a REAL (an AVG),
+ * rounded to the nearest uint64: 0 for NULL, NaN or a negative value,
+ * UINT64_MAX for one past its range. A damaged row's value never makes the
+ * conversion undefined. */
+uint64_t store_column_u64_rounded(sqlite3_stmt *statement, int column);
 
 /* Binds text, NULL as "" (SQLite copies it: SQLITE_TRANSIENT). */
 void store_bind_text_or_empty(sqlite3_stmt *statement, int index, const char *text);

@@ -97,8 +97,8 @@ static int store_pm_summary_handler(sqlite3_stmt *statement, void *user)
     store_pm_summary_row row = {
         .pid = sqlite3_column_int64(statement, 0),
         .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
-        .range = store_column_text(statement, 2),
-        .metric = store_column_text(statement, 3),
+        .range = store_column_text_or_empty(statement, 2),
+        .metric = store_column_text_or_empty(statement, 3),
         .samples = (uint64_t)sqlite3_column_int64(statement, 4),
         .flagged = (uint64_t)sqlite3_column_int64(statement, 5),
         .has_value = sqlite3_column_type(statement, 6) != SQLITE_NULL,

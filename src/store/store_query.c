@@ -41,6 +41,17 @@ const char *store_column_text_or_empty(sqlite3_stmt *statement, int column)
     return text != NULL ? text : "";
 }
 
+uint64_t store_column_u64_rounded(sqlite3_stmt *statement, int column)
+{
+    double value = sqlite3_column_double(statement, column) + 0.5;
+    /* 2^64 is exact as a double; NaN fails both comparisons. */
+    if (!(value >= 1.0))
+        return 0;
+    if (value >= 18446744073709551616.0)
+        return UINT64_MAX;
+    return (uint64_t)value;
+}
+
 void store_bind_text_or_empty(sqlite3_stmt *statement, int index, const char *text)
 {
     sqlite3_bind_text(statement, index, text != NULL ? text : "", -1, SQLITE_TRANSIENT);

@@ -248,7 +248,7 @@ static const char metric_select_sql[] =
         (row)->passes_planned = (uint32_t)sqlite3_column_int64((statement), (first));              \
         (row)->passes_run = (uint32_t)sqlite3_column_int64((statement), (first) + 1);              \
         (row)->declined = sqlite3_column_int((statement), (first) + 2) != 0;                       \
-        (row)->reason = store_column_text((statement), (first) + 3);                               \
+        (row)->reason = store_column_text_or_empty((statement), (first) + 3);                      \
         (row)->begin_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 4);                \
         (row)->end_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 5);                  \
         (row)->drain_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 6);                \
@@ -257,7 +257,7 @@ static const char metric_select_sql[] =
         (row)->snapshot_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 9);             \
         (row)->restore_ns = (uint64_t)sqlite3_column_int64((statement), (first) + 10);             \
         (row)->bytes_restored = (uint64_t)sqlite3_column_int64((statement), (first) + 11);         \
-        (row)->collector = store_column_text((statement), (first) + 12);                           \
+        (row)->collector = store_column_text_or_empty((statement), (first) + 12);                  \
     } while (0)
 
 /* Reads the current row of a LAUNCH_COLUMNS statement; text points into the
@@ -269,11 +269,11 @@ static void fill_launch_row(sqlite3_stmt *statement, store_replay_launch_row *ro
     row->launch_id = (uint64_t)sqlite3_column_int64(statement, 1);
     row->device = sqlite3_column_int(statement, 2);
     row->stream_id = (uint64_t)sqlite3_column_int64(statement, 3);
-    row->kernel = store_column_text(statement, 4);
+    row->kernel = store_column_text_or_empty(statement, 4);
     row->launch_index = (uint64_t)sqlite3_column_int64(statement, 5);
     READ_RUN_COLUMNS(statement, 6, row);
     row->passes_kept = (uint32_t)sqlite3_column_int64(statement, 19);
-    row->pass_mean_ns = (uint64_t)(sqlite3_column_double(statement, 20) + 0.5);
+    row->pass_mean_ns = store_column_u64_rounded(statement, 20);
     row->span_id = (uint64_t)sqlite3_column_int64(statement, 21); /* NULL reads as 0 */
 }
 
@@ -537,14 +537,14 @@ static int span_row(sqlite3_stmt *spans, void *user)
     memset(&row, 0, sizeof(row));
     row.pid = sqlite3_column_int64(spans, 0);
     row.span_id = (uint64_t)sqlite3_column_int64(spans, 1);
-    row.name = store_column_text(spans, 2);
+    row.name = store_column_text_or_empty(spans, 2);
     row.occurrence = (uint64_t)sqlite3_column_int64(spans, 3);
     row.device = sqlite3_column_int(spans, 4);
     row.kernels = (uint32_t)sqlite3_column_int64(spans, 5);
     row.copies = (uint32_t)sqlite3_column_int64(spans, 6);
     READ_RUN_COLUMNS(spans, 7, &row);
     row.passes_kept = (uint32_t)sqlite3_column_int64(spans, 20);
-    row.pass_mean_ns = (uint64_t)(sqlite3_column_double(spans, 21) + 0.5);
+    row.pass_mean_ns = store_column_u64_rounded(spans, 21);
     /* The span's text stays valid: the kernel and metric reads run on
      * other statements. */
     int status = read_span_kernels(read, row.pid, row.span_id);

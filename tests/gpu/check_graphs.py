@@ -6,8 +6,11 @@ usage:
   check_graphs.py torch SESSION L      torch_graphs.py L under flare trace
   check_graphs.py replay SESSION       graph_work under flare replay --kernel .
   check_graphs.py range SESSION        graph_work under flare replay --range graphs
+  check_graphs.py storm SESSION R      graph_work storm R under flare trace (the guard
+                                       counts each graph launch as its 20 kernels)
 Prints PASS/FAIL lines; exit status 1 on any failure.
 """
+import re
 import sqlite3
 import sys
 
@@ -94,6 +97,43 @@ def check_range(db):
            f"the 'graphs' span declined for its graph launch: {spans}")
 
 
+def metric(db, name):
+    value = db.execute("SELECT m.value FROM metrics m JOIN names n ON n.id = m.name_id "
+                       "WHERE n.name = ? ORDER BY m.time_ns DESC LIMIT 1", (name,)).fetchone()
+    return value[0] if value else None
+
+
+def check_storm(db, launches):
+    # graph_work storm R: one graph of 20 tiny kernels, launched R + 1 times
+    # (the first before the timed loop); its 20 kernels were captured as 20
+    # launch calls, which count as host launches and run nothing.
+    graph_kernels_run = 20 * (launches + 1)
+    host = metric(db, "host_kernel_launches")
+    expect(host == launches + 1 + 20, f"host launches {host}, expected {launches + 21}")
+    weighed = metric(db, "graph_kernels_launched")
+    expect(weighed == graph_kernels_run,
+           f"graph kernels counted by the guard {weighed}, expected {graph_kernels_run}")
+    recorded = one(db, "SELECT COUNT(*) FROM kernels WHERE graph_id != 0")
+    untimed = one(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = 'storm_guard' "
+                      "AND detail LIKE 'kernel launches%'")
+    storm = db.execute("SELECT reason FROM capabilities WHERE feature = 'storm_guard'").fetchone()
+    reason = storm[0] if storm else ""
+    print(f"   graph kernels recorded {recorded}, untimed {untimed}; storm_guard: {reason}")
+    storms = re.search(r"(\d+) storm\(s\)", reason)
+    expect(storms is not None and int(storms.group(1)) >= 1,
+           "the guard saw a storm of graph kernels")
+    expect(untimed > 0 and recorded < graph_kernels_run,
+           f"kernels left untimed in the storm: {untimed}")
+    # Every graph kernel is either recorded or counted untimed; the count may
+    # run high (the 20 captured launches, a switch's worth), never low.
+    expect(recorded + untimed >= graph_kernels_run,
+           f"recorded {recorded} + untimed {untimed} >= {graph_kernels_run} (no kernel silently lost)")
+    expect(recorded + untimed <= graph_kernels_run + 20 + 20 * 2000,
+           f"recorded + untimed {recorded + untimed} within a switch's worth of {graph_kernels_run}")
+    expect(f"counted as their {graph_kernels_run} kernel nodes" in reason,
+           "the storm_guard row says graph launches counted as their kernel nodes")
+
+
 if __name__ == "__main__":
     mode, session = sys.argv[1], sys.argv[2]
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
@@ -105,6 +145,8 @@ if __name__ == "__main__":
         check_replay(db)
     elif mode == "range":
         check_range(db)
+    elif mode == "storm":
+        check_storm(db, int(sys.argv[3]))
     else:
         sys.exit(__doc__)
     sys.exit(1 if failures else 0)

@@ -28,6 +28,7 @@
 #include "flare/sim.h"
 #include "replay/replay.h"
 #include "replay/replay_internal.h"
+#include "test_util.h"
 
 #define TIMEOUT_MS 10000
 
@@ -133,6 +134,7 @@ typedef struct test_tool {
     int active_in_exit[64];
     int pass_data_mismatch;
     int sleep_ms_in_enter; /* pass >= 1 */
+    int rendezvous;        /* pass 1 waits until this many loops reached it */
     int hang_in_pass;      /* in this pass's enter, make the kernel hang (0: never) */
     int launch_from_enter; /* launch a kernel from pass 0's enter */
     flare_sim_stream *side_stream;
@@ -143,6 +145,7 @@ typedef struct test_tool {
 /* Two threads may share a tool (the two-device tests): callbacks update it
  * under one lock. Sleeps and launches happen outside it. */
 static pthread_mutex_t tool_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int rendezvous_arrived; /* loops in pass 1 (test_tool.rendezvous) */
 
 static uint32_t tool_decide(const flare_replay_launch *launch, void *user)
 {
@@ -170,6 +173,10 @@ static void tool_enter(const flare_replay_launch *launch, const flare_replay_pas
     if (tool->sleep_ms_in_enter > 0 && pass->pass >= 1) {
         struct timespec pause = {0, (long)tool->sleep_ms_in_enter * 1000000L};
         nanosleep(&pause, NULL);
+    }
+    if (tool->rendezvous > 0 && pass->pass == 1) {
+        atomic_fetch_add(&rendezvous_arrived, 1);
+        TEST_WAIT_UNTIL(atomic_load(&rendezvous_arrived) >= tool->rendezvous);
     }
     if (tool->hang_in_pass != 0 && (int)pass->pass == tool->hang_in_pass) {
         sim_fault fault = {.hang_kernel_name = "rmw"};
@@ -473,7 +480,7 @@ static void *held_thread(void *argument)
     held_context *context = argument;
     /* Bounded: a replay declined before its first pass never sets ready,
      * and the test must then fail, not hang. */
-    uint64_t limit_ns = core_now_ns() + 10000000000ull;
+    uint64_t limit_ns = core_now_ns() + TEST_WAIT_SECONDS * 1000000000ull;
     while (atomic_load(&context->ready) == 0 && core_now_ns() < limit_ns) {
         struct timespec pause = {0, 100000};
         nanosleep(&pause, NULL);
@@ -698,6 +705,7 @@ typedef struct stuck_context {
     atomic_int in_pass;
     atomic_int released;
     uint64_t returned_ns;
+    _Atomic uint64_t let_go_ns; /* when the stuck pass stopped waiting */
 } stuck_context;
 
 static uint32_t stuck_decide(const flare_replay_launch *launch, void *user)
@@ -718,17 +726,20 @@ static void stuck_enter(const flare_replay_launch *launch, const flare_replay_pa
         return;
     }
     atomic_store(&context->in_pass, 1);
-    uint64_t limit_ns = core_now_ns() + 10000000000ull;
+    /* Stuck until the reader got through (a minute at most: then the
+     * test fails), so it can only have got through by giving up. */
+    uint64_t limit_ns = core_now_ns() + TEST_WAIT_SECONDS * 1000000000ull;
     while (!atomic_load(&context->released) && core_now_ns() < limit_ns) {
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }
+    atomic_store(&context->let_go_ns, core_now_ns());
 }
 
 static void *stuck_reader(void *argument)
 {
     stuck_context *context = argument;
-    uint64_t limit_ns = core_now_ns() + 10000000000ull;
+    uint64_t limit_ns = core_now_ns() + TEST_WAIT_SECONDS * 1000000000ull;
     while (!atomic_load(&context->in_pass) && core_now_ns() < limit_ns) {
         struct timespec pause = {0, 100000};
         nanosleep(&pause, NULL);
@@ -766,7 +777,8 @@ static void test_stuck_writer_releases_readers(void **state)
     /* The bound runs from the replay's last sign of life, after pass 0. */
     uint64_t after_pass0_ns = context.returned_ns - atomic_load(&context.pass0_ns);
     assert_true(after_pass0_ns >= 500000000ull);
-    assert_true(after_pass0_ns < 5000000000ull);
+    /* And gave up while the pass was still stuck. */
+    assert_true(context.returned_ns < atomic_load(&context.let_go_ns));
     /* The replay went on once released: one application, as unprofiled. */
     assert_int_equal(values[0], apply_rmw(initial, 1));
     assert_int_equal(flare_sim_stream_synchronize(context.stream, TIMEOUT_MS), FLARE_OK);
@@ -781,25 +793,44 @@ static void test_stuck_writer_releases_readers(void **state)
  * review of the first version found it could wait forever). */
 typedef struct queued_reader {
     atomic_int waiting_writer_seen;
-    uint64_t returned_ns;
+    _Atomic uint64_t returned_ns;
+    uint64_t writer_let_go_ns;
 } queued_reader;
 
+/* Holds the gate, stuck, until the reader behind it gave up (or a minute:
+ * then the test fails), so the reader can only get through by giving up. */
 static void *stalling_writer(void *argument)
 {
-    (void)argument;
-    assert_int_equal(replay_gate_writer_enter(0, 5000000000ull), FLARE_OK);
+    queued_reader *reader = argument;
+    assert_int_equal(replay_gate_writer_enter(0, 60000000000ull), FLARE_OK);
     replay_gate_writer_progress(0, "a stalling test writer", 100000000ull);
-    struct timespec pause = {1, 500000000}; /* stuck for 1.5 s */
-    nanosleep(&pause, NULL);
+    uint64_t limit_ns = core_now_ns() + TEST_WAIT_SECONDS * 1000000000ull;
+    while (atomic_load(&reader->returned_ns) == 0 && core_now_ns() < limit_ns)
+        test_pause_ms(1);
+    reader->writer_let_go_ns = core_now_ns();
     replay_gate_writer_exit(0);
     return NULL;
+}
+
+static int gate_writers_waiting(void)
+{
+    int writers, readers;
+    replay_gate_waiting(0, &writers, &readers);
+    return writers;
+}
+
+static int gate_readers_waiting(void)
+{
+    int writers, readers;
+    replay_gate_waiting(0, &writers, &readers);
+    return readers;
 }
 
 static void *reader_behind_writer(void *argument)
 {
     queued_reader *reader = argument;
     int token = replay_gate_reader_enter_always(0);
-    reader->returned_ns = core_now_ns();
+    atomic_store(&reader->returned_ns, core_now_ns());
     replay_gate_exit(0, token);
     return NULL;
 }
@@ -814,24 +845,26 @@ static void test_reader_behind_waiting_writer_keeps_bound(void **state)
     assert_int_equal(first, 1);
     pthread_t writer, reader_thread;
     queued_reader reader = {0};
-    assert_int_equal(pthread_create(&writer, NULL, stalling_writer, NULL), 0);
-    struct timespec settle = {0, 50000000};
-    nanosleep(&settle, NULL); /* the writer now waits for the first reader */
+    assert_int_equal(pthread_create(&writer, NULL, stalling_writer, &reader), 0);
+    TEST_WAIT_UNTIL(gate_writers_waiting() == 1); /* the writer waits for the first reader */
     assert_int_equal(pthread_create(&reader_thread, NULL, reader_behind_writer, &reader), 0);
-    nanosleep(&settle, NULL); /* the second reader now waits behind the writer */
+    TEST_WAIT_UNTIL(gate_readers_waiting() == 1); /* the second reader waits behind it */
     uint64_t released_ns = core_now_ns();
     replay_gate_exit(0, first);
     pthread_join(reader_thread, NULL);
     pthread_join(writer, NULL);
     assert_int_equal(abort_calls, 1);
     assert_non_null(strstr(abort_message, "a stalling test writer"));
-    /* Gave up after the writer's 100 ms bound, long before its 1.5 s stall. */
-    assert_true(reader.returned_ns - released_ns >= 100000000ull);
-    assert_true(reader.returned_ns - released_ns < 1200000000ull);
+    /* Gave up after the writer's 100 ms bound, while the writer was still
+     * stuck. */
+    assert_true(atomic_load(&reader.returned_ns) - released_ns >= 100000000ull);
+    assert_true(atomic_load(&reader.returned_ns) < reader.writer_let_go_ns);
 }
 
 /* A replay that keeps making progress holds readers as long as it needs,
- * well past the stall bound: only silence ends the wait. */
+ * well past the stall bound: only silence ends the wait. The bound is 3.2 s
+ * and a pass 450 ms, so the replay outlasts the bound while a busy machine
+ * may hold its thread 2.7 s between two signs of life without a stall. */
 static uint32_t progressing_decide(const flare_replay_launch *launch, void *user)
 {
     (void)user;
@@ -846,14 +879,13 @@ static void progressing_enter(const flare_replay_launch *launch, const flare_rep
     if (pass->pass == 0) {
         atomic_store(&context->ready, 1);
     }
-    struct timespec pause = {0, 100000000};
-    nanosleep(&pause, NULL);
+    test_pause_ms(450);
 }
 
 static void test_progressing_writer_holds_readers(void **state)
 {
     (void)state;
-    set_timeouts(100, 150); /* stall bound 500 ms; the replay takes 8 x 100 ms */
+    set_timeouts(100, 1500); /* stall bound 3.2 s; the replay takes 8 x 450 ms */
     abort_calls = 0;
     replay_set_abort_handler(capture_abort);
     held_context context = {0};
@@ -1190,10 +1222,19 @@ static void records_by_device(replay_record **records, size_t count, int device,
     }
 }
 
-static void run_two_workers(int device_a, int device_b, uint64_t *a_begin, uint64_t *a_end,
-                            uint64_t *b_begin, uint64_t *b_end)
+/* Two threads each replay rmw once, on device_a and device_b. concurrent:
+ * the loops are expected to overlap, and meet in pass 1 so they do however
+ * the threads are scheduled; else they are expected to take turns, and each
+ * pass sleeps 30 ms (a loop that failed to wait would overlap). */
+static void run_two_workers(int device_a, int device_b, int concurrent, uint64_t *a_begin,
+                            uint64_t *a_end, uint64_t *b_begin, uint64_t *b_end)
 {
-    test_tool tool = {.kernel = "rmw", .passes = 3, .sleep_ms_in_enter = 30};
+    test_tool tool = {.kernel = "rmw", .passes = 3};
+    if (concurrent)
+        tool.rendezvous = 2;
+    else
+        tool.sleep_ms_in_enter = 30;
+    atomic_store(&rendezvous_arrived, 0);
     int id = register_tool(&tool);
     device_worker workers[2] = {{.device = device_a}, {.device = device_b}};
     pthread_t threads[2];
@@ -1225,12 +1266,11 @@ static void test_devices_replay_concurrently(void **state)
 {
     (void)state;
     uint64_t a_begin = 0, a_end = 0, b_begin = 0, b_end = 0;
-    run_two_workers(0, 1, &a_begin, &a_end, &b_begin, &b_end);
-    /* Each loop takes over 60 ms (two sleeping passes); on two devices the
-     * loops overlap. */
+    run_two_workers(0, 1, 1, &a_begin, &a_end, &b_begin, &b_end);
+    /* On two devices the loops overlap (they meet in pass 1). */
     assert_true(a_begin < b_end && b_begin < a_end);
 
-    run_two_workers(0, 0, &a_begin, &a_end, &b_begin, &b_end);
+    run_two_workers(0, 0, 0, &a_begin, &a_end, &b_begin, &b_end);
     /* On one device they are serialised. */
     assert_true(a_end <= b_begin || b_end <= a_begin);
 }
@@ -1302,14 +1342,14 @@ static void test_serial_devices_take_turns(void **state)
 
     for (int round = 0; round < 3; round++) {
         uint64_t a_begin = 0, a_end = 0, b_begin = 0, b_end = 0;
-        run_two_workers(0, 1, &a_begin, &a_end, &b_begin, &b_end);
+        run_two_workers(0, 1, 0, &a_begin, &a_end, &b_begin, &b_end);
         assert_true(a_end <= b_begin || b_end <= a_begin);
     }
 
     replay_settings_default(&settings);
     replay_settings_apply(&settings);
     uint64_t a_begin = 0, a_end = 0, b_begin = 0, b_end = 0;
-    run_two_workers(0, 1, &a_begin, &a_end, &b_begin, &b_end);
+    run_two_workers(0, 1, 1, &a_begin, &a_end, &b_begin, &b_end);
     assert_true(a_begin < b_end && b_begin < a_end);
 }
 
@@ -1438,8 +1478,8 @@ static int probing_finish_ranges(const flare_replay_launch *span, const flare_re
     pthread_t thread;
     atomic_store(&gate_probe_entered, 0);
     assert_int_equal(pthread_create(&thread, NULL, gate_probe, NULL), 0);
-    struct timespec pause = {0, 50 * 1000000};
-    nanosleep(&pause, NULL);
+    /* The probe either got in (the gate was open: wrong) or queued. */
+    TEST_WAIT_UNTIL(atomic_load(&gate_probe_entered) || gate_readers_waiting() == 1);
     atomic_store(&gate_open_during_finish, atomic_load(&gate_probe_entered));
     int status = wrapped->finish_ranges(span, ranges, range_count, values, metric_count, reason,
                                         reason_size);
@@ -1464,11 +1504,7 @@ static void test_span_results_decoded_under_the_gate(void **state)
     run_step(stream, memory, other, host);
     assert_int_equal(flare_replay_range_end(), FLARE_OK);
     assert_int_equal(atomic_load(&gate_open_during_finish), 0);
-    for (int wait = 0; wait < 500 && !atomic_load(&gate_probe_entered); wait++) {
-        struct timespec pause = {0, 1000000};
-        nanosleep(&pause, NULL);
-    }
-    assert_int_equal(atomic_load(&gate_probe_entered), 1); /* and it opened after */
+    TEST_WAIT_UNTIL(atomic_load(&gate_probe_entered)); /* and it opened after */
     assert_int_equal(flare_sim_stream_synchronize(stream, TIMEOUT_MS), FLARE_OK);
     replay_record *records[8];
     size_t count = take_records(records, 8);

@@ -2,8 +2,14 @@
  * test_rules_e2e.c: a deep-profiling rule end to end on the simulated
  * device: FLARE_DEEP_WHEN, a workload that launches fast and then slowly,
  * exactly one window opened by the rule with its cause, and the rules table
- * (exhausted, metric missing, refused, never true). Margins are generous: the
- * machine may be small and shared.
+ * (exhausted, metric missing, refused, never true).
+ *
+ * Rules read the wall clock, so the workloads here are shaped in time (a
+ * launch every 5 ms); but no check counts on a thread being scheduled soon
+ * (the suite passes on two cores kept busy, scripts/test.sh stress): what a
+ * check needs is waited for with TEST_WAIT_UNTIL, and the one premise the
+ * machine can break, a fast phase that really was fast, is measured and the
+ * session run again when it was not.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,8 +42,20 @@ static void noop_kernel(const flare_sim_launch *launch)
 
 static void sleep_ms(long ms)
 {
-    struct timespec pause = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    nanosleep(&pause, NULL);
+    test_pause_ms(ms);
+}
+
+/* Every case starts with no session, no fault and no rule variables, and
+ * leaves them so even when it fails: a failure is that case's alone. */
+static int reset_all(void **state)
+{
+    (void)state;
+    if (flare_is_active())
+        flare_shutdown();
+    sim_fault_set(NULL);
+    unsetenv("FLARE_DEEP_WHEN");
+    unsetenv("FLARE_DELIVERY_MS");
+    return 0;
 }
 
 typedef struct window_rows {
@@ -100,52 +118,113 @@ static void launch(flare_sim_stream *stream, int kernel, int count)
         assert_int_equal(flare_sim_launch_kernel(stream, kernel, grid, grid, NULL, 0), FLARE_OK);
 }
 
+/* Whether the live session in dir has stored rule index with status (the
+ * collector writes a rule's row when it reaches a final state). */
+static int rule_stored_with_status(const char *dir, int index, const char *status)
+{
+    store *database;
+    char error[512];
+    if (store_open(dir, STORE_OPEN_READ, &database, error, sizeof(error)) != FLARE_OK)
+        return 0;
+    rule_rows rules = {0};
+    int found = store_read_rules(database, collect_rule, &rules) == FLARE_OK &&
+                rules.count > index && strcmp(rules.status[index], status) == 0;
+    store_close(database);
+    return found;
+}
+
+/* The longest pause between two bursts of the fast phase that still keeps
+ * every 200 ms above 200 launches a second (10 launches a burst, with room
+ * for the rule's 100 ms buckets). */
+#define FAST_GAP_MAX_NS (25 * MS)
+
+/* Runs the fast phase (about 2000 launches a second for a second, 10 every
+ * 5 ms) in a new session in dir; false, with the session shut down, when
+ * the machine held this thread so long between two bursts that the launch
+ * rate really fell below the rule's 200/s (then the rule is right to fire
+ * and the phase proves nothing). */
+static int fast_phase(char *dir, size_t dir_size, deepwin_coordinator **coordinator,
+                      uint64_t *opened_before, uint64_t *opened_after, flare_sim_stream **stream,
+                      int *kernel, uint64_t *start)
+{
+    test_make_temp_dir(dir, dir_size, "rules-e2e");
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 100;
+    *coordinator = deepwin_session_coordinator();
+    *opened_before = *coordinator != NULL ? deepwin_opened_count(*coordinator) : 0;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    *coordinator = deepwin_session_coordinator();
+    assert_non_null(*coordinator);
+    assert_int_equal(flare_sim_kernel_register("rules_noop", noop_kernel, kernel), FLARE_OK);
+    assert_int_equal(flare_sim_stream_create(0, stream), FLARE_OK);
+    *start = flare_now_ns();
+    uint64_t last_burst = *start, widest_gap = 0;
+    while (flare_now_ns() - *start < 1000 * MS) {
+        uint64_t now = flare_now_ns();
+        if (now - last_burst > widest_gap)
+            widest_gap = now - last_burst;
+        last_burst = now;
+        launch(*stream, *kernel, 10);
+        sleep_ms(5);
+    }
+    /* The windows opened by the end of the phase (read before anything else
+     * could hold this thread up), and the gap up to that end. */
+    *opened_after = deepwin_opened_count(*coordinator);
+    if (flare_now_ns() - last_burst > widest_gap)
+        widest_gap = flare_now_ns() - last_burst;
+    if (widest_gap <= FAST_GAP_MAX_NS)
+        return 1;
+    print_message("fast phase held up %.1f ms between two bursts: running it again\n",
+                  widest_gap / 1e6);
+    assert_int_equal(flare_sim_stream_synchronize(*stream, 60000), FLARE_OK);
+    assert_int_equal(flare_sim_stream_destroy(*stream), FLARE_OK);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    test_remove_dir(dir);
+    return 0;
+}
+
 static void test_rule_opens_one_window(void **state)
 {
     (void)state;
     sim_engine_reset();
     char dir[128];
-    test_make_temp_dir(dir, sizeof(dir), "rules-e2e");
     setenv("FLARE_DEEP_WHEN",
            LOW_RATE_RULE "; custom.never_registered < 5/s; kernel_launch_rate < 500; "
                          "kernel_duration_p99 > 1h",
            1);
-    flare_options options;
-    flare_options_init(&options);
-    options.session_dir = dir;
-    options.flush_interval_ms = 100;
-    deepwin_coordinator *coordinator = deepwin_session_coordinator();
-    uint64_t opened_before = coordinator != NULL ? deepwin_opened_count(coordinator) : 0;
-    assert_int_equal(flare_init(&options), FLARE_OK);
-    coordinator = deepwin_session_coordinator();
-    assert_non_null(coordinator);
-
-    int kernel;
-    assert_int_equal(flare_sim_kernel_register("rules_noop", noop_kernel, &kernel), FLARE_OK);
+    deepwin_coordinator *coordinator;
+    uint64_t opened_before, opened_after_fast, start;
     flare_sim_stream *stream;
-    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
-
-    /* Fast: about 2000 launches a second for a second (10 every 5 ms). */
-    uint64_t start = flare_now_ns();
-    while (flare_now_ns() - start < 1000 * MS) {
-        launch(stream, kernel, 10);
-        sleep_ms(5);
+    int kernel;
+    /* A fast phase the machine did not hold up, within TEST_WAIT_SECONDS. */
+    uint64_t give_up = test_now_ns() + TEST_WAIT_SECONDS * 1000000000ull;
+    while (!fast_phase(dir, sizeof(dir), &coordinator, &opened_before, &opened_after_fast, &stream,
+                       &kernel, &start)) {
+        if (test_now_ns() >= give_up)
+            fail_msg("no fast phase in %d s kept above 200 launches a second", TEST_WAIT_SECONDS);
     }
-    assert_int_equal(deepwin_opened_count(coordinator), opened_before);
+    assert_int_equal(opened_after_fast, opened_before);
     /* Slow: about 20 a second, for at least 1.5 s and until the rule's window
-     * has opened and closed (at most 8 s). */
+     * has opened and closed (the rate only falls further when this thread
+     * waits for a core). */
     uint64_t slow = flare_now_ns();
     for (;;) {
         uint64_t elapsed = flare_now_ns() - slow;
         int done = deepwin_opened_count(coordinator) > opened_before &&
                    !deepwin_blackout_active(coordinator);
-        if ((elapsed >= 1500 * MS && done) || elapsed >= 8000 * MS)
+        if (elapsed >= 1500 * MS && done)
             break;
+        if (elapsed >= TEST_WAIT_SECONDS * 1000000000ull)
+            fail_msg("the rule's window did not open and close in %d s", TEST_WAIT_SECONDS);
         launch(stream, kernel, 1);
         sleep_ms(50);
     }
-    assert_int_equal(flare_sim_stream_synchronize(stream, 5000), FLARE_OK);
-    sleep_ms(300); /* a few beats: the rule sees its window closed */
+    assert_int_equal(flare_sim_stream_synchronize(stream, 60000), FLARE_OK);
+    /* The rule sees its window closed and is exhausted (its row is written
+     * then). */
+    TEST_WAIT_UNTIL(rule_stored_with_status(dir, 0, "exhausted"));
     assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_DEEP_WHEN");
@@ -274,7 +353,7 @@ static void run_held(const char *delivery_ms, uint64_t min_ms, uint64_t until_ms
     assert_int_equal(flare_sim_kernel_register("rules_two_ms", two_ms_kernel, &kernel), FLARE_OK);
     flare_sim_stream *stream;
     assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
-    /* One kernel per 7 ms or more: at most 1,430 in 10 s, far from the
+    /* One launch per 5 ms or more: at most 4,000 in 20 s, under the
      * SIM_HELD_MAX that would hand the held ones over by itself. */
     uint64_t start = flare_now_ns();
     for (;;) {
@@ -285,7 +364,7 @@ static void run_held(const char *delivery_ms, uint64_t min_ms, uint64_t until_ms
         launch(stream, kernel, 1);
         sleep_ms(5);
     }
-    assert_int_equal(flare_sim_stream_synchronize(stream, 5000), FLARE_OK);
+    assert_int_equal(flare_sim_stream_synchronize(stream, 60000), FLARE_OK);
     assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     sim_fault_set(NULL);
@@ -327,7 +406,7 @@ static void test_duration_rule_fires_with_delivery(void **state)
     rule_rows rules = {0};
     window_rows windows = {0};
     delay_stats delay = {0};
-    run_held(NULL, 0, 10000, &rules, &windows, &delay);
+    run_held(NULL, 0, 20000, &rules, &windows, &delay); /* the bound: see run_held */
     assert_int_equal(rules.count, 1);
     assert_int_equal(rules.fired[0], 1);
     assert_int_equal(windows.count, 1);
@@ -340,9 +419,11 @@ static void test_duration_rule_fires_with_delivery(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rule_opens_one_window),
-        cmocka_unit_test(test_duration_rule_misses_held_completions),
-        cmocka_unit_test(test_duration_rule_fires_with_delivery),
+        cmocka_unit_test_setup_teardown(test_rule_opens_one_window, reset_all, reset_all),
+        cmocka_unit_test_setup_teardown(test_duration_rule_misses_held_completions, reset_all,
+                                        reset_all),
+        cmocka_unit_test_setup_teardown(test_duration_rule_fires_with_delivery, reset_all,
+                                        reset_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1115,8 +1115,9 @@ static void test_read_wrong_schema_version(void **state)
     sql_exec(dir, "UPDATE meta SET value = 99 WHERE key = 'schema_version'");
 
     char expected[96];
-    snprintf(expected, sizeof(expected), "has schema version 99; this flare reads version %d",
-             STORE_SCHEMA_VERSION);
+    snprintf(expected, sizeof(expected),
+             "has schema version 99; this flare reads versions %d to %d",
+             STORE_SCHEMA_VERSION_OLDEST, STORE_SCHEMA_VERSION);
     expect_open_failure(dir, STORE_OPEN_READ, expected);
     expect_open_failure(dir, STORE_OPEN_WRITE, "has schema version 99");
     store *handle = NULL;

@@ -24,6 +24,8 @@
 #include "flare/sim.h"
 #include "storm/storm_guard.h"
 #include "storm/storm_completions.h"
+#include "deepwin/deepwin.h"
+#include "deepwin/deepwin_session.h"
 #include "test_util.h"
 
 #define LAUNCHERS 2
@@ -123,16 +125,14 @@ static void test_storm_on_the_simulated_device(void **unused)
             pthread_create(&launchers[i].thread, NULL, launch_until_stopped, &launchers[i]), 0);
     }
     /* The storm is confirmed 50 ms after the rate is over the limit. */
-    for (int waited = 0; waited < 10000 && !storm_completions_in_storm(); waited += 5)
-        pause_ms(5);
-    assert_true(storm_completions_in_storm());
-    pause_ms(100); /* untimed: no slice comes before a second */
+    TEST_WAIT_UNTIL(storm_completions_in_storm());
+    pause_ms(100); /* an untimed stretch: no slice comes before a second */
     flare_window_options window;
     flare_window_options_init(&window);
     window.max_duration_ms = 100;
     window.label = "during the storm";
     assert_int_equal(flare_window_open(&window), FLARE_OK);
-    pause_ms(250);
+    TEST_WAIT_UNTIL(!deepwin_blackout_active(deepwin_session_coordinator()));
     atomic_store(&stop, true);
     uint64_t launched = 0;
     for (int i = 0; i < LAUNCHERS; i++) {

@@ -20,4 +20,9 @@
 void cuda_graphs_launched(const cuda_cupti_api *cupti, CUpti_CallbackId id,
                           const CUpti_CallbackData *call);
 
+/* CUPTI resource callbacks CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED and
+ * _DESTROY_STARTING (data: CUpti_ResourceData): weighs an executable graph
+ * for the launch-storm guard, or forgets it. Other ids are ignored. */
+void cuda_graphs_resource(CUpti_CallbackId id, const void *data);
+
 #endif /* FLARE_BACKEND_CUDA_GRAPHS_H */

@@ -76,6 +76,9 @@ int cuda_load_driver(cuda_driver_api *api, char *reason, size_t reason_size)
     *(void **)&api->cuMemsetD8Async = dlsym(library, "cuMemsetD8Async");
     *(void **)&api->cuMemsetD16Async = dlsym(library, "cuMemsetD16Async");
     *(void **)&api->cuMemsetD32Async = dlsym(library, "cuMemsetD32Async");
+    *(void **)&api->cuGraphGetNodes = dlsym(library, "cuGraphGetNodes");
+    *(void **)&api->cuGraphNodeGetType = dlsym(library, "cuGraphNodeGetType");
+    *(void **)&api->cuGraphChildGraphNodeGetGraph = dlsym(library, "cuGraphChildGraphNodeGetGraph");
     if (missing != NULL) {
         snprintf(reason, reason_size, "libcuda.so.1 lacks %s (driver too old?)", missing);
         dlclose(library);

@@ -83,6 +83,11 @@ typedef struct cuda_driver_api {
                                  CUstream stream);
     CUresult (*cuMemsetD32Async)(CUdeviceptr destination, unsigned int value, size_t count,
                                  CUstream stream);
+    /* Optional: the launch-storm guard weighs CUDA graphs with these
+     * (cuda_graph_weights.h); without them a graph launch counts as one. */
+    CUresult (*cuGraphGetNodes)(CUgraph graph, CUgraphNode *nodes, size_t *count);
+    CUresult (*cuGraphNodeGetType)(CUgraphNode node, CUgraphNodeType *type);
+    CUresult (*cuGraphChildGraphNodeGetGraph)(CUgraphNode node, CUgraph *graph);
 } cuda_driver_api;
 
 /* ---- libcupti ---- */

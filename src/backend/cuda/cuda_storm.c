@@ -17,11 +17,13 @@
 #include "backend/cuda/cuda_host.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
+#include "backend/cuda/cuda_graph_weights.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "flare/flare.h"
@@ -45,6 +47,19 @@ void cuda_storm_count_copy(CUpti_CallbackId id)
         /* A launch storm has copy and memset activity off: count them. */
         atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
     }
+}
+
+void cuda_storm_count_graph_copies(uint32_t copies)
+{
+    if (copies != 0 && atomic_load_explicit(&copies_untimed_now, memory_order_relaxed))
+        atomic_fetch_add_explicit(&copies_untimed, copies, memory_order_relaxed);
+}
+
+/* The guard's launch count: host launches, and for each launch of a
+ * weighed CUDA graph its kernel nodes beyond the one host launch. */
+static uint64_t guard_launches(void)
+{
+    return cuda_session_host->launch_count() + cuda_graph_weights_extra_launches();
 }
 
 /* ---- Launch-storm guard (sampler thread only, once started) ---- */
@@ -100,8 +115,7 @@ void cuda_storm_set_up(const cuda_cupti_api *cupti_api, int launches_counted)
                             "needs the launch callbacks (no launch count to judge a storm by)");
         return;
     }
-    if (storm_guard_create(&guard_config, core_now_ns(), cuda_session_host->launch_count(),
-                           &guard) != FLARE_OK) {
+    if (storm_guard_create(&guard_config, core_now_ns(), guard_launches(), &guard) != FLARE_OK) {
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE, "out of memory");
         guard = NULL;
         return;
@@ -185,7 +199,7 @@ void cuda_storm_step(void)
     bool was_storm = storm_guard_in_storm(guard);
     /* Read together: a rate from a clock and a count taken apart is wrong. */
     uint64_t now_ns = core_now_ns();
-    uint64_t launches = cuda_session_host->launch_count();
+    uint64_t launches = guard_launches();
     bool timed = storm_guard_step(guard, now_ns, launches, hold);
     if (!was_storm && storm_guard_in_storm(guard))
         core_log(CORE_LOG_INFO,
@@ -224,7 +238,7 @@ void cuda_storm_step(void)
      * counted untimed, so the count runs high by a switch's worth, never low
      * (charged as timed, a launch switched off early went neither timed nor
      * counted: 3 of 201,000 in an H200 run). */
-    uint64_t settled = cuda_session_host->launch_count();
+    uint64_t settled = guard_launches();
     storm_guard_settle(guard, settled);
     if (result != CUPTI_SUCCESS) {
         break_guard(result, settled);
@@ -249,7 +263,7 @@ uint64_t cuda_storm_untimed_launches(void)
         return 0;
     uint64_t untimed = storm_guard_untimed_launches(guard);
     if (guard_broken && activity_on == 0 && launches_when_broken != 0)
-        untimed += cuda_session_host->launch_count() - launches_when_broken;
+        untimed += guard_launches() - launches_when_broken;
     return untimed;
 }
 
@@ -259,20 +273,34 @@ void cuda_storm_finish(void)
     if (guard == NULL)
         return;
     if (!guard_broken)
-        storm_guard_step(guard, core_now_ns(), cuda_session_host->launch_count(), false);
+        storm_guard_step(guard, core_now_ns(), guard_launches(), false);
     uint64_t untimed = cuda_storm_untimed_launches();
     uint64_t copies = atomic_load(&copies_untimed);
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, untimed);
     core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
     if (untimed != 0)
         cuda_trace_emit_metric(-1, "untimed_kernel_launches", core_now_ns(), (int64_t)untimed);
+    uint64_t graph_kernels = cuda_graph_weights_kernels_launched();
+    uint64_t unweighed = cuda_graph_weights_unweighed();
+    if (graph_kernels != 0)
+        cuda_trace_emit_metric(-1, "graph_kernels_launched", core_now_ns(), (int64_t)graph_kernels);
     if (!guard_broken || activity_on == 0) {
         char summary[320];
+        char graphs[160] = "";
         storm_guard_describe(guard, untimed, copies, summary, sizeof(summary));
+        if (unweighed != 0)
+            snprintf(graphs, sizeof(graphs),
+                     "; CUDA graph launches counted as their %llu kernel nodes (%llu graph(s) "
+                     "not weighed: one launch each)",
+                     (unsigned long long)graph_kernels, (unsigned long long)unweighed);
+        else if (graph_kernels != 0)
+            snprintf(graphs, sizeof(graphs),
+                     "; CUDA graph launches counted as their %llu kernel nodes",
+                     (unsigned long long)graph_kernels);
         core_capability_set("storm_guard", 1, CORE_CAPABILITY_ACTIVE,
-                            "%s; %llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms",
+                            "%s; %llu switch(es) of CUPTI, %.2f ms in all, longest %.2f ms%s",
                             summary, (unsigned long long)switches, (double)switch_ns_total / 1e6,
-                            (double)switch_ns_longest / 1e6);
+                            (double)switch_ns_longest / 1e6, graphs);
     }
     if (untimed != 0)
         core_log(CORE_LOG_INFO,

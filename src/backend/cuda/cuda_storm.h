@@ -46,13 +46,18 @@ void cuda_storm_step(void);
 uint64_t cuda_storm_next_wake(uint64_t now, uint64_t wake_ns);
 
 /* Launches counted but not timed so far (sampler thread, or after it
- * stopped). */
+ * stopped). The guard counts each host launch once and each launch of a
+ * weighed CUDA graph as its kernel nodes (cuda_graph_weights.h). */
 uint64_t cuda_storm_untimed_launches(void);
 
 /* A driver callback at API_ENTER on a program thread (neither flare's own
  * call nor a launch): a copy or memset made while a storm has their
  * activity off is counted. One relaxed load otherwise; never blocks. */
 void cuda_storm_count_copy(CUpti_CallbackId id);
+
+/* A graph launch on a program thread: its copy and memset nodes, counted
+ * like copies when a storm has their activity off. Never blocks. */
+void cuda_storm_count_graph_copies(uint32_t copies);
 
 /* After the sampler stopped: charges the last launches, publishes the
  * untimed launches and copies as drops, and reports the guard. */

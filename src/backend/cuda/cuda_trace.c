@@ -436,6 +436,10 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
             cuda_pm_context_created(((const CUpti_ResourceData *)data)->context);
         else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
             cuda_pm_context_destroying(((const CUpti_ResourceData *)data)->context);
+        /* The launch-storm guard weighs each executable CUDA graph. */
+        if (id == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED ||
+            id == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING)
+            cuda_graphs_resource(id, data);
         cuda_replay_on_resource(id, data);
     } else if (domain == CUPTI_CB_DOMAIN_NVTX) {
         handle_nvtx(id, data);
@@ -684,6 +688,17 @@ static int subscribe_callbacks(int want_launch_callbacks)
                                 enabled > 0 ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_UNAVAILABLE,
                                 "%d of %zu launch entry points hooked", enabled,
                                 sizeof(launch_callbacks) / sizeof(launch_callbacks[0]));
+        /* The launch-storm guard counts a graph launch as its kernels: each
+         * executable graph is weighed when it is made (cuda_graph_weights.h);
+         * without these a graph launch counts as one. */
+        if (want_launch_callbacks &&
+            (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                       CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) != CUPTI_SUCCESS ||
+             cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                       CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING) !=
+                 CUPTI_SUCCESS))
+            core_log(CORE_LOG_WARNING, "cannot watch CUDA graph instantiation: each graph "
+                                       "launch counts as one launch for the launch-storm guard");
         /* Kernel replay needs the launch bracket, so it rides on the launch
          * callbacks (its own allocation, resource and copy callbacks). */
         if (want_launch_callbacks)

@@ -176,7 +176,9 @@ typedef struct sim_pm_hardware {
     uint64_t buffered;   /* samples waiting in the hardware buffer */
     uint64_t buffered_first_start;
     uint64_t next_number;
+    uint64_t taken; /* since the last start, kept or lost (sim_pm_samples_taken) */
     int overflowed;
+    int overflow_once;   /* the buffer stops filling once its overflow is decoded */
     int64_t clock_shift; /* added to every time stamped (realtime clock fault) */
 } sim_pm_hardware;
 
@@ -250,7 +252,9 @@ static int sim_pm_hw_start(void *hardware, char *reason, size_t reason_size)
         hw->stop_at = 0;
         hw->next_start = core_now_ns();
         hw->buffered = 0;
+        hw->taken = 0;
         hw->overflowed = 0;
+        hw->overflow_once = pm_faults.overflow_once;
         hw->image_count = 0;
         hw->clock_shift = pm_faults.realtime_clock ? realtime_shift() : 0;
     }
@@ -275,6 +279,7 @@ static void sim_pm_produce(sim_pm_hardware *hw)
         }
         hw->next_start += hw->interval_ns;
         hw->next_number++;
+        hw->taken++;
     }
 }
 
@@ -318,6 +323,8 @@ static void sim_pm_hw_decode(void *hardware, pm_hardware_decode *result)
         hw->buffered--;
     }
     result->overflow = hw->overflowed;
+    if (hw->overflowed && hw->overflow_once)
+        hw->buffer_capacity = UINT32_MAX; /* about five days of samples at 100 us */
     hw->overflowed = 0;
     if (hw->buffered > 0) {
         result->counter_data_full = 1;
@@ -505,6 +512,16 @@ static const backend_engine_ops sim_pm_engine_ops = {
 const backend_engine_ops *sim_pm_engine(void)
 {
     return &sim_pm_engine_ops;
+}
+
+uint64_t sim_pm_samples_taken(void)
+{
+    pthread_mutex_lock(&pm_hardware.lock);
+    if (pm_hardware.running)
+        sim_pm_produce(&pm_hardware);
+    uint64_t taken = pm_hardware.taken;
+    pthread_mutex_unlock(&pm_hardware.lock);
+    return taken;
 }
 
 void sim_pm_reset(void)

@@ -29,6 +29,10 @@ typedef struct sim_pm_faults {
     int realtime_clock;               /* stamp samples with CLOCK_REALTIME */
     uint32_t fail_decodes;            /* the next N decodes fail */
     int refuse_prepare;               /* prepare fails (e.g. a multi-pass preset) */
+    /* The buffer holds hardware_buffer_samples until its first overflow is
+     * decoded, and never fills after: one stall makes one overflow, however
+     * late the decoder runs from then on. */
+    int overflow_once;
 } sim_pm_faults;
 
 /* Applies from the next prepare (buffer and image sizes) or at once
@@ -45,6 +49,10 @@ int sim_pm_prepare(int device, const char *preset_name, uint64_t interval_ns, ch
                    size_t reason_size);
 /* The engine itself (stats, pause): NULL before the first use. */
 pm_engine *sim_pm_core(void);
+/* Samples the simulated hardware has taken since its last start, kept in
+ * its buffer or lost to a full one: it takes one per interval by the clock,
+ * so tests wait on this instead of sleeping. 0 before the first start. */
+uint64_t sim_pm_samples_taken(void);
 /* Tears the engine down (tests between cases); unregisters it. */
 void sim_pm_reset(void);
 
