@@ -420,6 +420,8 @@ int cli_launch_run(cli_launch *launch, char **command)
         store_commit(database) != FLARE_OK)
         cli_failure(name, "cannot record the end of the session: %s", store_last_error(database));
     index_session(launch, database);
+    /* A finished session as one file (if no process of it still runs). */
+    store_settle(database);
     store_session_summary summary;
     memset(&summary, 0, sizeof(summary));
     store_read_session(database, &summary);

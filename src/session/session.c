@@ -482,6 +482,7 @@ FLARE_API int flare_shutdown(void)
                          "the session's indexes were not built (%s); 'flare "
                          "index' builds them",
                          store_last_error(current->store));
+            store_settle(current->store); /* one file, unless another process still writes */
         }
     } else {
         status = FLARE_ERR_STORE;

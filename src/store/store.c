@@ -22,8 +22,9 @@
 #ifdef SQLITE_OPEN_NOFOLLOW
 #define STORE_OPEN_NOFOLLOW SQLITE_OPEN_NOFOLLOW
 #else
-#define STORE_OPEN_NOFOLLOW 0 /* SQLite before 3.31: store_files.c's O_NOFOLLOW claim still holds  \
-                               */
+#define STORE_OPEN_NOFOLLOW                                                                        \
+    0 /* SQLite before 3.31: store_files.c's O_NOFOLLOW claim still holds                          \
+       */
 #endif
 
 /* The columns replay_launches and replay_spans share, in the order of
@@ -733,6 +734,28 @@ static int store_open_as(const char *session_dir, store_open_mode mode, int upgr
     }
     *out = handle;
     return 0;
+}
+
+int store_settle(store *handle)
+{
+    if (handle == NULL || handle->mode != STORE_OPEN_WRITE || handle->in_batch)
+        return FLARE_ERR_STATE;
+    /* Needs every other connection gone; with one still open (a process
+     * of the session still running, a reader) SQLite refuses at once and
+     * the session simply stays in WAL mode. No busy wait: the caller is
+     * ending and must not hang on a reader. */
+    sqlite3_busy_timeout(handle->db, 0);
+    sqlite3_stmt *statement = NULL;
+    int settled = 0;
+    if (sqlite3_prepare_v2(handle->db, "PRAGMA journal_mode = DELETE", -1, &statement, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(statement) == SQLITE_ROW) {
+        const char *mode = (const char *)sqlite3_column_text(statement, 0);
+        settled = mode != NULL && strcmp(mode, "delete") == 0;
+    }
+    sqlite3_finalize(statement);
+    sqlite3_busy_timeout(handle->db, STORE_BUSY_TIMEOUT_MS);
+    return settled ? 0 : FLARE_ERR_STATE;
 }
 
 void store_close(store *handle)

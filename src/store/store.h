@@ -43,6 +43,13 @@ int store_open(const char *session_dir, store_open_mode mode, store **out, char 
  * is brought up to STORE_SCHEMA_VERSION first (its name tables and views
  * are added; no row changes): `flare index`. */
 int store_open_upgrading(const char *session_dir, store **out, char *error, size_t error_size);
+/* Once nothing writes any more (the session's end): takes the database
+ * out of WAL mode, so that a finished session is one file that readers
+ * open without making -wal or -shm files beside it. 0, or FLARE_ERR_STATE
+ * when another connection is still open (a process of the session still
+ * runs; it stays in WAL mode, which is as good, and a later writer's open
+ * switches WAL back on). Never waits for other connections. */
+int store_settle(store *store);
 /* Rolls back a batch left open. */
 void store_close(store *store);
 

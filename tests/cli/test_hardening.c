@@ -441,6 +441,47 @@ static void test_report_picks_newest_by_time(void **state)
     assert_null(strstr(out_text, "zzz-older"));
 }
 
+/* ---- a finished session is one file, and reading it adds none ---- */
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+/* dir's files but "." and "..", sorted, space-separated. */
+static void list_files(const char *dir, char *buffer, size_t size)
+{
+    DIR *listing = opendir(dir);
+    assert_non_null(listing);
+    char names[8][256];
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL && count < 8)
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
+            snprintf(names[count++], sizeof(names[0]), "%s", entry->d_name);
+    closedir(listing);
+    qsort(names, count, sizeof(names[0]), compare_names);
+    buffer[0] = '\0';
+    for (size_t i = 0; i < count; i++)
+        snprintf(buffer + strlen(buffer), size - strlen(buffer), "%s%s", i ? " " : "", names[i]);
+}
+
+static void test_finished_session_is_one_file(void **state)
+{
+    (void)state;
+    char dir[512], demo[1200], files[2048];
+    snprintf(dir, sizeof(dir), "%s/one-file", scratch);
+    snprintf(demo, sizeof(demo), "%s/flare-demo", bin_dir);
+    assert_int_equal(RUN("flare", "trace", "-q", "-o", dir, "--", demo, "5"), 0);
+    /* No write-ahead log, no index file, no reserve left behind. */
+    list_files(dir, files, sizeof(files));
+    assert_string_equal(files, "flare.log session.db");
+    assert_int_equal(RUN("flare", "report", dir), 0);
+    assert_int_equal(RUN("flare", "export", dir, "--format", "json"), 0);
+    list_files(dir, files, sizeof(files));
+    assert_string_equal(files, "flare.log session.db");
+}
+
 /* ---- 3: a finished session reads without write permission ---- */
 
 /* Runs `flare report DIR` and `flare export DIR --format csv` with DIR
@@ -517,8 +558,8 @@ static void test_finished_session_reads_read_only(void **state)
         sqlite3 *db;
         if (sqlite3_open(database, &db) != SQLITE_OK ||
             sqlite3_exec(db,
-                         "PRAGMA wal_autocheckpoint = 0; UPDATE session SET command = "
-                         "'rewritten'",
+                         "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; "
+                         "UPDATE session SET command = 'rewritten'",
                          NULL, NULL, NULL) != SQLITE_OK)
             _exit(1);
         _exit(0); /* no close: the -wal file stays as a killed writer leaves it */
@@ -689,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_killed_launcher_session_still_ends),
         cmocka_unit_test(test_report_escapes_control_characters),
         cmocka_unit_test(test_finished_session_reads_read_only),
+        cmocka_unit_test(test_finished_session_is_one_file),
         cmocka_unit_test(test_report_picks_newest_by_time),
         cmocka_unit_test(test_export_never_writes_through_a_planted_link),
         cmocka_unit_test(test_export_into_a_closed_pipe_is_quiet),
