@@ -78,7 +78,8 @@ def main():
                 with flare.open(directory, pandas=use_pandas) as session:
                     return method(session)
             wall, cpu, result = median_seconds(run)
-            target = " (target <= %.0f s)" % TARGET_S if what.startswith("kernels() into a D") else ""
+            targeted = what == "kernels() into a DataFrame"
+            target = " (target <= %.0f s)" % TARGET_S if targeted else ""
             print("%-36s %.3f s wall, %.3f s CPU, median of %d (%d rows)%s"
                   % (what, wall, cpu, RUNS, len(result), target))
     finally:

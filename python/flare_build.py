@@ -1,10 +1,15 @@
-"""PEP 517 build backend for the Python module `flare`.
+"""PEP 517 build backend for the Python package `flare` (the distribution
+flare-gpu-profiler: `flare` alone is other projects' name on PyPI).
 
-Compiles python/flare_module.c with the registry and the runtime resolver
-(src/counters) using the interpreter's own compiler settings (sysconfig), and
-writes the wheel itself. Only the standard library: the setuptools shipped
-with some interpreters cannot build wheels without the separate `wheel`
-package, which an offline machine may not have.
+Compiles python/flare_module.c and flare_columns.c (the session reader's fast
+path, which finds SQLite at run time: no SQLite headers or library needed)
+with the registry and the runtime resolver (src/counters) into the extension
+module flare._flare, using the interpreter's own compiler settings
+(sysconfig), and writes the wheel itself:
+the extension and the package's pure-Python files (python/flare/). Only the
+standard library: the setuptools shipped with some interpreters cannot build
+wheels without the separate `wheel` package, which an offline machine may not
+have.
 
 The module does not bundle libflare: it binds at import to the runtime
 already in the process, or one found beside it, beside $CUDA_INJECTION64_PATH
@@ -24,12 +29,17 @@ import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NAME = "flare"
+DISTRIBUTION = "flare-gpu-profiler"  # the name pip knows (pyproject.toml)
+PACKAGE = "flare"                    # the name Python imports
+# The distribution's name as wheel and sdist file names spell it (PEP 427, 625).
+_FILE_NAME = re.sub(r"[-_.]+", "_", DISTRIBUTION).lower()
+_PY_FILES = ["__init__.py", "reader.py"]  # of python/flare/
 
 # Sources in the repository, or (in an sdist) vendored beside this file.
 _REPOSITORY = os.path.dirname(HERE)
 _VENDORED = os.path.join(HERE, "_vendor")
 _C_FILES = ["src/counters/registry.c", "src/counters/runtime_resolve.c"]
+_MODULE_C_FILES = ["flare_module.c", "flare_columns.c"]  # beside this file
 _HEADERS = ["include/flare/flare.h", "src/counters/counters.h", "src/counters/runtime_resolve.h"]
 
 
@@ -53,17 +63,19 @@ def _tag():
 
 
 def _dist_info():
-    return "%s-%s.dist-info" % (NAME, _version())
+    return "%s-%s.dist-info" % (_FILE_NAME, _version())
 
 
 def _metadata_files():
     version = _version()
     return {
         "METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n"
-        "Summary: Application counters and scopes for the flare GPU profiler\n" % (NAME, version),
+        "Summary: Application counters, scopes and a session reader for the flare GPU "
+        "profiler\nRequires-Python: >=3.8\nProvides-Extra: pandas\n"
+        "Requires-Dist: pandas; extra == \"pandas\"\n" % (DISTRIBUTION, version),
         "WHEEL": "Wheel-Version: 1.0\nGenerator: flare_build\nRoot-Is-Purelib: false\n"
         "Tag: %s\n" % _tag(),
-        "top_level.txt": NAME + "\n",
+        "top_level.txt": PACKAGE + "\n",
     }
 
 
@@ -73,19 +85,20 @@ def _config(name):
 
 def _compile(build_dir):
     root = _root()
-    sources = [os.path.join(HERE, "flare_module.c")] + [os.path.join(root, f) for f in _C_FILES]
+    sources = [os.path.join(HERE, f) for f in _MODULE_C_FILES] + [
+        os.path.join(root, f) for f in _C_FILES]
     compiler = _config("CC") or ["cc"]
     flags = _config("CFLAGS") + _config("CCSHARED") + [
         "-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden",
         "-I" + sysconfig.get_paths()["include"],
-        "-I" + os.path.join(root, "include"), "-I" + os.path.join(root, "src"),
+        "-I" + os.path.join(root, "include"), "-I" + os.path.join(root, "src"), "-I" + HERE,
     ]
     objects = []
     for index, source in enumerate(sources):
         target = os.path.join(build_dir, "%d.o" % index)
         subprocess.check_call(compiler + flags + ["-c", source, "-o", target])
         objects.append(target)
-    module = NAME + sysconfig.get_config_var("EXT_SUFFIX")
+    module = "_flare" + sysconfig.get_config_var("EXT_SUFFIX")
     output = os.path.join(build_dir, module)
     linker = _config("LDSHARED") or compiler + ["-shared"]
     subprocess.check_call(linker + objects + ["-o", output, "-ldl", "-lpthread"])
@@ -120,13 +133,16 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with tempfile.TemporaryDirectory() as build_dir:
         module, path = _compile(build_dir)
         with open(path, "rb") as built:
-            contents = {module: built.read()}
+            contents = {PACKAGE + "/" + module: built.read()}
+    for file in _PY_FILES:
+        with open(os.path.join(HERE, PACKAGE, file), "rb") as source:
+            contents[PACKAGE + "/" + file] = source.read()
     for name, text in _metadata_files().items():
         contents[_dist_info() + "/" + name] = text.encode()
     record_path = _dist_info() + "/RECORD"
     record = "".join(_record_line(p, d) for p, d in contents.items()) + record_path + ",,\n"
     contents[record_path] = record.encode()
-    wheel_name = "%s-%s-%s.whl" % (NAME, _version(), _tag())
+    wheel_name = "%s-%s-%s.whl" % (_FILE_NAME, _version(), _tag())
     with zipfile.ZipFile(os.path.join(wheel_directory, wheel_name), "w",
                          zipfile.ZIP_DEFLATED) as wheel:
         for path, data in contents.items():
@@ -135,11 +151,12 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 
 def build_sdist(sdist_directory, config_settings=None):
-    base = "%s-%s" % (NAME, _version())
+    base = "%s-%s" % (_FILE_NAME, _version())
     name = base + ".tar.gz"
     root = _root()
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as archive:
-        for file in ("pyproject.toml", "flare_build.py", "flare_module.c"):
+        for file in ["pyproject.toml", "flare_build.py", "flare_columns.h"] + _MODULE_C_FILES + [
+                PACKAGE + "/" + f for f in _PY_FILES]:
             archive.add(os.path.join(HERE, file), arcname=base + "/" + file)
         for file in _C_FILES + _HEADERS:
             archive.add(os.path.join(root, file), arcname=base + "/_vendor/" + file)

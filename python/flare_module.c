@@ -1,13 +1,16 @@
 /*
- * flare_module.c: the Python module `flare` (CPython C API): counters,
- * scopes and scopes across threads, deep-profiling windows and range-replay
- * spans, for Python programs.
+ * flare_module.c: the extension module `flare._flare` (CPython C API):
+ * counters, scopes and scopes across threads, deep-profiling windows and
+ * range-replay spans, for Python programs. The package `flare`
+ * (python/flare/__init__.py) exports everything here as its own, beside the
+ * session reader (python/flare/reader.py).
  *
  *     import flare
  *     tokens = flare.counter("tokens")    # once: registers, returns a handle
  *     tokens.add(batch_size)              # the hot path
  *     flare.tick("requests")              # name look-up per call
  *     with flare.scope("step"): ...       # nested, per thread
+ *     @flare.scope("step")                # or: each call of a function
  *     with flare.replay_range("step"): ...  # a span for range replay
  *
  * The module never links libflare: a second registry in the process would
@@ -32,6 +35,7 @@
 
 #include "counters/counters.h"
 #include "counters/runtime_resolve.h"
+#include "flare_columns.h"
 
 static const flare_runtime_abi *runtime;
 static int runtime_is_shared;
@@ -353,12 +357,167 @@ static PyMethodDef scope_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* ---- flare.scope as a decorator ---- */
+
+/* What `@flare.scope(name)` makes of a function: the function, each call of
+ * it inside the scope. Like a functools.wraps wrapper it carries the
+ * function's __name__, __qualname__, __doc__, __module__, __dict__ and
+ * __wrapped__ (functools.update_wrapper fills its __dict__), and it binds as
+ * a method. Nothing about a call is kept in the object: one wrapper may run
+ * on several threads at once, and recursively. */
+typedef struct scoped_function_object {
+    PyObject_HEAD PyObject *name;
+    const char *text; /* UTF-8 of name, owned by name */
+    PyObject *function;
+    PyObject *dict;
+} scoped_function_object;
+
+static PyTypeObject scoped_function_type;
+
+static int scoped_function_traverse(scoped_function_object *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->function);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int scoped_function_clear(scoped_function_object *self)
+{
+    Py_CLEAR(self->function);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void scoped_function_dealloc(scoped_function_object *self)
+{
+    PyObject_GC_UnTrack(self);
+    scoped_function_clear(self);
+    Py_XDECREF(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A call: the scope begins, the function runs, the scope ends (also when
+ * the function raises). Like the with form, a scope that cannot begin (no
+ * session, too deep) records nothing and the function still runs. */
+static PyObject *scoped_function_call(scoped_function_object *self, PyObject *args,
+                                      PyObject *keywords)
+{
+    if (self->function == NULL) /* cleared by the garbage collector */
+        return PyErr_Format(PyExc_RuntimeError, "flare.scope(%R): the function is gone",
+                            self->name);
+    int began = runtime->scope_begin(self->text) == FLARE_OK;
+    PyObject *result = PyObject_Call(self->function, args, keywords);
+    if (began)
+        runtime->scope_end();
+    return result;
+}
+
+/* As a function's __get__: bound to an instance, a method. */
+static PyObject *scoped_function_get(PyObject *self, PyObject *instance, PyObject *owner)
+{
+    (void)owner;
+    if (instance == NULL || instance == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, instance);
+}
+
+static PyObject *scoped_function_repr(scoped_function_object *self)
+{
+    return PyUnicode_FromFormat("<flare.scope(%R) of %R>", self->name,
+                                self->function != NULL ? self->function : Py_None);
+}
+
+/* Pickled by reference, like the function it replaces: its module and
+ * qualified name (so multiprocessing can send it to a worker). */
+static PyObject *scoped_function_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef scoped_function_methods[] = {
+    {"__reduce__", scoped_function_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef scoped_function_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject scoped_function_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "flare.ScopedFunction",
+    .tp_basicsize = sizeof(scoped_function_object),
+    .tp_dealloc = (destructor)scoped_function_dealloc,
+    .tp_repr = (reprfunc)scoped_function_repr,
+    .tp_call = (ternaryfunc)scoped_function_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A function whose every call runs inside a scope; from @flare.scope(name).",
+    .tp_traverse = (traverseproc)scoped_function_traverse,
+    .tp_clear = (inquiry)scoped_function_clear,
+    .tp_methods = scoped_function_methods,
+    .tp_getset = scoped_function_getset,
+    .tp_descr_get = scoped_function_get,
+    .tp_dictoffset = offsetof(scoped_function_object, dict),
+};
+
+/* Scope(function): `@flare.scope(name)` above a def. Returns the function
+ * wrapped (scoped_function_object), or NULL with TypeError for anything
+ * but one callable, and for a generator or coroutine function: its body
+ * runs after the call has returned, outside a scope around the call. */
+static PyObject *scope_call(scope_object *self, PyObject *args, PyObject *keywords)
+{
+    if ((keywords != NULL && PyDict_GET_SIZE(keywords) != 0) || PyTuple_GET_SIZE(args) != 1)
+        return PyErr_Format(PyExc_TypeError,
+                            "flare.scope(%R) takes one function to decorate: write "
+                            "@flare.scope(%R) above a def",
+                            self->name, self->name);
+    PyObject *function = PyTuple_GET_ITEM(args, 0);
+    if (!PyCallable_Check(function))
+        return PyErr_Format(PyExc_TypeError, "flare.scope(%R) decorates a function, not %.100s",
+                            self->name, Py_TYPE(function)->tp_name);
+    if (PyFunction_Check(function) &&
+        (((PyCodeObject *)PyFunction_GET_CODE(function))->co_flags &
+         (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)) != 0)
+        return PyErr_Format(PyExc_TypeError,
+                            "flare.scope(%R) cannot decorate %R: a generator or coroutine "
+                            "function runs its body after the call returns; use `with "
+                            "flare.scope(%R):` inside it",
+                            self->name, function, self->name);
+    scoped_function_object *wrapper =
+        PyObject_GC_New(scoped_function_object, &scoped_function_type);
+    if (wrapper == NULL)
+        return NULL;
+    Py_INCREF(self->name);
+    wrapper->name = self->name;
+    wrapper->text = self->text;
+    Py_INCREF(function);
+    wrapper->function = function;
+    wrapper->dict = NULL;
+    PyObject_GC_Track(wrapper);
+    PyObject *functools = PyImport_ImportModule("functools");
+    PyObject *updated = functools != NULL ? PyObject_CallMethod(functools, "update_wrapper", "OO",
+                                                                wrapper, function)
+                                          : NULL;
+    Py_XDECREF(functools);
+    if (updated == NULL) {
+        Py_DECREF(wrapper);
+        return NULL;
+    }
+    Py_DECREF(updated);
+    return (PyObject *)wrapper;
+}
+
 static PyTypeObject scope_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "flare.Scope",
     .tp_basicsize = sizeof(scope_object),
     .tp_dealloc = (destructor)scope_dealloc,
+    .tp_call = (ternaryfunc)scope_call,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A nested scope of the calling thread; use as `with flare.scope(name):`.",
+    .tp_doc = "A nested scope of the calling thread: `with flare.scope(name):`, or "
+              "`@flare.scope(name)` above a def (each call runs inside the scope).",
     .tp_methods = scope_methods,
 };
 
@@ -710,6 +869,11 @@ static PyObject *module_replay_range(PyObject *module, PyObject *name)
 static PyObject *module_scope(PyObject *module, PyObject *name)
 {
     (void)module;
+    if (!PyUnicode_Check(name) && PyCallable_Check(name))
+        return PyErr_Format(PyExc_TypeError,
+                            "scope name must be str, not %.100s (a decorator needs its name: "
+                            "@flare.scope(\"name\"), not @flare.scope)",
+                            Py_TYPE(name)->tp_name);
     const char *text = name_argument(name, "scope name");
     if (text == NULL)
         return NULL;
@@ -795,7 +959,8 @@ static PyMethodDef module_methods[] = {
      "tick(name, n=1)\n--\n\nflare.counter(name).add(n) with a look-up per call: for code "
      "outside hot loops."},
     {"scope", (PyCFunction)module_scope, METH_O,
-     "scope(name)\n--\n\nA nested scope of the calling thread: `with flare.scope(name):`."},
+     "scope(name)\n--\n\nA nested scope of the calling thread: `with flare.scope(name):`, "
+     "or `@flare.scope(name)` above a def to run each call of the function inside it."},
     {"open_scope", (PyCFunction)module_open_scope, METH_O,
      "open_scope(name)\n--\n\nOpens a scope now and returns it; close() it from any "
      "thread (or use it in a with block)."},
@@ -807,12 +972,16 @@ static PyMethodDef module_methods[] = {
      "environment or private), path, reason (why it is private), version."},
     {"is_active", module_is_active, METH_NOARGS,
      "is_active()\n--\n\nTrue while a flare session records this process."},
+    {"_read_columns", flare_columns_read, METH_VARARGS,
+     "The session reader's fast path (flare_columns.c); private to flare.reader."},
+    {"_columns_available", flare_columns_available, METH_NOARGS,
+     "(available, reason) of the session reader's fast path; private to flare.reader."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef flare_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "flare",
+    .m_name = "flare._flare",
     .m_doc = "flare: application counters, scopes, deep-profiling windows and range-replay "
              "spans for the flare GPU profiler.",
     .m_size = -1,
@@ -832,14 +1001,15 @@ static void bind_runtime(void)
 }
 
 /* The one symbol the module exports (declared for -Wmissing-prototypes). */
-PyMODINIT_FUNC PyInit_flare(void);
+PyMODINIT_FUNC PyInit__flare(void);
 
-PyMODINIT_FUNC PyInit_flare(void)
+PyMODINIT_FUNC PyInit__flare(void)
 {
     if (runtime == NULL)
         bind_runtime();
     if (PyType_Ready(&counter_type) < 0 || PyType_Ready(&scope_type) < 0 ||
-        PyType_Ready(&open_scope_type) < 0 || PyType_Ready(&replay_range_type) < 0)
+        PyType_Ready(&scoped_function_type) < 0 || PyType_Ready(&open_scope_type) < 0 ||
+        PyType_Ready(&replay_range_type) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&flare_module);
     if (module == NULL)
@@ -848,7 +1018,8 @@ PyMODINIT_FUNC PyInit_flare(void)
         PyModule_AddObject(module, "ADD_MAX", PyLong_FromLongLong(FLARE_COUNTER_ADD_MAX)) < 0 ||
         PyModule_AddIntConstant(module, "CAPACITY", FLARE_COUNTER_CAPACITY) < 0 ||
         PyModule_AddIntConstant(module, "ABI_VERSION", FLARE_RUNTIME_ABI_VERSION) < 0 ||
-        PyModule_AddStringConstant(module, "__version__", FLARE_VERSION_STRING) < 0) {
+        PyModule_AddStringConstant(module, "__version__", FLARE_VERSION_STRING) < 0 ||
+        flare_columns_init(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

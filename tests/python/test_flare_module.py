@@ -1,12 +1,16 @@
 """Tests of the Python module `flare`, run by CTest (python/CMakeLists.txt).
 
-Environment (set by CTest): PYTHONPATH holds the built module, with a link
-to libflare.so beside it; FLARE_TEST_LIBRARY is libflare.so, FLARE_TEST_MODULE
-the module file, FLARE_TEST_BIN_DIR the flare command's directory,
-FLARE_TEST_PYTHON_SOURCE the python/ folder (for the pip install test).
+Environment (set by CTest): PYTHONPATH holds the built package flare, with a
+link to libflare.so beside its extension module; FLARE_TEST_LIBRARY is
+libflare.so, FLARE_TEST_MODULE the extension module's file (flare/_flare...),
+FLARE_TEST_BIN_DIR the flare command's directory, FLARE_TEST_PYTHON_SOURCE the
+python/ folder (for the pip install test).
 """
+import copy
 import ctypes
+import inspect
 import os
+import pickle
 import shutil
 import sqlite3
 import subprocess
@@ -37,9 +41,11 @@ def run_python(code, env_extra=None, pythonpath=None, args=()):
 
 
 def isolated_module():
-    """A directory holding only a copy of the module: nothing beside it."""
+    """A directory holding only a copy of the package flare (its extension
+    module and Python files): no libflare.so beside the module."""
     directory = tempfile.mkdtemp(prefix="flare-test-pymodule-")
-    shutil.copy(MODULE, directory)
+    shutil.copytree(os.path.dirname(MODULE), os.path.join(directory, "flare"),
+                    ignore=shutil.ignore_patterns("libflare.so*", "__pycache__"))
     return directory
 
 
@@ -137,6 +143,124 @@ class Counters(unittest.TestCase):
         with self.assertRaises(KeyError):
             with flare.scope("idle.raises"):
                 raise KeyError("not swallowed")
+
+
+@flare.scope("deco.module_level")
+def module_level(x):
+    return x * 2
+
+
+class Decorator(unittest.TestCase):
+    """flare.scope(name) above a def: each call runs inside the scope."""
+
+    def test_pickled_by_reference(self):
+        self.assertIs(pickle.loads(pickle.dumps(module_level)), module_level)
+        self.assertIs(copy.deepcopy(module_level), module_level)
+        self.assertEqual(pickle.loads(pickle.dumps(module_level))(4), 8)
+
+    def test_wraps_like_functools(self):
+        @flare.scope("deco.plain")
+        def add(a, b=2, *rest, key=None):
+            """Adds."""
+            return a + b + sum(rest)
+        add.marker = "kept"
+        self.assertEqual(add(1), 3)
+        self.assertEqual(add(1, 2, 3, 4, key="k"), 10)
+        self.assertEqual(add.__name__, "add")
+        self.assertEqual(add.__doc__, "Adds.")
+        self.assertEqual(add.__module__, __name__)
+        self.assertTrue(add.__qualname__.endswith("test_wraps_like_functools.<locals>.add"))
+        self.assertEqual(add.__wrapped__(1, 1), 2)
+        self.assertEqual(str(inspect.signature(add)), "(a, b=2, *rest, key=None)")
+        self.assertEqual(add.marker, "kept")
+        self.assertIn("flare.scope('deco.plain')", repr(add))
+
+        class Model:
+            factor = 3
+
+            @flare.scope("deco.method")
+            def scale(self, x):
+                return self.factor * x
+
+            @staticmethod
+            @flare.scope("deco.static")
+            def twice(x):
+                return 2 * x
+
+            @classmethod
+            @flare.scope("deco.class")
+            def name(cls):
+                return cls.__name__
+        self.assertEqual(Model().scale(2), 6)
+        self.assertEqual(Model.scale(Model(), 3), 9)
+        self.assertEqual(Model.twice(4), 8)
+        self.assertEqual(Model.name(), "Model")
+
+        @flare.scope("deco.recursive")
+        def depth(n):
+            return 0 if n == 0 else 1 + depth(n - 1)
+        self.assertEqual(depth(100), 100)  # past the 64 levels of a thread's scopes: still runs
+        with self.assertRaises(KeyError):
+            flare.scope("deco.raises")(lambda: {}["missing"])()
+        with flare.scope("deco.with"):  # still a context manager
+            pass
+
+    def test_misuse_is_a_type_error(self):
+        with self.assertRaisesRegex(TypeError, r'@flare.scope\("name"\), not @flare.scope'):
+            @flare.scope
+            def bare():
+                pass
+        with self.assertRaisesRegex(TypeError, "decorates a function, not int"):
+            flare.scope("deco.x")(1)
+        with self.assertRaisesRegex(TypeError, "takes one function"):
+            flare.scope("deco.x")(len, len)
+        with self.assertRaisesRegex(TypeError, "takes one function"):
+            flare.scope("deco.x")(function=len)
+        with self.assertRaisesRegex(TypeError, "generator or coroutine"):
+            @flare.scope("deco.generator")
+            def numbers():
+                yield 1
+        with self.assertRaisesRegex(TypeError, "generator or coroutine"):
+            @flare.scope("deco.coroutine")
+            async def later():
+                pass
+
+    def test_calls_recorded_as_scopes(self):
+        library = ctypes.CDLL(LIBRARY)
+        directory = tempfile.mkdtemp(prefix="flare-test-pydecorator-")
+
+        class Options(ctypes.Structure):
+            _fields_ = [("struct_size", ctypes.c_size_t), ("session_dir", ctypes.c_char_p),
+                        ("flush_interval_ms", ctypes.c_uint32),
+                        ("ring_capacity", ctypes.c_uint32)]
+
+        @flare.scope("deco.inner")
+        def inner(n):
+            if n < 0:
+                raise ValueError("negative")
+            return n
+
+        @flare.scope("deco.outer")
+        def outer():
+            return inner(1) + inner(2)
+        options = Options(ctypes.sizeof(Options), directory.encode(), 10, 0)
+        self.assertEqual(library.flare_init(ctypes.byref(options)), 0)
+        self.assertEqual(outer(), 3)
+        with self.assertRaises(ValueError):
+            inner(-1)  # the scope ends on the way out
+        threads = [threading.Thread(target=inner, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(library.flare_shutdown(), 0)
+        with flare.open(directory, pandas=False) as session:
+            scopes = session.scopes()
+        found = sorted((s["name"], s["depth"], s["still_open"]) for s in scopes)
+        self.assertEqual(found, [("deco.inner", 0, 0)] * 5 + [("deco.inner", 1, 0)] * 2 +
+                         [("deco.outer", 0, 0)])
+        self.assertEqual(len({s["thread_id"] for s in scopes}), 5)
+        shutil.rmtree(directory)
 
 
 class Runtime(unittest.TestCase):
@@ -440,6 +564,15 @@ class PipInstall(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn('"shared": true', result.stdout)
         self.assertIn('"value": 2', result.stdout)
+        # The package with its reader, under the distribution's own name.
+        result = run_python("import flare; print(flare.open, flare.reader.__file__)",
+                            pythonpath=target)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(os.path.join(target, "flare", "reader.py"), result.stdout)
+        metadata = os.path.join(target, "flare_gpu_profiler-%s.dist-info" % flare.__version__,
+                                "METADATA")
+        with open(metadata) as file:
+            self.assertIn("Name: flare-gpu-profiler\n", file.read())
         shutil.rmtree(target)
 
 
