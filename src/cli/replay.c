@@ -268,6 +268,10 @@ static int validate(const replay_options *options)
                                    "'--kernel': the expression is longer than %zu "
                                    "characters",
                                    sizeof(((replay_selection *)0)->kernel_regex) - 1);
+        /* One too costly to compile is refused before regcomp tries. */
+        char why[512];
+        if (replay_regex_check(options->kernel, why, sizeof(why)) != FLARE_OK)
+            return cli_usage_error("replay", "'--kernel': %s", why);
         /* The same flags as the engine's matcher, so an expression that
          * compiles here compiles there. */
         regex_t compiled;

@@ -297,6 +297,26 @@ typedef struct replay_selection {
 /* Validates and installs (FLARE_ERR_INVALID_ARGUMENT with error filled:
  * nothing is installed). */
 int replay_selection_apply(const replay_selection *selection, char *error, size_t error_size);
+
+/* The most nodes a kernel regular expression may compile to. */
+#define REPLAY_REGEX_COST_MAX 1024
+/*
+ * Refuses a kernel regular expression (POSIX extended, as the selection
+ * compiles it) whose compiled form would be too large to build. glibc's
+ * regcomp copies what a repetition applies to once per repetition it allows
+ * ('+' twice, "{m,n}" n times), so stacked or nested repetitions multiply:
+ * "a" and 30 '+', or "(((a+)+)+)" 30 deep, takes gigabytes and minutes;
+ * and where the copies can match nothing ("a**" ...), the epsilon closures
+ * it then computes grow with the square of the nodes ("a", 60 '*' and 8 '+':
+ * 2 GB, 30 s). Counts an upper bound of the nodes without compiling: at
+ * REPLAY_REGEX_COST_MAX the worst shapes found compile in a tenth of a
+ * second and 16 MB. Returns 0 when the bound is at most
+ * REPLAY_REGEX_COST_MAX, else FLARE_ERR_INVALID_ARGUMENT with a message in
+ * error. Never allocates; a malformed expression is left for regcomp to
+ * refuse. replay_selection_apply and `flare replay` call it before regcomp.
+ */
+int replay_regex_check(const char *pattern, char *error, size_t error_size);
+
 /* Reads FLARE_REPLAY_KERNEL/LAUNCH/EVERY/METRICS/SET; 0 when none is set or
  * all are valid (and installed). */
 int replay_selection_from_environment(char *error, size_t error_size);

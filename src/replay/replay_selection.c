@@ -153,6 +153,136 @@ static int split_metrics(const char *list, char *storage, size_t storage_size, c
     return 0;
 }
 
+/* The last character of the bracket expression that opens at p ("[...]",
+ * classes such as "[:alpha:]" inside), or the last character of the text
+ * when it is never closed. */
+static const char *regex_bracket_end(const char *p)
+{
+    const char *start = p++;
+    if (*p == '^') {
+        p++;
+    }
+    if (*p == ']') {
+        p++;
+    }
+    while (*p != '\0' && *p != ']') {
+        if (*p == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+            char kind = p[1];
+            p += 2;
+            while (*p != '\0' && !(p[0] == kind && p[1] == ']')) {
+                p++;
+            }
+            if (*p == '\0') {
+                break;
+            }
+            p += 2;
+            continue;
+        }
+        p++;
+    }
+    if (*p == ']') {
+        return p;
+    }
+    return p > start ? p - 1 : start;
+}
+
+/* An interval "{m}", "{m,}" or "{m,n}" at p: how many copies it makes (at
+ * least 1) in *copies and its last character in *end. 0 when p does not
+ * start one (regcomp then takes '{' as it will). */
+static int regex_interval(const char *p, uint64_t *copies, const char **end)
+{
+    uint64_t low = 0, high = 0;
+    int low_digits = 0, comma = 0, high_digits = 0;
+    for (p++; *p >= '0' && *p <= '9'; p++, low_digits++) {
+        low = low < 1000000 ? low * 10 + (uint64_t)(*p - '0') : low;
+    }
+    if (*p == ',') {
+        comma = 1;
+        for (p++; *p >= '0' && *p <= '9'; p++, high_digits++) {
+            high = high < 1000000 ? high * 10 + (uint64_t)(*p - '0') : high;
+        }
+    }
+    if (low_digits == 0 || *p != '}') {
+        return 0;
+    }
+    uint64_t count = high_digits > 0 ? high : comma ? low + 1 : low;
+    *copies = count > 0 ? count : 1;
+    *end = p;
+    return 1;
+}
+
+/* a + b, saturating just past REPLAY_REGEX_COST_MAX. */
+static uint64_t regex_cost_add(uint64_t a, uint64_t b)
+{
+    return a + b > REPLAY_REGEX_COST_MAX + 1ull ? REPLAY_REGEX_COST_MAX + 1ull : a + b;
+}
+
+int replay_regex_check(const char *pattern, char *error, size_t error_size)
+{
+    /* Per open group: the nodes of its branches so far, and those of its
+     * last atom (what a repetition after it copies). The pattern is
+     * shorter than the selection's 256 bytes, so it cannot nest deeper;
+     * a longer one only adds up its deepest groups at the top. */
+    enum { FRAMES = 256 };
+    uint64_t total[FRAMES], last[FRAMES];
+    size_t depth = 0;
+    total[0] = last[0] = 0;
+    for (const char *p = pattern; *p != '\0'; p++) {
+        uint64_t atom = 1, copies = 0;
+        const char *end = NULL;
+        if (*p == '\\') {
+            if (p[1] != '\0') {
+                p++;
+            }
+        } else if (*p == '[') {
+            p = regex_bracket_end(p);
+        } else if (*p == '(' && depth + 1 < FRAMES) {
+            depth++;
+            total[depth] = last[depth] = 0;
+            continue;
+        } else if (*p == ')' && depth > 0) {
+            atom = regex_cost_add(total[depth], 1);
+            depth--;
+        } else if (*p == '|') {
+            total[depth] = regex_cost_add(total[depth], 1);
+            last[depth] = 0;
+            continue;
+        } else if (*p == '*' || *p == '?') {
+            /* One node around the last atom; a later repetition copies it too. */
+            total[depth] = regex_cost_add(total[depth], 1);
+            last[depth] = regex_cost_add(last[depth], 1);
+            continue;
+        } else if (*p == '+' || (*p == '{' && regex_interval(p, &copies, &end))) {
+            if (*p == '+') {
+                copies = 2;
+            } else {
+                p = end;
+            }
+            /* The last atom, copies times (it is there once already). */
+            uint64_t copied = last[depth] > (REPLAY_REGEX_COST_MAX + 1ull) / copies
+                                  ? REPLAY_REGEX_COST_MAX + 1ull
+                                  : last[depth] * copies;
+            total[depth] = regex_cost_add(total[depth], copied - last[depth]);
+            last[depth] = copied;
+            continue;
+        }
+        total[depth] = regex_cost_add(total[depth], atom);
+        last[depth] = atom;
+    }
+    /* Groups never closed count where they stand. */
+    for (; depth > 0; depth--) {
+        total[depth - 1] = regex_cost_add(total[depth - 1], regex_cost_add(total[depth], 1));
+    }
+    if (total[0] > REPLAY_REGEX_COST_MAX) {
+        snprintf(error, error_size,
+                 "kernel regex \"%s\" repeats too much to compile: its repetitions ('+', '*', "
+                 "'{n}') stacked or nested multiply past %d nodes; write it with fewer",
+                 pattern, REPLAY_REGEX_COST_MAX);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    return 0;
+}
+
 int replay_selection_apply(const replay_selection *selection, char *error, size_t error_size)
 {
     if (selection == NULL) {
@@ -206,6 +336,9 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     }
     regex_t compiled;
     bool has_regex = selection->kernel_regex[0] != '\0';
+    if (has_regex && replay_regex_check(selection->kernel_regex, error, error_size) != FLARE_OK) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
     if (has_regex) {
         int status = regcomp(&compiled, selection->kernel_regex, REG_EXTENDED | REG_NOSUB);
         if (status != 0) {

@@ -97,6 +97,9 @@ static void test_usage_errors(void **state)
 {
     (void)state;
     BAD("'--kernel (abc': bad regular expression: ", "--kernel", "(abc");
+    /* Found by fuzz/fuzz_trace_options: regcomp took gigabytes on stacked
+     * repetitions; refused before it tries (17 '+': 2^17 copies). */
+    BAD("repeats too much to compile", "--kernel", "sa+++++++++++++++++xpy");
     BAD("'--launch 2' and '--every 3' exclude each other", "--launch", "2", "--every", "3");
     BAD("'--launch 2' and '--every 3' exclude each other", "--every", "3", "--launch", "2");
     BAD("'--launch 0': launches are counted from 1", "--launch", "0");
