@@ -117,10 +117,19 @@ static int output_open_file(cli_output *output, const char *path, char *error, s
         snprintf(error, error_size, "cannot write %s: path too long", path);
         return -1;
     }
+    /* The cleanup signals wait until the handler knows the file's name: one
+     * arriving between its creation and arm_cleanup would leave it behind. */
+    sigset_t cleanup_set, previous;
+    sigemptyset(&cleanup_set);
+    for (size_t i = 0; i < sizeof cleanup_signals / sizeof cleanup_signals[0]; i++)
+        sigaddset(&cleanup_set, cleanup_signals[i]);
+    sigprocmask(SIG_BLOCK, &cleanup_set, &previous);
     int fd = mkostemp(output->temporary, O_CLOEXEC);
     if (fd < 0) {
+        int error_number = errno;
+        sigprocmask(SIG_SETMASK, &previous, NULL);
         snprintf(error, error_size, "cannot create a temporary file beside %s: %s", path,
-                 strerror(errno));
+                 strerror(error_number));
         output->temporary[0] = '\0';
         return -1;
     }
@@ -132,9 +141,11 @@ static int output_open_file(cli_output *output, const char *path, char *error, s
         close(fd);
         unlink(output->temporary);
         output->temporary[0] = '\0';
+        sigprocmask(SIG_SETMASK, &previous, NULL);
         return -1;
     }
     arm_cleanup(output->temporary);
+    sigprocmask(SIG_SETMASK, &previous, NULL);
     return 0;
 }
 
