@@ -173,16 +173,18 @@ int main(int argc, char **argv)
         goto done;
     }
     store_index_result result;
+    double build_started = bench_now();
     if (store_build_indexes(handle, &result) != 0) {
         fprintf(stderr, "index: %s\n", store_last_error(handle));
         store_close(handle);
         goto done;
     }
+    double build_s = bench_now() - build_started;
     store_close(handle);
     long long after = file_size(dir);
     printf("index build: %.3f s (target <= 3 s); session.db %.1f MB -> %.1f MB, +%.1f%% "
            "(target <= 35%%)\n",
-           (double)result.build_ns / 1e9, (double)before / 1e6, (double)after / 1e6,
+           build_s, (double)before / 1e6, (double)after / 1e6,
            100.0 * (double)(after - before) / (double)before);
 
     static const struct {

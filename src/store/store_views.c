@@ -14,7 +14,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "flare/flare.h"
 #include "store/store_internal.h"
@@ -170,14 +169,6 @@ int store_views_create(store *handle)
     return status;
 }
 
-/* The store is below core: its own monotonic clock for the build time. */
-static uint64_t monotonic_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-}
-
 int store_build_indexes(store *handle, store_index_result *result)
 {
     memset(result, 0, sizeof(*result));
@@ -186,7 +177,6 @@ int store_build_indexes(store *handle, store_index_result *result)
     int status = store_require_writer(handle);
     if (status != 0)
         return status;
-    uint64_t started = monotonic_ns();
     status = store_exec(handle, "BEGIN IMMEDIATE", "cannot lock the database");
     if (status != 0)
         return status;
@@ -209,7 +199,6 @@ int store_build_indexes(store *handle, store_index_result *result)
     }
     /* Statistics for the planner, so the views take the indexes. */
     store_exec(handle, "PRAGMA optimize", "cannot gather statistics");
-    result->build_ns = monotonic_ns() - started;
     result->indexes = INDEX_COUNT;
     return 0;
 }

@@ -14,9 +14,9 @@
  * (enum_*) with their rows, and the views (v_*). 0 or FLARE_ERR_STORE. */
 int store_views_create(store *handle);
 
+/* What a build made (callers time it on their own clock). */
 typedef struct store_index_result {
-    int indexes;       /* indexes the views use, now present */
-    uint64_t build_ns; /* how long building them took */
+    int indexes; /* indexes the views use, now present */
 } store_index_result;
 
 /* Builds the indexes (CREATE INDEX IF NOT EXISTS: a second call is cheap),
