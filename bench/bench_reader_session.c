@@ -24,8 +24,8 @@
 static int put_batch(store *handle, long first, long count, uint64_t *clock_ns, uint32_t *random,
                      char names[][32])
 {
-    store_kernel_row row = {.pid = SESSION_PID, .grid = {128, 1, 1}, .block = {256, 1, 1},
-                            .registers_per_thread = 32};
+    store_kernel_row row = {
+        .pid = SESSION_PID, .grid = {128, 1, 1}, .block = {256, 1, 1}, .registers_per_thread = 32};
     for (long j = first; j < first + count; j++) {
         *random = *random * 1664525u + 1013904223u;
         row.device = (int)(j & 1);
@@ -39,12 +39,19 @@ static int put_batch(store *handle, long first, long count, uint64_t *clock_ns, 
             return 1;
         if ((j + 1) % 10 != 0)
             continue;
-        store_scope_row scope = {.pid = SESSION_PID, .thread_id = SESSION_PID,
-                                 .instance_id = (uint64_t)j, .name = "step",
-                                 .start_ns = *clock_ns - 15000, .end_ns = *clock_ns};
-        store_copy_row copy = {.pid = SESSION_PID, .stream_id = 9, .correlation_id = (uint64_t)j,
-                               .copy_kind = 1 + (int)(j % 3), .bytes = 1u << 20,
-                               .start_ns = *clock_ns - 15000, .end_ns = *clock_ns - 5000};
+        store_scope_row scope = {.pid = SESSION_PID,
+                                 .thread_id = SESSION_PID,
+                                 .instance_id = (uint64_t)j,
+                                 .name = "step",
+                                 .start_ns = *clock_ns - 15000,
+                                 .end_ns = *clock_ns};
+        store_copy_row copy = {.pid = SESSION_PID,
+                               .stream_id = 9,
+                               .correlation_id = (uint64_t)j,
+                               .copy_kind = 1 + (int)(j % 3),
+                               .bytes = 1u << 20,
+                               .start_ns = *clock_ns - 15000,
+                               .end_ns = *clock_ns - 5000};
         if (store_put_scope(handle, &scope) != 0 || store_put_copy(handle, &copy) != 0)
             return 1;
     }
@@ -69,8 +76,8 @@ int main(int argc, char **argv)
         snprintf(names[i], sizeof(names[i]), "kernel_%02d_with_a_longer_name", i);
     uint64_t clock_ns = 1000000000000ull;
     uint32_t random = 12345;
-    store_session_info info = {.command = "bench_reader_session", .start_ns = clock_ns,
-                               .start_unix_ns = 1};
+    store_session_info info = {
+        .command = "bench_reader_session", .start_ns = clock_ns, .start_unix_ns = 1};
     int failed = store_begin(handle) != 0 || store_session_begin(handle, &info) != 0 ||
                  store_process_begin(handle, SESSION_PID, 1, clock_ns, "sim", "bench") != 0 ||
                  store_commit(handle) != 0;

@@ -914,7 +914,8 @@ static PyObject *module_runtime_info(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    const char *source = runtime_is_shared ? counters_runtime_source_name(resolution.source) : "private";
+    const char *source =
+        runtime_is_shared ? counters_runtime_source_name(resolution.source) : "private";
     return Py_BuildValue("{s:O,s:s,s:s,s:s,s:s}", "shared", runtime_is_shared ? Py_True : Py_False,
                          "source", source, "path", runtime_is_shared ? resolution.path : "",
                          "reason", runtime_is_shared ? "" : resolution.reason, "version",

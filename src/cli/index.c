@@ -77,7 +77,7 @@ int cli_index(int argc, char **argv)
     cli_format_bytes(before > 0 ? (uint64_t)before : 0, size_before, sizeof(size_before));
     long long after = file_size(dir);
     cli_format_bytes(after > 0 ? (uint64_t)after : 0, size_after, sizeof(size_after));
-    printf("indexed %s: %d indexes in %s (session.db %s, was %s)\n", dir, result.indexes, took,
-           size_after, size_before);
+    printf("indexed %s: %d index%s in %s (session.db %s, was %s)\n", dir, result.indexes,
+           result.indexes == 1 ? "" : "es", took, size_after, size_before);
     return CLI_EXIT_OK;
 }

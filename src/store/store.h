@@ -18,7 +18,7 @@
 #define STORE_SCHEMA_VERSION 7
 /* The oldest version READ opens (read-only, without version 7's views). */
 #define STORE_SCHEMA_VERSION_OLDEST 6
-#define STORE_DATABASE_NAME  "session.db"
+#define STORE_DATABASE_NAME         "session.db"
 
 typedef struct store store;
 
