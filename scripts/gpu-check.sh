@@ -22,7 +22,8 @@
 #        diagnosis); multi (needs 2+ GPUs, scripts/gpu-check-multi.sh); ab (the
 #        traced training loop under a base build and this one, scripts/gpu-check-ab.sh);
 #        rules (every rule metric family on its own phase, scripts/gpu-check-rules.sh);
-#        graphs (CUDA graphs traced, attributed and declined by replay, scripts/gpu-check-graphs.sh). Any
+#        graphs (CUDA graphs traced, attributed and declined by replay, scripts/gpu-check-graphs.sh);
+#        apicalls (what recording API calls costs, bench/gpu_api_calls.py). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +54,8 @@ done
 echo "== build"
 deps=/tmp/flare-deps
 cmake_extra=()
-if ! echo '#include <sqlite3.h>' | cc -E - >/dev/null 2>&1; then
+if ! echo '#include <sqlite3.h>' | cc -E - >/dev/null 2>&1 ||
+   ! echo '#include <zlib.h>' | cc -E - >/dev/null 2>&1; then
   # No SQLite headers on that image: use the Debian packages carried in
   # .device-deps/ (made by scripts/fetch-device-deps.sh), unpacked aside.
   mkdir -p "$deps"
@@ -61,7 +63,7 @@ if ! echo '#include <sqlite3.h>' | cc -E - >/dev/null 2>&1; then
   export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig"
   export PKG_CONFIG_SYSROOT_DIR="$deps"
   export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-  cmake_extra+=(-DCMAKE_C_FLAGS="-I$deps/usr/include")
+  cmake_extra+=(-DCMAKE_C_FLAGS="-I$deps/usr/include" -DCMAKE_PREFIX_PATH="$deps/usr")
 fi
 build=build/gpu
 # Build logs stay in $work unless the build fails (the device tool brings
@@ -220,6 +222,14 @@ if [[ ",$what," == *",storm-long,"* ]]; then
   # The guard's steady state alone, more rounds (FLARE_STORM_ROUNDS, default 6).
   python3 bench/gpu_overhead.py "$flare" "$PWD/$build" "$work" "${FLARE_STORM_ROUNDS:-6}" storm-long \
     | tee "$OUT/gpu_overhead_long.txt" || fail "long storm benchmark"
+fi
+
+if [[ ",$what," == *",apicalls,"* ]]; then
+  # What recording API calls costs: untraced, off and on, paired rounds.
+  echo "== API call recording cost (paired)"
+  python3 bench/gpu_api_calls.py "$flare" "$work" "$build/gpu/launch_storm" \
+    "${FLARE_API_ROUNDS:-5}" "${FLARE_API_LAUNCHES:-200000}" \
+    | tee "$OUT/gpu_api_calls.txt" || fail "API call benchmark"
 fi
 
 if wants bench; then

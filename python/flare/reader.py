@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 7
+SCHEMA_NEWEST = 8
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -205,6 +205,18 @@ def _error_kind(error):
     if (primary == 8 or (guess and "readonly" in text)) and "attempt to write" not in text:
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
+
+
+# ---- what version 7 lacks: the tables version 8 added (src/store/store.c) ----
+
+_COMPAT_V8_DDL = [
+    "CREATE TEMP TABLE api_calls (pid INTEGER NOT NULL, thread_id INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL, name_id INTEGER NOT NULL, start_ns INTEGER NOT NULL,"
+    " end_ns INTEGER NOT NULL)",
+    "CREATE TEMP TABLE storms (pid INTEGER NOT NULL, device INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, untimed_launches INTEGER NOT NULL,"
+    " still_open INTEGER NOT NULL)",
+]
 
 
 # ---- what version 6 lacks: copies of src/store/store_views.c ----
@@ -389,7 +401,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6 or 7), notice (what the reader wants you to know about
+    schema_version (6, 7 or 8), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):
@@ -490,12 +502,16 @@ class Session:
                 stamp = None
             # Temporary objects live in memory, never in a file of /tmp.
             setup = ["PRAGMA temp_store = MEMORY"]
-            if version < SCHEMA_NEWEST:
+            if version < 7:
                 setup += _COMPAT_DDL
                 notice = ((notice + "; ") if notice else "") + (
                     "%s has schema version %d (an older flare): its name tables and views are "
                     "the reader's own, temporary ones; 'flare index' adds them to the session"
                     % (self.database, version))
+            if version < 8:
+                # Version 8 only added tables, which an older flare never
+                # filled: empty ones of the reader's own read the same.
+                setup += _COMPAT_V8_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)

@@ -21,7 +21,9 @@
     X(SCOPE, 4, "scope")                                                                           \
     X(METRIC, 5, "metric")                                                                         \
     X(EXTERNAL_CORRELATION, 6, "external_correlation")                                             \
-    X(GRAPH_LAUNCH, 7, "graph_launch")
+    X(GRAPH_LAUNCH, 7, "graph_launch")                                                             \
+    X(API_CALL, 8, "api_call")                                                                     \
+    X(STORM, 9, "storm")
 
 typedef enum core_event_kind {
 #define CORE_EVENT_KIND_ENUM_(name, value, text) CORE_EVENT_##name = value,
@@ -32,7 +34,7 @@ typedef enum core_event_kind {
 const char *core_event_kind_name(int kind);
 
 /* Flag bits. */
-#define CORE_EVENT_FLAG_STILL_OPEN 0x1u /* scope: session ended while it was open */
+#define CORE_EVENT_FLAG_STILL_OPEN 0x1u /* scope, storm: session ended while it was open */
 
 typedef struct core_event {
     uint16_t kind;
@@ -70,6 +72,13 @@ typedef struct core_event {
             uint64_t graph_exec;        /* the CUgraphExec handle launched */
             uint64_t scope_instance_id; /* that scope's instance id; 0 for none */
         } graph_launch;
+        /* API_CALL: a launch, copy or memset call on the application's
+         * thread, start_ns to end_ns; id its correlation id, name the
+         * driver entry point. */
+        struct {
+            /* STORM: start_ns to end_ns, device (-1: the process). */
+            uint64_t untimed_launches;
+        } storm;
     } detail;
     uint64_t context_id; /* kernels: the CUDA context; 0 elsewhere */
     /* Kernels, copies and memsets run by a CUDA graph: CUPTI's graph id and

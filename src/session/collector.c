@@ -120,6 +120,32 @@ static int write_kernel(drain_context *context, const core_event *event)
     return status;
 }
 
+static int write_api_call(const drain_context *context, const core_event *event)
+{
+    store_api_call_row row = {
+        .pid = context->pid,
+        .thread_id = context->thread_id,
+        .correlation_id = event->id,
+        .name = event->name,
+        .start_ns = event->start_ns,
+        .end_ns = event->end_ns,
+    };
+    return store_put_api_call(context->store, &row);
+}
+
+static int write_storm(const drain_context *context, const core_event *event)
+{
+    store_storm_row row = {
+        .pid = context->pid,
+        .device = event->device,
+        .start_ns = event->start_ns,
+        .end_ns = event->end_ns,
+        .untimed_launches = event->detail.storm.untimed_launches,
+        .still_open = (event->flags & CORE_EVENT_FLAG_STILL_OPEN) != 0,
+    };
+    return store_put_storm(context->store, &row);
+}
+
 static void write_event(const core_event *event, void *user)
 {
     drain_context *context = user;
@@ -191,6 +217,12 @@ static void write_event(const core_event *event, void *user)
         status = store_put_graph_launch(context->store, &row);
         break;
     }
+    case CORE_EVENT_API_CALL:
+        status = write_api_call(context, event);
+        break;
+    case CORE_EVENT_STORM:
+        status = write_storm(context, event);
+        break;
     case CORE_EVENT_EXTERNAL_CORRELATION:
         status = store_put_external_correlation(context->store, context->pid, event->id,
                                                 event->detail.external.external_kind,

@@ -175,6 +175,13 @@ static void storm_beat(const session_beat *beat)
     storm_completions_beat(beat->now_ns);
 }
 
+static void storm_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    (void)generation;
+    (void)end_ns;
+    storm_completions_write_last(database, pid);
+}
+
 static const session_participant storm = {
     .name = "storm",
     .begin = storm_begin,
@@ -182,6 +189,7 @@ static const session_participant storm = {
     .beat = storm_beat,
     /* Whether or not the last batch can be written, the guard ends. */
     .stop = storm_completions_end,
+    .end = storm_end,
 };
 
 /* ---- Kernel and range replay ---- */
@@ -269,7 +277,7 @@ static const session_participant *const begin_items[] = {&counters, &deepwin, &r
  * on this beat has its samples queued). */
 static const session_participant *const beat_items[] = {&rules, &deepwin, &storm, &pm};
 /* Windows close first: the rules and PM attribution see them closed. */
-static const session_participant *const end_items[] = {&deepwin, &pm, &rules, &counters};
+static const session_participant *const end_items[] = {&deepwin, &pm, &rules, &counters, &storm};
 
 static const session_order begin_order = {begin_items, COUNT_OF(begin_items)};
 static const session_order beat_order = {beat_items, COUNT_OF(beat_items)};

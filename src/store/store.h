@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 /* The oldest version READ opens (read-only, without version 7's views). */
 #define STORE_SCHEMA_VERSION_OLDEST 6
 #define STORE_DATABASE_NAME         "session.db"
@@ -165,6 +165,33 @@ typedef struct store_graph_launch_row {
     const char *scope_name;
 } store_graph_launch_row;
 int store_put_graph_launch(store *store, const store_graph_launch_row *row);
+
+/* A kernel launch, copy or memset call as the application's thread made
+ * it (table api_calls): the host side of the GPU work sharing its
+ * correlation id. store_put_api_call is generated from the block table
+ * (store_internal.h). */
+typedef struct store_api_call_row {
+    int64_t pid;
+    int64_t thread_id;
+    uint64_t correlation_id;
+    const char *name; /* the driver entry point, "cuLaunchKernel" */
+    uint64_t start_ns;
+    uint64_t end_ns;
+} store_api_call_row;
+int store_put_api_call(store *store, const store_api_call_row *row);
+
+/* A launch storm (table storms): from when the guard stopped timing every
+ * kernel to when it timed them again; still_open when the session ended
+ * during it (end_ns is then the session's end). */
+typedef struct store_storm_row {
+    int64_t pid;
+    int device; /* -1: the process (the CUDA guard watches all its devices) */
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint64_t untimed_launches; /* launches in it counted but not timed */
+    int still_open;
+} store_storm_row;
+int store_put_storm(store *store, const store_storm_row *row);
 
 /* A CUDA graph as the report groups it: one row per (graph, kernel name),
  * graphs by GPU time; the graph's totals repeat on each of its rows. */

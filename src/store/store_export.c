@@ -218,3 +218,84 @@ int store_export_metrics(store *handle, store_export_metric_callback callback, v
                              "cannot read metrics", store_export_metric_handler,
                              STORE_EXPORT_CALLBACK(callback), user);
 }
+
+/* ---- version 8: API calls and launch storms ---- */
+
+/* Whether the session has table (a session of an older flare may lack
+ * one: its readers then walk no rows). -1 when SQLite cannot say. */
+static int store_export_has_table(store *handle, const char *table)
+{
+    sqlite3_stmt *statement = NULL;
+    if (sqlite3_prepare_v2(handle->db,
+                           "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                           -1, &statement, NULL) != SQLITE_OK) {
+        store_set_sqlite_error(handle, "cannot read the schema");
+        return -1;
+    }
+    sqlite3_bind_text(statement, 1, table, -1, SQLITE_STATIC);
+    int found = -1;
+    if (sqlite3_step(statement) == SQLITE_ROW)
+        found = sqlite3_column_int(statement, 0) > 0;
+    else
+        store_set_sqlite_error(handle, "cannot read the schema");
+    sqlite3_finalize(statement);
+    return found;
+}
+
+/* store_export_walk over a table of version 8: no rows, and no error,
+ * when an older session lacks it. */
+static int store_export_walk_v8(store *handle, const char *table, const char *sql, const char *what,
+                                store_row_handler handler, const void *callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int found = store_export_has_table(handle, table);
+    if (found < 0)
+        return FLARE_ERR_STORE;
+    return found ? store_export_walk(handle, sql, what, handler, callback, user) : 0;
+}
+
+static int store_export_api_call_handler(sqlite3_stmt *statement, void *user)
+{
+    store_api_call_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .thread_id = sqlite3_column_int64(statement, 1),
+        .correlation_id = (uint64_t)sqlite3_column_int64(statement, 2),
+        .name = store_column_text_or_empty(statement, 3),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 4),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 5),
+    };
+    return STORE_READER_CALL(store_export_api_call_callback, &row, user);
+}
+
+int store_export_api_calls(store *handle, store_export_api_call_callback callback, void *user)
+{
+    return store_export_walk_v8(handle, "api_calls",
+                                "SELECT a.pid, a.thread_id, a.correlation_id, n.name, a.start_ns,"
+                                " a.end_ns FROM api_calls a LEFT JOIN names n ON n.id = a.name_id"
+                                " ORDER BY a.rowid",
+                                "cannot read api_calls", store_export_api_call_handler,
+                                STORE_EXPORT_CALLBACK(callback), user);
+}
+
+static int store_export_storm_handler(sqlite3_stmt *statement, void *user)
+{
+    store_storm_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .device = sqlite3_column_int(statement, 1),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 2),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 3),
+        .untimed_launches = (uint64_t)sqlite3_column_int64(statement, 4),
+        .still_open = sqlite3_column_int(statement, 5),
+    };
+    return STORE_READER_CALL(store_export_storm_callback, &row, user);
+}
+
+int store_export_storms(store *handle, store_export_storm_callback callback, void *user)
+{
+    return store_export_walk_v8(handle, "storms",
+                                "SELECT pid, device, start_ns, end_ns, untimed_launches, still_open"
+                                " FROM storms ORDER BY start_ns, rowid",
+                                "cannot read storms", store_export_storm_handler,
+                                STORE_EXPORT_CALLBACK(callback), user);
+}

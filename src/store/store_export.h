@@ -78,4 +78,13 @@ int store_export_scopes(store *store, store_export_scope_callback callback, void
  * caller decides what it wants. */
 int store_export_metrics(store *store, store_export_metric_callback callback, void *user);
 
+/* Version 8. Kernel launch, copy and memset calls on the host (table
+ * api_calls), in the order written; and launch storms (table storms) by
+ * start. A session of an older flare has neither table: no rows, no
+ * error. */
+typedef int (*store_export_api_call_callback)(const store_api_call_row *row, void *user);
+typedef int (*store_export_storm_callback)(const store_storm_row *row, void *user);
+int store_export_api_calls(store *store, store_export_api_call_callback callback, void *user);
+int store_export_storms(store *store, store_export_storm_callback callback, void *user);
+
 #endif /* FLARE_STORE_STORE_EXPORT_H */

@@ -63,7 +63,9 @@
       "INSERT INTO counter_samples(pid, counter, time_ns, value) VALUES (?1, ?2, ?3, ?4)")         \
     X(GRAPH_LAUNCH, "INSERT INTO graph_launches(pid, correlation_id, thread_id, time_ns, "         \
                     "stream_id, graph_exec, "                                                      \
-                    "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
+                    "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")      \
+    X(STORM, "INSERT INTO storms(pid, device, start_ns, end_ns, untimed_launches, still_open) "    \
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
@@ -113,7 +115,9 @@ typedef struct store_external_correlation_row {
       store_copy_row, copy, UNNAMED)                                                               \
     X(SCOPES, "scopes", 8,                                                                         \
       "pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open",                 \
-      store_scope_row, scope, NAMED)
+      store_scope_row, scope, NAMED)                                                               \
+    X(API_CALLS, "api_calls", 6, "pid, thread_id, correlation_id, name_id, start_ns, end_ns",      \
+      store_api_call_row, api_call, NAMED)
 
 #define STORE_BLOCK_ROWS        64
 #define STORE_BLOCK_MAX_COLUMNS 18
@@ -287,5 +291,9 @@ int store_query_each(store *handle, const char *sql, const store_params *params,
  * flushed for). Same returns, less the invalid-argument and flush ones. */
 int store_statement_each(store *handle, sqlite3_stmt *statement, const store_params *params,
                          store_row_handler handler, void *user, const char *what);
+
+/* The schema's statements, in the order they run (store_schema.c). */
+extern const char *const store_schema_ddl[];
+extern const size_t store_schema_ddl_count;
 
 #endif /* FLARE_STORE_STORE_INTERNAL_H */

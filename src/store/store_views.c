@@ -130,6 +130,8 @@ static const char *const views_ddl[] = {
 static const char *const index_ddl[] = {
     /* v_scope_gpu_time's range of kernels per scope (and any query by time). */
     "CREATE INDEX IF NOT EXISTS kernels_by_start ON kernels(pid, start_ns)",
+    /* A kernel's or copy's API call (export's flow arrows, joins by hand). */
+    "CREATE INDEX IF NOT EXISTS api_calls_by_correlation ON api_calls(pid, correlation_id)",
     /* v_top_kernels' summary, marked with the last kernel row it saw. */
     "DELETE FROM kernel_name_stats",
     "INSERT INTO kernel_name_stats SELECT name_id, COUNT(*), SUM(end_ns - start_ns),"
@@ -138,7 +140,7 @@ static const char *const index_ddl[] = {
     " FROM kernels",
 };
 /* Of index_ddl, the indexes proper. */
-#define INDEX_COUNT 1
+#define INDEX_COUNT 2
 
 int store_views_create(store *handle)
 {

@@ -426,6 +426,17 @@ static void store_block_fill_scope(int64_t *values, const store_scope_row *row, 
     values[7] = row->still_open ? 1 : 0;
 }
 
+static void store_block_fill_api_call(int64_t *values, const store_api_call_row *row,
+                                      int64_t name_id)
+{
+    values[0] = row->pid;
+    values[1] = row->thread_id;
+    values[2] = (int64_t)row->correlation_id;
+    values[3] = name_id;
+    values[4] = (int64_t)row->start_ns;
+    values[5] = (int64_t)row->end_ns;
+}
+
 /* The name a row of the table interns: NULL for a table without names (a
  * named row's NULL name is interned as the empty string). */
 #define STORE_BLOCK_NAME_NAMED(row)   ((row)->name != NULL ? (row)->name : "")
@@ -614,6 +625,23 @@ int store_put_graph_launch(store *handle, const store_graph_launch_row *row)
         sqlite3_bind_null(statement, 8);
     }
     return store_step(handle, statement, "cannot write a graph launch");
+}
+
+int store_put_storm(store *handle, const store_storm_row *row)
+{
+    if (row == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int status = store_writer_ready(handle, 1);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_STORM];
+    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 2, row->device);
+    sqlite3_bind_int64(statement, 3, (int64_t)row->start_ns);
+    sqlite3_bind_int64(statement, 4, (int64_t)row->end_ns);
+    sqlite3_bind_int64(statement, 5, (int64_t)row->untimed_launches);
+    sqlite3_bind_int(statement, 6, row->still_open ? 1 : 0);
+    return store_step(handle, statement, "cannot write a launch storm");
 }
 
 int store_process_set_backend(store *handle, int64_t pid, const char *backend_name)

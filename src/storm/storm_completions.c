@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
+#include "storm/storm_record.h"
 #include "deepwin/deepwin_session.h"
 
 /* Collector thread only between begin and end (begin and end run while no
@@ -43,6 +44,9 @@ static void clear_stale_rows(const char *why)
 static _Atomic bool active; /* a guard runs: completions are counted */
 static _Atomic bool timing = true;
 static _Atomic bool in_storm; /* the guard's state, for other threads */
+/* A storm still running when the guard ended, for the last batch. */
+static bool running_at_end;
+static storm_guard_period period_at_end;
 static _Atomic uint64_t kernels_seen;
 static _Atomic uint64_t untimed_kernels;
 static _Atomic uint64_t untimed_copies;
@@ -103,6 +107,7 @@ void storm_completions_beat(uint64_t now_ns)
                                   atomic_load_explicit(&kernels_seen, memory_order_relaxed), hold);
     atomic_store_explicit(&timing, timed, memory_order_relaxed);
     atomic_store_explicit(&in_storm, storm_guard_in_storm(guard), memory_order_relaxed);
+    storm_record_finished(guard, -1);
     if (!was_storm && storm_guard_in_storm(guard) && !storm_announced) {
         storm_announced = true; /* once: a test may storm and calm many times */
         core_log(CORE_LOG_INFO,
@@ -125,6 +130,9 @@ void storm_completions_end(void)
         clear_stale_rows("no simulated work in this session");
         return;
     }
+    /* The collector has stopped: the running storm waits for the session's
+     * last batch (storm_completions_write_last) instead of a ring. */
+    running_at_end = storm_guard_running(guard, &period_at_end);
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, kernels);
     core_drops_set("storm_guard", STORM_GUARD_DROP_COPIES, copies);
     char summary[320];
@@ -135,6 +143,22 @@ void storm_completions_end(void)
     guard = NULL;
     atomic_store(&timing, true);
     atomic_store(&in_storm, false);
+}
+
+void storm_completions_write_last(store *database, int64_t pid)
+{
+    if (!running_at_end)
+        return;
+    running_at_end = false;
+    store_storm_row row = {.pid = pid,
+                           .device = -1,
+                           .start_ns = period_at_end.start_ns,
+                           .end_ns = period_at_end.end_ns,
+                           .untimed_launches = period_at_end.untimed_launches,
+                           .still_open = 1};
+    if (store_put_storm(database, &row) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "the last launch storm was not recorded: %s",
+                 store_last_error(database));
 }
 
 bool storm_completions_in_storm(void)

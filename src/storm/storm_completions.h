@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/store.h"
+
 /* At session start: reads FLARE_STORM_RATE (unset: no guard; a bad value is
  * logged and the default rate used, as the CUDA tracer does). */
 void storm_completions_begin(uint64_t now_ns);
@@ -30,5 +32,10 @@ bool storm_completions_in_storm(void);
  * capability row (only when a guard ran over some simulated work: in a CUDA
  * process those rows are the CUDA tracer's), then the guard is freed. */
 void storm_completions_end(void);
+
+/* Inside the session's last batch, after storm_completions_end: writes the
+ * storm that was still running then (table storms, still_open), if one
+ * was. Finished storms travel through the collector's ring as they end. */
+void storm_completions_write_last(store *database, int64_t pid);
 
 #endif /* FLARE_STORM_STORM_COMPLETIONS_H */

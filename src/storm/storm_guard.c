@@ -39,6 +39,9 @@ struct storm_guard {
     uint64_t storms;
     uint64_t untimed_launches;
     uint64_t sample_slices;
+    uint64_t untimed_at_storm_start; /* untimed_launches when the running storm began */
+    bool finished_pending;           /* a storm ended and was not taken yet */
+    storm_guard_period finished;
 };
 
 void storm_guard_default_config(storm_guard_config *config)
@@ -112,6 +115,7 @@ static void begin_storm(storm_guard *guard, uint64_t now_ns)
     guard->in_storm = true;
     guard->storms++;
     guard->storm_started_ns = now_ns;
+    guard->untimed_at_storm_start = guard->untimed_launches;
     guard->calm = false;
     guard->slice_active = false;
     /* The first slice comes a period in: the storm's first moments are
@@ -122,6 +126,15 @@ static void begin_storm(storm_guard *guard, uint64_t now_ns)
 static void end_storm(storm_guard *guard, uint64_t now_ns)
 {
     guard->finished_storms_ns += now_ns - guard->storm_started_ns;
+    /* A storm that ended before the last one was taken replaces it: the
+     * caller takes after every step, so that only happens to a caller
+     * that does not record periods at all. */
+    guard->finished = (storm_guard_period){
+        .start_ns = guard->storm_started_ns,
+        .end_ns = now_ns,
+        .untimed_launches = guard->untimed_launches - guard->untimed_at_storm_start,
+    };
+    guard->finished_pending = true;
     guard->in_storm = false;
     guard->above = false;
     guard->slice_active = false;
@@ -226,6 +239,27 @@ uint64_t storm_guard_storm_ns(const storm_guard *guard)
 uint64_t storm_guard_untimed_launches(const storm_guard *guard)
 {
     return guard->untimed_launches;
+}
+
+bool storm_guard_take_finished(storm_guard *guard, storm_guard_period *out)
+{
+    if (!guard->finished_pending)
+        return false;
+    guard->finished_pending = false;
+    *out = guard->finished;
+    return true;
+}
+
+bool storm_guard_running(const storm_guard *guard, storm_guard_period *out)
+{
+    if (!guard->in_storm)
+        return false;
+    *out = (storm_guard_period){
+        .start_ns = guard->storm_started_ns,
+        .end_ns = guard->last_ns,
+        .untimed_launches = guard->untimed_launches - guard->untimed_at_storm_start,
+    };
+    return true;
 }
 
 uint64_t storm_guard_sample_slices(const storm_guard *guard)

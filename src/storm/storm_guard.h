@@ -74,6 +74,22 @@ uint64_t storm_guard_storms(const storm_guard *guard);
 uint64_t storm_guard_storm_ns(const storm_guard *guard);
 /* Launches left untimed so far. */
 uint64_t storm_guard_untimed_launches(const storm_guard *guard);
+/* A storm as the session records it (table storms): from the step that
+ * began it to the step that ended it, and the launches charged untimed
+ * in between. */
+typedef struct storm_guard_period {
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint64_t untimed_launches;
+} storm_guard_period;
+
+/* The storm the guard last ended, once: true with *out filled the first
+ * time it is asked after the step that ended it, false otherwise. */
+bool storm_guard_take_finished(storm_guard *guard, storm_guard_period *out);
+/* The running storm up to the last step: true with *out filled, false
+ * when there is none (a session ending during a storm records it so). */
+bool storm_guard_running(const storm_guard *guard, storm_guard_period *out);
+
 /* Sample slices begun. */
 uint64_t storm_guard_sample_slices(const storm_guard *guard);
 

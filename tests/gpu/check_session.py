@@ -65,6 +65,40 @@ def check_known_work(db):
     drops = rows(db, "SELECT source, detail, count FROM drops WHERE count > 0")
     if drops:
         failures.append(f"drops: {drops}")
+    failures += check_api_calls(db)
+    return failures
+
+
+def check_api_calls(db):
+    """Every kernel, copy and memset has exactly one API call (the host side,
+    same correlation id) made before its GPU work began, and every call has
+    its GPU work (schema 8, docs/schema.md)."""
+    failures = []
+    caps = dict(rows(db, "SELECT feature, status FROM capabilities"))
+    if caps.get("api_calls") != "active":
+        return [f"capability api_calls: {caps.get('api_calls')}"]
+    for table in ("kernels", "copies"):
+        missing = rows(db, f"SELECT COUNT(*) FROM {table} g WHERE NOT EXISTS (SELECT 1 FROM "
+                           "api_calls a WHERE a.pid = g.pid AND a.correlation_id = g.correlation_id)")[0][0]
+        if missing:
+            failures.append(f"{missing} {table} rows without an API call")
+        late = rows(db, f"SELECT COUNT(*) FROM {table} g JOIN api_calls a USING (pid, correlation_id) "
+                        "WHERE a.start_ns > g.start_ns OR a.end_ns < a.start_ns")[0][0]
+        if late:
+            failures.append(f"{late} {table} rows whose API call starts after the GPU work")
+    orphans = rows(db, "SELECT COUNT(*) FROM api_calls a WHERE NOT EXISTS (SELECT 1 FROM kernels k "
+                       "WHERE k.pid = a.pid AND k.correlation_id = a.correlation_id) AND NOT EXISTS "
+                       "(SELECT 1 FROM copies c WHERE c.pid = a.pid AND c.correlation_id = a.correlation_id)")[0][0]
+    if orphans:
+        failures.append(f"{orphans} API calls without GPU work")
+    twice = rows(db, "SELECT COUNT(*) FROM (SELECT pid, correlation_id FROM api_calls "
+                     "GROUP BY 1, 2 HAVING COUNT(*) > 1)")[0][0]
+    if twice:
+        failures.append(f"{twice} correlation ids with more than one API call")
+    names = dict(rows(db, "SELECT n.name, COUNT(*) FROM api_calls a JOIN names n ON n.id = a.name_id GROUP BY 1"))
+    if not any(name.startswith("cuLaunchKernel") for name in names):
+        failures.append(f"no cuLaunchKernel API calls: {names}")
+    print(f"api_calls: {sum(names.values())} calls {names}")
     return failures
 
 
@@ -83,6 +117,7 @@ def check_train(db, steps):
     if mangled:
         failures.append(f"{mangled} kernel names left mangled")
     print(f"train: {kernel_count} kernels, {step_count} train_step ranges")
+    failures += check_api_calls(db)
     return failures
 
 

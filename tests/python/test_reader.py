@@ -310,9 +310,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 7)
+            self.assertEqual(session.schema_version, 8)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 7", repr(session))
+            self.assertIn("schema 8", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -497,11 +497,35 @@ def make_version_6(source, name):
         for kind, item in db.execute("SELECT type, name FROM sqlite_master WHERE "
                                      "name LIKE 'v\\_%' ESCAPE '\\' OR name LIKE 'enum\\_%' "
                                      "ESCAPE '\\' OR name IN ('kernel_name_stats', "
-                                     "'kernels_by_start')").fetchall():
+                                     "'kernels_by_start', 'api_calls', 'storms')").fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
         db.execute("UPDATE meta SET value = 6 WHERE key = 'schema_version'")
     return target
+
+
+def make_version_7(source, name):
+    """A copy of a version 8 session as version 7 wrote it: no api_calls or
+    storms tables."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP TABLE api_calls")
+        db.execute("DROP TABLE storms")
+        db.execute("UPDATE meta SET value = 7 WHERE key = 'schema_version'")
+    return target
+
+
+class Version7(unittest.TestCase):
+    def test_tables_of_version_8_read_empty(self):
+        old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
+        with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
+            self.assertEqual(seven.schema_version, 7)
+            self.assertEqual(eight.schema_version, 8)
+            self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
+            self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
+            self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
+            self.assertEqual(seven.sql("SELECT COUNT(*) FROM kernels"),
+                             eight.sql("SELECT COUNT(*) FROM kernels"))
 
 
 class Version6(unittest.TestCase):
@@ -591,11 +615,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((8, r"schema version 8 \(a newer flare\); this reader reads "
-                                   r"versions 6 to 7"),
+        for version, words in ((9, r"schema version 9 \(a newer flare\); this reader reads "
+                                   r"versions 6 to 8"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 7"),
-                               ("'7'", "schema version 7; this reader reads versions 6 to 7")):
+                                   r"versions 6 to 8"),
+                               ("'8'", "schema version 8; this reader reads versions 6 to 8")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -740,7 +764,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 7)
+            self.assertEqual(session.schema_version, 8)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh
@@ -784,7 +808,7 @@ class BeingWritten(unittest.TestCase):
             db = sqlite3.connect(sys.argv[1] + "/session.db", isolation_level=None)
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value)")
-            db.execute("INSERT INTO meta VALUES ('created_by', 'flare'), ('schema_version', 7)")
+            db.execute("INSERT INTO meta VALUES ('created_by', 'flare'), ('schema_version', 8)")
             print("written", flush=True)
             sys.stdin.readline()
         """)
@@ -795,7 +819,7 @@ class BeingWritten(unittest.TestCase):
             self.assertLessEqual(os.path.getsize(os.path.join(directory, "session.db")), 4096)
             for use_pandas in ([False, True] if pandas is not None else [False]):
                 with flare.open(directory, pandas=use_pandas) as session:
-                    self.assertEqual(session.schema_version, 7)
+                    self.assertEqual(session.schema_version, 8)
                     with self.assertRaisesRegex(flare.SessionError,
                                                 "cannot read kernels: no such table: v_kernels"):
                         session.kernels()

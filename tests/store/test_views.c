@@ -22,6 +22,7 @@
 
 #include "flare/flare.h"
 #include "store/store.h"
+#include "store/store_export.h"
 #include "store/store_pm.h"
 #include "store/store_views.h"
 #include "test_util.h"
@@ -177,7 +178,7 @@ static void test_top_kernels_live_and_summarised_agree(void **state)
     assert_string_equal(live, "b|1|600|600.0|600|600|60.0;a|2|400|200.0|100|300|40.0;");
     store_index_result result;
     assert_int_equal(store_build_indexes(handle, &result), 0);
-    assert_int_equal(result.indexes, 1);
+    assert_int_equal(result.indexes, 2);
     assert_true(store_is_indexed(handle));
     query_text(top, summarised, sizeof(summarised));
     assert_string_equal(summarised, live);
@@ -323,12 +324,12 @@ static void test_version_6_session(void **state)
     assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
     assert_non_null(strstr(error, "has schema version 6"));
-    /* Brought up to version 7: the views appear, no row changed. */
+    /* Brought up to version 8: the views appear, no row changed. */
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_index_result result;
     assert_int_equal(store_build_indexes(handle, &result), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 7);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 8);
     char text[256];
     query_text("SELECT name, duration_ns FROM v_kernels", text, sizeof(text));
     assert_string_equal(text, "old|100;");
@@ -336,10 +337,72 @@ static void test_version_6_session(void **state)
     assert_null(store_read_notice(handle));
     store_close(handle);
     /* A newer version than this flare knows is refused for reading. */
-    exec("UPDATE meta SET value = 8 WHERE key = 'schema_version'");
+    exec("UPDATE meta SET value = 9 WHERE key = 'schema_version'");
     assert_int_equal(store_open(dir, STORE_OPEN_READ, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
-    assert_non_null(strstr(error, "reads versions 6 to 7"));
+    assert_non_null(strstr(error, "reads versions 6 to 8"));
+}
+
+static int count_api_call(const store_api_call_row *row, void *user)
+{
+    (void)row;
+    ++*(int *)user;
+    return 0;
+}
+
+static int count_storm(const store_storm_row *row, void *user)
+{
+    (void)row;
+    ++*(int *)user;
+    return 0;
+}
+
+/* A version 7 session (before api_calls and storms): read as it is, its
+ * new tables' readers walk no rows without an error, and `flare index`
+ * brings it up to 8 with the tables empty. */
+static void test_version_7_session(void **unused)
+{
+    (void)unused;
+    store *handle = open_write();
+    assert_int_equal(store_begin(handle), 0);
+    put_kernel(handle, "old", 0, 0, 100);
+    store_api_call_row call = {.pid = 1,
+                               .thread_id = 2,
+                               .correlation_id = 3,
+                               .name = "launch",
+                               .start_ns = 10,
+                               .end_ns = 20};
+    assert_int_equal(store_put_api_call(handle, &call), 0);
+    store_storm_row storm = {
+        .pid = 1, .device = -1, .start_ns = 5, .end_ns = 50, .untimed_launches = 7};
+    assert_int_equal(store_put_storm(handle, &storm), 0);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    char error[512];
+    int calls = 0, storms = 0;
+    assert_int_equal(store_open(dir, STORE_OPEN_READ, &handle, error, sizeof(error)), 0);
+    assert_int_equal(store_export_api_calls(handle, count_api_call, &calls), 0);
+    assert_int_equal(store_export_storms(handle, count_storm, &storms), 0);
+    assert_int_equal(calls, 1);
+    assert_int_equal(storms, 1);
+    store_close(handle);
+    exec("DROP TABLE api_calls; DROP TABLE storms;"
+         "UPDATE meta SET value = 7 WHERE key = 'schema_version'");
+    assert_int_equal(store_open(dir, STORE_OPEN_READ, &handle, error, sizeof(error)), 0);
+    const char *notice = store_read_notice(handle);
+    assert_non_null(notice);
+    assert_non_null(strstr(notice, "schema version 7"));
+    calls = storms = 0;
+    assert_int_equal(store_export_api_calls(handle, count_api_call, &calls), 0);
+    assert_int_equal(store_export_storms(handle, count_storm, &storms), 0);
+    assert_int_equal(calls + storms, 0);
+    store_close(handle);
+    assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
+    store_close(handle);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 8);
+    assert_true(query_double("SELECT COUNT(*) FROM api_calls") == 0);
+    assert_true(query_double("SELECT COUNT(*) FROM storms") == 0);
+    assert_true(query_double("SELECT COUNT(*) FROM kernels") == 1);
 }
 
 int main(void)
@@ -352,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scope_gpu_time_clips_overlap, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_pm_by_scope_leaves_flagged_samples_out, set_up,
                                         tear_down),
+        cmocka_unit_test_setup_teardown(test_version_7_session, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_version_6_session, set_up, tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

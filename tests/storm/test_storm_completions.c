@@ -156,6 +156,32 @@ static void test_storm_on_the_simulated_device(void **unused)
                  (long long)untimed, (long long)ring, (unsigned long long)launched);
     assert_true(untimed > 0);
     assert_true(rows > 0);
+    /* The storm's period (table storms): one or more, in order, the one the
+     * window held still running or ended, each with launches left untimed
+     * and spanning the moment the test saw the storm. */
+    int64_t storms = query(db, "SELECT COUNT(*) FROM storms");
+    assert_true(storms >= 1);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM storms WHERE end_ns < start_ns OR device != "
+                               "-1"),
+                     0);
+    assert_true(query(db, "SELECT COALESCE(SUM(untimed_launches), 0) FROM storms") > 0);
+    assert_true(query(db, "SELECT COUNT(*) FROM storms WHERE still_open = 1") <= 1);
+    assert_true(query(db, "SELECT COUNT(*) FROM storms s JOIN windows w ON s.start_ns < "
+                          "w.opened_ns") >= 1);
+    /* Every launch that queued work is an API call on its launching thread
+     * (the simulated device records them in storms too), each pointing to
+     * its kernel by correlation id when the kernel was timed. */
+    int64_t calls = query(db, "SELECT COUNT(*) FROM api_calls");
+    if ((uint64_t)(calls + ring) < launched || (uint64_t)calls > launched)
+        fail_msg("%lld API calls for %llu launches (%lld ring drops)", (long long)calls,
+                 (unsigned long long)launched, (long long)ring);
+    assert_int_equal(query(db, "SELECT COUNT(DISTINCT thread_id) FROM api_calls"), LAUNCHERS);
+    int64_t unmatched = query(db, "SELECT COUNT(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM "
+                                  "api_calls a WHERE a.pid = k.pid AND a.correlation_id = "
+                                  "k.correlation_id AND a.start_ns <= k.start_ns)");
+    if (unmatched > ring)
+        fail_msg("%lld kernels without their API call (%lld ring drops)", (long long)unmatched,
+                 (long long)ring);
     assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
                                "AND status = 'active' AND reason LIKE 'over 2000 launches/s: %'"),
                      1);

@@ -399,6 +399,44 @@ static void test_every_launch_is_charged_once(void **unused)
     }
 }
 
+/* The periods the session records: one per storm, taken once, spanning
+ * its start and end steps, with the untimed launches charged in it; a
+ * storm running at the end is reported as running, up to the last step. */
+static void test_storm_periods_are_taken_once(void **unused)
+{
+    (void)unused;
+    storm_guard *guard = make_guard(50000);
+    drive state = {.timed = true};
+    storm_guard_period period;
+    assert_false(storm_guard_take_finished(guard, &period));
+    assert_false(storm_guard_running(guard, &period));
+    run_at(guard, &state, 200000, 2000 * MS, false);
+    assert_true(storm_guard_in_storm(guard));
+    assert_false(storm_guard_take_finished(guard, &period));
+    assert_true(storm_guard_running(guard, &period));
+    uint64_t started = period.start_ns;
+    assert_true(started > 0 && started < 200 * MS);
+    assert_int_equal(period.end_ns, state.now_ns);
+    run_at(guard, &state, 1000, 1000 * MS, false);
+    assert_false(storm_guard_in_storm(guard));
+    assert_false(storm_guard_running(guard, &period));
+    assert_true(storm_guard_take_finished(guard, &period));
+    assert_int_equal(period.start_ns, started);
+    assert_true(period.end_ns > 2000 * MS && period.end_ns <= state.now_ns);
+    /* Every untimed launch of this run fell in this one storm. */
+    assert_int_equal(period.untimed_launches, storm_guard_untimed_launches(guard));
+    assert_true(period.untimed_launches > 0);
+    assert_false(storm_guard_take_finished(guard, &period));
+    /* A second storm counts only its own launches. */
+    uint64_t before = storm_guard_untimed_launches(guard);
+    run_at(guard, &state, 200000, 1000 * MS, false);
+    run_at(guard, &state, 1000, 1000 * MS, false);
+    assert_true(storm_guard_take_finished(guard, &period));
+    assert_int_equal(period.untimed_launches, storm_guard_untimed_launches(guard) - before);
+    assert_true(period.start_ns > started);
+    storm_guard_destroy(guard);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_rate_boundaries),
         cmocka_unit_test(test_irregular_steps),
         cmocka_unit_test(test_every_launch_is_charged_once),
+        cmocka_unit_test(test_storm_periods_are_taken_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

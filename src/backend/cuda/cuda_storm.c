@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
+#include "storm/storm_record.h"
 
 /* How often the sampler thread steps the launch-storm guard. */
 #define STORM_STEP_NS 10000000ull
@@ -39,6 +40,11 @@ static const cuda_cupti_api *cupti;
  * sampler thread stopped). */
 static _Atomic int copies_untimed_now;
 static _Atomic uint64_t copies_untimed;
+
+bool cuda_storm_untimed_now(void)
+{
+    return atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) != 0;
+}
 
 void cuda_storm_count_copy(CUpti_CallbackId id)
 {
@@ -201,6 +207,7 @@ void cuda_storm_step(void)
     uint64_t now_ns = core_now_ns();
     uint64_t launches = guard_launches();
     bool timed = storm_guard_step(guard, now_ns, launches, hold);
+    storm_record_finished(guard, -1);
     if (!was_storm && storm_guard_in_storm(guard))
         core_log(CORE_LOG_INFO,
                  "launch storm (over %llu launches/s for %llu ms): kernels, copies and memsets "
@@ -272,8 +279,11 @@ void cuda_storm_finish(void)
 {
     if (guard == NULL)
         return;
-    if (!guard_broken)
+    if (!guard_broken) {
         storm_guard_step(guard, core_now_ns(), guard_launches(), false);
+        storm_record_finished(guard, -1);
+        storm_record_running(guard, -1);
+    }
     uint64_t untimed = cuda_storm_untimed_launches();
     uint64_t copies = atomic_load(&copies_untimed);
     core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, untimed);

@@ -14,6 +14,7 @@
 
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend/cuda/cuda_loader.h"
@@ -54,6 +55,11 @@ uint64_t cuda_storm_untimed_launches(void);
  * call nor a launch): a copy or memset made while a storm has their
  * activity off is counted. One relaxed load otherwise; never blocks. */
 void cuda_storm_count_copy(CUpti_CallbackId id);
+
+/* Whether a storm has kernel, copy and memset activity off right now (a
+ * relaxed read, for program threads): their API calls are not recorded
+ * then either, having no GPU record to point to. */
+bool cuda_storm_untimed_now(void);
 
 /* A graph launch on a program thread: its copy and memset nodes, counted
  * like copies when a storm has their activity off. Never blocks. */

@@ -36,6 +36,7 @@
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_api_calls.h"
 #include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
@@ -421,11 +422,19 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                 if (!atomic_load_explicit(&exit_wait_registered, memory_order_relaxed) &&
                     !atomic_exchange(&exit_wait_registered, 1))
                     atexit(wait_for_setup_threads);
+                cuda_api_call_enter(call);
             } else {
                 /* A copy or memset while a launch storm has their activity
                  * off: counted (cuda_storm.c). */
                 cuda_storm_count_copy(id);
+                if (cuda_replay_is_copy(id))
+                    cuda_api_call_enter(call);
             }
+        } else if (!cuda_replay_internal()) {
+            /* The exit of the program's launch, copy or memset (and of the
+             * allocations replay watches, which the correlation id test in
+             * cuda_api_call_exit skips). */
+            cuda_api_call_exit(call);
         }
         /* Replay: the launch bracket, the gate, the allocation inventory. */
         cuda_replay_on_driver(id, call);
@@ -654,6 +663,25 @@ static int start_activity(void)
     return kernels_timed;
 }
 
+/* Records the program's launch, copy and memset calls (cuda_api_calls.h)
+ * unless FLARE_CUDA_API_CALLS=0: launches ride on the launch callbacks,
+ * copies and memsets need their own, switched on here (replay's copy
+ * gates, which cost a copy nothing while no replay is configured). */
+static void start_api_calls(void)
+{
+    if (!switch_on("FLARE_CUDA_API_CALLS")) {
+        core_capability_set("api_calls", 0, CORE_CAPABILITY_OFF,
+                            "switched off (FLARE_CUDA_API_CALLS=0)");
+        return;
+    }
+    int copies = cuda_replay_watch_copies() == FLARE_OK;
+    cuda_api_calls_enable(true);
+    core_capability_set("api_calls", 1, copies ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_DEGRADED,
+                        copies ? "kernel launches, copies and memsets (not during a launch storm)"
+                               : "kernel launches only: not every copy and memset entry point "
+                                 "could be watched");
+}
+
 /* Subscribes to CUPTI's callbacks: launches (when wanted; kernel replay
  * rides on them), context creation for PM sampling, and NVTX. Returns
  * whether launches are counted; the capability rows say why not. */
@@ -701,9 +729,10 @@ static int subscribe_callbacks(int want_launch_callbacks)
                                        "launch counts as one launch for the launch-storm guard");
         /* Kernel replay needs the launch bracket, so it rides on the launch
          * callbacks (its own allocation, resource and copy callbacks). */
-        if (want_launch_callbacks)
+        if (want_launch_callbacks) {
             cuda_replay_attach(&cupti, subscriber);
-        else
+            start_api_calls();
+        } else
             core_capability_set(
                 "replay", 0, CORE_CAPABILITY_OFF,
                 "launch callbacks are switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");

@@ -92,6 +92,14 @@ static void *completion_handler_user;
 
 static atomic_uint_fast64_t next_stream_id = 1;
 static atomic_uint_fast64_t next_correlation_id = 1;
+/* The correlation id of the work this thread submitted last: the public
+ * API's API call records (sim_public.c) read it right after a submit. */
+static _Thread_local uint64_t last_submitted_correlation_id;
+
+uint64_t sim_last_correlation_id(void)
+{
+    return last_submitted_correlation_id;
+}
 
 uint64_t sim_clock_ns(void)
 {
@@ -404,6 +412,7 @@ static int stream_submit(backend_stream *stream, sim_work_item *item, const char
      * does not use up one of the injected failures. */
     item->fault = sim_fault_decide(item->kind, kernel_name);
     item->correlation_id = atomic_fetch_add(&next_correlation_id, 1);
+    last_submitted_correlation_id = item->correlation_id;
     size_t tail = (stream->queue_head + stream->queue_count) % SIM_STREAM_QUEUE_CAPACITY;
     stream->queue[tail] = *item;
     stream->queue_count++;

@@ -23,6 +23,9 @@
 
 /* flare's clock, read directly so the backend never depends on src/core. */
 uint64_t sim_clock_ns(void);
+/* The correlation id of the work the calling thread submitted last (0 for
+ * none yet): what its API call record points to. */
+uint64_t sim_last_correlation_id(void);
 /* A CLOCK_MONOTONIC deadline for pthread_cond_timedwait; saturates instead of
  * overflowing so huge timeouts mean "practically forever". */
 struct timespec sim_deadline_after_ns(uint64_t timeout_ns);

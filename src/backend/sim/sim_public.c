@@ -8,9 +8,16 @@
  * direction inference, millisecond timeouts) and the replay hooks a driver
  * interception would add on a real GPU: allocations reported to the replay
  * inventory, launches bracketed by replay_launch_begin/end, and copies,
- * memsets and frees held at the device's replay gate.
+ * memsets and frees held at the device's replay gate. Each launch, copy and
+ * memset that was queued is also recorded as an API call (table api_calls:
+ * the calling thread, the call's span, its correlation id), as the CUDA
+ * backend records the driver's entry points; a call that failed queued
+ * nothing and is not recorded.
  */
 #include "backend/sim/sim_internal.h"
+#include "core/clock.h"
+#include "core/event.h"
+#include "core/runtime.h"
 #include "replay/replay.h"
 
 #include <stdint.h>
@@ -228,6 +235,28 @@ static void record_span_work(backend_stream *stream, backend_work_kind kind, voi
     replay_range_record(device, &span_work);
 }
 
+/* The call named name, begun at start_ns, as an API call event, when it
+ * queued its work (status FLARE_OK): its correlation id is the one this
+ * thread submitted last. Called before replay's own submissions. */
+static void record_api_call(const char *name, uint64_t start_ns, int status)
+{
+    if (status != FLARE_OK)
+        return;
+    core_thread *thread;
+    core_event *event = core_emit_reserve(&thread);
+    if (event == NULL)
+        return;
+    event->kind = CORE_EVENT_API_CALL;
+    event->start_ns = start_ns;
+    event->end_ns = core_now_ns();
+    event->id = sim_last_correlation_id();
+    event->stream_id = 0;
+    event->device = -1;
+    event->depth = 0;
+    core_copy_name(event->name, name);
+    core_emit_commit(thread);
+}
+
 FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
                                       const uint32_t grid[3], const uint32_t block[3],
                                       const void *args, size_t args_size)
@@ -241,8 +270,11 @@ FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
         launch.block[axis] = block[axis];
     }
     backend_stream *target = backend_stream_of(stream);
+    uint64_t start_ns = core_now_ns();
     if (!replay_configured() || target == NULL) {
-        return sim_backend()->launch(target, &launch);
+        int status = sim_backend()->launch(target, &launch);
+        record_api_call("flare_sim_launch_kernel", start_ns, status);
+        return status;
     }
     sim_relaunch relaunch_context = {.stream = target, .launch = &launch};
     replay_launch_request request = {.device = sim_backend()->stream_device(target),
@@ -257,6 +289,7 @@ FLARE_API int flare_sim_launch_kernel(flare_sim_stream *stream, int kernel_id,
     replay_launch_state state;
     replay_launch_begin(&request, &state);
     int status = sim_backend()->launch(target, &launch);
+    record_api_call("flare_sim_launch_kernel", start_ns, status);
     replay_launch_end(&request, &state, status);
     return status;
 }
@@ -287,7 +320,9 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
     if (recorded) {
         record_span_work(target, BACKEND_WORK_COPY, destination, source, bytes, 0, kind);
     }
+    uint64_t start_ns = core_now_ns();
     int status = sim_backend()->copy_async(target, destination, source, bytes, kind);
+    record_api_call("flare_sim_memcpy_async", start_ns, status);
     if (recorded && status != FLARE_OK) {
         replay_range_decline(device, "a copy inside the span failed to submit");
     }
@@ -306,7 +341,9 @@ FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination
         record_span_work(target, BACKEND_WORK_MEMSET, destination, NULL, bytes, value,
                          BACKEND_COPY_UNKNOWN);
     }
+    uint64_t start_ns = core_now_ns();
     int status = sim_backend()->memset_async(target, destination, value, bytes);
+    record_api_call("flare_sim_memset_async", start_ns, status);
     if (recorded && status != FLARE_OK) {
         replay_range_decline(device, "a memset inside the span failed to submit");
     }
