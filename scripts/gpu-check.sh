@@ -23,7 +23,8 @@
 #        traced training loop under a base build and this one, scripts/gpu-check-ab.sh);
 #        rules (every rule metric family on its own phase, scripts/gpu-check-rules.sh);
 #        graphs (CUDA graphs traced, attributed and declined by replay, scripts/gpu-check-graphs.sh);
-#        apicalls (what recording API calls costs, bench/gpu_api_calls.py). Any
+#        apicalls (what recording API calls costs, bench/gpu_api_calls.py);
+#        views (Perfetto export and HTML report of H200 sessions, scripts/gpu-check-views.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -241,7 +242,7 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs; do
+for part in pm replay span hang multi ab rules graphs views; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"

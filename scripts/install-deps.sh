@@ -4,8 +4,11 @@
 set -euo pipefail
 # g++: tests/install builds a C++ program against the installed flare (it is
 # skipped without one); readelf comes with gcc's binutils. stress-ng: the
-# load generator of scripts/test.sh stress.
-packages=(cmake make gcc g++ pkg-config libsqlite3-dev libcmocka-dev python3 stress-ng)
+# load generator of scripts/test.sh stress. chromium: the headless browser
+# that tests/cli/html_browser_check.sh opens `flare report --html` pages in.
+# zlib1g-dev: `flare export -o FILE.json.gz` writes gzip through zlib.
+packages=(cmake make gcc g++ pkg-config libsqlite3-dev libcmocka-dev python3 stress-ng
+  chromium zlib1g-dev)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,19 +1,25 @@
 /*
- * export.c: `flare export [DIR] --format perfetto|csv|json [-o FILE]`, a
- * session in formats other tools read: the options, the session, the
- * output, and the format called from the table of formats. Each format is
- * a file of its own (export.h); the writer they share is output.c.
+ * export.c: `flare export [DIR] --format perfetto|csv|json [-o FILE]
+ * [--gzip]`, a session in formats other tools read: the options, the
+ * session, the output (gzip for a FILE ending in .gz, or with --gzip), and
+ * the format called from the table of formats. Each format is a file of
+ * its own (export.h); the writer they share is output.c.
  *
  * It must never change the session (the store is opened read-only), never
  * create an output before the session has been found and opened (a
  * missing session leaves no file), and never leave a half-written FILE
  * (cli_output writes a fresh FILE.tmp-XXXXXX and renames it only when the
- * format succeeded). Exit codes as everywhere (cli.h): 0, 1 failure, 2 usage.
+ * format succeeded). A session without an end (still being written, or
+ * cut short) is exported as it stands, with one line on stderr saying so.
+ * Exit codes as everywhere (cli.h): 0, 1 failure, 2 usage.
  */
+#include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/export.h"
@@ -21,22 +27,28 @@
 #include "store/store_export.h"
 
 static const char export_help[] =
-    "usage: flare export [DIR] --format perfetto|csv|json [-o FILE]\n"
+    "usage: flare export [DIR] --format perfetto|csv|json [-o FILE] [--gzip]\n"
     "\n"
     "Writes a saved session in a format other tools read.\n"
     "\n"
     "Formats:\n"
     "  perfetto   Chrome trace-event JSON for https://ui.perfetto.dev or\n"
     "             chrome://tracing: a track per device and stream for kernels,\n"
-    "             copies and memsets, a track per thread for scopes and NVTX\n"
-    "             ranges, and counter tracks for the GPU metrics (power, clocks...).\n"
-    "             Times are microseconds from the start of the session.\n"
+    "             copies and memsets; a track per thread for scopes, NVTX ranges\n"
+    "             and the launch, copy and memset calls, with an arrow from each\n"
+    "             call to its GPU work; counter tracks for the GPU metrics, the\n"
+    "             application's counters and the PM samples of deep windows; and\n"
+    "             flare's own tracks: deep windows, rule firings, launch storms,\n"
+    "             kernel and range replay (a replayed kernel's metrics are in its\n"
+    "             slice's args). Times are microseconds from the session's start.\n"
     "  csv        the kernel table, one row per kernel, with a header row\n"
     "             (RFC 4180: names with commas, quotes or newlines are quoted)\n"
     "  json       {\"session\": {...}, \"kernels\": [...]}, the same kernel fields\n"
     "\n"
     "DIR is a session directory, or a directory of sessions, in which case the\n"
     "newest is exported. Default: ./flare-out ($FLARE_OUTPUT_DIR if set).\n"
+    "A session that has not ended (still being written, or cut short by a crash)\n"
+    "is exported as it stands, and a line on stderr says so.\n"
     "Names are written as UTF-8; bytes that are not valid UTF-8 become '?'.\n"
     "\n"
     "Options:\n"
@@ -44,12 +56,14 @@ static const char export_help[] =
     "  -o, --output FILE     write to FILE ('-': standard output, the default);\n"
     "                        FILE appears only once the export is complete (it is\n"
     "                        written as FILE.tmp-XXXXXX, then renamed; an interrupted\n"
-    "                        export removes it); its directory must exist\n"
+    "                        export removes it); its directory must exist. A FILE\n"
+    "                        ending in .gz is written gzip-compressed\n"
+    "  -z, --gzip            gzip the output whatever its name (standard output too)\n"
     "  -h, --help            this help\n"
     "\n"
     "Exit status: 0 on success (also when the reader of a pipe stops early, as\n"
-    "head does), 1 if the session cannot be read or the output cannot be written,\n"
-    "2 for a usage error.\n";
+    "head does, and for a session that has not ended), 1 if the session cannot be\n"
+    "read or the output cannot be written (no FILE is left), 2 for a usage error.\n";
 
 /* The formats, in the order usage messages list them. */
 static const cli_export_format *const export_formats[] = {
@@ -130,7 +144,15 @@ typedef struct export_options {
     const char *directory;
     const cli_export_format *format;
     const char *output_path; /* NULL: standard output */
+    int gzip;                /* --gzip, or an output name ending in .gz */
 } export_options;
+
+/* Whether path names a gzip file: it ends in ".gz". */
+static int export_gzip_name(const char *path)
+{
+    size_t length = path != NULL ? strlen(path) : 0;
+    return length > 3 && strcmp(path + length - 3, ".gz") == 0;
+}
 
 /*
  * Parses argv into options. Returns -1 when it is done and the export
@@ -148,6 +170,10 @@ static int export_parse(int argc, char **argv, export_options *options)
         if (cli_is_help(argument)) {
             fputs(export_help, stdout);
             return CLI_EXIT_OK;
+        }
+        if (strcmp(argument, "-z") == 0 || strcmp(argument, "--gzip") == 0) {
+            options->gzip = 1;
+            continue;
         }
         int found = option_value(argc, argv, &index, "-f", "--format", &format_name);
         if (found < 0)
@@ -173,6 +199,8 @@ static int export_parse(int argc, char **argv, export_options *options)
         return cli_usage_error("export", "unknown format '%s' (formats: %s)", format_name, formats);
     if (options->output_path != NULL && options->output_path[0] == '\0')
         return cli_usage_error("export", "option '--output' needs a file name");
+    if (export_gzip_name(options->output_path))
+        options->gzip = 1;
     return -1;
 }
 
@@ -184,6 +212,11 @@ static int export_write(const export_options *options, const cli_session *sessio
     cli_output *output;
     if (cli_output_open(options->output_path, &output, error, sizeof error) != 0)
         return cli_failure("export", "%s", error);
+    if (options->gzip && cli_output_set_gzip(output, error, sizeof error) != 0) {
+        char ignored[64];
+        cli_output_close(output, 0, ignored, sizeof ignored);
+        return cli_failure("export", "%s", error);
+    }
     cli_export_failure failure = {{0}};
     int status = options->format->write(session, output, &failure);
     int to_file = cli_output_replaces_file(output);
@@ -199,6 +232,54 @@ static int export_write(const export_options *options, const cli_session *sessio
     if (closed != 0)
         return cli_failure("export", "%s", error);
     return status == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+/* A process of the session still running: its first pid whose processes
+ * row has no end and that is alive on this host, or 0. */
+typedef struct export_live_search {
+    int64_t live_pid;
+} export_live_search;
+
+static int export_live_process(const store_export_process_row *row, void *user)
+{
+    export_live_search *search = user;
+    if (row->end_ns != 0 || row->pid <= 0 || row->pid > INT32_MAX)
+        return 0;
+    /* EPERM: it exists, under another user. */
+    if (kill((pid_t)row->pid, 0) == 0 || errno == EPERM) {
+        search->live_pid = row->pid;
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * One line on stderr for a session without an end: still being written
+ * (one of its processes runs on this host), or cut short. Either way the
+ * export goes ahead with what was committed when its snapshot began; what
+ * the session ended inside is marked (scopes, storms and windows
+ * still_open; otherData.end_ns null).
+ */
+static void export_note_unfinished(const cli_session *session, const cli_export_format *format)
+{
+    if (session->summary.end_ns != 0)
+        return;
+    char host[256] = "";
+    export_live_search search = {0};
+    if (gethostname(host, sizeof host - 1) == 0 && strcmp(host, session->summary.host) == 0)
+        store_export_processes(session->database, export_live_process, &search);
+    if (search.live_pid != 0)
+        fprintf(stderr,
+                "flare export: note: %s is still being written (process %lld runs): exporting "
+                "what it had committed when the export began\n",
+                session->directory, (long long)search.live_pid);
+    else
+        fprintf(stderr,
+                "flare export: note: %s never ended (killed or crashed): exporting what it "
+                "committed%s\n",
+                session->directory,
+                format == &cli_export_perfetto ? "; what was open at its end is marked still_open"
+                                               : "");
 }
 
 int cli_export(int argc, char **argv)
@@ -218,6 +299,7 @@ int cli_export(int argc, char **argv)
     if (cli_session_open(&session, "export", options.directory, 1, error, sizeof error) !=
         CLI_EXIT_OK)
         return CLI_EXIT_FAILURE;
+    export_note_unfinished(&session, options.format);
     int status = export_write(&options, &session);
     cli_session_close(&session);
     return status;

@@ -1,7 +1,8 @@
 /*
  * output.h: the writer `flare export` streams every format through: one
- * large buffer in front of a FILE, the escaping of JSON strings and CSV
- * fields, exact decimal numbers, and the all-or-nothing write of -o FILE
+ * large buffer in front of a FILE (optionally through gzip), the escaping
+ * of JSON strings and CSV fields, exact decimal numbers, and the
+ * all-or-nothing write of -o FILE
  * (written as a fresh FILE.tmp-XXXXXX, renamed over FILE only when the export
  * succeeded; removed on failure or SIGINT/SIGTERM/SIGHUP).
  *
@@ -37,6 +38,15 @@ typedef struct cli_output cli_output;
  */
 int cli_output_open(const char *path, cli_output **output, char *error, size_t error_size);
 
+/*
+ * Compresses everything written from now on as one gzip stream (zlib's
+ * deflate with a gzip header, RFC 1952; gunzip and Python's gzip read it),
+ * finished by cli_output_close. Call it right after cli_output_open, before
+ * the first write. Returns 0, or -1 with "out of memory (gzip)" in error
+ * (the output is then unchanged and still usable uncompressed).
+ */
+int cli_output_set_gzip(cli_output *output, char *error, size_t error_size);
+
 /* Whether the output goes to a temporary file renamed over path at the end
  * (so a failed export writes no file at all). */
 int cli_output_replaces_file(const cli_output *output);
@@ -63,6 +73,10 @@ int cli_output_close(cli_output *output, int succeeded, char *error, size_t erro
 void cli_output_bytes(cli_output *output, const char *bytes, size_t length);
 void cli_output_char(cli_output *output, char character);
 void cli_output_text(cli_output *output, const char *text);
+/* A string literal, its length known at compile time (no strlen): for the
+ * punctuation and keys of hot paths. */
+#define CLI_OUTPUT_LITERAL(output, literal)                                                        \
+    cli_output_bytes((output), "" literal, sizeof(literal) - 1)
 
 /* Numbers in decimal: value as unsigned or signed, or value (an int64
  * holding a uint64 bit pattern when is_unsigned is set) as either. */
@@ -75,9 +89,17 @@ void cli_output_number(cli_output *output, int64_t value, int is_unsigned);
  * division in floating point. */
 void cli_output_microseconds(cli_output *output, int64_t nanoseconds);
 
+/* A double as a JSON number that reads back as the same double (the
+ * shortest of %.15g, %.16g, %.17g that does), or null for a NaN or an
+ * infinity, which JSON cannot write. */
+void cli_output_json_double(cli_output *output, double value);
+
 /* A JSON string literal, quotes included: '"' and '\' escaped, control
  * characters as \n, \r, \t or \u00XX, invalid UTF-8 as '?'. */
 void cli_output_json_string(cli_output *output, const char *text);
+/* The same without the quotes: text's characters escaped, for a string
+ * written in pieces ("pm " then a metric's name). */
+void cli_output_json_text(cli_output *output, const char *text);
 
 /* A member of a JSON object after its first: ,"name":value. name is
  * written as it is: a plain key, which the caller vouches for. */

@@ -26,6 +26,7 @@
 #include "cli/report.h"
 #include "cli/report_data.h"
 #include "cli/report_emit.h"
+#include "cli/report_html.h"
 #include "cli/session.h"
 #include "core/config.h"
 #include "replay/replay.h"
@@ -33,7 +34,8 @@
 #include "store/store_pm.h"
 
 static const char report_help[] =
-    "usage: flare report [--top N] [--format text|json|csv] [DIR]\n"
+    "usage: flare report [--top N] [--wide] [--format text|json|csv] [DIR]\n"
+    "       flare report --html FILE [--top N] [DIR]\n"
     "\n"
     "Summarises a saved session: the command, top kernels by total GPU time\n"
     "(count, total, share of all kernels' GPU time, mean, p50, p99), copies and\n"
@@ -47,6 +49,11 @@ static const char report_help[] =
     "had to discard). json and csv hold the same sections as raw numbers\n"
     "(nanoseconds, bytes, counts) with stable keys.\n"
     "\n"
+    "The text's replay sections name metrics as people read them, in their\n"
+    "units (\"DRAM read  5.3 MB\"), the most telling first, with kernel names\n"
+    "shortened in the middle, in tables that fit $COLUMNS columns (100 when it\n"
+    "is not set); --wide prints them as stored.\n"
+    "\n"
     "DIR is a session directory, or a directory of sessions, in which case the\n"
     "newest (the one written to last) is reported. Default: ./flare-out\n"
     "($FLARE_OUTPUT_DIR if set).\n"
@@ -54,10 +61,17 @@ static const char report_help[] =
     "Options:\n"
     "  --top N      kernels, scopes and PM ranges (per window) to list,\n"
     "               1..100000 (default 10)\n"
+    "  --wide       replay sections in full: raw metric names and values,\n"
+    "               whole kernel names, every metric (json and csv are always\n"
+    "               raw and whole)\n"
     "  -f, --format FORMAT\n"
     "               text (default), json (one object) or csv (one line per\n"
     "               field: section,row,key,value); the keys of json and csv\n"
     "               are listed in docs/cli.md\n"
+    "  --html FILE  write one self-contained HTML page instead (charts of\n"
+    "               the timeline, top kernels, scopes, PM samples and replay\n"
+    "               results; it opens offline); '-' for standard output. FILE\n"
+    "               appears whole or not at all (docs/cli.md, HTML report)\n"
     "  -h, --help   this help\n";
 
 /* ---- rows ---- */
@@ -512,6 +526,8 @@ typedef struct report_options {
     const char *directory;            /* NULL: the default output directory */
     uint32_t top;                     /* --top */
     const report_emit_format *format; /* --format json or csv; NULL: text */
+    int wide;                         /* --wide: replay sections as stored */
+    const char *html;                 /* --html FILE: the page instead of text */
 } report_options;
 
 /* --format's value: NULL (and *known set) for text, json and csv's emitter,
@@ -534,6 +550,7 @@ static const report_emit_format *report_format(const char *name, int *known)
 static int report_parse(int argc, char **argv, report_options *options)
 {
     *options = (report_options){.top = 10};
+    int html;
     for (int index = 1; index < argc; index++) {
         const char *argument = argv[index];
         if (cli_is_help(argument)) {
@@ -547,6 +564,11 @@ static int report_parse(int argc, char **argv, report_options *options)
             if (core_parse_u32(value, 1, 100000, &options->top) != 0)
                 return cli_usage_error("report", "'--top %s': expected a whole number in 1..100000",
                                        value);
+        } else if ((html = cli_report_html_option(argc, argv, &index, &options->html)) >= 0) {
+            if (html != 0)
+                return html;
+        } else if (strcmp(argument, "--wide") == 0) {
+            options->wide = 1;
         } else if (strcmp(argument, "-f") == 0 || strcmp(argument, "--format") == 0 ||
                    strncmp(argument, "--format=", 9) == 0) {
             const char *value = argument[1] == 'f' ? NULL : strchr(argument, '=');
@@ -571,6 +593,8 @@ static int report_parse(int argc, char **argv, report_options *options)
             options->directory = argument;
         }
     }
+    if (options->html != NULL && options->format != NULL)
+        return cli_usage_error("report", "--html and --format exclude each other");
     return -1;
 }
 
@@ -580,6 +604,8 @@ int cli_report(int argc, char **argv)
     int parsed = report_parse(argc, argv, &options);
     if (parsed >= 0)
         return parsed;
+    if (options.html != NULL)
+        return cli_report_html(options.directory, options.html, options.top);
 
     char error[1024];
     cli_session session;
@@ -597,6 +623,7 @@ int cli_report(int argc, char **argv)
         .summary = &session.summary,
         .top = options.top,
         .status = CLI_EXIT_OK,
+        .wide = options.wide,
     };
     for (size_t i = 0; i < sizeof(report_sections) / sizeof(report_sections[0]); i++)
         report_print_section(&run, &report_sections[i]);

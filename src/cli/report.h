@@ -29,6 +29,11 @@ typedef struct cli_report_run {
     /* Read by the kernel replay section (zeroed, or partly filled, when the
      * read failed); the range replay section, printed after it, uses it. */
     store_replay_summary replay;
+    /* --wide: the replay sections print raw metric names and values, whole
+     * kernel names and every metric, as the database has them; otherwise
+     * human names and units (metric_labels.h) in tables that fit the width
+     * of $COLUMNS, or 100 columns when it is unset (report_replay.c). */
+    int wide;
 } cli_report_run;
 
 /* Prints "flare report: reading SECTION: detail" to stderr and marks the

@@ -1,126 +1,33 @@
 /*
- * report_replay.c: the two replay sections of `flare report`: kernel
- * replay (docs/replay.md: per kernel, a table of its chosen launches, the
- * reasons, and a table of metric values, launches side by side) and range
- * replay (docs/replay.md#range-replay: per span, what it recorded, its
- * passes and snapshot, and a table of its kernels with one column per
- * metric). Each is printed only when the session has any, so a plain
- * trace's report stays as it was.
+ * report_replay.c: the kernel replay section of `flare report`
+ * (docs/replay.md: per kernel, a table of its chosen launches, the
+ * reasons, and a table of metric values, launches side by side). Printed
+ * only when the session has any, so a plain trace's report stays as it
+ * was. The range replay section is report_span.c; what both share,
+ * report_replay_common.c.
+ *
+ * By default metrics are shown as people read them (metric_labels.h:
+ * "DRAM read", "5.3 MB"), most telling first, and kernel names shortened
+ * with a middle ellipsis, in tables that fit the report's width ($COLUMNS,
+ * else 100 columns). --wide (cli_report_run.wide) prints what the database
+ * holds: raw metric names and values, whole kernel names, every metric.
  *
  * It must never print half a table when memory runs out (it says so and
  * the report fails), and never change what it reads: a kernel's launches
  * are copied out of the reader's callbacks, since their strings live only
  * for the callback, and laid out once all of them have been read.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/metric_labels.h"
 #include "cli/report.h"
+#include "cli/report_replay_common.h"
 #include "replay/replay.h"
-
-/* ---- what both sections print ---- */
-
-static void format_metric_value(double value, int has_value, char *buffer, size_t size)
-{
-    if (!has_value || isnan(value))
-        snprintf(buffer, size, "n/a");
-    else if (value == floor(value) && fabs(value) < 1e15)
-        snprintf(buffer, size, "%.0f", value);
-    else
-        snprintf(buffer, size, "%.6g", value);
-}
-
-/* The value of metric name among count metrics: "n/a" when stored NULL,
- * "-" when there is no such metric at all (not collected there). */
-static void metric_text(const char *const *names, const double *values, const int *has_value,
-                        size_t count, const char *name, char *text, size_t size)
-{
-    snprintf(text, size, "-");
-    for (size_t metric = 0; metric < count; metric++) {
-        if (strcmp(names[metric], name) == 0) {
-            format_metric_value(values[metric], has_value[metric], text, size);
-            return;
-        }
-    }
-}
-
-/* Adds each of more (more_count names) that names (count so far) lacks, in
- * order, while there is room for it; returns the new count. So the union
- * of several lists keeps the order the names first appear in (the order
- * they were asked for). */
-static size_t metric_union_add(const char **names, size_t count, size_t capacity,
-                               const char *const *more, size_t more_count)
-{
-    for (size_t metric = 0; metric < more_count; metric++) {
-        size_t seen = 0;
-        while (seen < count && strcmp(names[seen], more[metric]) != 0)
-            seen++;
-        if (seen == count && count < capacity)
-            names[count++] = more[metric];
-    }
-    return count;
-}
-
-/* "3", or "2/3" when fewer passes ran than were planned. */
-static void format_passes(uint32_t run, uint32_t planned, char *text, size_t size)
-{
-    if (planned != 0 && planned != run)
-        snprintf(text, size, "%u/%u", run, planned);
-    else
-        snprintf(text, size, "%u", run);
-}
-
-/* The mean length of one pass, or "-" when no pass time was kept. */
-static void format_pass_mean(uint32_t passes_kept, uint64_t mean_ns, char *text, size_t size)
-{
-    if (passes_kept > 0)
-        cli_format_duration(mean_ns, text, size);
-    else
-        snprintf(text, size, "-");
-}
-
-/* From begin to end, 0 when the end is not after the begin. */
-static void format_elapsed(uint64_t begin_ns, uint64_t end_ns, char *text, size_t size)
-{
-    cli_format_duration(end_ns > begin_ns ? end_ns - begin_ns : 0, text, size);
-}
-
-/* Where the snapshot's shadows were: none, "device" or "host". */
-static const char *shadow_name(uint64_t snapshot_bytes, int on_device, const char *none)
-{
-    if (snapshot_bytes == 0)
-        return none;
-    return on_device ? "device" : "host";
-}
-
-/* Reports a section's read that failed (status, the store reader's) or
- * ran out of memory (out_of_memory). Returns whether the read went well. */
-static int replay_read_succeeded(cli_report_run *run, int status, int out_of_memory)
-{
-    if (status != 0)
-        cli_report_failed(run, store_last_error(run->database));
-    else if (out_of_memory)
-        cli_report_failed(run, "out of memory");
-    return status == 0 && !out_of_memory;
-}
-
-/* The closing "In all" line's sizes and time. */
-typedef struct replay_totals_text {
-    char snapshot[32];
-    char restored[32];
-    char took[32];
-} replay_totals_text;
-
-static void format_totals(uint64_t snapshot_bytes, uint64_t bytes_restored, uint64_t ns,
-                          replay_totals_text *text)
-{
-    cli_format_bytes(snapshot_bytes, text->snapshot, sizeof(text->snapshot));
-    cli_format_bytes(bytes_restored, text->restored, sizeof(text->restored));
-    cli_format_duration(ns, text->took, sizeof(text->took));
-}
 
 /* ---- kernel replay ---- */
 
@@ -138,6 +45,8 @@ typedef struct replay_launch_copy {
 } replay_launch_copy;
 
 typedef struct replay_section {
+    int wide;     /* --wide: raw names and values, whole kernel names */
+    size_t width; /* otherwise the width the tables fit (report_replay_width) */
     char *kernel; /* of the launches held */
     replay_launch_copy *launches;
     size_t count;
@@ -210,43 +119,157 @@ static int replay_copy_launch(const store_replay_launch_row *row, replay_launch_
     return 0;
 }
 
-/* Launches side by side in the metrics table: with the metric name's 56
- * columns, four fit a 120-column terminal. */
+/* A launch column of a kernel's metrics table: the launch (its index in
+ * the section) and, in the readable table, its width. */
+typedef struct launch_column {
+    size_t launch;
+    size_t width;
+} launch_column;
+
+static void launch_heading(const replay_launch_copy *copy, char *text, size_t size)
+{
+    snprintf(text, size, "launch %llu", (unsigned long long)copy->row.launch_id);
+}
+
+static void launch_metric_text(const replay_launch_copy *copy, const char *name, int wide,
+                               char *text, size_t size)
+{
+    report_replay_metric_text((const char *const *)copy->metric_names, copy->metric_values,
+                              copy->metric_has_value, copy->metric_count, name, wide, text, size);
+}
+
+/* --wide: launches side by side in the metrics table: with the metric
+ * name's 56 columns, four fit a 120-column terminal. */
 #define REPLAY_METRIC_COLUMNS 4
 
-/* One block of the metrics table: the launches columns[first..last). */
-static void replay_print_metric_block(const replay_section *section, const size_t *columns,
+/* One block of the --wide metrics table: the launches columns[first..last). */
+static void replay_print_metric_block(const replay_section *section, const launch_column *columns,
                                       size_t first, size_t last, const char *const *names,
                                       size_t name_count)
 {
     printf("    %-56s", "metric");
     for (size_t column = first; column < last; column++) {
         char heading[32];
-        snprintf(heading, sizeof(heading), "launch %llu",
-                 (unsigned long long)section->launches[columns[column]].row.launch_id);
+        launch_heading(&section->launches[columns[column].launch], heading, sizeof(heading));
         printf(" %16s", heading);
     }
     printf("\n");
     for (size_t name = 0; name < name_count; name++) {
         printf("    %-56s", names[name]);
         for (size_t column = first; column < last; column++) {
-            const replay_launch_copy *copy = &section->launches[columns[column]];
             char text[40];
-            metric_text((const char *const *)copy->metric_names, copy->metric_values,
-                        copy->metric_has_value, copy->metric_count, names[name], text,
-                        sizeof(text));
+            launch_metric_text(&section->launches[columns[column].launch], names[name], 1, text,
+                               sizeof(text));
             printf(" %16s", text);
         }
         printf("\n");
     }
 }
 
+/* --wide: the metrics as stored, in the order asked for, a fixed number of
+ * launches to a block. */
+static void replay_print_metrics_wide(const replay_section *section, const launch_column *columns,
+                                      size_t column_count, const char *const *names,
+                                      size_t name_count)
+{
+    for (size_t first = 0; first < column_count; first += REPLAY_METRIC_COLUMNS) {
+        size_t last = first + REPLAY_METRIC_COLUMNS < column_count ? first + REPLAY_METRIC_COLUMNS
+                                                                   : column_count;
+        replay_print_metric_block(section, columns, first, last, names, name_count);
+    }
+}
+
+/* The readable table's metric column: as wide as its longest label, at
+ * least "metric", at most this (longer raw names of unknown metrics are
+ * shortened in the middle). */
+#define REPLAY_LABEL_WIDTH_MAX 32
+
+static size_t label_column_width(const char *const *names, size_t name_count)
+{
+    size_t width = 6; /* "metric" */
+    for (size_t name = 0; name < name_count; name++) {
+        size_t length = cli_display_width(cli_metric_label_of(names[name]).name);
+        width = length > width ? length : width;
+    }
+    return width > REPLAY_LABEL_WIDTH_MAX ? REPLAY_LABEL_WIDTH_MAX : width;
+}
+
+/* A launch column's width in the readable table: its heading's, or its
+ * widest value's. */
+static size_t launch_column_width(const replay_launch_copy *copy, const char *const *names,
+                                  size_t name_count)
+{
+    char text[48];
+    launch_heading(copy, text, sizeof(text));
+    size_t width = strlen(text);
+    for (size_t name = 0; name < name_count; name++) {
+        launch_metric_text(copy, names[name], 0, text, sizeof(text));
+        size_t length = cli_display_width(text);
+        width = length > width ? length : width;
+    }
+    return width;
+}
+
+/* One block of the readable table: a row per metric (its label), the
+ * launches columns[first..last), two blanks between columns. */
+static void replay_print_label_block(const replay_section *section, const launch_column *columns,
+                                     size_t first, size_t last, const char *const *names,
+                                     size_t name_count, size_t label_width)
+{
+    char text[REPLAY_LABEL_WIDTH_MAX * 4 + 1];
+    report_table_line line = {4};
+    report_line_cell(&line, "metric", label_width, 1);
+    for (size_t column = first; column < last; column++) {
+        launch_heading(&section->launches[columns[column].launch], text, sizeof(text));
+        report_line_space(&line, 2);
+        report_line_cell(&line, text, columns[column].width, 0);
+    }
+    printf("\n");
+    for (size_t name = 0; name < name_count; name++) {
+        line = (report_table_line){4};
+        cli_shorten_name(cli_metric_label_of(names[name]).name, label_width, text, sizeof(text));
+        report_line_cell(&line, text, label_width, 1);
+        for (size_t column = first; column < last; column++) {
+            launch_metric_text(&section->launches[columns[column].launch], names[name], 0, text,
+                               sizeof(text));
+            report_line_space(&line, 2);
+            report_line_cell(&line, text, columns[column].width, 0);
+        }
+        printf("\n");
+    }
+}
+
+/* The readable table: a row per metric, most telling first, and as many
+ * launches side by side as fit the report's width (at least one), then
+ * the next launches in a block of their own. Metrics are rows because a
+ * kernel collects ten or so of them but may be replayed at many launches. */
+static void replay_print_metrics_labelled(const replay_section *section, launch_column *columns,
+                                          size_t column_count, const char **names,
+                                          size_t name_count)
+{
+    report_replay_sort_by_rank(names, name_count);
+    size_t label_width = label_column_width(names, name_count);
+    for (size_t column = 0; column < column_count; column++)
+        columns[column].width =
+            launch_column_width(&section->launches[columns[column].launch], names, name_count);
+    size_t last;
+    for (size_t first = 0; first < column_count; first = last) {
+        size_t used = 4 + label_width;
+        for (last = first; last < column_count; last++) {
+            if (last > first && used + 2 + columns[last].width > section->width)
+                break;
+            used += 2 + columns[last].width;
+        }
+        replay_print_label_block(section, columns, first, last, names, name_count, label_width);
+    }
+}
+
 /* The kernel's metric values: a row per metric, a column per launch that
- * collected any, REPLAY_METRIC_COLUMNS launches to a block. */
+ * collected any. */
 static void replay_print_metrics(const replay_section *section)
 {
     /* Launches that collected anything, in table order. */
-    size_t *columns = malloc((section->count > 0 ? section->count : 1) * sizeof(*columns));
+    launch_column *columns = calloc(section->count > 0 ? section->count : 1, sizeof(*columns));
     if (columns == NULL) {
         printf("    (metrics not shown: out of memory)\n");
         return;
@@ -254,18 +277,18 @@ static void replay_print_metrics(const replay_section *section)
     size_t column_count = 0;
     for (size_t launch = 0; launch < section->count; launch++)
         if (!section->launches[launch].row.declined && section->launches[launch].metric_count > 0)
-            columns[column_count++] = launch;
+            columns[column_count++].launch = launch;
     const char *names[REPLAY_RECORD_METRIC_MAX * 2];
     size_t name_count = 0;
     for (size_t launch = 0; launch < section->count; launch++)
-        name_count = metric_union_add(names, name_count, sizeof(names) / sizeof(names[0]),
-                                      (const char *const *)section->launches[launch].metric_names,
-                                      section->launches[launch].metric_count);
-    for (size_t first = 0; first < column_count; first += REPLAY_METRIC_COLUMNS) {
-        size_t last = first + REPLAY_METRIC_COLUMNS < column_count ? first + REPLAY_METRIC_COLUMNS
-                                                                   : column_count;
-        replay_print_metric_block(section, columns, first, last, names, name_count);
-    }
+        name_count =
+            report_replay_union_add(names, name_count, sizeof(names) / sizeof(names[0]),
+                                    (const char *const *)section->launches[launch].metric_names,
+                                    section->launches[launch].metric_count);
+    if (section->wide)
+        replay_print_metrics_wide(section, columns, column_count, names, name_count);
+    else
+        replay_print_metrics_labelled(section, columns, column_count, names, name_count);
     free(columns);
 }
 
@@ -277,14 +300,15 @@ static void replay_print_launch(const store_replay_launch_row *row)
     char drain[32], total[32];
     const char *shadow = "-";
     if (!row->declined) {
-        format_passes(row->passes_run, row->passes_planned, passes, sizeof(passes));
+        report_replay_format_passes(row->passes_run, row->passes_planned, passes, sizeof(passes));
         cli_format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
         cli_format_bytes(row->bytes_restored, restored, sizeof(restored));
-        format_pass_mean(row->passes_kept, row->pass_mean_ns, per_pass, sizeof(per_pass));
-        shadow = shadow_name(row->snapshot_bytes, row->shadow_on_device, "-");
+        report_replay_format_pass_mean(row->passes_kept, row->pass_mean_ns, per_pass,
+                                       sizeof(per_pass));
+        shadow = report_replay_shadow_name(row->snapshot_bytes, row->shadow_on_device, "-");
     }
     cli_format_duration(row->drain_ns, drain, sizeof(drain));
-    format_elapsed(row->begin_ns, row->end_ns, total, sizeof(total));
+    report_replay_format_elapsed(row->begin_ns, row->end_ns, total, sizeof(total));
     printf("    %10llu %5llu %8lld %4d %8llu %9s %11s %11s %-6s %10s %10s %10s\n",
            (unsigned long long)row->launch_id, (unsigned long long)row->launch_index + 1,
            (long long)row->pid, row->device, (unsigned long long)row->stream_id, passes, snapshot,
@@ -328,7 +352,12 @@ static void replay_print_kernel_totals(replay_section *section)
  * metrics. */
 static void replay_print_kernel(replay_section *section)
 {
-    printf("\n  %s\n", section->kernel);
+    char name[REPLAY_WIDTH_MAX * 4 + 1];
+    if (section->wide)
+        printf("\n  %s\n", section->kernel);
+    else
+        printf("\n  %s\n",
+               cli_shorten_name(section->kernel, section->width - 2, name, sizeof(name)));
     replay_print_kernel_totals(section);
     printf("    %10s %5s %8s %4s %8s %9s %11s %11s %-6s %10s %10s %10s\n", "launch", "nth", "pid",
            "dev", "stream", "passes", "snapshot", "restored", "shadow", "drain", "per pass",
@@ -396,199 +425,18 @@ int cli_report_kernel_replay(cli_report_run *run)
     /* Kernels recorded in spans are not here: they are listed under their
      * span, in the range replay section. */
     printf("\nKernel replay (flare replay; per kernel, each chosen launch)\n");
-    replay_section replay = {0};
+    replay_section replay = {.wide = run->wide, .width = report_replay_width()};
     int status = store_read_replay_launches(run->database, replay_collect_launch, &replay);
-    if (replay_read_succeeded(run, status, replay.failed) && replay.kernel != NULL)
+    if (report_replay_read_succeeded(run, status, replay.failed) && replay.kernel != NULL)
         replay_print_kernel(&replay);
     replay_section_clear(&replay);
     free(replay.launches);
-    replay_totals_text totals;
-    format_totals(replay.snapshot_bytes, replay.bytes_restored, replay.collection_ns, &totals);
+    report_replay_totals_text totals;
+    report_replay_format_totals(replay.snapshot_bytes, replay.bytes_restored, replay.collection_ns,
+                                &totals);
     printf("\n  In all: %lld launch(es) of %lld kernel(s) replayed, %lld declined; "
            "%llu passes; %s snapshotted, %s restored; %s in replay\n",
            replay.replayed, replay.kernels, replay.declined, replay.passes, totals.snapshot,
            totals.restored, totals.took);
-    return 0;
-}
-
-/* ---- range replay ---- */
-
-/* Kernel names longer than this are cut with "..." in the span table, so a
- * demangled template name does not push the metric columns off screen; the
- * per-kernel tables of `flare report` and the database keep it whole. */
-#define SPAN_KERNEL_NAME_WIDTH 48
-
-typedef struct span_section {
-    int spans;
-    int failed; /* out of memory while laying out a table */
-} span_section;
-
-static void span_metric_text(const store_replay_launch_row *launch, const char *name, char *text,
-                             size_t size)
-{
-    metric_text(launch->metric_names, launch->metric_values, launch->metric_has_value,
-                launch->metric_count, name, text, size);
-}
-
-/* The metric names of the span's kernels (each once, in the order they
- * first appear) into names, and the width of each column into widths: its
- * name's, or its widest value's. Returns how many names. */
-static size_t span_metric_columns(const store_replay_span_row *row, const char **names, int *widths,
-                                  size_t capacity)
-{
-    size_t name_count = 0;
-    for (size_t kernel = 0; kernel < row->kernel_count; kernel++)
-        name_count =
-            metric_union_add(names, name_count, capacity, row->kernel_rows[kernel].metric_names,
-                             row->kernel_rows[kernel].metric_count);
-    for (size_t name = 0; name < name_count; name++) {
-        widths[name] = (int)strlen(names[name]);
-        for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
-            char text[40];
-            span_metric_text(&row->kernel_rows[kernel], names[name], text, sizeof(text));
-            if ((int)strlen(text) > widths[name])
-                widths[name] = (int)strlen(text);
-        }
-    }
-    return name_count;
-}
-
-/* The width of the kernel name column: the longest name, at least "kernel",
- * at most SPAN_KERNEL_NAME_WIDTH. */
-static int span_name_width(const store_replay_span_row *row)
-{
-    int name_width = 6; /* "kernel" */
-    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
-        int length = (int)strlen(row->kernel_rows[kernel].kernel);
-        if (length > name_width)
-            name_width = length;
-    }
-    return name_width > SPAN_KERNEL_NAME_WIDTH ? SPAN_KERNEL_NAME_WIDTH : name_width;
-}
-
-/* One row per kernel in launch order, one column per metric, each column as
- * wide as its metric's name (or its widest value). */
-static void span_print_kernels(const store_replay_span_row *row, span_section *section)
-{
-    if (row->kernel_count == 0) {
-        printf("    (no kernel recorded)\n");
-        return;
-    }
-    const char *names[REPLAY_RECORD_METRIC_MAX * 2];
-    int widths[REPLAY_RECORD_METRIC_MAX * 2];
-    size_t name_count = span_metric_columns(row, names, widths, sizeof(names) / sizeof(names[0]));
-    int name_width = span_name_width(row);
-    char *line_name = malloc((size_t)name_width + 1);
-    if (line_name == NULL) {
-        printf("    (kernels not shown: out of memory)\n");
-        section->failed = 1;
-        return;
-    }
-    /* The name column is padded only when metric columns follow it. */
-    int pad = name_count > 0 ? name_width : 0;
-    printf("    %10s %5s %-*s", "launch", "nth", pad, "kernel");
-    for (size_t name = 0; name < name_count; name++)
-        printf("  %*s", widths[name], names[name]);
-    printf("\n");
-    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
-        const store_replay_launch_row *launch = &row->kernel_rows[kernel];
-        if ((int)strlen(launch->kernel) > name_width)
-            snprintf(line_name, (size_t)name_width + 1, "%.*s...", name_width - 3, launch->kernel);
-        else
-            snprintf(line_name, (size_t)name_width + 1, "%s", launch->kernel);
-        printf("    %10llu %5llu %-*s", (unsigned long long)launch->launch_id,
-               (unsigned long long)launch->launch_index + 1, pad, line_name);
-        for (size_t name = 0; name < name_count; name++) {
-            char text[40];
-            span_metric_text(launch, names[name], text, sizeof(text));
-            printf("  %*s", widths[name], text);
-        }
-        printf("\n");
-    }
-    free(line_name);
-    if (row->kernel_count < row->kernels)
-        printf("    (%u kernel(s) recorded, %zu stored: the other records were lost; see "
-               "Dropped data)\n",
-               row->kernels, row->kernel_count);
-}
-
-/* The span's first line: which span, where, and what became of it. */
-static void span_print_heading(const store_replay_span_row *row)
-{
-    char which[64], device[32];
-    /* Explicit spans (flare_replay_range_begin) have no occurrence. */
-    if (row->occurrence > 0)
-        snprintf(which, sizeof(which), "occurrence %llu", (unsigned long long)row->occurrence);
-    else
-        snprintf(which, sizeof(which), "flare_replay_range_begin");
-    if (row->device >= 0)
-        snprintf(device, sizeof(device), "device %d", row->device);
-    else
-        snprintf(device, sizeof(device), "no device");
-    printf("\n  span \"%s\" (%s; pid %lld, %s; span %llu): ", row->name, which, (long long)row->pid,
-           device, (unsigned long long)row->span_id);
-    if (row->declined)
-        printf("declined: %s\n", row->reason);
-    else
-        printf("replayed\n");
-}
-
-/* A replayed span's passes, snapshot and note. */
-static void span_print_replayed(const store_replay_span_row *row, const char *took)
-{
-    char passes[32], per_pass[32], snapshot[32], restore[32];
-    format_passes(row->passes_run, row->passes_planned, passes, sizeof(passes));
-    format_pass_mean(row->passes_kept, row->pass_mean_ns, per_pass, sizeof(per_pass));
-    cli_format_bytes(row->snapshot_bytes, snapshot, sizeof(snapshot));
-    cli_format_duration(row->restore_ns, restore, sizeof(restore));
-    printf("    %u kernel(s), %u copies/memsets; %s pass(es), %s per pass; %s collecting in "
-           "all\n",
-           row->kernels, row->copies, passes, per_pass, took);
-    printf("    %s snapshotted (%s shadows); restores took %s in all%s%s\n", snapshot,
-           shadow_name(row->snapshot_bytes, row->shadow_on_device, "no"), restore,
-           row->collector[0] ? "; metrics from " : "", row->collector);
-    if (row->reason[0] != '\0')
-        printf("    note: %s\n", row->reason);
-}
-
-static int span_print(const store_replay_span_row *row, void *user)
-{
-    span_section *section = user;
-    section->spans++;
-    span_print_heading(row);
-    char took[32];
-    format_elapsed(row->begin_ns, row->end_ns, took, sizeof(took));
-    if (row->declined) {
-        /* What a declined span recorded before the decline: its kernels
-         * below ran once, with no values. */
-        printf("    ran once, as without flare: nothing was snapshotted or restored; %s from its "
-               "start to its end\n",
-               took);
-        printf("    recorded before the decline: %u kernel(s), %u copies/memsets\n", row->kernels,
-               row->copies);
-    } else {
-        span_print_replayed(row, took);
-    }
-    span_print_kernels(row, section);
-    return 0;
-}
-
-int cli_report_range_replay(cli_report_run *run)
-{
-    const store_replay_summary *summary = &run->replay;
-    if (summary->spans <= 0)
-        return 0;
-    printf("\nRange replay (flare replay --range; per span, its kernels in launch order)\n");
-    span_section spans = {0};
-    int status = store_read_replay_spans(run->database, span_print, &spans);
-    replay_read_succeeded(run, status, spans.failed);
-    replay_totals_text totals;
-    format_totals(summary->span_snapshot_bytes, summary->span_bytes_restored,
-                  summary->span_collection_ns, &totals);
-    printf("\n  In all: %lld span(s) replayed, %lld declined; %lld kernel(s) in them; %llu "
-           "passes; %s snapshotted, %s restored; %s collecting\n",
-           (long long)summary->spans_replayed, (long long)summary->spans_declined,
-           (long long)summary->span_kernels, (unsigned long long)summary->span_passes,
-           totals.snapshot, totals.restored, totals.took);
     return 0;
 }

@@ -87,4 +87,128 @@ typedef int (*store_export_storm_callback)(const store_storm_row *row, void *use
 int store_export_api_calls(store *store, store_export_api_call_callback callback, void *user);
 int store_export_storms(store *store, store_export_storm_callback callback, void *user);
 
+/* ---- Readers for the complete trace (store_export_flare.c) ----
+ *
+ * What `flare export --format perfetto` reads beyond the tables above.
+ * Same contract: streaming, read-only, 0 / FLARE_ERR_INVALID_ARGUMENT /
+ * FLARE_ERR_STORE, a callback's non-zero stops the walk without error. */
+#include "store/store_pm.h"
+#include "store/store_replay.h"
+
+/* The API call (api_calls row) that made a kernel or a copy: the one with
+ * its pid and correlation id. has_call is 0 when there is none (a session
+ * before version 8, a call the tracer did not record, a graph's work). */
+typedef struct store_export_call_link {
+    int has_call;
+    int64_t thread_id; /* the calling thread */
+    uint64_t start_ns; /* when the call began */
+} store_export_call_link;
+typedef int (*store_export_linked_kernel_callback)(const store_kernel_row *row,
+                                                   const store_export_call_link *call, void *user);
+typedef int (*store_export_linked_copy_callback)(const store_copy_row *row,
+                                                 const store_export_call_link *call, void *user);
+/* Kernels (copies and memsets) in the order written, as
+ * store_export_kernels (store_export_copies), each with its call. Every
+ * row comes once, even when api_calls holds its correlation id twice. The
+ * join needs a temporary index over api_calls, which SQLite builds in its
+ * temporary store (memory up to its cache, then a temporary file). */
+int store_export_kernels_linked(store *store, store_export_linked_kernel_callback callback,
+                                void *user);
+int store_export_copies_linked(store *store, store_export_linked_copy_callback callback,
+                               void *user);
+
+/* One sample of an application counter (counter_samples), with the
+ * counter's name ('' when its counters row is missing). */
+typedef struct store_export_counter_sample_row {
+    int64_t pid;
+    uint32_t index;
+    const char *name;
+    uint64_t time_ns;
+    uint64_t value;
+} store_export_counter_sample_row;
+typedef int (*store_export_counter_sample_callback)(const store_export_counter_sample_row *row,
+                                                    void *user);
+/* Every counter sample, in the order written. */
+int store_export_counter_samples(store *store, store_export_counter_sample_callback callback,
+                                 void *user);
+
+/* Every PM sample row (one per sample and metric), in the order written,
+ * which is each window's samples in order; value is NaN where it is NULL. */
+typedef int (*store_export_pm_sample_callback)(const store_pm_row *row, void *user);
+int store_export_pm_samples(store *store, store_export_pm_sample_callback callback, void *user);
+
+/* A window that has PM samples but no windows row: it was still open when
+ * its process ended without closing it (a crash, a kill), so its row was
+ * never written. Its extent is that of its samples. */
+typedef struct store_export_unrecorded_window_row {
+    int64_t pid;
+    uint64_t window_id;
+    uint64_t first_ns; /* the first sample's start */
+    uint64_t last_ns;  /* the last sample's end */
+    uint64_t samples;
+} store_export_unrecorded_window_row;
+typedef int (*store_export_unrecorded_window_callback)(
+    const store_export_unrecorded_window_row *row, void *user);
+/* By pid and window id. */
+int store_export_unrecorded_windows(store *store, store_export_unrecorded_window_callback callback,
+                                    void *user);
+
+/* The processes that had a launch storm (a storms row, or a storm_guard
+ * drop that is not 0), by pid: their kernel rows lack the launches the
+ * storm left untimed. */
+typedef int (*store_export_storm_process_callback)(int64_t pid, void *user);
+int store_export_storm_processes(store *store, store_export_storm_process_callback callback,
+                                 void *user);
+
+/* Where a replay re-ran work on a device: from the end of its pass 0 to
+ * its end. The device's gate holds the program's own work meanwhile, so
+ * every kernel, copy and memset of that process and device that began in
+ * (first_ns, last_ns] is flare's: a restore, or a pass after the first,
+ * recorded as work of its own. One row per replayed launch or span that
+ * ran more than one pass, by pid, device and time. */
+typedef struct store_export_replay_window_row {
+    int64_t pid;
+    int device;
+    uint64_t first_ns;
+    uint64_t last_ns;
+} store_export_replay_window_row;
+typedef int (*store_export_replay_window_callback)(const store_export_replay_window_row *row,
+                                                   void *user);
+int store_export_replay_windows(store *store, store_export_replay_window_callback callback,
+                                void *user);
+
+/* A replayed (or declined) launch matched to its kernel row: the
+ * launch_index-th kernel (from 0) of its name in its process, counted in
+ * correlation-id order, CUDA graphs' kernels and the re-runs of replays
+ * (store_export_replay_windows) left out. A launch whose
+ * kernel row does not exist has no row here. Only the counting is done
+ * here; whether the count can be trusted (a launch storm leaves launches
+ * without rows) is the caller's to decide. By pid and launch id. */
+typedef struct store_export_replay_match_row {
+    int64_t pid;
+    uint64_t launch_id;
+    uint64_t correlation_id;
+} store_export_replay_match_row;
+typedef int (*store_export_replay_match_callback)(const store_export_replay_match_row *row,
+                                                  void *user);
+int store_export_replay_matches(store *store, store_export_replay_match_callback callback,
+                                void *user);
+
+/* One replay_launches row (no row: no call), with passes_kept and
+ * pass_mean_ns filled and no metrics (metric_count 0; read them with
+ * store_export_replay_metrics). */
+typedef int (*store_export_replay_launch_callback)(const store_replay_launch_row *row, void *user);
+int store_export_replay_launch(store *store, int64_t pid, uint64_t launch_id,
+                               store_export_replay_launch_callback callback, void *user);
+/* The metric values of one launch, in the order asked for. */
+typedef struct store_export_replay_metric_row {
+    const char *metric;
+    int has_value; /* 0: the device could not provide it (NULL) */
+    double value;
+} store_export_replay_metric_row;
+typedef int (*store_export_replay_metric_callback)(const store_export_replay_metric_row *row,
+                                                   void *user);
+int store_export_replay_metrics(store *store, int64_t pid, uint64_t launch_id,
+                                store_export_replay_metric_callback callback, void *user);
+
 #endif /* FLARE_STORE_STORE_EXPORT_H */

@@ -71,8 +71,8 @@ static inline int cli_run_program(const char *program, int search, const char *c
 /*
  * The set-up every CLI test shares: the directory of the built binaries
  * from FLARE_TEST_BIN_DIR (ctest sets it) into bin_dir, and no
- * FLARE_OUTPUT_DIR or FLARE_SESSION_DIR of the caller's leaking into the
- * programs run. Returns 0, or -1 with a message when the variable is unset.
+ * FLARE_OUTPUT_DIR, FLARE_SESSION_DIR or COLUMNS of the caller's leaking
+ * into the programs run. Returns 0, or -1 with a message when the variable is unset.
  */
 static inline int cli_test_environment(char *bin_dir, size_t size)
 {
@@ -84,6 +84,7 @@ static inline int cli_test_environment(char *bin_dir, size_t size)
     snprintf(bin_dir, size, "%s", dir);
     unsetenv("FLARE_OUTPUT_DIR");
     unsetenv("FLARE_SESSION_DIR");
+    unsetenv("COLUMNS"); /* the report's replay tables fit it: 100 columns when unset */
     return 0;
 }
 

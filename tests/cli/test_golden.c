@@ -719,6 +719,8 @@ static void test_report(void **state)
     (void)state;
     GOLDEN("report-full.txt", "report", "full");
     GOLDEN("report-full-top3.txt", "report", "--top", "3", "full");
+    /* The replay sections as stored: raw metric names and values, whole names. */
+    GOLDEN("report-full-wide.txt", "report", "--wide", "full");
     GOLDEN("report-empty.txt", "report", "empty");
     GOLDEN("report-broken.txt", "report", "broken");
     GOLDEN("report-broken2.txt", "report", "broken2");
@@ -742,6 +744,9 @@ static void test_report_formats(void **state)
         }
         snprintf(name, sizeof(name), "report-full-top3.%s", formats[format]);
         GOLDEN(name, "report", "--top", "3", "-f", formats[format], "full");
+        /* --wide changes the text only: the data is always raw and whole. */
+        snprintf(name, sizeof(name), "report-full.%s", formats[format]);
+        GOLDEN(name, "report", "--wide", "-f", formats[format], "full");
     }
     GOLDEN("report-bad-format.txt", "report", "--format", "xml", "full");
     GOLDEN("report-format-no-value.txt", "report", "full", "--format");

@@ -11,8 +11,11 @@
  * program's result is unchanged and the report shows the launch's metric
  * values; and a chosen span (--range step --occurrence 2) is replayed as a
  * whole, the program's results are unchanged, and the report shows the
- * span's table of kernels and metrics, or the reason it was declined. Runs
- * the built flare (FLARE_TEST_BIN_DIR) in child processes.
+ * span's table of kernels and metrics, or the reason it was declined. The
+ * report's replay tables name metrics as people read them, in their units,
+ * with long kernel names shortened in the middle, within $COLUMNS (100 when
+ * unset); --wide shows them as stored. Runs the built flare
+ * (FLARE_TEST_BIN_DIR) in child processes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -67,6 +70,19 @@ static const char *line_from(const char *text, const char *start, char *line, si
     const char *found = strstr(text, start);
     if (found == NULL)
         fail_msg("no line starting '%s' in:\n%s", start, text);
+    snprintf(line, size, "%.*s", (int)strcspn(found, "\n"), found);
+    return line;
+}
+
+/* The whole line of text (searched from text on) that holds part, into
+ * line; fails the test when there is none. */
+static const char *line_with(const char *text, const char *part, char *line, size_t size)
+{
+    const char *found = strstr(text, part);
+    if (found == NULL)
+        fail_msg("no line holding '%s' in:\n%s", part, text);
+    while (found > text && found[-1] != '\n')
+        found--;
     snprintf(line, size, "%.*s", (int)strcspn(found, "\n"), found);
     return line;
 }
@@ -344,14 +360,238 @@ static void test_report_section(void **state)
     expect_contains(rmw, "launch 17");
     expect_contains(rmw, "600.0 us"); /* mean pass */
     expect_contains(rmw, "device");
-    /* The metrics table: a value, and "n/a" for the NaN, each on its
-     * metric's own line. */
+    /* The metrics table: a value in its unit, and "n/a" for the NaN, each
+     * on its metric's own line, under its human name. */
     char line[512];
+    expect_contains(line_from(rmw, "    Duration ", line, sizeof(line)), " 123.5 us");
+    expect_contains(line_from(rmw, "    DRAM read ", line, sizeof(line)), " n/a");
+    expect_contains(line_from(bystander, "    Duration ", line, sizeof(line)), " 0.25 ns");
+    expect_absent(section, "gpu__time_duration.sum");
+    expect_contains(section, "In all: 2 launch(es) of 2 kernel(s) replayed, 1 declined; 5 passes");
+
+    /* --wide: the raw names and values, as stored. */
+    assert_int_equal(FLARE("report", "--wide", "session"), 0);
+    section = strstr(out_text, "Kernel replay");
+    assert_non_null(section);
+    rmw = strstr(section, "\n  rmw_add\n");
+    bystander = strstr(section, "\n  bystander\n");
+    assert_true(rmw != NULL && bystander != NULL);
     expect_contains(line_from(rmw, "    gpu__time_duration.sum ", line, sizeof(line)), " 123456");
     expect_contains(line_from(rmw, "    dram__bytes_read.sum ", line, sizeof(line)), " n/a");
     expect_contains(line_from(bystander, "    gpu__time_duration.sum ", line, sizeof(line)),
                     " 0.25");
-    expect_contains(section, "In all: 2 launch(es) of 2 kernel(s) replayed, 1 declined; 5 passes");
+    expect_absent(section, "Duration");
+}
+
+/* ---- the readable report (metric_labels.h) ---- */
+
+/* flare's speed-of-light set, in its order, and a value for each. */
+static const char *const sol_metrics[] = {
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "l1tex__throughput.avg.pct_of_peak_sustained_active",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__cycles_active.avg",
+    "smsp__inst_executed.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+};
+static const char *const sol_labels[] = {
+    "Duration",           "SM throughput",    "Memory throughput",
+    "DRAM read",          "DRAM write",       "L1/TEX throughput",
+    "L2 throughput",      "SM active cycles", "Instructions executed",
+    "Achieved occupancy",
+};
+static const double sol_values[] = {1234567, 36.04, 71.96,    5.3e6, 1.2e6,
+                                    40.5,    55.5,  123456.7, 4.2e6, 87.26};
+#define SOL_COUNT (sizeof(sol_metrics) / sizeof(sol_metrics[0]))
+
+/* A PyTorch-like name far longer than a line, and one in several scripts
+ * (2- and 3-byte UTF-8) that is long too. */
+#define LONG_KERNEL                                                                                \
+    "void at::native::(anonymous namespace)::vectorized_elementwise_kernel<4, "                    \
+    "at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int, "                           \
+    "at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+#define UTF8_KERNEL                                                                                \
+    "void "                                                                                        \
+    "caf\xC3\xA9::\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E::reduce_kernel<\xCE\xBB_functor<float>, "   \
+    "512, 4>(float const*, float*, unsigned long, unsigned long, \xCE\xB1\xCE\xB2\xCE\xB3)"
+
+static replay_record *sol_record(uint64_t launch_id, const char *kernel, uint64_t span_id)
+{
+    replay_record *record = calloc(1, sizeof(*record));
+    assert_non_null(record);
+    record->launch_id = launch_id;
+    record->launch_index = launch_id % 7;
+    snprintf(record->kernel_name, sizeof(record->kernel_name), "%s", kernel);
+    record->passes_planned = record->passes_run = 4;
+    record->begin_ns = 1000 * launch_id;
+    record->end_ns = record->begin_ns + 900000;
+    record->span_id = span_id;
+    snprintf(record->collector, sizeof(record->collector), "sim-metrics");
+    record->metric_count = SOL_COUNT;
+    for (size_t metric = 0; metric < SOL_COUNT; metric++) {
+        snprintf(record->metric_names[metric], REPLAY_METRIC_NAME_MAX, "%s", sol_metrics[metric]);
+        record->metric_values[metric] =
+            sol_values[metric] * (1.0 + 0.001 * (double)(launch_id % 100));
+    }
+    return record;
+}
+
+/* A session with six launches of LONG_KERNEL replayed on their own, and a
+ * span of three kernels (LONG_KERNEL, UTF8_KERNEL, a short one), all with
+ * the speed-of-light set. */
+static void make_readable_session(void)
+{
+    assert_int_equal(FLARE("trace", "-o", "readable", "-q", "--", "true"), 0);
+    char dir[400], error[1024];
+    snprintf(dir, sizeof(dir), "%s/readable", scratch);
+    store *database = NULL;
+    assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &database, error, sizeof(error)), 0);
+    replay_record *records[11];
+    size_t count = 0;
+    for (uint64_t launch = 1; launch <= 6; launch++)
+        records[count++] = sol_record(100 + launch, LONG_KERNEL, 0);
+    replay_record *span = sol_record(7, "step", 7);
+    span->is_span = 1;
+    span->launch_index = 2;
+    span->metric_count = 0;
+    span->span_kernels = 3;
+    records[count++] = span;
+    records[count++] = sol_record(200, LONG_KERNEL, 7);
+    records[count++] = sol_record(201, UTF8_KERNEL, 7);
+    records[count++] = sol_record(202, "ampere_sgemm_128x64_tn", 7);
+    assert_int_equal(replay_records_store(database, 4242, records, count), 0);
+    store_close(database);
+    for (size_t index = 0; index < count; index++)
+        free(records[index]);
+}
+
+/* The display width of a line of well-formed UTF-8 (fails the test on any
+ * other): one column per code point. */
+static size_t display_width(const char *line)
+{
+    size_t width = 0;
+    for (const unsigned char *at = (const unsigned char *)line; *at != '\0';) {
+        size_t length = *at < 0x80 ? 1 : *at >= 0xF0 ? 4 : *at >= 0xE0 ? 3 : *at >= 0xC2 ? 2 : 0;
+        if (length == 0)
+            fail_msg("a broken UTF-8 sequence in '%s'", line);
+        for (size_t next = 1; next < length; next++)
+            if ((at[next] & 0xC0) != 0x80)
+                fail_msg("a broken UTF-8 sequence in '%s'", line);
+        at += length;
+        width++;
+    }
+    return width;
+}
+
+/* Every line of the tables (from the first line holding first up to the
+ * next blank line) fits width; returns how many lines there were. */
+static int expect_table_fits(const char *text, const char *first, size_t width)
+{
+    char line[2048];
+    line_with(text, first, line, sizeof(line));
+    const char *at = strstr(text, line);
+    int lines = 0;
+    while (at != NULL && *at != '\n' && *at != '\0') {
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(at, "\n"), at);
+        if (display_width(line) > width)
+            fail_msg("a line of %zu columns (more than %zu): '%s'", display_width(line), width,
+                     line);
+        lines++;
+        at = strchr(at, '\n');
+        at = at != NULL ? at + 1 : NULL;
+    }
+    return lines;
+}
+
+/* By default: human names and units, kernel names shortened with "…"
+ * (never splitting a character), tables within $COLUMNS (100 unset), the
+ * metrics a span's table has no room for named below it; --wide: raw names
+ * and values, whole kernel names, every metric. */
+static void test_report_readable(void **state)
+{
+    (void)state;
+    make_readable_session();
+    assert_int_equal(FLARE("report", "readable"), 0);
+    const char *kernels = strstr(out_text, "Kernel replay");
+    const char *spans = strstr(out_text, "Range replay");
+    assert_true(kernels != NULL && spans != NULL);
+    char line[2048];
+    /* Kernel replay: the name fits, both ends kept; a row per metric. */
+    line_with(kernels, "void at::native::", line, sizeof(line));
+    expect_contains(line, "\xE2\x80\xA6");
+    expect_contains(line, "3ul>)");
+    assert_int_equal(display_width(line), 100);
+    for (size_t metric = 0; metric < SOL_COUNT; metric++) {
+        char start[64];
+        snprintf(start, sizeof(start), "    %s ", sol_labels[metric]);
+        line_from(kernels, start, line, sizeof(line));
+    }
+    expect_contains(line_from(kernels, "    Duration ", line, sizeof(line)), " 1235.8 us");
+    expect_contains(line_from(kernels, "    SM throughput ", line, sizeof(line)), " 36.1%");
+    expect_contains(line_from(kernels, "    DRAM read ", line, sizeof(line)), " 5.3 MB");
+    expect_contains(line_from(kernels, "    SM active cycles ", line, sizeof(line)),
+                    " 123.6 k cycles");
+    expect_contains(line_from(kernels, "    Instructions executed ", line, sizeof(line)), " 4.2 M");
+    expect_contains(line_from(kernels, "    Achieved occupancy ", line, sizeof(line)), " 87.3%");
+    /* Six launches do not fit side by side in 100 columns: two blocks. */
+    assert_true(expect_table_fits(kernels, "    metric ", 100) == 2 * (SOL_COUNT + 1));
+    const char *second = strstr(strstr(kernels, "    metric ") + 1, "    metric ");
+    assert_non_null(second);
+    assert_true(second < spans);
+    assert_true(expect_table_fits(second, "    metric ", 100) == SOL_COUNT + 1);
+    for (size_t metric = 0; metric < SOL_COUNT; metric++)
+        expect_absent(kernels, sol_metrics[metric]);
+
+    /* Range replay: the most telling metrics that fit, the others named. */
+    int lines = expect_table_fits(spans, "    launch nth kernel", 100);
+    char heading[2048];
+    line_with(spans, "    launch nth kernel", heading, sizeof(heading));
+    assert_true(strstr(heading, "Duration") != NULL);
+    expect_contains(spans, "    not shown (flare report --wide shows all): ");
+    expect_contains(spans, "Instructions executed");
+    line_with(spans, "ampere_sgemm_128x64_tn", line, sizeof(line));
+    expect_contains(line, " 1237.0 us");
+    /* The UTF-8 name: shortened by characters, its start kept whole. */
+    line_with(spans, "void caf\xC3\xA9::", line, sizeof(line));
+    expect_contains(line, "\xE2\x80\xA6");
+    (void)display_width(line);
+    for (size_t metric = 0; metric < SOL_COUNT; metric++)
+        expect_absent(spans, sol_metrics[metric]);
+
+    /* A wider terminal: more of everything, still within it. */
+    setenv("COLUMNS", "200", 1);
+    assert_int_equal(FLARE("report", "readable"), 0);
+    unsetenv("COLUMNS");
+    spans = strstr(out_text, "Range replay");
+    assert_non_null(spans);
+    assert_true(expect_table_fits(spans, "    launch nth kernel", 200) <= lines);
+    line_with(spans, "    launch nth kernel", line, sizeof(line));
+    assert_true(strlen(line) > strlen(heading));
+    kernels = strstr(out_text, "Kernel replay");
+    assert_true(expect_table_fits(kernels, "    metric ", 200) == SOL_COUNT + 1);
+    expect_contains(line_from(kernels, "    metric ", line, sizeof(line)), "launch 106");
+
+    /* --wide: as stored. */
+    assert_int_equal(FLARE("report", "--wide", "readable"), 0);
+    kernels = strstr(out_text, "Kernel replay");
+    spans = strstr(out_text, "Range replay");
+    assert_true(kernels != NULL && spans != NULL);
+    expect_contains(kernels, "\n  " LONG_KERNEL "\n");
+    expect_contains(spans, " " UTF8_KERNEL " ");
+    expect_absent(out_text, "\xE2\x80\xA6");
+    expect_absent(out_text, "not shown (");
+    line_from(spans, "        launch   nth kernel", line, sizeof(line));
+    for (size_t metric = 0; metric < SOL_COUNT; metric++) {
+        expect_contains(line, sol_metrics[metric]);
+        char start[160];
+        snprintf(start, sizeof(start), "    %s ", sol_metrics[metric]);
+        line_from(kernels, start, heading, sizeof(heading));
+    }
+    expect_absent(kernels, "SM throughput");
 }
 
 /* The metric value on the line of name within text (the first launch
@@ -392,9 +632,14 @@ static void test_end_to_end(void **state)
     assert_int_equal(FLARE("report", "one"), 0);
     const char *section = strstr(out_text, "\n  rmw_add\n");
     assert_non_null(section);
+    char line[512];
+    expect_contains(line_from(section, "    Duration ", line, sizeof(line)), "s"); /* ns, us, ms */
+    /* The raw values, as stored, for the checks below. */
+    assert_int_equal(FLARE("report", "--wide", "one"), 0);
+    section = strstr(out_text, "\n  rmw_add\n");
+    assert_non_null(section);
     expect_absent(out_text, "\n  bystander\n"); /* not chosen */
     expect_contains(section, "1 launch(es) replayed, 0 declined");
-    char line[512];
     /* The launch row, under its header: the second launch of rmw_add, 1
      * pass (the set "time" needs one). */
     const char *header = strstr(section, "        launch   nth");
@@ -428,6 +673,11 @@ static void test_end_to_end(void **state)
     assert_true(summary.passes >= 4);
     assert_true(summary.bytes_restored > 0);
     assert_int_equal(FLARE("report", "every"), 0);
+    section = strstr(out_text, "\n  rmw_add\n");
+    assert_non_null(section);
+    expect_contains(line_from(section, "    Grid size ", line, sizeof(line)), " 16");
+    expect_contains(line_from(section, "    Threads ", line, sizeof(line)), " 4,096");
+    assert_int_equal(FLARE("report", "--wide", "every"), 0);
     section = strstr(out_text, "\n  rmw_add\n");
     assert_non_null(section);
     expect_contains(line_from(section, "    metric ", line, sizeof(line)), "launch ");
@@ -578,8 +828,25 @@ static void test_range_end_to_end(void **state)
     assert_true(span.values[0][0] == 16 && span.values[0][1] == 4096);
     assert_true(span.values[1][0] == 8 && span.values[1][1] == 1024);
 
-    /* The report: the span's header, then its table. */
+    /* The report: the span's header, then its table: by default the
+     * metrics' human names as headings, most telling first, values in
+     * their units. */
     assert_int_equal(FLARE("report", "span"), 0);
+    const char *readable = strstr(out_text, "Range replay");
+    assert_non_null(readable);
+    char heading[512];
+    line_from(readable, "    launch nth kernel", heading, sizeof(heading));
+    const char *duration = strstr(heading, "Duration");
+    const char *grid = strstr(heading, "Grid size");
+    assert_true(duration != NULL && grid != NULL && duration < grid);
+    expect_contains(heading, "Threads");
+    expect_absent(readable, "launch__grid_size");
+    line_with(readable, " scale_add ", heading, sizeof(heading));
+    expect_contains(heading, " n/a");
+    expect_contains(heading, " 16");
+    expect_contains(heading, " 4,096");
+    /* --wide: raw names, in the order asked for. */
+    assert_int_equal(FLARE("report", "--wide", "span"), 0);
     expect_absent(out_text, "Kernel replay"); /* span kernels stay under their span */
     const char *section = strstr(out_text, "Range replay");
     assert_non_null(section);
@@ -684,6 +951,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_options_reach_the_command, fresh_scratch,
                                         remove_scratch),
         cmocka_unit_test_setup_teardown(test_report_section, fresh_scratch, remove_scratch),
+        cmocka_unit_test_setup_teardown(test_report_readable, fresh_scratch, remove_scratch),
         cmocka_unit_test_setup_teardown(test_end_to_end, fresh_scratch, remove_scratch),
         cmocka_unit_test_setup_teardown(test_range_end_to_end, fresh_scratch, remove_scratch),
     };

@@ -4,9 +4,10 @@
  * against the session database and the text report (report_check.py), the
  * CSV read back by Python's csv module and checked field by field against
  * the JSON, --top, a damaged session (errors, exit 1, the other sections
- * written), --format's usage errors, and names holding control characters
- * (an ESC is \u001b in JSON, never a raw byte on standard output). Runs the
- * built flare (FLARE_TEST_BIN_DIR) and python3 in child processes.
+ * written), --wide (text only), --format's usage errors, and names holding
+ * control characters (an ESC is \u001b in JSON, never a raw byte on
+ * standard output). Runs the built flare (FLARE_TEST_BIN_DIR) and python3
+ * in child processes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,6 +115,28 @@ static void test_text_is_the_default(void **state)
     assert_int_equal(FLARE(NULL, "report", "--format", "text", demo), 0);
     assert_string_equal(out_text, first);
     assert_non_null(strstr(out_text, "% GPU"));
+}
+
+/* --wide changes only the text's replay sections (the demo has none, so
+ * its text is as without it: tests/cli/test_replay_cli.c and the golden
+ * files cover the sections); json and csv are raw with or without it. */
+static void test_wide(void **state)
+{
+    (void)state;
+    static char plain[sizeof(out_text)];
+    assert_int_equal(FLARE(NULL, "report", demo), 0);
+    memcpy(plain, out_text, sizeof(plain));
+    assert_int_equal(FLARE(NULL, "report", "--wide", demo), 0);
+    assert_string_equal(out_text, plain);
+    static const char *const formats[] = {"json", "csv"};
+    for (size_t format = 0; format < 2; format++) {
+        assert_int_equal(FLARE(NULL, "report", "-f", formats[format], demo), 0);
+        memcpy(plain, out_text, sizeof(plain));
+        assert_int_equal(FLARE(NULL, "report", "--wide", "-f", formats[format], demo), 0);
+        assert_string_equal(out_text, plain);
+    }
+    assert_int_equal(FLARE(NULL, "report", "--help"), 0);
+    assert_non_null(strstr(out_text, "--wide"));
 }
 
 static void test_usage_errors(void **state)
@@ -226,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_text_is_the_default),
+        cmocka_unit_test(test_wide),
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_damaged_session),
         cmocka_unit_test(test_control_characters),

@@ -1,0 +1,805 @@
+/*
+ * report.js: draws a `flare report --html` page (src/cli/report_html*.c)
+ * from the JSON data block of each of its sections: tables and bar charts
+ * as plain elements, time series with uPlot (third_party/uplot, in the page
+ * before this script). Embedded in every page (src/cli/html_assets.h).
+ *
+ * It must never put text from the session into the page as markup (only
+ * textContent and attribute values), never fetch anything (the page's
+ * Content-Security-Policy forbids it besides), and always end by setting
+ * <body data-rendered> to "ok" (every chart drew) or "error" (with the
+ * reason shown at the top of the page). <body data-charts-expected> and
+ * <body data-charts-drawn> count the charts, for the browser test. A page
+ * opened with ?section=ID draws that section alone (for screenshots).
+ */
+(function () {
+  'use strict';
+
+  var charts = { expected: 0, drawn: 0 };
+  var errors = [];
+  var finished = false;
+  var CHART_AXIS = 84; /* px of the y axis: every chart's plot starts at the same x */
+
+  /* ---- elements ---- */
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function add(parent, child) {
+    parent.appendChild(child);
+    return child;
+  }
+
+  function empty(parent, text) {
+    return add(parent, el('p', 'empty', text));
+  }
+
+  function note(parent, text) {
+    return add(parent, el('p', 'note', text));
+  }
+
+  function table(parent, headings, numeric) {
+    var wrap = add(parent, el('div', 'table-scroll'));
+    var t = add(wrap, el('table', 'data'));
+    var head = add(add(t, el('thead')), el('tr'));
+    headings.forEach(function (heading, i) {
+      add(head, el('th', numeric && numeric[i] ? 'num' : '', heading));
+    });
+    return add(t, el('tbody'));
+  }
+
+  function row(body, cells, numeric) {
+    var tr = add(body, el('tr'));
+    cells.forEach(function (cell, i) {
+      var td = add(tr, el('td', numeric && numeric[i] ? 'num' : ''));
+      if (cell instanceof Node) td.appendChild(cell);
+      else td.textContent = cell === null || cell === undefined ? '-' : String(cell);
+    });
+    return tr;
+  }
+
+  /* Hides the rows of a long table past the first limit, behind a button
+   * that shows them all (and hides them again). */
+  function collapse(body, limit, what) {
+    var rows = body.children;
+    if (rows.length <= limit + 5) return;
+    var total = rows.length;
+    for (var i = limit; i < total; i++) rows[i].hidden = true;
+    var wrap = body.parentNode.parentNode;
+    var button = el('button', 'more', 'Show all ' + fmtCount(total) + ' ' + what);
+    button.setAttribute('type', 'button');
+    button.addEventListener('click', function () {
+      var hide = !rows[limit].hidden;
+      for (var j = limit; j < total; j++) rows[j].hidden = hide;
+      button.textContent = hide ? 'Show all ' + fmtCount(total) + ' ' + what : 'Show the first ' + limit + ' only';
+    });
+    wrap.parentNode.insertBefore(button, wrap.nextSibling);
+  }
+
+  function pill(text, kind) {
+    return el('span', 'pill ' + kind, text);
+  }
+
+  /* ---- numbers, as the text report writes them (src/cli/format.c) ---- */
+
+  function scaled(value, unit, steps) {
+    var step = steps.length;
+    while (step > 0 && value < steps[step - 1][0]) step--;
+    if (step === 0) return Math.round(value) + ' ' + unit;
+    var s = steps[step - 1];
+    return (value / s[1]).toFixed(s[2]) + ' ' + s[3];
+  }
+
+  function fmtDuration(ns) {
+    if (ns === null || ns === undefined) return '-';
+    return scaled(ns, 'ns', [[1e4, 1e3, 1, 'us'], [1e7, 1e6, 1, 'ms'], [1e10, 1e9, 2, 's']]);
+  }
+
+  function fmtBytes(bytes) {
+    return scaled(bytes, 'B', [[10240, 1024, 1, 'KiB'], [10485760, 1048576, 1, 'MiB'],
+      [10737418240, 1073741824, 2, 'GiB']]);
+  }
+
+  function fmtCount(n) {
+    if (n === null || n === undefined) return '-';
+    return Math.round(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  }
+
+  function fmtPct(p) {
+    return p === null || p === undefined || !isFinite(p) ? '-' : p.toFixed(1) + '%';
+  }
+
+  function fmtCompact(v) {
+    var a = Math.abs(v);
+    if (a >= 1e12) return (v / 1e12).toFixed(1) + ' T';
+    if (a >= 1e9) return (v / 1e9).toFixed(1) + ' G';
+    if (a >= 1e6) return (v / 1e6).toFixed(1) + ' M';
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + ' k';
+    if (a >= 100 || v === Math.round(v)) return String(Math.round(v));
+    return v.toPrecision(3);
+  }
+
+  /* Decimal bytes, as Nsight Compute and metric_labels.c write them. */
+  function fmtBytesDecimal(v) {
+    var a = Math.abs(v);
+    if (a >= 1e9) return (v / 1e9).toFixed(1) + ' GB';
+    if (a >= 1e6) return (v / 1e6).toFixed(1) + ' MB';
+    if (a >= 1e3) return (v / 1e3).toFixed(1) + ' kB';
+    return Math.round(v) + ' B';
+  }
+
+  /* A time axis of seconds (or, with scale 1e-3, milliseconds), its unit
+   * chosen from the visible range. */
+  function timeFormatter(seconds_per_unit) {
+    return function (u, values) {
+      var range = (u.scales.x.max - u.scales.x.min) * seconds_per_unit;
+      var unit = range < 2e-3 ? ['us', 1e6] : range < 2 ? ['ms', 1e3] : ['s', 1];
+      return values.map(function (v) {
+        if (v === null) return '';
+        var x = v * seconds_per_unit * unit[1];
+        return (Math.abs(x) >= 100 ? x.toFixed(0) : +x.toPrecision(3)) + ' ' + unit[0];
+      });
+    };
+  }
+
+  function fmtSeconds(s) {
+    return s === null || s === undefined ? '-' : fmtDuration(Math.max(0, s * 1e9));
+  }
+
+  /* NVML metrics by their names in the metrics table (docs/schema.md). */
+  var GAUGE_TITLES = {
+    gpu_utilization_pct: 'GPU utilization', memory_used_bytes: 'Memory used', power_mw: 'Power',
+    sm_clock_mhz: 'SM clock', temperature_c: 'Temperature'
+  };
+
+  /* How an NVML metric (docs/schema.md: the unit is in its name) is shown. */
+  function gaugeFormat(name) {
+    if (/_pct$/.test(name)) return { unit: '%', fmt: function (v) { return v.toFixed(0) + '%'; }, range: [0, 100] };
+    if (/_mw$/.test(name)) return { unit: 'W', fmt: function (v) { return (v / 1000).toFixed(1) + ' W'; } };
+    if (/_mhz$/.test(name)) return { unit: 'MHz', fmt: function (v) { return fmtCount(v) + ' MHz'; } };
+    if (/_bytes$/.test(name)) return { unit: '', fmt: fmtBytes };
+    if (/_c$/.test(name)) return { unit: '°C', fmt: function (v) { return v.toFixed(0) + ' °C'; } };
+    return { unit: '', fmt: fmtCompact };
+  }
+
+  /* How a PM metric is shown, from its unit (metric_labels.h). */
+  function unitFormat(unit) {
+    switch (unit) {
+      case 'percent': return function (v) { return v.toFixed(1) + '%'; };
+      case 'bytes': return fmtBytesDecimal;
+      case 'ns': return fmtDuration;
+      case 'cycles': return function (v) { return fmtCompact(v) + ' cyc'; };
+      default: return fmtCompact;
+    }
+  }
+
+  function hue(text) {
+    var h = 0;
+    for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) >>> 0;
+    return h % 360;
+  }
+
+  /* ---- charts ---- */
+
+  function chartDrawn(host) {
+    if (host.getAttribute('data-drawn') === '1') return;
+    if (!host.querySelector('canvas')) {
+      errors.push('a chart drew without a canvas');
+      return;
+    }
+    host.setAttribute('data-drawn', '1');
+    charts.drawn++;
+    maybeFinish();
+  }
+
+  /* Shades spans ({start, end, kind}, in x units) under the series. */
+  function shader(spans) {
+    return function (u) {
+      if (!spans || spans.length === 0) return;
+      var ctx = u.ctx, box = u.bbox, min = u.scales.x.min, max = u.scales.x.max;
+      ctx.save();
+      spans.forEach(function (span) {
+        if (span.end < min || span.start > max) return;
+        var x0 = Math.max(u.valToPos(span.start, 'x', true), box.left);
+        var x1 = Math.min(u.valToPos(span.end, 'x', true), box.left + box.width);
+        ctx.fillStyle = span.kind === 'storm' ? 'rgba(220,38,38,0.16)' : 'rgba(245,158,11,0.24)';
+        ctx.fillRect(x0, box.top, Math.max(x1 - x0, 2), box.height);
+      });
+      ctx.restore();
+    };
+  }
+
+  /* A y range around [min, max] with room above and below; a constant
+   * series gets a band around its value instead of uPlot's guess. */
+  function paddedRange(u, min, max) {
+    if (min === null || max === null) return [0, 1];
+    if (min === max) {
+      var pad = Math.abs(min) * 0.1 || 1;
+      return [min >= 0 && min - pad < 0 ? 0 : min - pad, max + pad];
+    }
+    var span = max - min;
+    return [min >= 0 && min - span * 0.08 < 0 ? 0 : min - span * 0.08, max + span * 0.08];
+  }
+
+  /*
+   * A time series chart under parent: spec.xs (ascending), spec.series
+   * [{label, values, color, fill}], spec.fmt (values), spec.xScale (1 for
+   * seconds, 1e-3 for milliseconds), spec.spans, spec.range (y), spec.sync
+   * (cursor sync key), spec.xRange ([min, max] of x), spec.height,
+   * spec.onDraw(u) once drawn.
+   */
+  function timeChart(parent, spec) {
+    var block = add(parent, el('div', 'chart-block'));
+    var title = add(block, el('div', 'chart-title', spec.title));
+    if (spec.sub) add(title, el('span', 'sub', '  ' + spec.sub));
+    var host = add(block, el('div', 'chart'));
+    var width = Math.max(360, Math.floor(parent.clientWidth || 1100) - 4);
+    var fmtTime = timeFormatter(spec.xScale);
+    charts.expected++;
+    var once = false;
+    var options = {
+      width: width,
+      height: spec.height || 150,
+      scales: {
+        x: spec.xRange ? { time: false, range: function () { return spec.xRange; } } : { time: false },
+        y: { range: spec.range ? function () { return spec.range; } : paddedRange }
+      },
+      cursor: { sync: { key: spec.sync || 'flare' }, drag: { x: true, y: false } },
+      legend: { show: true },
+      series: [{
+        label: spec.xScale === 1 ? 'time' : 'time in window',
+        value: function (u, v) { return v === null ? '-' : fmtTime(u, [v])[0]; }
+      }].concat(spec.series.map(function (s) {
+        return {
+          label: s.label, stroke: s.color, width: 1.25, fill: s.fill,
+          points: { show: false },
+          value: function (u, v) { return v === null || v === undefined ? '-' : spec.fmt(v); }
+        };
+      })),
+      axes: [
+        { values: fmtTime, size: 34 },
+        { values: function (u, vals) { return vals.map(function (v) { return v === null ? '' : (spec.tick || spec.fmt)(v); }); },
+          size: CHART_AXIS }
+      ],
+      hooks: {
+        drawClear: [shader(spec.spans)],
+        draw: [function (u) {
+          if (once) return;
+          once = true;
+          if (spec.onDraw) spec.onDraw(u);
+          chartDrawn(host);
+        }]
+      }
+    };
+    var data = [spec.xs].concat(spec.series.map(function (s) { return s.values; }));
+    try {
+      new uPlot(options, data, host);
+    } catch (e) {
+      errors.push('chart "' + spec.title + '": ' + e.message);
+      add(block, el('p', 'section-error', 'This chart could not be drawn: ' + e.message));
+    }
+    return block;
+  }
+
+  /* A bar chart of rows: label(row), fraction(row) (0..1 of the widest
+   * bar), value(row) (text), detail(row) (muted text). */
+  function barChart(parent, rows, spec) {
+    charts.expected++;
+    var grid = add(parent, el('div', 'bars'));
+    rows.forEach(function (r) {
+      var label = add(grid, el('div', 'label', spec.label(r)));
+      label.setAttribute('title', spec.label(r));
+      var track = add(grid, el('div', 'track'));
+      var fill = add(track, el('div', 'fill'));
+      fill.style.width = (Math.max(0, Math.min(1, spec.fraction(r))) * 100).toFixed(2) + '%';
+      var value = add(grid, el('div', 'value', spec.value(r)));
+      if (spec.detail) add(value, el('span', 'sub', '  ' + spec.detail(r)));
+    });
+    charts.drawn++;
+    grid.setAttribute('data-drawn', '1');
+    return grid;
+  }
+
+  /* ---- session ---- */
+
+  function fact(list, term, value) {
+    add(list, el('dt', '', term));
+    var dd = add(list, el('dd'));
+    if (value instanceof Node) dd.appendChild(value);
+    else dd.textContent = value === null || value === undefined || value === '' ? '-' : String(value);
+    return dd;
+  }
+
+  function renderSession(body, d) {
+    if (d.command) document.title = 'flare report: ' + d.command;
+    var list = add(body, el('dl', 'facts'));
+    fact(list, 'command', d.command || '(unknown)').className = 'mono';
+    fact(list, 'host', d.host);
+    fact(list, 'started', d.started);
+    fact(list, 'duration', d.ended && d.duration_ns !== null ? fmtDuration(d.duration_ns)
+      : 'did not end: killed, crashed or still running (' + fmtDuration(d.span_ns) + ' recorded)');
+    var exit = d.exit_status === null ? 'unknown' : String(d.exit_status);
+    fact(list, 'exit status', pill(exit, d.exit_status === 0 ? 'ok' : d.exit_status === null ? 'other' : 'failed'));
+    fact(list, 'flare version', d.flare_version +
+      (d.report_flare_version && d.report_flare_version !== d.flare_version
+        ? ' (this page: flare ' + d.report_flare_version + ')' : ''));
+    fact(list, 'recorded', fmtCount(d.processes) + ' process(es), ' + fmtCount(d.kernels) + ' kernels, ' +
+      fmtCount(d.copies) + ' copies/memsets, ' + fmtCount(d.scopes) + ' scopes; kernel GPU time ' +
+      fmtDuration(d.kernel_gpu_ns));
+    if (d.untimed_launches + d.untimed_copies > 0)
+      fact(list, 'untimed', fmtCount(d.untimed_launches) + ' more kernel launches and ' +
+        fmtCount(d.untimed_copies) + ' copies/memsets ran during launch storms, counted but not timed');
+    fact(list, 'session', d.directory).className = 'mono';
+    add(body, el('h3', '', 'Capabilities'));
+    if (!d.capabilities.length) {
+      empty(body, 'No GPU backend started: kernels come from the simulated device, if any.');
+      return;
+    }
+    var rows = table(body, ['feature', 'status', 'requested', 'reason', 'pid']);
+    d.capabilities.forEach(function (c) {
+      row(rows, [c.feature, pill(c.status, c.status), c.requested ? 'yes' : 'no', c.reason, c.pid]);
+    });
+  }
+
+  /* ---- timeline ---- */
+
+  var GAUGE_COLORS = ['#2f6fdf', '#17945f', '#c2410c', '#8a5cd1', '#0e7490', '#a16207'];
+
+  function timelineSpans(d, device) {
+    var spans = [];
+    d.windows.forEach(function (w) { spans.push({ start: w.start_s, end: w.end_s, kind: 'window' }); });
+    d.storms.forEach(function (s) {
+      if (s.device < 0 || s.device === device) spans.push({ start: s.start_s, end: s.end_s, kind: 'storm' });
+    });
+    return spans;
+  }
+
+  function renderDevice(body, d, dev) {
+    var box = add(body, el('div', 'device'));
+    add(box, el('h3', '', 'Device ' + dev.device + (dev.name ? ': ' + dev.name : '')));
+    var spans = timelineSpans(d, dev.device);
+    if (dev.busy) {
+      note(box, 'Busy ' + fmtPct(dev.busy_pct) + ' of the session (' + fmtDuration(dev.busy_ns) +
+        ' with at least one kernel running, overlapping kernels counted once), ' +
+        fmtCount(dev.kernels) + ' kernels.');
+      timeChart(box, {
+        title: 'GPU busy', sub: '% of each of ' + dev.busy.t.length + ' slices of the session',
+        xs: dev.busy.t, series: [{ label: 'busy', values: dev.busy.v, color: '#2f6fdf', fill: 'rgba(47,111,223,0.18)' }],
+        fmt: function (v) { return v.toFixed(0) + '%'; }, range: [0, 100], xScale: 1, spans: spans,
+        sync: 'timeline', height: 150, xRange: [d.from_s, d.to_s]
+      });
+    } else {
+      empty(box, 'No kernels ran on this device.');
+    }
+    if (!dev.metrics.length) {
+      note(box, 'No NVML metrics for this device (flare samples them on CUDA devices).');
+      return;
+    }
+    dev.metrics.forEach(function (m, i) {
+      var g = gaugeFormat(m.name);
+      var title = GAUGE_TITLES[m.name] ? GAUGE_TITLES[m.name] + (g.unit ? ' (' + g.unit + ')' : '') : m.name;
+      timeChart(box, {
+        title: title, sub: m.name + ' · ' + fmtCount(m.samples) + ' samples; min ' + g.fmt(m.min) + ', mean ' +
+          g.fmt(m.mean) + ', max ' + g.fmt(m.max),
+        xs: m.t, series: [{ label: GAUGE_TITLES[m.name] || m.name, values: m.v, color: GAUGE_COLORS[i % GAUGE_COLORS.length] }],
+        fmt: g.fmt, tick: g.tick, range: g.range, xScale: 1, spans: spans, sync: 'timeline', height: 110,
+        xRange: [d.from_s, d.to_s]
+      });
+    });
+  }
+
+  function renderTimeline(body, d) {
+    var legend = add(body, el('div', 'legend-row'));
+    var w = add(legend, el('span'));
+    add(w, el('span', 'swatch window'));
+    add(w, document.createTextNode('deep-profiling window (' + d.windows.length + ')'));
+    var s = add(legend, el('span'));
+    add(s, el('span', 'swatch storm'));
+    add(s, document.createTextNode('launch storm (' + d.storms.length + ')'));
+    add(legend, el('span', '', 'Drag across a chart to zoom; double-click to zoom out.'));
+    if (!d.devices.length) {
+      empty(body, 'No kernel ran and no device metric was recorded in this session.');
+    }
+    d.devices.forEach(function (dev) { renderDevice(body, d, dev); });
+    if (d.left_out > 0)
+      note(body, fmtCount(d.left_out) + ' samples of devices or metrics past the page\'s limits (64 devices, 32 metrics each) are not drawn.');
+    add(body, el('h3', '', 'Deep windows and launch storms'));
+    if (!d.windows.length && !d.storms.length) {
+      empty(body, 'None: no deep-profiling window opened and no launch storm was recorded.');
+      return;
+    }
+    var rows = table(body, ['what', 'pid', 'device', 'from', 'to', 'length', 'detail'],
+      [false, true, true, true, true, true, false]);
+    d.windows.forEach(function (x) {
+      row(rows, ['window ' + x.id, x.pid, 'all', '+' + fmtSeconds(x.start_s), '+' + fmtSeconds(x.end_s),
+        fmtSeconds(x.end_s - x.start_s), x.kind + (x.label ? ': ' + x.label : '') + (x.closed ? '' : ' (still open)')],
+        [false, true, true, true, true, true, false]);
+    });
+    d.storms.forEach(function (x) {
+      row(rows, ['launch storm', x.pid, x.device < 0 ? 'all' : x.device, '+' + fmtSeconds(x.start_s),
+        '+' + fmtSeconds(x.end_s), fmtSeconds(x.end_s - x.start_s),
+        fmtCount(x.untimed_launches) + ' launches counted, not timed' + (x.still_open ? ' (open at the end)' : '')],
+        [false, true, true, true, true, true, false]);
+    });
+  }
+
+  /* ---- kernels and scopes ---- */
+
+  function renderKernels(body, d) {
+    if (!d.rows.length) {
+      empty(body, 'No kernels were recorded.');
+      return;
+    }
+    note(body, 'The ' + d.rows.length + ' kernels with the most GPU time, of ' + fmtDuration(d.all_ns) +
+      ' in all kernels (bars relative to the first; the percentage is of all kernels\' GPU time).');
+    var max = d.rows[0].total_ns || 1;
+    barChart(body, d.rows, {
+      label: function (r) { return r.name; },
+      fraction: function (r) { return r.total_ns / max; },
+      value: function (r) { return fmtPct(r.pct) + '  ' + fmtDuration(r.total_ns); },
+      detail: function (r) { return fmtCount(r.count) + '×'; }
+    });
+    var num = [false, true, true, true, true, true, true];
+    var rows = table(body, ['kernel', 'count', 'total', '% GPU', 'mean', 'p50', 'p99'], num);
+    d.rows.forEach(function (r) {
+      var name = el('span', 'name', r.name);
+      row(rows, [name, fmtCount(r.count), fmtDuration(r.total_ns), fmtPct(r.pct), fmtDuration(r.mean_ns),
+        fmtDuration(r.p50_ns), fmtDuration(r.p99_ns)], num);
+    });
+  }
+
+  function renderScopes(body, d) {
+    if (d.unavailable) {
+      empty(body, 'GPU time per scope is not available: ' + d.unavailable + '.');
+      return;
+    }
+    if (!d.rows.length) {
+      empty(body, 'No scopes or NVTX ranges were recorded.');
+      return;
+    }
+    note(body, 'Kernel time inside each scope or NVTX range, summed over its occurrences (a kernel ' +
+      'inside nested scopes counts for each of them); the percentage is of all kernels\' GPU time.');
+    var max = Math.max.apply(null, d.rows.map(function (r) { return r.gpu_ns; })) || 1;
+    barChart(body, d.rows, {
+      label: function (r) { return r.name; },
+      fraction: function (r) { return r.gpu_ns / max; },
+      value: function (r) {
+        return fmtDuration(r.gpu_ns) + '  ' + (d.kernel_gpu_ns > 0 ? fmtPct(100 * r.gpu_ns / d.kernel_gpu_ns) : '');
+      },
+      detail: function (r) { return fmtCount(r.count) + '× in ' + fmtDuration(r.duration_ns) + ' wall'; }
+    });
+    var num = [false, true, true, true, true];
+    var rows = table(body, ['scope', 'occurrences', 'wall time', 'GPU time', 'kernels'], num);
+    d.rows.forEach(function (r) {
+      row(rows, [el('span', 'name', r.name), fmtCount(r.count), fmtDuration(r.duration_ns),
+        fmtDuration(r.gpu_ns), fmtCount(r.kernels)], num);
+    });
+  }
+
+  /* ---- PM samples ---- */
+
+  var LANE_ROW = 18;
+
+  function drawLane(box, w) {
+    var scopes = w.scopes;
+    if (!scopes.length) {
+      note(box, 'No scope or NVTX range of this process overlapped the window.');
+      return null;
+    }
+    var depth = 0;
+    scopes.forEach(function (s) { depth = Math.max(depth, s.depth); });
+    var lane = add(box, el('div', 'lane'));
+    lane.style.height = ((depth + 1) * LANE_ROW + 2) + 'px';
+    scopes.forEach(function (s) {
+      var item = add(lane, el('div', 'lane-scope', s.name));
+      var left = Math.max(0, s.start_ms / w.length_ms);
+      var width = Math.max(0, Math.min(1, s.end_ms / w.length_ms) - left);
+      item.style.left = (left * 100).toFixed(3) + '%';
+      item.style.width = 'max(2px, ' + (width * 100).toFixed(3) + '%)';
+      item.style.top = (s.depth * LANE_ROW + 1) + 'px';
+      item.style.background = 'hsl(' + hue(s.name) + ', 55%, 45%)';
+      item.setAttribute('title', s.name + ' (thread ' + s.thread + '): ' +
+        fmtDuration((s.end_ms - s.start_ms) * 1e6) + (s.open ? ', still open at the end' : ''));
+    });
+    var caption = 'Scope lane: the scopes and NVTX ranges of pid ' + w.pid +
+      ' that overlapped the window, a row per nesting depth, on the charts\' time axis.';
+    if (w.scopes_total > scopes.length)
+      caption += ' ' + fmtCount(w.scopes_total - scopes.length) + ' more are not drawn.';
+    add(box, el('div', 'lane-caption', caption));
+    return lane;
+  }
+
+  function renderWindow(body, d, w) {
+    var box = add(body, el('div', 'window'));
+    var name = 'Window ' + w.id + ' (' + w.kind + (w.label ? ': ' + w.label : '') + ')';
+    add(box, el('h3', '', name + (w.device !== null ? ' on device ' + w.device : '') + ', pid ' + w.pid));
+    note(box, 'Opened ' + fmtSeconds(w.open_s) + ' after the session started, ' +
+      fmtDuration(w.length_ms * 1e6) + ' long, closed by ' + (w.close_reason || '-') + '; ' +
+      fmtCount(w.launches) + ' launches; engine ' + (w.engine || '-') + ' (' + (w.engine_status || '-') +
+      (w.engine_reason ? ': ' + w.engine_reason : '') + ').');
+    if (!w.drawn) {
+      if (w.sample_rows === 0) empty(box, 'No PM samples were recorded in this window.');
+      else empty(box, 'Its ' + fmtCount(w.sample_rows) + ' sample values are not drawn: the page draws the first ' +
+        d.drawn_max + ' windows with samples (flare report lists them all).');
+      return;
+    }
+    var lane = null;
+    var place = function (u) {
+      if (!lane) return;
+      lane.style.marginLeft = u.over.style.left;
+      lane.style.width = u.over.style.width;
+    };
+    var sync = 'pm-' + w.pid + '-' + w.id;
+    w.metrics.forEach(function (m, i) {
+      var fmt = unitFormat(m.unit);
+      var sub = m.metric + ' · ' + fmtCount(m.samples) + ' samples; min ' + m.min_text + ', mean ' +
+        m.mean_text + ', max ' + m.max_text;
+      if (m.flagged > 0) sub += '; ' + fmtCount(m.flagged) + ' flagged, left out';
+      if (!m.t.length) {
+        add(box, el('div', 'chart-title', m.label + '  ' + sub));
+        empty(box, 'No sample of this metric has a value.');
+        return;
+      }
+      timeChart(box, {
+        title: m.label, sub: sub, xs: m.t,
+        series: [{ label: m.label, values: m.v, color: GAUGE_COLORS[i % GAUGE_COLORS.length],
+          fill: 'rgba(47,111,223,0.08)' }],
+        fmt: fmt, range: m.unit === 'percent' ? [0, 100] : undefined, xScale: 1e-3, sync: sync,
+        height: 110, onDraw: place, xRange: [0, w.length_ms]
+      });
+    });
+    if (w.metrics_left_out > 0)
+      note(box, fmtCount(w.metrics_left_out) + ' sample values of metrics past the first 16 are not drawn.');
+    lane = drawLane(box, w);
+  }
+
+  function renderPm(body, d) {
+    if (!d.windows.length) {
+      empty(body, 'No deep-profiling window opened in this session (flare trace --deep-when, ' +
+        '--deep-after/--deep-for, or flare_window_open).');
+      return;
+    }
+    note(body, 'Each window\'s PM samples over time, one chart per metric (flagged samples are counted, never drawn), ' +
+      'with the scopes that covered them in a lane underneath.');
+    d.windows.forEach(function (w) { renderWindow(body, d, w); });
+    if (d.windows_total > d.windows.length)
+      note(body, fmtCount(d.windows_total - d.windows.length) + ' more windows are not listed.');
+  }
+
+  /* ---- replay ---- */
+
+  function solBars(parent, bars) {
+    var grid = add(parent, el('div', 'sol'));
+    bars.forEach(function (b) {
+      var label = add(grid, el('div', 'label', b.label));
+      label.setAttribute('title', b.metric);
+      var track = add(grid, el('div', 'track'));
+      var fill = add(track, el('div', 'fill ' + b.side));
+      var pct = b.pct === null ? 0 : Math.max(0, Math.min(100, b.pct));
+      fill.style.width = pct.toFixed(2) + '%';
+      add(grid, el('div', 'value', b.text));
+    });
+    charts.expected++;
+    charts.drawn++;
+    grid.setAttribute('data-drawn', '1');
+  }
+
+  function values(parent, list) {
+    var line = add(parent, el('div', 'values'));
+    list.forEach(function (v) {
+      var item = add(line, el('span'));
+      item.setAttribute('title', v.metric);
+      add(item, el('b', '', v.label));
+      add(item, document.createTextNode(' ' + v.text));
+    });
+  }
+
+  function renderRun(card, run) {
+    var box = add(card, el('div', 'run'));
+    var head = 'launch #' + run.launch_index + ' on device ' + run.device + ', pid ' + run.pid;
+    if (run.declined) {
+      add(box, el('div', 'run-head declined', head + ': declined: ' + (run.reason || 'no reason given')));
+      return;
+    }
+    add(box, el('div', 'run-head', head + ': ' + run.passes + ' passes' +
+      (run.collector ? ' (' + run.collector + ')' : '') + (run.reason ? '; ' + run.reason : '')));
+    if (run.bars.length) solBars(box, run.bars);
+    if (run.values.length) values(box, run.values);
+    if (!run.bars.length && !run.values.length) empty(box, 'No metric was collected for this launch.');
+  }
+
+  function renderSpan(body, span) {
+    var card = add(body, el('div', 'kernel-card'));
+    add(card, el('h3', '', 'span ' + span.name + (span.occurrence ? ' #' + span.occurrence : '') +
+      ' (pid ' + span.pid + (span.device >= 0 ? ', device ' + span.device : '') + ')'));
+    var facts = fmtCount(span.kernels) + ' kernels and ' + fmtCount(span.copies) + ' copies/memsets recorded; ';
+    if (span.declined) {
+      add(card, el('div', 'run-head declined', facts + 'declined: ' + (span.reason || 'no reason given')));
+    } else {
+      add(card, el('div', 'run-head', facts + span.passes + ' passes' + (span.reason ? '; ' + span.reason : '')));
+    }
+    if (!span.rows.length) {
+      empty(card, 'No kernel of this span was stored.');
+      return;
+    }
+    var headings = ['#', 'kernel'].concat(span.columns.map(function (c) { return c.label; }));
+    var num = headings.map(function (h, i) { return i !== 1; });
+    var rows = table(card, headings, num);
+    rows.parentNode.className += ' wide';
+    var th = rows.parentNode.querySelectorAll('th');
+    span.columns.forEach(function (c, i) { th[i + 2].setAttribute('title', c.metric); });
+    span.rows.forEach(function (r, i) {
+      var kernel = el('span', 'name span-kernel' + (r.declined ? ' declined' : ''), r.kernel);
+      kernel.setAttribute('title', r.kernel + (r.declined ? ': declined: ' + (r.reason || '') : ''));
+      var cells = [String(i + 1), kernel];
+      r.cells.forEach(function (c) {
+        if (c === null) { cells.push('-'); return; }
+        if (c.pct === undefined) { cells.push(c.text); return; }
+        var cell = el('span');
+        var bar = add(cell, el('span', 'cell-bar ' + (span.columns[cells.length - 2].side || '')));
+        add(bar, el('i')).style.width = Math.max(0, Math.min(100, c.pct)).toFixed(1) + '%';
+        add(cell, document.createTextNode(c.text));
+        cells.push(cell);
+      });
+      row(rows, cells, num);
+    });
+    collapse(rows, 20, 'kernels of the span');
+    if (span.rows_left_out > 0) note(card, fmtCount(span.rows_left_out) + ' more kernels are not listed.');
+  }
+
+  function renderReplay(body, d) {
+    var s = d.summary || {};
+    if (!d.kernels.length && !d.spans.length) {
+      empty(body, 'No kernel or range replay in this session (flare replay).');
+      return;
+    }
+    if (d.kernels.length) {
+      add(body, el('h3', '', 'Kernel replay'));
+      note(body, fmtCount(s.launches) + ' launches of ' + fmtCount(s.kernels) + ' kernels: ' + fmtCount(s.replayed) +
+        ' replayed, ' + fmtCount(s.declined) + ' declined. Bars: throughput against the unit\'s peak ' +
+        '(compute in blue, memory in green).');
+      d.kernels.forEach(function (k) {
+        var card = add(body, el('div', 'kernel-card'));
+        add(card, el('h3', '', k.kernel));
+        note(card, fmtCount(k.launches) + ' launch(es): ' + fmtCount(k.replayed) + ' replayed, ' + fmtCount(k.declined) + ' declined');
+        k.runs.forEach(function (run) { renderRun(card, run); });
+        if (k.runs_left_out > 0) note(card, fmtCount(k.runs_left_out) + ' more launches are not shown (flare report lists them).');
+      });
+      if (d.kernels_left_out > 0) note(body, fmtCount(d.kernels_left_out) + ' more kernels are not shown.');
+    }
+    if (d.spans.length) {
+      add(body, el('h3', '', 'Range replay'));
+      note(body, fmtCount(s.spans) + ' spans: ' + fmtCount(s.spans_replayed) + ' replayed, ' + fmtCount(s.spans_declined) +
+        ' declined. Each span\'s kernels in launch order.');
+      d.spans.forEach(function (span) { renderSpan(body, span); });
+      if (d.spans_left_out > 0) note(body, fmtCount(d.spans_left_out) + ' more spans are not shown.');
+    }
+  }
+
+  /* ---- drops and warnings ---- */
+
+  function renderDrops(body, d) {
+    add(body, el('h3', '', 'Data quality'));
+    if (!d.notes.length) empty(body, 'Nothing to note.');
+    d.notes.forEach(function (text) {
+      var p = add(body, el('p', 'note'));
+      add(p, pill('note', 'warning'));
+      add(p, document.createTextNode(' ' + text));
+    });
+    add(body, el('h3', '', 'Dropped data'));
+    if (!d.drops.length) {
+      empty(body, 'None: every event was recorded.');
+    } else {
+      var num = [false, false, true, true];
+      var rows = table(body, ['source', 'detail', 'count', 'pid'], num);
+      d.drops.forEach(function (x) { row(rows, [x.source, x.detail, fmtCount(x.count), x.pid], num); });
+    }
+    add(body, el('h3', '', 'Warnings and errors'));
+    if (!d.warnings.length) {
+      empty(body, 'None in flare\'s log.');
+      return;
+    }
+    var rows2 = table(body, ['time', 'pid', 'level', 'message'], [true, true, false, false]);
+    d.warnings.forEach(function (x) {
+      row(rows2, ['+' + fmtSeconds(x.time_s), x.pid, pill(x.level, x.level), x.message], [true, true, false, false]);
+    });
+    collapse(rows2, 20, 'warnings and errors');
+    if (d.warnings_total > d.warnings.length)
+      note(body, fmtCount(d.warnings_total - d.warnings.length) + ' more are in flare.log.');
+  }
+
+  /* ---- the page ---- */
+
+  var renderers = {
+    session: renderSession, timeline: renderTimeline, kernels: renderKernels, scopes: renderScopes,
+    pm: renderPm, replay: renderReplay, drops: renderDrops
+  };
+
+  function status(text, isError) {
+    var box = document.getElementById('page-status');
+    if (!box) return;
+    box.textContent = text;
+    box.className = 'page-status' + (isError ? ' error' : text ? '' : ' hidden');
+  }
+
+  function maybeFinish(force) {
+    if (finished || !charts.ready) return;
+    var body = document.body;
+    body.setAttribute('data-charts-expected', String(charts.expected));
+    body.setAttribute('data-charts-drawn', String(charts.drawn));
+    if (!errors.length && charts.drawn < charts.expected && !force) return;
+    finished = true;
+    if (!errors.length && charts.drawn < charts.expected)
+      errors.push((charts.expected - charts.drawn) + ' of ' + charts.expected + ' charts did not draw');
+    if (errors.length) {
+      body.setAttribute('data-rendered', 'error');
+      status('This page did not draw completely: ' + errors.join('; '), true);
+    } else {
+      body.setAttribute('data-rendered', 'ok');
+      status('', false);
+    }
+    /* For the benchmark and the screenshots: when it was done, and how
+     * tall the page is then. */
+    body.setAttribute('data-rendered-ms', String(Math.round(window.performance.now())));
+    var main = document.querySelector('main');
+    body.setAttribute('data-page-height', String(Math.ceil(main.getBoundingClientRect().bottom + window.scrollY)));
+  }
+
+  function renderSection(section, only) {
+    var id = section.id;
+    var body = section.querySelector('.section-body');
+    var block = document.getElementById('data-' + id);
+    if (only && id !== only) {
+      section.style.display = 'none';
+      return;
+    }
+    try {
+      var d = JSON.parse(block.textContent);
+      if (d.error) {
+        add(body, el('p', 'section-error', 'This section could not be read whole: ' + d.error));
+        errors.push('section ' + id + ' could not be read whole');
+      }
+      renderers[id](body, d);
+    } catch (e) {
+      add(body, el('p', 'section-error', 'This section could not be drawn: ' + e.message));
+      errors.push('section ' + id + ': ' + e.message);
+    }
+  }
+
+  function main() {
+    var only = null;
+    var match = /[?&]section=([a-z]+)/.exec(window.location.search);
+    var sections = Array.prototype.slice.call(document.querySelectorAll('section.report-section'));
+    if (match && document.getElementById(match[1])) {
+      only = match[1];
+      document.body.classList.add('single-section');
+    }
+    var nav = document.getElementById('page-nav');
+    sections.forEach(function (section) {
+      var link = add(nav, el('a', '', section.querySelector('h2').textContent));
+      link.setAttribute('href', '#' + section.id);
+    });
+    if (typeof uPlot === 'undefined') errors.push('the chart library did not load');
+    status('Drawing…', false);
+    sections.forEach(function (section) {
+      if (typeof uPlot === 'undefined' && section.id !== 'session') return;
+      renderSection(section, only);
+    });
+    charts.ready = true;
+    maybeFinish();
+    /* Charts draw in a microtask; one that never does is an error. */
+    window.setTimeout(function () { maybeFinish(true); }, 10000);
+  }
+
+  try {
+    main();
+  } catch (e) {
+    errors.push(e.message);
+    charts.ready = true;
+    maybeFinish(true);
+  }
+})();

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Checks the structure of a `flare report --html` page (tests/cli/test_report_html.c).
+
+Usage: html_check.py PAGE [--expect WHAT]... [--name TEXT]... [--note TEXT]...
+
+Always checked: the page is one HTML document with the Content-Security-Policy
+that forbids every fetch; nothing in it would make the browser fetch (src=,
+href=, url(), @import, fetch, XMLHttpRequest, import(), <link>, ...); every
+section is there with its JSON data block, each block parses, no block holds
+"</" or "<!--" raw, and no section reports a read error.
+
+--expect pm        a window's PM samples are drawn, with scopes in its lane
+--expect replay    kernel replay with speed-of-light bars that have values
+--expect spans     range replay with a span's kernels in a table
+--expect storms    a launch storm on the timeline
+--expect metrics   NVML metrics on the timeline
+--expect kernels   top kernels and GPU time per scope
+--name TEXT        TEXT is a string value somewhere in the data (round trip
+                   of a hostile name)
+--note TEXT        a data-quality note contains TEXT
+Prints the failures and exits 1, or prints a summary and exits 0. Standard
+library only.
+"""
+import json
+import re
+import sys
+
+SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "replay", "drops"]
+
+# What would make a browser fetch something. The page's own script builds
+# no URL, and uPlot (third_party/uplot) has none but the one in its banner
+# comment, which is no fetch.
+FETCHES = [
+    (r"""\b(?:src|href|action|poster|srcset|background|formaction)\s*=\s*["']?\s*(?:https?:|//)""",
+     "an attribute that loads a URL"),
+    (r"""url\(\s*["']?\s*(?:https?:|//)""", "a CSS url()"),
+    (r"@import", "a CSS @import"),
+    (r"\bfetch\s*\(", "fetch()"),
+    (r"XMLHttpRequest", "XMLHttpRequest"),
+    (r"\bimport\s*\(", "a dynamic import()"),
+    (r"^\s*import\s", "an import statement"),
+    (r"<link\b", "a <link> element"),
+    (r"sendBeacon", "navigator.sendBeacon"),
+    (r"\bWebSocket\b", "a WebSocket"),
+    (r"\bEventSource\b", "an EventSource"),
+    (r"<(?:iframe|img|object|embed|video|audio|source)\b", "an element that loads a resource"),
+]
+
+BLOCK = re.compile(
+    r'<script type="application/json" class="section-data" id="data-([a-z]+)">(.*?)</script>',
+    re.S)
+
+
+def strings(value):
+    """Every string anywhere in a parsed JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+
+
+def check_expectations(data, expects, problems):
+    pm = data.get("pm", {})
+    if "pm" in expects:
+        drawn = [w for w in pm.get("windows", []) if w.get("drawn")]
+        if not drawn:
+            problems.append("no window's PM samples are drawn")
+        elif not any(m["samples"] > 0 and len(m["t"]) == len(m["v"]) > 0
+                     for w in drawn for m in w["metrics"]):
+            problems.append("no PM metric has samples to draw")
+        elif not any(w["scopes"] for w in drawn):
+            problems.append("no scope in any drawn window's lane")
+    replay = data.get("replay", {})
+    if "replay" in expects:
+        bars = [b for k in replay.get("kernels", []) for r in k["runs"] for b in r["bars"]]
+        if not any(b["pct"] is not None and b["text"] for b in bars):
+            problems.append("no speed-of-light bar with a value in kernel replay")
+        if not any(v["label"] and v["text"] for k in replay.get("kernels", [])
+                   for r in k["runs"] for v in r["values"]):
+            problems.append("no labelled metric value in kernel replay")
+    if "spans" in expects:
+        spans = replay.get("spans", [])
+        if not spans or not any(s["rows"] and s["columns"] for s in spans):
+            problems.append("no range replay span with a table of kernels")
+    timeline = data.get("timeline", {})
+    if "storms" in expects and not timeline.get("storms"):
+        problems.append("no launch storm on the timeline")
+    if "metrics" in expects and not any(d["metrics"] for d in timeline.get("devices", [])):
+        problems.append("no NVML metric on the timeline")
+    if "kernels" in expects:
+        if not data.get("kernels", {}).get("rows"):
+            problems.append("no top kernels")
+        if not data.get("scopes", {}).get("rows"):
+            problems.append("no GPU time per scope")
+        if not any(d.get("busy") for d in timeline.get("devices", [])):
+            problems.append("no GPU busy series")
+    for device in timeline.get("devices", []):
+        for series in [device.get("busy")] + device.get("metrics", []):
+            if series and len(series["t"]) > 2000:
+                problems.append("a timeline track has %d points (more than 2,000)" % len(series["t"]))
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    path = argv[1]
+    expects, names, notes = set(), [], []
+    i = 2
+    while i < len(argv):
+        option, value = argv[i], argv[i + 1] if i + 1 < len(argv) else None
+        if value is None:
+            print("html_check.py: %s needs a value" % option)
+            return 2
+        {"--expect": lambda v: expects.add(v), "--name": names.append,
+         "--note": notes.append}[option](value)
+        i += 2
+    with open(path, encoding="utf-8") as page:
+        text = page.read()
+    problems = []
+    if not text.startswith("<!DOCTYPE html>"):
+        problems.append("the page does not start with <!DOCTYPE html>")
+    if not text.rstrip().endswith("</html>"):
+        problems.append("the page does not end with </html>")
+    if "default-src 'none'" not in text:
+        problems.append("no Content-Security-Policy forbidding fetches")
+    for pattern, what in FETCHES:
+        match = re.search(pattern, text, re.M)
+        if match:
+            start = max(0, match.start() - 60)
+            problems.append("%s: ...%s..." % (what, text[start:match.end() + 60]))
+    data = {}
+    for match in BLOCK.finditer(text):
+        section, raw = match.group(1), match.group(2)
+        if "</" in raw or "<!--" in raw:
+            problems.append("section %s: its data holds '</' or '<!--' raw" % section)
+        try:
+            data[section] = json.loads(raw)
+        except ValueError as error:
+            problems.append("section %s: its data is not JSON: %s" % (section, error))
+    for section in SECTIONS:
+        if '<section id="%s"' % section not in text:
+            problems.append("no <section id=\"%s\">" % section)
+        elif section not in data:
+            problems.append("section %s has no data block" % section)
+        elif data[section].get("error") is not None:
+            problems.append("section %s could not be read: %s" % (section, data[section]["error"]))
+    check_expectations(data, expects, problems)
+    values = set(strings(data))
+    for name in names:
+        if name not in values:
+            problems.append("the name %r is not in the data" % name)
+    for note in notes:
+        if not any(note in n for n in data.get("drops", {}).get("notes", [])):
+            problems.append("no note containing %r (notes: %r)" % (note, data.get("drops", {}).get("notes")))
+    if problems:
+        print("%s:" % path)
+        for problem in problems:
+            print("  " + problem)
+        return 1
+    print("%s: ok: %d bytes, sections %s" % (path, len(text), ", ".join(sorted(data))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
