@@ -21,7 +21,8 @@ import os
 import re
 import sys
 
-FEATURES = ("counters", "rules", "deepwin", "storm", "pm", "replay", "attrib", "tracebuf")
+FEATURES = ("counters", "rules", "deepwin", "storm", "pm", "replay", "attrib", "tracebuf",
+            "recorder")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 BACKEND_NAME = re.compile(r"\b(sim|cuda)_[A-Za-z0-9_]+\b")
 COMMENT_OR_STRING = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\])*"', re.S)

@@ -1,6 +1,6 @@
 # gpu-check-views.sh: part "views" of scripts/gpu-check.sh (sourced there; uses
 # its $flare, $build, $work, $OUT and fail). What a user sees of real H200
-# sessions: a PyTorch training loop traced with a scheduled deep window (PM
+# sessions: a PyTorch training loop traced with a rule-opened deep window (PM
 # samples attributed to its NVTX steps) and a range replay of a PyTorch
 # step, each exported to Perfetto (gzip, checked against the Trace Event
 # Format by tests/cli/perfetto_check.py) and written as an HTML report. The
@@ -9,8 +9,8 @@
 echo "== views: Perfetto export and HTML report of H200 sessions"
 views="$work/views"
 rm -rf "$views" && mkdir -p "$views"
-"$flare" trace -q -o "$views/train" --deep-after 1500ms --deep-for 400ms -- \
-  python3 tests/gpu/train.py 400 >/dev/null || fail "views: traced training"
+"$flare" trace -q -o "$views/train" --deep-when "kernel_launch_rate > 2000/s for 200ms deep_for 500ms max_windows 1" -- \
+  python3 tests/gpu/train.py 1500 >/dev/null || fail "views: traced training"
 CUBLAS_WORKSPACE_CONFIG=:4096:8 FLARE_PM=0 "$flare" replay -q -o "$views/span" --range step \
   --set speed-of-light -- python3 tests/gpu/train_step.py --steps 6 --mark 4 >/dev/null \
   || fail "views: range replay"
@@ -28,7 +28,8 @@ PY
   "$flare" export "$dir" --format perfetto -o "$OUT/$session.json.gz" || fail "views: export $session"
   t1=$EPOCHREALTIME
   "$flare" export "$dir" --format perfetto -o "$views/$session.json" || fail "views: export $session (plain)"
-  python3 tests/cli/perfetto_check.py "$OUT/$session.json.gz" || fail "views: $session trace format"
+  python3 tests/cli/perfetto_check.py "$views/$session.json" --gz "$OUT/$session.json.gz" \
+    --db "$dir/session.db" || fail "views: $session trace format"
   t2=$EPOCHREALTIME
   "$flare" report --html "$OUT/$session.html" "$dir" || fail "views: html $session"
   t3=$EPOCHREALTIME

@@ -24,7 +24,8 @@
 #        rules (every rule metric family on its own phase, scripts/gpu-check-rules.sh);
 #        graphs (CUDA graphs traced, attributed and declined by replay, scripts/gpu-check-graphs.sh);
 #        apicalls (what recording API calls costs, bench/gpu_api_calls.py);
-#        views (Perfetto export and HTML report of H200 sessions, scripts/gpu-check-views.sh). Any
+#        views (Perfetto export and HTML report of H200 sessions, scripts/gpu-check-views.sh);
+#        soak (a long launch-bound run under --max-size, scripts/gpu-check-soak.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -242,8 +243,9 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views; do
-  if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ]; } || [[ ",$what," == *",$part,"* ]]; then
+for part in pm replay span hang multi ab rules graphs views soak; do
+  if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
+       [ "$part" != soak ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else

@@ -216,6 +216,52 @@ _COMPAT_V8_DDL = [
     "CREATE TEMP TABLE storms (pid INTEGER NOT NULL, device INTEGER NOT NULL,"
     " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, untimed_launches INTEGER NOT NULL,"
     " still_open INTEGER NOT NULL)",
+    # The flight recorder's totals (empty: an older flare evicted nothing) and
+    # its views, copies of src/store/store_schema.c and store_views.c.
+    'CREATE TEMP TABLE kernel_seconds ( pid INTEGER NOT NULL, second INTEGER NOT NULL, '
+    'name_id INTEGER NOT NULL, count INTEGER NOT NULL, gpu_ns INTEGER NOT NULL, PRIMARY KEY '
+    '(pid, second, name_id)) WITHOUT ROWID',
+    'CREATE TEMP TABLE copy_seconds ( pid INTEGER NOT NULL, second INTEGER NOT NULL, '
+    'is_memset INTEGER NOT NULL, copy_kind INTEGER NOT NULL, count INTEGER NOT NULL, bytes '
+    'INTEGER NOT NULL, gpu_ns INTEGER NOT NULL, PRIMARY KEY (pid, second, is_memset, '
+    'copy_kind)) WITHOUT ROWID',
+    'CREATE TEMP TABLE api_call_seconds ( pid INTEGER NOT NULL, second INTEGER NOT NULL, '
+    'name_id INTEGER NOT NULL, count INTEGER NOT NULL, host_ns INTEGER NOT NULL, PRIMARY '
+    'KEY (pid, second, name_id)) WITHOUT ROWID',
+    'CREATE TEMP TABLE metric_seconds ( pid INTEGER NOT NULL, device INTEGER NOT NULL, '
+    'name_id INTEGER NOT NULL, second INTEGER NOT NULL, samples INTEGER NOT NULL, min_value '
+    'INTEGER NOT NULL, max_value INTEGER NOT NULL, sum_value INTEGER NOT NULL, PRIMARY KEY '
+    '(pid, device, name_id, second)) WITHOUT ROWID',
+    'CREATE TEMP VIEW v_kernel_seconds AS WITH s(start_ns) AS (SELECT start_ns FROM session '
+    'WHERE id = 1), parts AS (SELECT pid, second, name_id, count, gpu_ns FROM '
+    'kernel_seconds UNION ALL SELECT k.pid, (k.start_ns - s.start_ns) / 1000000000, '
+    'k.name_id, COUNT(*), SUM(k.end_ns - k.start_ns) FROM kernels k, s GROUP BY 1, 2, 3) '
+    'SELECT p.pid, p.second, n.name, SUM(p.count) AS count, SUM(p.gpu_ns) AS gpu_ns FROM '
+    'parts p JOIN names n ON n.id = p.name_id GROUP BY p.pid, p.second, p.name_id',
+    'CREATE TEMP VIEW v_copy_seconds AS WITH s(start_ns) AS (SELECT start_ns FROM session '
+    'WHERE id = 1), parts AS (SELECT pid, second, is_memset, copy_kind, count, bytes, '
+    'gpu_ns FROM copy_seconds UNION ALL SELECT c.pid, (c.start_ns - s.start_ns) / '
+    '1000000000, c.is_memset, c.copy_kind, COUNT(*), SUM(c.bytes), SUM(c.end_ns - '
+    'c.start_ns) FROM copies c, s GROUP BY 1, 2, 3, 4) SELECT p.pid, p.second, CASE WHEN '
+    "p.is_memset THEN 'memset' ELSE COALESCE(e.name, 'unknown') END AS kind, SUM(p.count) "
+    'AS count, SUM(p.bytes) AS bytes, SUM(p.gpu_ns) AS gpu_ns FROM parts p LEFT JOIN '
+    'enum_copy_kind e ON e.id = p.copy_kind GROUP BY p.pid, p.second, p.is_memset, '
+    'p.copy_kind',
+    'CREATE TEMP VIEW v_api_call_seconds AS WITH s(start_ns) AS (SELECT start_ns FROM '
+    'session WHERE id = 1), parts AS (SELECT pid, second, name_id, count, host_ns FROM '
+    'api_call_seconds UNION ALL SELECT a.pid, (a.start_ns - s.start_ns) / 1000000000, '
+    'a.name_id, COUNT(*), SUM(a.end_ns - a.start_ns) FROM api_calls a, s GROUP BY 1, 2, 3) '
+    'SELECT p.pid, p.second, n.name, SUM(p.count) AS count, SUM(p.host_ns) AS host_ns FROM '
+    'parts p JOIN names n ON n.id = p.name_id GROUP BY p.pid, p.second, p.name_id',
+    'CREATE TEMP VIEW v_metric_seconds AS WITH s(start_ns) AS (SELECT start_ns FROM session '
+    'WHERE id = 1), parts AS (SELECT pid, device, name_id, second, samples, min_value, '
+    'max_value, sum_value FROM metric_seconds UNION ALL SELECT m.pid, m.device, m.name_id, '
+    '(m.time_ns - s.start_ns) / 1000000000, COUNT(*), MIN(m.value), MAX(m.value), '
+    'SUM(m.value) FROM metrics m, s GROUP BY 1, 2, 3, 4) SELECT p.pid, p.device, n.name, '
+    'p.second, SUM(p.samples) AS samples, MIN(p.min_value) AS min_value, MAX(p.max_value) '
+    'AS max_value, SUM(p.sum_value) AS sum_value, SUM(p.sum_value) * 1.0 / SUM(p.samples) '
+    'AS mean FROM parts p JOIN names n ON n.id = p.name_id GROUP BY p.pid, p.device, '
+    'p.name_id, p.second',
 ]
 
 

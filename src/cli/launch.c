@@ -381,11 +381,16 @@ typedef struct drop_tally {
     char first_source[32];
     char first_detail[96];
     uint64_t first_count;
+    uint64_t evicted; /* rows the flight recorder evicted, as asked: not lost */
 } drop_tally;
 
 static int tally_drop(const store_drop_row *row, void *user)
 {
     drop_tally *tally = user;
+    if (strcmp(row->source, "flight_recorder") == 0) {
+        tally->evicted += row->count;
+        return 0;
+    }
     tally->total += row->count;
     if (tally->sources++ == 0 || row->count > tally->first_count) {
         cli_format_untrusted(tally->first_source, sizeof(tally->first_source), row->source);
@@ -456,6 +461,11 @@ int cli_launch_run(cli_launch *launch, char **command)
                 (long long)summary.kernel_count, (long long)summary.copy_count,
                 (long long)summary.scope_count, launch->session_dir);
     }
+    if (drops.evicted > 0 && !launch->quiet)
+        fprintf(stderr,
+                "flare: flight recorder: %llu older detail row(s) evicted as asked, their "
+                "per-second totals kept (v_kernel_seconds, ...; 'flare report' says more)\n",
+                (unsigned long long)drops.evicted);
     if (drops.total > 0)
         fprintf(stderr,
                 "flare: WARNING: not everything was recorded: %llu item(s) dropped (%s: %s: "

@@ -58,6 +58,13 @@ void html_report_note(html_report *report, const char *format, ...)
     va_end(arguments);
 }
 
+const char *html_report_window_label(const store_window_row *row)
+{
+    if (row->has_cause && row->rule_text != NULL && row->rule_text[0] != '\0')
+        return row->rule_text;
+    return row->label != NULL ? row->label : "";
+}
+
 double html_report_seconds(const html_report *report, uint64_t time_ns)
 {
     if (time_ns >= report->origin_ns)

@@ -77,6 +77,9 @@ void html_report_note(html_report *report, const char *format, ...)
 
 /* A session time as seconds from its start. */
 double html_report_seconds(const html_report *report, uint64_t time_ns);
+/* What a window is called on the page: a rule's window by its rule as
+ * written ("kernel_launch_rate > 2000/s for 200ms"), others by their label. */
+const char *html_report_window_label(const store_window_row *row);
 
 /* The sections of other files. Each writes its members into the open
  * section's JSON object. */

@@ -81,7 +81,7 @@ static int read_window(const store_window_row *row, void *user)
         .pid = row->pid,
         .id = row->id,
         .kind = copy_text(pm, row->token_kind),
-        .label = copy_text(pm, row->label),
+        .label = copy_text(pm, html_report_window_label(row)),
         .engine = copy_text(pm, row->engine),
         .engine_status = copy_text(pm, row->engine_status),
         .engine_reason = copy_text(pm, row->engine_reason),

@@ -188,7 +188,7 @@ static int write_window(const store_window_row *row, void *user)
     html_json_i64(page, "pid", row->pid);
     html_json_u64(page, "id", row->id);
     html_json_string(page, "kind", row->token_kind);
-    html_json_string(page, "label", row->label);
+    html_json_string(page, "label", html_report_window_label(row));
     html_json_double(page, "start_s", html_report_seconds(report, row->opened_ns));
     html_json_double(page, "end_s", html_report_seconds(report, closed_ns));
     html_json_bool(page, "closed", row->closed_ns > row->opened_ns);

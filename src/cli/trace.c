@@ -18,6 +18,7 @@
 #include "core/config.h"
 #include "core/duration.h"
 #include "flare/flare.h"
+#include "recorder/recorder_plan.h"
 #include "storm/storm_guard.h"
 #include "deepwin/deepwin.h"
 #include "deepwin/deepwin_session.h"
@@ -25,7 +26,7 @@
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--flush-ms N] [--deep-when RULE]... [--quiet]\n"
     "                   [--deep-after DURATION --deep-for DURATION] [--storm-rate RATE]\n"
-    "                   -- CMD [ARGS...]\n"
+    "                   [--keep DURATION] [--max-size BYTES] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under the profiler and saves a session in DIR/session.db: kernels,\n"
     "copies, memsets, NVTX ranges, scopes, counters and GPU metrics of every\n"
@@ -58,6 +59,17 @@ static const char trace_help[] =
     "                     untimed ones are reported. RATE: 1000..100000000 (a\n"
     "                     trailing /s is fine), or 0 to time every kernel.\n"
     "                     Default 50000/s, or $FLARE_STORM_RATE.\n"
+    "  --keep DURATION    flight recorder, for long runs: keep full detail (kernels,\n"
+    "                     copies, API calls, scopes, metrics...) only for the last\n"
+    "                     DURATION (1s..720h, e.g. 10min) and around deep windows\n"
+    "                     and replays; older rows are evicted, their per-second\n"
+    "                     totals kept for the whole run (v_kernel_seconds, ...)\n"
+    "                     and counted in the report. Default: keep everything,\n"
+    "                     or $FLARE_KEEP.\n"
+    "  --max-size BYTES   flight recorder: keep the database under BYTES (512M,\n"
+    "                     2G, 1.5G or plain bytes; at least 1M) by evicting the\n"
+    "                     oldest detail the same way. Default: no cap, or\n"
+    "                     $FLARE_MAX_SIZE.\n"
     "  -q, --quiet        print nothing but errors and warnings\n"
     "  -h, --help         this help\n"
     "\n"
@@ -66,12 +78,67 @@ static const char trace_help[] =
     "error; 1 if the session could not be prepared (nothing is run then).\n"
     "Then: flare report DIR\n";
 
+/* --keep DURATION or --max-size BYTES at argv[*index]: checked as each
+ * process will read it (recorder_settings_parse), kept in *keep or
+ * *max_size. CLI_EXIT_OK, or the usage error, printed. */
+static int trace_recorder_option(int argc, char **argv, int *index, const char **keep,
+                                 const char **max_size)
+{
+    const char *option = argv[*index];
+    int is_keep = strcmp(option, "--keep") == 0;
+    if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
+        return cli_usage_error("trace", "option '%s' needs %s", option,
+                               is_keep ? "a duration, e.g. --keep 10min"
+                                       : "a size, e.g. --max-size 2G");
+    const char *value = argv[++*index];
+    if ((is_keep ? *keep : *max_size) != NULL)
+        return cli_usage_error("trace", "option '%s' given twice", option);
+    if (value[0] == '\0')
+        return cli_usage_error("trace", "option '%s' needs a non-empty value", option);
+    recorder_settings settings;
+    char why[320];
+    if (recorder_settings_parse(is_keep ? value : NULL, is_keep ? NULL : value, &settings, why,
+                                sizeof(why)) != 0) {
+        /* "FLARE_KEEP: why" from the parser: the option is named instead. */
+        const char *reason = strchr(why, ':');
+        return cli_usage_error("trace", "'%s %s':%s", option, value,
+                               reason != NULL ? reason + 1 : why);
+    }
+    *(is_keep ? keep : max_size) = value;
+    return CLI_EXIT_OK;
+}
+
+/* --keep and --max-size for the command. The launcher checks FLARE_KEEP
+ * and FLARE_MAX_SIZE (these, or inherited ones) with the other start-time
+ * variables, before anything runs. */
+static void trace_recorder_export(const char *keep, const char *max_size)
+{
+    if (keep != NULL)
+        setenv("FLARE_KEEP", keep, 1);
+    if (max_size != NULL)
+        setenv("FLARE_MAX_SIZE", max_size, 1);
+}
+
+/* A bad FLARE_STORM_RATE from the environment would only be logged in each
+ * process of CMD: refused here instead, before anything runs. */
+static int trace_check_inherited_rate(void)
+{
+    const char *inherited_rate = getenv("FLARE_STORM_RATE");
+    char why[192];
+    uint64_t rate;
+    if (inherited_rate != NULL &&
+        storm_guard_parse_rate(inherited_rate, &rate, why, sizeof(why)) != FLARE_OK)
+        return cli_usage_error("trace", "FLARE_STORM_RATE in the environment: %s", why);
+    return CLI_EXIT_OK;
+}
+
 int cli_trace(int argc, char **argv)
 {
     const char *output = NULL;
     uint32_t flush_ms = 0;
     int quiet = 0;
-    const char *deep_after = NULL, *deep_for = NULL, *storm_rate = NULL;
+    const char *deep_after = NULL, *deep_for = NULL, *storm_rate = NULL, *keep = NULL,
+               *max_size = NULL;
     int index = 1;
     for (; index < argc; index++) {
         const char *argument = argv[index];
@@ -129,6 +196,10 @@ int cli_trace(int argc, char **argv)
             uint64_t rate;
             if (storm_guard_parse_rate(storm_rate, &rate, why, sizeof(why)) != FLARE_OK)
                 return cli_usage_error("trace", "'--storm-rate %s': %s", storm_rate, why);
+        } else if (strcmp(argument, "--keep") == 0 || strcmp(argument, "--max-size") == 0) {
+            int status = trace_recorder_option(argc, argv, &index, &keep, &max_size);
+            if (status != CLI_EXIT_OK)
+                return status;
         } else if (strcmp(argument, "-q") == 0 || strcmp(argument, "--quiet") == 0) {
             quiet = 1;
         } else if (argument[0] == '-') {
@@ -157,21 +228,16 @@ int cli_trace(int argc, char **argv)
             deep_after != NULL ? deep_after : deep_for,
             deep_after != NULL ? "--deep-for" : "--deep-after",
             deep_after != NULL ? "--deep-for" : "--deep-after");
-    /* A bad FLARE_STORM_RATE from the environment would only be logged in
-     * each process of CMD: refused here instead, before anything runs. */
-    const char *inherited_rate = getenv("FLARE_STORM_RATE");
-    if (storm_rate == NULL && inherited_rate != NULL) {
-        char why[192];
-        uint64_t rate;
-        if (storm_guard_parse_rate(inherited_rate, &rate, why, sizeof(why)) != FLARE_OK)
-            return cli_usage_error("trace", "FLARE_STORM_RATE in the environment: %s", why);
-    }
+    int inherited = storm_rate == NULL ? trace_check_inherited_rate() : CLI_EXIT_OK;
+    if (inherited != CLI_EXIT_OK)
+        return inherited;
     if (deep_after != NULL) {
         setenv("FLARE_DEEP_AFTER", deep_after, 1);
         setenv("FLARE_DEEP_FOR", deep_for, 1);
     }
     if (storm_rate != NULL)
         setenv("FLARE_STORM_RATE", storm_rate, 1);
+    trace_recorder_export(keep, max_size);
     /* Rules are checked before anything is prepared, so their warnings come
      * first; a refused rule never stops the trace (cli_deep_when_export). */
     cli_deep_when_export(quiet);

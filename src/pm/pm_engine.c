@@ -728,6 +728,8 @@ static void decode_round(pm_engine *engine, int read_rounds)
 
 static void *decode_main(void *argument)
 {
+    /* Named for top -H and ps, and the H200 soak check's CPU times. */
+    pthread_setname_np(pthread_self(), "flare-pm-decode");
     pm_engine *engine = argument;
     pthread_mutex_lock(&engine->lock);
     while (!engine->thread_exit) {

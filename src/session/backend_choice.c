@@ -21,6 +21,7 @@
 #include "backend/sim/sim.h"
 #include "core/config.h"
 #include "flare/flare.h"
+#include "recorder/recorder.h"
 
 /* Whether the CUDA driver library is mapped already (RTLD_NOLOAD: never
  * loads it, so a program without CUDA stays without). */
@@ -79,5 +80,11 @@ int session_check_environment(char *error, size_t error_size)
     flare_options_init(&options);
     options.session_dir = "/";
     core_config config;
-    return core_config_resolve(&options, &config, error, error_size);
+    status = core_config_resolve(&options, &config, error, error_size);
+    if (status != FLARE_OK)
+        return status;
+    /* The flight recorder's limits (flare trace --keep, --max-size). */
+    if (recorder_check_environment(error, error_size) != 0)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    return FLARE_OK;
 }

@@ -469,6 +469,8 @@ void session_collector_adopt_backend(session_collector *collector,
 
 static void *collector_main(void *argument)
 {
+    /* Named for top -H and ps, and the H200 soak check's CPU times. */
+    pthread_setname_np(pthread_self(), "flare-collector");
     session_collector *collector = argument;
     drain_context context = {.stats = &collector->stats,
                              .store = collector->store,

@@ -38,6 +38,8 @@ static void deliver_once(session_delivery *delivery)
 
 static void *delivery_main(void *argument)
 {
+    /* Named for top -H and ps, and the H200 soak check's CPU times. */
+    pthread_setname_np(pthread_self(), "flare-delivery");
     session_delivery *delivery = argument;
     pthread_mutex_lock(&delivery->lock);
     while (!delivery->stopping) {

@@ -18,6 +18,7 @@
 #include "counters/counters_session.h"
 #include "flare/flare.h"
 #include "pm/pm_session.h"
+#include "recorder/recorder.h"
 #include "replay/replay.h"
 #include "rules/rules_session.h"
 #include "storm/storm_completions.h"
@@ -231,6 +232,31 @@ static const session_participant replay = {
     .batch = replay_batch,
 };
 
+/* ---- The flight recorder (FLARE_KEEP, FLARE_MAX_SIZE) ---- */
+
+static int deep_window_active(void);
+
+static int recorder_participant_begin(const session_start *start)
+{
+    recorder_begin(start->now_ns);
+    return FLARE_OK;
+}
+
+static void recorder_participant_batch(store *database, int64_t pid, uint64_t now_ns)
+{
+    /* What a window open now covers stays in detail. */
+    recorder_batch(database, pid, now_ns, deep_window_active() != 0);
+}
+
+static const session_participant recorder = {
+    .name = "flight recorder",
+    .begin = recorder_participant_begin,
+    .cancel = recorder_end,
+    .batch = recorder_participant_batch,
+    .committed = recorder_committed,
+    .stop = recorder_end,
+};
+
 static const core_scope_observer scope_observer = {
     .enter = replay_range_scope_enter,
     .exit = replay_range_scope_exit,
@@ -270,8 +296,9 @@ bool session_device_work_recorded(bool kernel)
 
 /* ---- Orders ---- */
 
-static const session_participant *const begin_items[] = {&counters, &deepwin, &rules,
-                                                         &pm,       &storm,   &replay};
+/* The recorder last: its batch sees the replay records written before it. */
+static const session_participant *const begin_items[] = {&counters, &deepwin, &rules,   &pm,
+                                                         &storm,    &replay,  &recorder};
 /* Rules first (a window they ask for arms on this beat); the storm guard
  * after the windows (a window armed now holds it); PM last (a window closed
  * on this beat has its samples queued). */

@@ -289,6 +289,47 @@ const char *const store_schema_ddl[] = {
     " untimed_launches INTEGER NOT NULL,"
     " still_open INTEGER NOT NULL)",
 
+    /* The flight recorder's per-second totals of evicted detail rows
+     * (store_evict.c): second counts whole seconds from session.start_ns.
+     * Small (a row per second per name), so keyed for the additions each
+     * eviction makes to a second it already began. */
+    "CREATE TABLE IF NOT EXISTS kernel_seconds ("
+    " pid INTEGER NOT NULL,"
+    " second INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " count INTEGER NOT NULL,"
+    " gpu_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, second, name_id)) WITHOUT ROWID",
+
+    "CREATE TABLE IF NOT EXISTS copy_seconds ("
+    " pid INTEGER NOT NULL,"
+    " second INTEGER NOT NULL,"
+    " is_memset INTEGER NOT NULL,"
+    " copy_kind INTEGER NOT NULL,"
+    " count INTEGER NOT NULL,"
+    " bytes INTEGER NOT NULL,"
+    " gpu_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, second, is_memset, copy_kind)) WITHOUT ROWID",
+
+    "CREATE TABLE IF NOT EXISTS api_call_seconds ("
+    " pid INTEGER NOT NULL,"
+    " second INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " count INTEGER NOT NULL,"
+    " host_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, second, name_id)) WITHOUT ROWID",
+
+    "CREATE TABLE IF NOT EXISTS metric_seconds ("
+    " pid INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " second INTEGER NOT NULL,"
+    " samples INTEGER NOT NULL,"
+    " min_value INTEGER NOT NULL,"
+    " max_value INTEGER NOT NULL,"
+    " sum_value INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, device, name_id, second)) WITHOUT ROWID",
+
     "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 8), ('created_by', 'flare')",
 };
 

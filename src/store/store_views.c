@@ -124,6 +124,49 @@ static const char *const views_ddl[] = {
     " m.metric, m.value"
     " FROM replay_launches l JOIN replay_metrics m"
     " ON m.pid = l.pid AND m.launch_id = l.launch_id",
+
+    /* The flight recorder's per-second picture of the whole run: the totals
+     * of evicted rows (kernel_seconds, ...) and the same totals of the rows
+     * still in detail, added up per second (a second may be split between
+     * them). Seconds count from session.start_ns, as store_evict.c's. */
+    "CREATE VIEW IF NOT EXISTS v_kernel_seconds AS"
+    " WITH s(start_ns) AS (SELECT start_ns FROM session WHERE id = 1),"
+    " parts AS (SELECT pid, second, name_id, count, gpu_ns FROM kernel_seconds"
+    " UNION ALL SELECT k.pid, (k.start_ns - s.start_ns) / 1000000000, k.name_id, COUNT(*),"
+    " SUM(k.end_ns - k.start_ns) FROM kernels k, s GROUP BY 1, 2, 3)"
+    " SELECT p.pid, p.second, n.name, SUM(p.count) AS count, SUM(p.gpu_ns) AS gpu_ns"
+    " FROM parts p JOIN names n ON n.id = p.name_id GROUP BY p.pid, p.second, p.name_id",
+
+    "CREATE VIEW IF NOT EXISTS v_copy_seconds AS"
+    " WITH s(start_ns) AS (SELECT start_ns FROM session WHERE id = 1),"
+    " parts AS (SELECT pid, second, is_memset, copy_kind, count, bytes, gpu_ns FROM copy_seconds"
+    " UNION ALL SELECT c.pid, (c.start_ns - s.start_ns) / 1000000000, c.is_memset, c.copy_kind,"
+    " COUNT(*), SUM(c.bytes), SUM(c.end_ns - c.start_ns) FROM copies c, s GROUP BY 1, 2, 3, 4)"
+    " SELECT p.pid, p.second,"
+    " CASE WHEN p.is_memset THEN 'memset' ELSE COALESCE(e.name, 'unknown') END AS kind,"
+    " SUM(p.count) AS count, SUM(p.bytes) AS bytes, SUM(p.gpu_ns) AS gpu_ns"
+    " FROM parts p LEFT JOIN enum_copy_kind e ON e.id = p.copy_kind"
+    " GROUP BY p.pid, p.second, p.is_memset, p.copy_kind",
+
+    "CREATE VIEW IF NOT EXISTS v_api_call_seconds AS"
+    " WITH s(start_ns) AS (SELECT start_ns FROM session WHERE id = 1),"
+    " parts AS (SELECT pid, second, name_id, count, host_ns FROM api_call_seconds"
+    " UNION ALL SELECT a.pid, (a.start_ns - s.start_ns) / 1000000000, a.name_id, COUNT(*),"
+    " SUM(a.end_ns - a.start_ns) FROM api_calls a, s GROUP BY 1, 2, 3)"
+    " SELECT p.pid, p.second, n.name, SUM(p.count) AS count, SUM(p.host_ns) AS host_ns"
+    " FROM parts p JOIN names n ON n.id = p.name_id GROUP BY p.pid, p.second, p.name_id",
+
+    "CREATE VIEW IF NOT EXISTS v_metric_seconds AS"
+    " WITH s(start_ns) AS (SELECT start_ns FROM session WHERE id = 1),"
+    " parts AS (SELECT pid, device, name_id, second, samples, min_value, max_value, sum_value"
+    " FROM metric_seconds UNION ALL SELECT m.pid, m.device, m.name_id,"
+    " (m.time_ns - s.start_ns) / 1000000000, COUNT(*), MIN(m.value), MAX(m.value), SUM(m.value)"
+    " FROM metrics m, s GROUP BY 1, 2, 3, 4)"
+    " SELECT p.pid, p.device, n.name, p.second, SUM(p.samples) AS samples,"
+    " MIN(p.min_value) AS min_value, MAX(p.max_value) AS max_value,"
+    " SUM(p.sum_value) AS sum_value, SUM(p.sum_value) * 1.0 / SUM(p.samples) AS mean"
+    " FROM parts p JOIN names n ON n.id = p.name_id"
+    " GROUP BY p.pid, p.device, p.name_id, p.second",
 };
 
 /* Built after collection (store_build_indexes). */

@@ -602,6 +602,8 @@ static void *setup_body(void);
 
 static void *setup_main(void *argument)
 {
+    /* Named for top -H and ps, and the H200 soak check's CPU times. */
+    pthread_setname_np(pthread_self(), "flare-pm-setup");
     (void)argument;
     setup_body();
     atomic_fetch_sub(&setup_running, 1);

@@ -537,6 +537,8 @@ static void *warm_body(void *argument);
 
 static void *warm_main(void *argument)
 {
+    /* Named for top -H and ps, and the H200 soak check's CPU times. */
+    pthread_setname_np(pthread_self(), "flare-rp-setup");
     warm_body(argument);
     atomic_fetch_sub(&warm_threads_running, 1);
     return NULL;

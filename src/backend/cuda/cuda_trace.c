@@ -492,6 +492,8 @@ static void sample_nvml(void)
 
 static void *sampler_main(void *argument)
 {
+    /* Named for top -H and ps, and the H200 soak check's CPU times. */
+    pthread_setname_np(pthread_self(), "flare-sampler");
     (void)argument;
     uint64_t next_sample_ns = 0;
     pthread_mutex_lock(&sampler_lock);

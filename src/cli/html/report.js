@@ -379,7 +379,10 @@
       note(box, 'No NVML metrics for this device (flare samples them on CUDA devices).');
       return;
     }
-    dev.metrics.forEach(function (m, i) {
+    /* A metric sampled once (a start-up time such as pm_open_to_first_sample_ns)
+       is a fact, not a time series: said in words, not drawn. */
+    var once = dev.metrics.filter(function (m) { return m.samples < 2; });
+    dev.metrics.filter(function (m) { return m.samples >= 2; }).forEach(function (m, i) {
       var g = gaugeFormat(m.name);
       var title = GAUGE_TITLES[m.name] ? GAUGE_TITLES[m.name] + (g.unit ? ' (' + g.unit + ')' : '') : m.name;
       timeChart(box, {
@@ -390,6 +393,10 @@
         xRange: [d.from_s, d.to_s]
       });
     });
+    if (once.length)
+      note(box, 'Sampled once: ' + once.map(function (m) {
+        return m.name + ' = ' + gaugeFormat(m.name).fmt(m.max);
+      }).join('; ') + '.');
   }
 
   function renderTimeline(body, d) {
