@@ -218,15 +218,9 @@ static int print_window_row(const store_window_row *row, void *user)
 
 /* ---- sections ---- */
 
-/* The launch-storm guard's untimed work, every process added up. */
-typedef struct untimed_work {
-    uint64_t launches;
-    uint64_t copies; /* and memsets */
-} untimed_work;
-
 static int sum_untimed_work(const store_drop_row *row, void *user)
 {
-    untimed_work *untimed = user;
+    cli_report_untimed_work *untimed = user;
     if (strcmp(row->source, "storm_guard") != 0)
         return 0;
     if (strncmp(row->detail, "kernel launches", 15) == 0)
@@ -234,6 +228,15 @@ static int sum_untimed_work(const store_drop_row *row, void *user)
     else if (strncmp(row->detail, "copies", 6) == 0)
         untimed->copies += row->count;
     return 0;
+}
+
+int cli_report_untimed(store *database, cli_report_untimed_work *untimed)
+{
+    *untimed = (cli_report_untimed_work){0, 0};
+    int status = store_read_drops(database, sum_untimed_work, untimed);
+    if (status != 0)
+        *untimed = (cli_report_untimed_work){0, 0};
+    return status;
 }
 
 /* "  started    <UTC time>, ran <length>", when the start is known. */
@@ -270,9 +273,8 @@ static int section_session(cli_report_run *run)
            (long long)summary->process_count, (long long)summary->kernel_count,
            (long long)summary->copy_count, (long long)summary->scope_count);
     /* Said up front: the kernel tables below count only timed kernels. */
-    untimed_work untimed = {0, 0};
-    if (store_read_drops(run->database, sum_untimed_work, &untimed) == 0 &&
-        untimed.launches + untimed.copies > 0)
+    cli_report_untimed_work untimed;
+    if (cli_report_untimed(run->database, &untimed) == 0 && untimed.launches + untimed.copies > 0)
         printf("  untimed    %llu more kernel launches and %llu copies/memsets, counted but not "
                "timed during\n             launch storms (flare trace --storm-rate; the tables "
                "below hold the timed ones)\n",

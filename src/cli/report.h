@@ -40,6 +40,15 @@ typedef struct cli_report_run {
  * report failed (exit 1). */
 void cli_report_failed(cli_report_run *run, const char *detail);
 
+/* The launch-storm guard's untimed work, every process added up (drops of
+ * source storm_guard): what the text, json/csv and HTML reports say up
+ * front. Returns store_read_drops's status; the counts are 0 on failure. */
+typedef struct cli_report_untimed_work {
+    uint64_t launches;
+    uint64_t copies; /* and memsets */
+} cli_report_untimed_work;
+int cli_report_untimed(store *database, cli_report_untimed_work *untimed);
+
 /* The kernel replay section (docs/replay.md): reads run->replay, then, only
  * when the session replayed launches on their own, each kernel's launches,
  * reasons and metrics, and the totals. Failures are reported through

@@ -26,6 +26,7 @@
 
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "cli/report.h"
 #include "cli/report_data.h"
 #include "flare/flare.h"
 #include "store/store_pm.h"
@@ -162,25 +163,6 @@ static void emit_i64_if(report_emit *emit, const char *key, int64_t value, int p
 
 /* ---- session ---- */
 
-/* The launch-storm guard's untimed work (as the text report's "untimed"
- * line): every process added up. */
-typedef struct data_untimed {
-    uint64_t launches;
-    uint64_t copies;
-} data_untimed;
-
-static int data_sum_untimed(const store_drop_row *row, void *user)
-{
-    data_untimed *untimed = user;
-    if (strcmp(row->source, "storm_guard") != 0)
-        return 0;
-    if (strncmp(row->detail, "kernel launches", 15) == 0)
-        untimed->launches += row->count;
-    else if (strncmp(row->detail, "copies", 6) == 0)
-        untimed->copies += row->count;
-    return 0;
-}
-
 static void data_session(report_data *data)
 {
     const store_session_summary *summary = &data->session->summary;
@@ -204,8 +186,8 @@ static void data_session(report_data *data)
     report_emit_i64(emit, "scope_count", summary->scope_count);
     emit_u64_if(emit, "kernel_gpu_ns", data->kernels.all_ns, data->kernels_failure[0] == '\0');
     /* Unreadable drops leave these null; the drops section says why. */
-    data_untimed untimed = {0, 0};
-    int read = store_read_drops(data->database, data_sum_untimed, &untimed) == 0;
+    cli_report_untimed_work untimed;
+    int read = cli_report_untimed(data->database, &untimed) == 0;
     emit_u64_if(emit, "untimed_kernel_launches", untimed.launches, read);
     emit_u64_if(emit, "untimed_copies", untimed.copies, read);
     report_emit_object_end(emit);

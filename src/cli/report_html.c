@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "cli/report_html.h"
 #include "flare/flare.h"
 #include "store/store_charts.h"
@@ -135,23 +136,6 @@ static int write_capability(const store_capability_row *row, void *user)
     return 0;
 }
 
-typedef struct untimed_work {
-    uint64_t launches;
-    uint64_t copies;
-} untimed_work;
-
-static int sum_untimed(const store_drop_row *row, void *user)
-{
-    untimed_work *untimed = user;
-    if (strcmp(row->source, "storm_guard") != 0)
-        return 0;
-    if (strncmp(row->detail, "kernel launches", 15) == 0)
-        untimed->launches += row->count;
-    else if (strncmp(row->detail, "copies", 6) == 0)
-        untimed->copies += row->count;
-    return 0;
-}
-
 static void write_start_time(html_page *page, const store_session_summary *summary)
 {
     if (summary->start_unix_ns <= 0) {
@@ -192,8 +176,8 @@ static void section_session(html_report *report)
     html_json_i64(page, "copies", summary->copy_count);
     html_json_i64(page, "scopes", summary->scope_count);
     html_json_u64(page, "kernel_gpu_ns", report->kernels.all_ns);
-    untimed_work untimed = {0, 0};
-    html_report_check(report, store_read_drops(report->database, sum_untimed, &untimed));
+    cli_report_untimed_work untimed;
+    html_report_check(report, cli_report_untimed(report->database, &untimed));
     html_json_u64(page, "untimed_launches", untimed.launches);
     html_json_u64(page, "untimed_copies", untimed.copies);
     if (untimed.launches + untimed.copies > 0)
