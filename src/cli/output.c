@@ -497,13 +497,23 @@ void cli_output_json_string(cli_output *output, const char *text)
     cli_output_char(output, '"');
 }
 
-void cli_output_json_text(cli_output *output, const char *text)
+/* Whether byte goes into a JSON string as it is; in_html also escapes the
+ * characters that could end a <script> element or start markup. */
+static int output_json_plain(unsigned char byte, int in_html)
 {
+    if (byte < 0x20 || byte >= 0x80 || byte == '"' || byte == '\\')
+        return 0;
+    return !in_html || (byte != '<' && byte != '>' && byte != '&');
+}
+
+static void output_json_text(cli_output *output, const char *text, int in_html)
+{
+    static const char hex[] = "0123456789abcdef";
     const unsigned char *at = (const unsigned char *)text;
     while (*at != '\0') {
         /* Copy the longest run that needs no escaping in one go. */
         const unsigned char *run = at;
-        while (*at >= 0x20 && *at < 0x80 && *at != '"' && *at != '\\')
+        while (output_json_plain(*at, in_html))
             at++;
         if (at > run)
             cli_output_bytes(output, (const char *)run, (size_t)(at - run));
@@ -517,10 +527,24 @@ void cli_output_json_text(cli_output *output, const char *text)
         } else if (byte < 0x20) {
             output_json_control(output, byte);
             at++;
+        } else if (byte < 0x80) { /* <, > or & in HTML */
+            char escaped[6] = {'\\', 'u', '0', '0', hex[byte >> 4], hex[byte & 0xF]};
+            cli_output_bytes(output, escaped, sizeof escaped);
+            at++;
         } else {
             output_utf8(output, &at);
         }
     }
+}
+
+void cli_output_json_text(cli_output *output, const char *text)
+{
+    output_json_text(output, text, 0);
+}
+
+void cli_output_json_text_html(cli_output *output, const char *text)
+{
+    output_json_text(output, text, 1);
 }
 
 /* ,"name": */

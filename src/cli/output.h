@@ -100,6 +100,10 @@ void cli_output_json_string(cli_output *output, const char *text);
 /* The same without the quotes: text's characters escaped, for a string
  * written in pieces ("pm " then a metric's name). */
 void cli_output_json_text(cli_output *output, const char *text);
+/* As cli_output_json_text, for JSON inside an HTML <script> element: '<',
+ * '>' and '&' are written as \u003c, \u003e and \u0026 too, so no name can
+ * close the element or open a comment. */
+void cli_output_json_text_html(cli_output *output, const char *text);
 
 /* A member of a JSON object after its first: ,"name":value. name is
  * written as it is: a plain key, which the caller vouches for. */

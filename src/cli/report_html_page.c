@@ -205,74 +205,6 @@ void html_json_end(html_page *page)
                     page->depth < HTML_JSON_DEPTH_MAX ? page->closer[page->depth] : '}');
 }
 
-/* The length of the valid UTF-8 sequence at text (1..4), or 0 when the
- * bytes there are not one (overlong forms, surrogates and values past
- * U+10FFFF included). */
-static size_t utf8_length(const unsigned char *text)
-{
-    unsigned char lead = text[0];
-    size_t length;
-    unsigned minimum;
-    unsigned value;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-        length = 2, minimum = 0x80, value = lead & 0x1F;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-        length = 3, minimum = 0x800, value = lead & 0x0F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-        length = 4, minimum = 0x10000, value = lead & 0x07;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < length; i++) {
-        if ((text[i] & 0xC0) != 0x80)
-            return 0;
-        value = (value << 6) | (text[i] & 0x3F);
-    }
-    if (value < minimum || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF))
-        return 0;
-    return length;
-}
-
-/* Whether byte goes into the string as it is. */
-static int json_plain(unsigned char byte)
-{
-    return byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\' && byte != '<' &&
-           byte != '>' && byte != '&';
-}
-
-static void json_escaped(cli_output *output, const unsigned char *text)
-{
-    static const char hex[] = "0123456789abcdef";
-    while (*text != '\0') {
-        const unsigned char *run = text;
-        while (json_plain(*text))
-            text++;
-        if (text > run)
-            cli_output_bytes(output, (const char *)run, (size_t)(text - run));
-        unsigned char byte = *text;
-        if (byte == '\0')
-            break;
-        if (byte == '"' || byte == '\\') {
-            char escaped[2] = {'\\', (char)byte};
-            cli_output_bytes(output, escaped, 2);
-            text++;
-        } else if (byte < 0x20 || byte == '<' || byte == '>' || byte == '&') {
-            char escaped[6] = {'\\', 'u', '0', '0', hex[byte >> 4], hex[byte & 15]};
-            cli_output_bytes(output, escaped, 6);
-            text++;
-        } else {
-            size_t length = utf8_length(text);
-            if (length == 0) {
-                cli_output_char(output, '?');
-                text++;
-            } else {
-                cli_output_bytes(output, (const char *)text, length);
-                text += length;
-            }
-        }
-    }
-}
-
 void html_json_string(html_page *page, const char *key, const char *text)
 {
     json_member(page, key);
@@ -281,7 +213,7 @@ void html_json_string(html_page *page, const char *key, const char *text)
         return;
     }
     cli_output_char(page->output, '"');
-    json_escaped(page->output, (const unsigned char *)text);
+    cli_output_json_text_html(page->output, text);
     cli_output_char(page->output, '"');
 }
 
