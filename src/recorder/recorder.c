@@ -63,6 +63,10 @@ typedef struct recorder_progress {
     uint64_t used;                                  /* used bytes at the last pass */
     uint64_t freed;        /* bytes eviction freed since (--max-size only) */
     unsigned size_attempt; /* passes in a row that found the database over */
+    /* The open window is among target's intervals (or below its marks):
+     * rolled back with the batch that put it there, so the next batch puts
+     * it back (a window that opened in a batch that did not commit). */
+    bool window_in_target;
 } recorder_progress;
 
 /* Collector thread only between begin and end; begin and end run while no
@@ -369,6 +373,7 @@ static bool run_pass(store *database, uint64_t now_ns)
     if (state.settings.max_bytes != 0)
         plan_size(database, now_ns);
     target_protect(&state.pending.target);
+    state.pending.window_in_target = state.window_active; /* in the protection just loaded */
     return true;
 }
 
@@ -483,7 +488,11 @@ void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_a
     state.pending = state.committed;
     state.work_in_batch = true;
     if (opened)
+        state.pending.window_in_target = false;
+    if (state.window_active && !state.pending.window_in_target) {
         target_protect_window(&state.pending.target);
+        state.pending.window_in_target = true;
+    }
     if (recorder_pass_due(state.last_pass_ns, now_ns)) {
         state.last_pass_ns = now_ns;
         if (!run_pass(database, now_ns))
