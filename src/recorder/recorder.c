@@ -57,6 +57,9 @@ typedef struct recorder_target {
 typedef struct recorder_progress {
     recorder_mark cursor;       /* evicted up to: the rowids, and the last target's time */
     int64_t counter_samples_lo; /* the range's start before, for counter_samples */
+    /* The cursor's time when that range began: the protection a pass loads
+     * reaches back to it, since counter_samples looks at that range again. */
+    uint64_t counter_samples_lo_ns;
     recorder_target target;
     uint64_t evicted[REASON_COUNT][RECORDER_TABLES];
     uint64_t stored[REASON_COUNT][RECORDER_TABLES]; /* what the drops rows say */
@@ -121,6 +124,7 @@ void recorder_begin_with(const recorder_settings *settings, uint64_t now_ns)
     state.settings = *settings;
     /* Marks are taken after this, so the first target starts from here. */
     state.committed.cursor.time_ns = now_ns;
+    state.committed.counter_samples_lo_ns = UINT64_MAX; /* no range looked at again yet */
     state.pending = state.committed;
     char described[160];
     recorder_settings_describe(settings, described, sizeof(described));
@@ -184,6 +188,8 @@ static int read_protection(store *database)
 {
     recorder_protection_clear(&state.protection);
     uint64_t cursor = state.pending.cursor.time_ns;
+    if (state.pending.counter_samples_lo_ns < cursor)
+        cursor = state.pending.counter_samples_lo_ns;
     uint64_t since = cursor > RECORDER_LATE_NS + RECORDER_MARGIN_NS
                          ? cursor - RECORDER_LATE_NS - RECORDER_MARGIN_NS
                          : 0;
@@ -386,6 +392,7 @@ static bool evict_share(store *database, int64_t pid, int reason, uint64_t *budg
 {
     recorder_progress *pending = &state.pending;
     const recorder_mark *mark = &pending->target.marks[reason];
+    uint64_t cursor_ns_before = pending->cursor.time_ns;
     store_evict_pass pass = {.pid = pid,
                              .session_start_ns = state.session_start_ns,
                              .cutoff_ns = mark->time_ns,
@@ -428,8 +435,11 @@ static bool evict_share(store *database, int64_t pid, int reason, uint64_t *budg
     }
     /* The next range of counter_samples starts where this one did, so the
      * sample kept as a counter's newest is looked at again. */
-    if (pass.hi[STORE_EVICT_COUNTER_SAMPLES] > pass.lo[STORE_EVICT_COUNTER_SAMPLES])
+    if (pass.hi[STORE_EVICT_COUNTER_SAMPLES] > pass.lo[STORE_EVICT_COUNTER_SAMPLES] &&
+        pending->counter_samples_lo != pass.lo[STORE_EVICT_COUNTER_SAMPLES]) {
         pending->counter_samples_lo = pass.lo[STORE_EVICT_COUNTER_SAMPLES];
+        pending->counter_samples_lo_ns = cursor_ns_before;
+    }
     if (sized && store_evict_used_bytes(database, &after, &file) == FLARE_OK && before > after)
         pending->freed += before - after;
     return reached;
