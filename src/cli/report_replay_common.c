@@ -17,7 +17,6 @@
 
 /* ---- layout of the readable tables ---- */
 
-
 /* The width the readable tables fit in: $COLUMNS when it is a whole number
  * (held to 60..1000), else 100. Not the terminal's own size, so the report
  * is the same on a terminal, in a pipe and in a file unless COLUMNS says

@@ -71,22 +71,8 @@ int store_chart_kernel_intervals(store *handle, int one_process,
 
 static int pm_sample_handler(sqlite3_stmt *statement, void *user)
 {
-    store_pm_row row = {
-        .pid = sqlite3_column_int64(statement, 0),
-        .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
-        .device = sqlite3_column_int(statement, 2),
-        .sample_index = (uint64_t)sqlite3_column_int64(statement, 3),
-        .start_ns = (uint64_t)sqlite3_column_int64(statement, 4),
-        .end_ns = (uint64_t)sqlite3_column_int64(statement, 5),
-        .has_scope = sqlite3_column_type(statement, 6) != SQLITE_NULL,
-        .scope_instance_id = (uint64_t)sqlite3_column_int64(statement, 6),
-        .scope_name = store_column_text(statement, 7),
-        .flags = (uint32_t)sqlite3_column_int64(statement, 8),
-        .metric = store_column_text_or_empty(statement, 9),
-        .value = sqlite3_column_type(statement, 10) == SQLITE_NULL
-                     ? NAN
-                     : sqlite3_column_double(statement, 10),
-    };
+    store_pm_row row;
+    store_pm_row_read(statement, &row);
     return STORE_READER_CALL(store_chart_pm_callback, &row, user);
 }
 
@@ -95,8 +81,7 @@ int store_chart_pm_samples(store *handle, store_chart_pm_callback callback, void
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
     return store_query_each(handle,
-                            "SELECT pid, window_id, device, sample_index, start_ns, end_ns,"
-                            " scope_instance_id, scope_name, overflow, metric, value"
+                            "SELECT " STORE_PM_COLUMNS
                             " FROM pm_samples ORDER BY pid, window_id, metric, start_ns, rowid",
                             NULL, pm_sample_handler, &(store_reader_call){&callback, user},
                             "cannot read the PM samples");

@@ -236,31 +236,14 @@ int store_export_counter_samples(store *handle, store_export_counter_sample_call
 
 static int export_pm_sample_handler(sqlite3_stmt *statement, void *user)
 {
-    store_pm_row row = {
-        .pid = sqlite3_column_int64(statement, 0),
-        .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
-        .device = sqlite3_column_int(statement, 2),
-        .sample_index = (uint64_t)sqlite3_column_int64(statement, 3),
-        .start_ns = (uint64_t)sqlite3_column_int64(statement, 4),
-        .end_ns = (uint64_t)sqlite3_column_int64(statement, 5),
-        .has_scope = sqlite3_column_type(statement, 6) != SQLITE_NULL,
-        .scope_instance_id = (uint64_t)sqlite3_column_int64(statement, 6),
-        .scope_name = store_column_text(statement, 7),
-        .flags = (uint32_t)sqlite3_column_int64(statement, 8),
-        .metric = store_column_text_or_empty(statement, 9),
-        .value = sqlite3_column_type(statement, 10) == SQLITE_NULL
-                     ? NAN
-                     : sqlite3_column_double(statement, 10),
-    };
+    store_pm_row row;
+    store_pm_row_read(statement, &row);
     return STORE_READER_CALL(store_export_pm_sample_callback, &row, user);
 }
 
 int store_export_pm_samples(store *handle, store_export_pm_sample_callback callback, void *user)
 {
-    return export_flare_walk(handle,
-                             "SELECT pid, window_id, device, sample_index, start_ns, end_ns,"
-                             " scope_instance_id, scope_name, overflow, metric, value"
-                             " FROM pm_samples ORDER BY rowid",
+    return export_flare_walk(handle, "SELECT " STORE_PM_COLUMNS " FROM pm_samples ORDER BY rowid",
                              NULL, "cannot read pm_samples", export_pm_sample_handler,
                              EXPORT_FLARE_CALLBACK(callback), user);
 }

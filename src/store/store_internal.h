@@ -296,4 +296,13 @@ int store_statement_each(store *handle, sqlite3_stmt *statement, const store_par
 extern const char *const store_schema_ddl[];
 extern const size_t store_schema_ddl_count;
 
+/* A pm_samples row as readers select it: STORE_PM_COLUMNS, in this order,
+ * decoded by store_pm_row_read (store_pm.c); strings live as long as the
+ * statement's row. */
+#define STORE_PM_COLUMNS                                                                           \
+    "pid, window_id, device, sample_index, start_ns, end_ns, scope_instance_id, scope_name, "      \
+    "overflow, metric, value"
+struct store_pm_row;
+void store_pm_row_read(sqlite3_stmt *statement, struct store_pm_row *row);
+
 #endif /* FLARE_STORE_STORE_INTERNAL_H */

@@ -1,5 +1,6 @@
 /*
- * store_pm.c: the pm_samples writer (store_pm.h).
+ * store_pm.c: the pm_samples writer (store_pm.h), and the one decoder of a
+ * pm_samples row the readers share (store_pm_row_read, store_internal.h).
  *
  * A drain of samples arrives at once (a few hundred samples times a few
  * metrics), so each call prepares its statement once and steps it per row;
@@ -114,4 +115,24 @@ int store_read_pm_summary(store *handle, store_pm_summary_callback callback, voi
         return FLARE_ERR_INVALID_ARGUMENT;
     return store_query_each(handle, pm_summary_sql, NULL, store_pm_summary_handler,
                             &(store_reader_call){&callback, user}, "cannot read the PM samples");
+}
+
+void store_pm_row_read(sqlite3_stmt *statement, store_pm_row *row)
+{
+    *row = (store_pm_row){
+        .pid = sqlite3_column_int64(statement, 0),
+        .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
+        .device = sqlite3_column_int(statement, 2),
+        .sample_index = (uint64_t)sqlite3_column_int64(statement, 3),
+        .start_ns = (uint64_t)sqlite3_column_int64(statement, 4),
+        .end_ns = (uint64_t)sqlite3_column_int64(statement, 5),
+        .has_scope = sqlite3_column_type(statement, 6) != SQLITE_NULL,
+        .scope_instance_id = (uint64_t)sqlite3_column_int64(statement, 6),
+        .scope_name = store_column_text(statement, 7),
+        .flags = (uint32_t)sqlite3_column_int64(statement, 8),
+        .metric = store_column_text_or_empty(statement, 9),
+        .value = sqlite3_column_type(statement, 10) == SQLITE_NULL
+                     ? NAN
+                     : sqlite3_column_double(statement, 10),
+    };
 }
