@@ -25,7 +25,10 @@
 #        graphs (CUDA graphs traced, attributed and declined by replay, scripts/gpu-check-graphs.sh);
 #        apicalls (what recording API calls costs, bench/gpu_api_calls.py);
 #        views (Perfetto export and HTML report of H200 sessions, scripts/gpu-check-views.sh);
-#        soak (a long launch-bound run under --max-size, scripts/gpu-check-soak.sh). Any
+#        soak (a long launch-bound run under --max-size, scripts/gpu-check-soak.sh);
+#        modes (known_work under --mode light, a storm under --mode full; also in checks);
+#        launchcosts (where each launch's cost goes: flare's modes, bare CUPTI and
+#        torch.profiler, scripts/gpu-check-launchcosts.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -137,6 +140,19 @@ if wants checks; then
   head -40 "$OUT/train-report.txt"
 fi
 
+if wants checks || wants modes; then
+  # flare trace --mode (issue 22): the light mode records the same GPU work
+  # and NVTX ranges without launch callbacks; the full mode times every
+  # launch of a storm.
+  echo "== modes: known_work under --mode light, a launch storm under --mode full"
+  "$flare" trace -q -o "$work/light" --mode light -- "$build/gpu/known_work" >/dev/null \
+    || fail "known_work --mode light exit status"
+  python3 tests/gpu/check_session.py known_work_light "$work/light" || fail "known_work --mode light database"
+  "$flare" trace -q -o "$work/full" --mode full -- "$build/gpu/launch_storm" 200000 \
+    || fail "launch_storm --mode full exit status"
+  python3 tests/gpu/check_session.py storm_full "$work/full" 201000 || fail "launch_storm --mode full database"
+fi
+
 # Builds the bare-CUPTI probes (no flare in them): replay_baselines (CUPTI's
 # kernel replay, its range profiler alone, the checkpoint API; used by the
 # costs, floors, replay and span parts) and cupti_launch_cost (costs, floors).
@@ -243,9 +259,9 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views soak; do
+for part in pm replay span hang multi ab rules graphs views launchcosts soak; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
-       [ "$part" != soak ]; } || [[ ",$what," == *",$part,"* ]]; then
+       [ "$part" != soak ] && [ "$part" != launchcosts ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else

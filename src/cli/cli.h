@@ -76,6 +76,9 @@ int cli_deep_when_add(const char *rule);
  * on all the same, to be installed as refused), and sets FLARE_DEEP_WHEN for
  * the command. Does nothing when no --deep-when was given. */
 void cli_deep_when_export(int quiet);
+/* Whether an accepted --deep-when rule reads kernel_launch_rate, which
+ * needs the launch callbacks (not in --mode light). */
+int cli_deep_when_needs_launch_counts(void);
 /* Forgets and frees the --deep-when rules added so far, for a process that
  * parses more than one command line (the fuzz targets in fuzz/). */
 void cli_deep_when_reset(void);

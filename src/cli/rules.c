@@ -147,6 +147,20 @@ int cli_deep_when_add(const char *rule)
     return CLI_EXIT_OK;
 }
 
+int cli_deep_when_needs_launch_counts(void)
+{
+    if (deep_when == NULL)
+        return 0;
+    static rules_list_entry entries[RULES_LIST_MAX];
+    size_t count = 0;
+    rules_parse_list(deep_when, entries, RULES_LIST_MAX, &count);
+    for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++)
+        if (entries[i].status == FLARE_OK &&
+            entries[i].rule.metric == RULES_METRIC_KERNEL_LAUNCH_RATE)
+            return 1;
+    return 0;
+}
+
 void cli_deep_when_export(int quiet)
 {
     if (deep_when == NULL)

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "core/config.h"
 #include "core/duration.h"
+#include "core/mode.h"
 #include "flare/flare.h"
 #include "recorder/recorder_plan.h"
 #include "storm/storm_guard.h"
@@ -24,9 +25,9 @@
 #include "deepwin/deepwin_session.h"
 
 static const char trace_help[] =
-    "usage: flare trace [-o DIR] [--flush-ms N] [--deep-when RULE]... [--quiet]\n"
+    "usage: flare trace [-o DIR] [--mode MODE] [--flush-ms N] [--deep-when RULE]...\n"
     "                   [--deep-after DURATION --deep-for DURATION] [--storm-rate RATE]\n"
-    "                   [--keep DURATION] [--max-size BYTES] -- CMD [ARGS...]\n"
+    "                   [--keep DURATION] [--max-size BYTES] [--quiet] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under the profiler and saves a session in DIR/session.db: kernels,\n"
     "copies, memsets, NVTX ranges, scopes, counters and GPU metrics of every\n"
@@ -37,6 +38,17 @@ static const char trace_help[] =
     "  -o, --output DIR   session directory (must not already hold a session);\n"
     "                     default ./flare-out/<UTC time>-<pid>/ ($FLARE_OUTPUT_DIR\n"
     "                     replaces ./flare-out)\n"
+    "  --mode MODE        how much to record (docs/cli.md has what each costs):\n"
+    "                     light     every kernel, copy and memset with GPU times,\n"
+    "                               NVTX ranges, GPU metrics each second; no launch\n"
+    "                               callbacks: no host launch counts, launch-storm\n"
+    "                               guard, kernel_launch_rate rules or API calls\n"
+    "                     standard  light, plus launch counts, the launch-storm\n"
+    "                               guard, launch/copy/memset calls on the CPU\n"
+    "                               timeline, GPU metrics every 100 ms (default)\n"
+    "                     full      standard, timing every kernel in launch storms\n"
+    "                               too (no guard unless --storm-rate asks)\n"
+    "                     Default standard, or $FLARE_MODE.\n"
     "  --flush-ms N       how often collected events are written, 1..250 ms\n"
     "                     (default 100); a killed program keeps all but the last N ms\n"
     "  --deep-when RULE   a deep-profiling rule, e.g. 'kernel_launch_rate < 500/s\n"
@@ -132,13 +144,79 @@ static int trace_check_inherited_rate(void)
     return CLI_EXIT_OK;
 }
 
+/* --deep-after or --deep-for DURATION at argv[*index]: checked, the text
+ * kept in *deep_after or *deep_for. CLI_EXIT_OK, or the usage error. */
+static int trace_schedule_option(int argc, char **argv, int *index, const char **deep_after,
+                                 const char **deep_for)
+{
+    const char *argument = argv[*index];
+    int is_after = strcmp(argument, "--deep-after") == 0;
+    if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
+        return cli_usage_error("trace", "option '%s' needs a duration, e.g. %s %s", argument,
+                               argument, is_after ? "30s" : "2s");
+    const char *value = argv[++*index];
+    char why[192];
+    uint64_t duration_ns;
+    if (core_duration_parse(value, strlen(value), 1, DEEPWIN_SCHEDULE_MAX_NS, &duration_ns, why,
+                            sizeof(why)) != FLARE_OK)
+        return cli_usage_error("trace", "'%s %s': %s", argument, value, why);
+    if (!is_after && duration_ns > DEEPWIN_DURATION_MAX_NS)
+        return cli_usage_error("trace", "'--deep-for %s': a window lasts at most %llu s", value,
+                               DEEPWIN_DURATION_MAX_NS / 1000000000ull);
+    *(is_after ? deep_after : deep_for) = value;
+    return CLI_EXIT_OK;
+}
+
+/* --mode MODE at argv[*index]: parsed into *mode, the text kept in
+ * *mode_text. CLI_EXIT_OK, or the usage error, printed. */
+static int trace_mode_option(int argc, char **argv, int *index, const char **mode_text,
+                             core_mode *mode)
+{
+    if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
+        return cli_usage_error("trace", "option '--mode' needs light, standard or full");
+    if (*mode_text != NULL)
+        return cli_usage_error("trace", "option '--mode' given twice");
+    *mode_text = argv[++*index];
+    char why[128];
+    if (core_mode_parse(*mode_text, mode, why, sizeof(why)) != FLARE_OK)
+        return cli_usage_error("trace", "'--mode %s': %s", *mode_text, why);
+    return CLI_EXIT_OK;
+}
+
+/* --mode (or an inherited FLARE_MODE) against what it leaves out: the
+ * light mode has no launch counts for kernel_launch_rate rules or the
+ * launch-storm guard to read. */
+static int trace_check_mode(const char *mode_text, core_mode *mode, const char *storm_rate)
+{
+    char why[160];
+    if (mode_text == NULL && core_mode_from_environment(mode, why, sizeof(why)) != FLARE_OK)
+        return cli_usage_error("trace", "%s (the environment)", why);
+    if (core_mode_spec_of(*mode)->launch_callbacks)
+        return CLI_EXIT_OK;
+    const char *name = core_mode_spec_of(*mode)->name;
+    if (cli_deep_when_needs_launch_counts())
+        return cli_usage_error("trace",
+                               "a kernel_launch_rate rule needs host launch counts, which the "
+                               "%s mode does not record: use --mode standard",
+                               name);
+    uint64_t rate = 0;
+    if (storm_rate != NULL &&
+        storm_guard_parse_rate(storm_rate, &rate, why, sizeof(why)) == FLARE_OK && rate != 0)
+        return cli_usage_error("trace",
+                               "'--storm-rate %s': the launch-storm guard needs host launch "
+                               "counts, which the %s mode does not record: use --mode standard",
+                               storm_rate, name);
+    return CLI_EXIT_OK;
+}
+
 int cli_trace(int argc, char **argv)
 {
     const char *output = NULL;
     uint32_t flush_ms = 0;
     int quiet = 0;
     const char *deep_after = NULL, *deep_for = NULL, *storm_rate = NULL, *keep = NULL,
-               *max_size = NULL;
+               *max_size = NULL, *mode_text = NULL;
+    core_mode mode = CORE_MODE_DEFAULT;
     int index = 1;
     for (; index < argc; index++) {
         const char *argument = argv[index];
@@ -155,6 +233,10 @@ int cli_trace(int argc, char **argv)
             if (output[0] == '\0')
                 return cli_usage_error("trace", "option '%s' needs a non-empty directory",
                                        argument);
+        } else if (strcmp(argument, "--mode") == 0) {
+            int status = trace_mode_option(argc, argv, &index, &mode_text, &mode);
+            if (status != CLI_EXIT_OK)
+                return status;
         } else if (strcmp(argument, "--flush-ms") == 0) {
             if (index + 1 >= argc)
                 return cli_usage_error("trace", "option '--flush-ms' needs a value");
@@ -169,23 +251,9 @@ int cli_trace(int argc, char **argv)
                 return status;
             index++;
         } else if (strcmp(argument, "--deep-after") == 0 || strcmp(argument, "--deep-for") == 0) {
-            if (index + 1 >= argc || strcmp(argv[index + 1], "--") == 0)
-                return cli_usage_error("trace", "option '%s' needs a duration, e.g. %s %s",
-                                       argument, argument,
-                                       strcmp(argument, "--deep-after") == 0 ? "30s" : "2s");
-            const char *value = argv[++index];
-            char why[192];
-            uint64_t duration_ns;
-            if (core_duration_parse(value, strlen(value), 1, DEEPWIN_SCHEDULE_MAX_NS, &duration_ns,
-                                    why, sizeof(why)) != FLARE_OK)
-                return cli_usage_error("trace", "'%s %s': %s", argument, value, why);
-            if (strcmp(argument, "--deep-for") == 0 && duration_ns > DEEPWIN_DURATION_MAX_NS)
-                return cli_usage_error("trace", "'--deep-for %s': a window lasts at most %llu s",
-                                       value, DEEPWIN_DURATION_MAX_NS / 1000000000ull);
-            if (strcmp(argument, "--deep-after") == 0)
-                deep_after = value;
-            else
-                deep_for = value;
+            int status = trace_schedule_option(argc, argv, &index, &deep_after, &deep_for);
+            if (status != CLI_EXIT_OK)
+                return status;
         } else if (strcmp(argument, "--storm-rate") == 0) {
             if (index + 1 >= argc || strcmp(argv[index + 1], "--") == 0)
                 return cli_usage_error("trace",
@@ -231,6 +299,11 @@ int cli_trace(int argc, char **argv)
     int inherited = storm_rate == NULL ? trace_check_inherited_rate() : CLI_EXIT_OK;
     if (inherited != CLI_EXIT_OK)
         return inherited;
+    int checked = trace_check_mode(mode_text, &mode, storm_rate);
+    if (checked != CLI_EXIT_OK)
+        return checked;
+    if (mode_text != NULL)
+        setenv("FLARE_MODE", mode_text, 1);
     if (deep_after != NULL) {
         setenv("FLARE_DEEP_AFTER", deep_after, 1);
         setenv("FLARE_DEEP_FOR", deep_for, 1);

@@ -3,6 +3,7 @@
  * (config.h). Runs at session start only; never on a hot path.
  */
 #include "core/config.h"
+#include "core/mode.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -123,6 +124,12 @@ int core_config_resolve(const flare_options *options, core_config *config, char 
                  delivery, CORE_DELIVERY_INTERVAL_MIN_MS, CORE_DELIVERY_INTERVAL_MAX_MS);
         return FLARE_ERR_INVALID_ARGUMENT;
     }
+
+    /* Read by each backend as it starts (core_mode_from_environment):
+     * checked here so a bad FLARE_MODE refuses the session, not one part. */
+    core_mode mode;
+    if (core_mode_from_environment(&mode, error, error_size) != FLARE_OK)
+        return FLARE_ERR_INVALID_ARGUMENT;
 
     result.ring_capacity = CORE_RING_DEFAULT_CAPACITY;
     const char *ring = getenv("FLARE_RING_EVENTS");

@@ -4,8 +4,9 @@
  * `flare report`: usage errors are exit 2 with a message that names the way
  * out, in either flag order, and nothing runs; good values reach the command
  * as FLARE_DEEP_AFTER / FLARE_DEEP_FOR; a session's windows are reported.
- * Also the launch-storm guard's rate (`--storm-rate`, FLARE_STORM_RATE),
- * refused or passed on the same way.
+ * Also the launch-storm guard's rate (`--storm-rate`, FLARE_STORM_RATE)
+ * and the recording mode (`--mode`, FLARE_MODE), refused or passed on the
+ * same way; the light mode records no API calls on the simulated device.
  * Runs the built flare (FLARE_TEST_BIN_DIR) in child processes.
  */
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -175,6 +177,88 @@ static void test_storm_rate_is_checked_and_passed_on(void **state)
     expect_contains(out_text, "--storm-rate RATE");
 }
 
+static void test_mode_is_checked_and_passed_on(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("trace", "-o", "out", "--mode", "fast", "--", "true"), 2);
+    expect_contains(err_text,
+                    "flare trace: '--mode fast': 'fast' is not a mode: expected light, standard "
+                    "or full");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--mode"), 2);
+    expect_contains(err_text, "option '--mode' needs light, standard or full");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--mode", "light", "--mode", "full", "--", "true"),
+                     2);
+    expect_contains(err_text, "option '--mode' given twice");
+    expect_nothing_ran();
+    /* What the light mode leaves out cannot be asked for beside it. */
+    assert_int_equal(FLARE("trace", "-o", "out", "--mode", "light", "--deep-when",
+                           "kernel_launch_rate > 5000/s for 1s", "--", "true"),
+                     2);
+    expect_contains(err_text, "a kernel_launch_rate rule needs host launch counts, which the "
+                              "light mode does not record: use --mode standard");
+    expect_nothing_ran();
+    assert_int_equal(
+        FLARE("trace", "-o", "out", "--storm-rate", "5000", "--mode", "light", "--", "true"), 2);
+    expect_contains(err_text, "'--storm-rate 5000': the launch-storm guard needs host launch "
+                              "counts, which the light mode does not record");
+    expect_nothing_ran();
+    /* The environment's mode is checked the same way, before CMD runs. */
+    setenv("FLARE_MODE", "heavy", 1);
+    assert_int_equal(FLARE("trace", "-o", "out", "--", "true"), 2);
+    expect_contains(err_text, "FLARE_MODE: 'heavy' is not a mode");
+    expect_nothing_ran();
+    setenv("FLARE_MODE", "light", 1);
+    assert_int_equal(
+        FLARE("trace", "-o", "out", "--deep-when", "kernel_launch_rate < 5/s", "--", "true"), 2);
+    expect_contains(err_text, "which the light mode does not record");
+    expect_nothing_ran();
+    /* The flag wins over the environment and reaches the command; a light
+     * trace may still switch the guard off explicitly. */
+    assert_int_equal(FLARE("trace", "-o", "out", "-q", "--mode", "full", "--", "sh", "-c",
+                           "echo \"[$FLARE_MODE]\""),
+                     0);
+    expect_contains(out_text, "[full]");
+    unsetenv("FLARE_MODE");
+    assert_int_equal(FLARE("trace", "-o", "out2", "-q", "--mode", "light", "--storm-rate", "0",
+                           "--", "sh", "-c", "echo \"[$FLARE_MODE]\""),
+                     0);
+    expect_contains(out_text, "[light]");
+    assert_int_equal(FLARE("trace", "--help"), 0);
+    expect_contains(out_text, "--mode MODE");
+}
+
+/* API calls recorded in a session (scratch/name/session.db). */
+static int api_calls_in(const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s/session.db", scratch, name);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *statement = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM api_calls", -1, &statement, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+    int count = sqlite3_column_int(statement, 0);
+    sqlite3_finalize(statement);
+    sqlite3_close(db);
+    return count;
+}
+
+/* The mode decides what a process records: the simulated device's API
+ * calls are left out in the light mode and kept in the default one. */
+static void test_light_mode_records_no_api_calls(void **state)
+{
+    (void)state;
+    char demo[1100];
+    snprintf(demo, sizeof(demo), "%s/flare-demo", bin_dir);
+    assert_int_equal(FLARE("trace", "-q", "-o", "light", "--mode", "light", "--", demo, "20"), 0);
+    assert_int_equal(FLARE("trace", "-q", "-o", "standard", "--", demo, "20"), 0);
+    assert_int_equal(api_calls_in("light"), 0);
+    assert_true(api_calls_in("standard") > 0);
+}
+
 /* Starts a session of this process in scratch/name (dir receives the path). */
 static void start_session_in(char *dir, size_t size, const char *name)
 {
@@ -234,6 +318,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_schedule_reaches_the_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_rate_is_checked_and_passed_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mode_is_checked_and_passed_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_light_mode_records_no_api_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_lists_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_report_says_launches_went_untimed, setup, teardown),
     };

@@ -2,8 +2,11 @@
 real GPU (scripts/gpu-check.sh). Exits non-zero with a message per failure.
 
 usage: check_session.py known_work SESSION_DIR
+       check_session.py known_work_light SESSION_DIR   (flare trace --mode light)
        check_session.py other_subscriber SESSION_DIR
        check_session.py train SESSION_DIR STEPS
+       check_session.py storm SESSION_DIR LAUNCHED
+       check_session.py storm_full SESSION_DIR LAUNCHED   (flare trace --mode full)
 """
 import sqlite3
 import sys
@@ -13,7 +16,9 @@ def rows(db, sql, *args):
     return db.execute(sql, args).fetchall()
 
 
-def check_known_work(db):
+def check_known_work(db, light=False):
+    """known_work.cu's exact work; light: recorded under --mode light, which
+    has the same GPU work and NVTX ranges but no launch callbacks."""
     failures = []
     kernels = dict(rows(db, "SELECT n.name, COUNT(*) FROM kernels k JOIN names n ON n.id = k.name_id GROUP BY n.name"))
     def count_like(fragment):
@@ -53,11 +58,21 @@ def check_known_work(db):
     if not devices or devices[0][2] != "cuda":
         failures.append(f"devices table: {devices}")
     caps = dict(rows(db, "SELECT feature, status FROM capabilities"))
-    for feature in ("kernels", "copies", "memsets", "nvtx", "launch_callbacks", "nvml", "cuda_injection"):
+    active = ["kernels", "copies", "memsets", "nvtx", "nvml", "cuda_injection", "mode"]
+    for feature in active + ([] if light else ["launch_callbacks"]):
         if caps.get(feature) != "active":
             failures.append(f"capability {feature}: {caps.get(feature)} (all: {caps})")
     launches = rows(db, "SELECT MAX(value) FROM metrics m JOIN names n ON n.id = m.name_id WHERE n.name = 'host_kernel_launches'")[0][0]
-    if launches is None or launches < 150:
+    if light:
+        for feature in ("launch_callbacks", "api_calls", "storm_guard", "replay"):
+            if caps.get(feature) != "off":
+                failures.append(f"light mode: capability {feature} is {caps.get(feature)}, not off")
+        if launches is not None:
+            failures.append(f"light mode: host_kernel_launches recorded ({launches})")
+        calls = rows(db, "SELECT COUNT(*) FROM api_calls")[0][0]
+        if calls:
+            failures.append(f"light mode: {calls} API calls recorded")
+    elif launches is None or launches < 150:
         failures.append(f"host_kernel_launches {launches} < 150")
     util = rows(db, "SELECT COUNT(*) FROM metrics m JOIN names n ON n.id = m.name_id WHERE n.name = 'sm_clock_mhz' AND device = 0")[0][0]
     if util < 1:
@@ -65,7 +80,8 @@ def check_known_work(db):
     drops = rows(db, "SELECT source, detail, count FROM drops WHERE count > 0")
     if drops:
         failures.append(f"drops: {drops}")
-    failures += check_api_calls(db)
+    if not light:
+        failures += check_api_calls(db)
     return failures
 
 
@@ -228,6 +244,23 @@ def check_storm(db, launched):
     return failures
 
 
+def check_storm_full(db, launched):
+    """The launch storm under --mode full: no guard, every launch timed
+    (launch_storm.cu's 1,000 warm-up launches come on top)."""
+    failures = []
+    caps = {f: (s, r) for f, s, r in rows(db, "SELECT feature, status, reason FROM capabilities")}
+    if caps.get("storm_guard", ("",))[0] != "off":
+        failures.append(f"full mode: storm_guard capability {caps.get('storm_guard')}")
+    kernels = rows(db, "SELECT COUNT(*) FROM kernels")[0][0]
+    if kernels != launched:
+        failures.append(f"full mode: {kernels} kernel records, the program launched {launched}")
+    drops = rows(db, "SELECT source, detail, count FROM drops WHERE count > 0")
+    if drops:
+        failures.append(f"full mode: drops {drops}")
+    print(f"storm_full: {launched} launched, {kernels} kernel records; {caps.get('mode')}")
+    return failures
+
+
 def check_backend(db):
     """Every process of a GPU session ran on the CUDA backend (issue 17:
     processes.backend said 'sim' for CUDA processes before)."""
@@ -243,6 +276,10 @@ def main():
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
     if mode == "known_work":
         failures = check_known_work(db)
+    elif mode == "known_work_light":
+        failures = check_known_work(db, light=True)
+    elif mode == "storm_full":
+        failures = check_storm_full(db, int(sys.argv[3]))
     elif mode == "other_subscriber":
         failures = check_other_subscriber(db)
     elif mode == "window":

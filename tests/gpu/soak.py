@@ -89,7 +89,10 @@ while launcher.poll() is None:
     print("t %6.0f s  session.db %7.1f MB  -wal %6.1f MB  RSS %7.1f MiB  flare CPU %s" % (
         elapsed, db / 1e6, wal / 1e6, rss / 1024.0,
         ", ".join("%s %.1f s" % item for item in sorted(cpu.items()))), flush=True)
+# The sampling loop also ends when the program is gone but the launcher is
+# still writing the session's end: wait for it (its status is None until then).
 stderr = launcher.stderr.read()
+launcher.wait()
 if launcher.returncode != 0:
     raise SystemExit("soak run failed (%d): %s" % (launcher.returncode, stderr[-2000:]))
 wall = time.monotonic() - started

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "backend/cuda/cuda_profiler_host.h"
+#include "backend/cuda/cuda_replay.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -718,20 +719,6 @@ void cuda_pm_wait_for_setup(uint64_t timeout_ns)
 
 /* Kernel replay (FLARE_REPLAY_*) needs the device's counters for the range
  * profiler; a prepared PM engine would hold them (HARDWARE_BUSY). */
-static const char *replay_requested(void)
-{
-    static const char *const names[] = {"FLARE_REPLAY_KERNEL",   "FLARE_REPLAY_LAUNCH",
-                                        "FLARE_REPLAY_EVERY",    "FLARE_REPLAY_RANGE",
-                                        "FLARE_REPLAY_METRICS",  "FLARE_REPLAY_SET",
-                                        "FLARE_REPLAY_RANGE_API"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *value = getenv(names[i]);
-        if (value != NULL && value[0] != '\0')
-            return names[i];
-    }
-    return NULL;
-}
-
 pm_engine *cuda_pm_core(void)
 {
     return engine;
@@ -757,7 +744,7 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
         core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF, "switched off (FLARE_PM=0)");
         return;
     }
-    const char *replay = replay_requested();
+    const char *replay = cuda_replay_requested();
     if (wanted == NULL && replay != NULL) {
         core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF,
                             "off: %s asks for kernel replay, whose range profiler needs the "

@@ -182,6 +182,20 @@ static CUstream span_replay_stream(int device)
 
 /* ---- Dispatch ---- */
 
+const char *cuda_replay_requested(void)
+{
+    static const char *const names[] = {"FLARE_REPLAY_KERNEL",   "FLARE_REPLAY_LAUNCH",
+                                        "FLARE_REPLAY_EVERY",    "FLARE_REPLAY_RANGE",
+                                        "FLARE_REPLAY_METRICS",  "FLARE_REPLAY_SET",
+                                        "FLARE_REPLAY_RANGE_API"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *value = getenv(names[i]);
+        if (value != NULL && value[0] != '\0')
+            return names[i];
+    }
+    return NULL;
+}
+
 void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call)
 {
     if (!cuda_replay_attached || internal_depth > 0 || id >= CUDA_CBID_TABLE)

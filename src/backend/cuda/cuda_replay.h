@@ -55,6 +55,11 @@ void cuda_replay_note_internal_work(uint32_t correlation_id);
 /* kernel_name: the activity record's kernel, NULL for copies and memsets. */
 bool cuda_replay_is_internal_work(uint32_t correlation_id, const char *kernel_name);
 
+/* The FLARE_REPLAY_* variable that asks this process for a replay (the
+ * first set and non-empty), or NULL. A process asked for one needs the
+ * launch callbacks whatever the mode, and no PM sampling. */
+const char *cuda_replay_requested(void);
+
 /* Dispatch from cuda_trace.c's callback: every driver-API callback, and
  * every resource callback. */
 void cuda_replay_on_driver(CUpti_CallbackId id, const CUpti_CallbackData *call);

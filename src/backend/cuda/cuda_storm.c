@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_graph_weights.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/mode.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
 #include "storm/storm_record.h"
@@ -104,6 +105,14 @@ void cuda_storm_set_up(const cuda_cupti_api *cupti_api, int launches_counted)
     storm_guard_default_config(&guard_config);
     const char *text = getenv("FLARE_STORM_RATE");
     char error[160];
+    core_mode mode;
+    if (text == NULL && core_mode_from_environment(&mode, error, sizeof(error)) == FLARE_OK &&
+        !core_mode_spec_of(mode)->storm_guard) {
+        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF,
+                            "off in the %s mode: every kernel is timed (--storm-rate turns it on)",
+                            core_mode_spec_of(mode)->name);
+        return;
+    }
     if (text != NULL &&
         storm_guard_parse_rate(text, &guard_config.enter_rate, error, sizeof(error)) != FLARE_OK) {
         core_log(CORE_LOG_WARNING, "FLARE_STORM_RATE: %s; using %u launches/s", error,

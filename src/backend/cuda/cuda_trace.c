@@ -43,6 +43,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/mode.h"
 #include "core/runtime.h"
 #include "flare/flare.h"
 #include "pm/pm_session.h"
@@ -61,6 +62,11 @@ static int tracing_started;
  * the parent's sampler thread there would wait forever. */
 static pid_t tracing_pid;
 static int nvtx_forwarded;
+/* FLARE_MODE (flare trace --mode): the defaults of the switches below. */
+static core_mode mode = CORE_MODE_DEFAULT;
+/* The launch callbacks count host launches: without them (the light mode)
+ * there is no host_kernel_launches metric to write, rather than zeros. */
+static int launches_counted_by_callbacks;
 static CUpti_SubscriberHandle subscriber;
 /* The activity buffers are registered: deliver may flush them. */
 static _Atomic int activity_registered;
@@ -503,8 +509,9 @@ static void *sampler_main(void *argument)
         if (now >= next_sample_ns) {
             if (nvml_device_count > 0)
                 sample_nvml();
-            cuda_trace_emit_metric(-1, "host_kernel_launches", now,
-                                   (int64_t)cuda_session_host->launch_count());
+            if (launches_counted_by_callbacks)
+                cuda_trace_emit_metric(-1, "host_kernel_launches", now,
+                                       (int64_t)cuda_session_host->launch_count());
             uint64_t untimed = cuda_storm_untimed_launches();
             if (untimed != 0)
                 cuda_trace_emit_metric(-1, "untimed_kernel_launches", now, (int64_t)untimed);
@@ -525,10 +532,12 @@ static void *sampler_main(void *argument)
 static void start_sampler(void)
 {
     const char *interval = getenv("FLARE_NVML_INTERVAL_MS");
+    uint32_t mode_interval_ms = core_mode_spec_of(mode)->nvml_interval_ms;
+    sampler_interval_ms = mode_interval_ms;
     if (interval != NULL && core_parse_u32(interval, 10, 60000, &sampler_interval_ms) != 0) {
-        core_log(CORE_LOG_WARNING, "FLARE_NVML_INTERVAL_MS='%.32s' is not 10..60000; using 100",
-                 interval);
-        sampler_interval_ms = 100;
+        core_log(CORE_LOG_WARNING, "FLARE_NVML_INTERVAL_MS='%.32s' is not 10..60000; using %u",
+                 interval, mode_interval_ms);
+        sampler_interval_ms = mode_interval_ms;
     }
     char reason[512];
     if (cuda_load_nvml(&nvml, reason, sizeof(reason)) != 0) {
@@ -606,8 +615,9 @@ static void finish_tracing(void)
     stop_sampler();
     if (cupti.library != NULL)
         cupti.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    cuda_trace_emit_metric(-1, "host_kernel_launches", core_now_ns(),
-                           (int64_t)cuda_session_host->launch_count());
+    if (launches_counted_by_callbacks)
+        cuda_trace_emit_metric(-1, "host_kernel_launches", core_now_ns(),
+                               (int64_t)cuda_session_host->launch_count());
     cuda_storm_finish();
     uint64_t dropped = atomic_load(&cupti_dropped_records);
     uint64_t lost_buffers = atomic_load(&activity_buffers_lost);
@@ -619,17 +629,35 @@ static void finish_tracing(void)
     flare_flush(2000);
 }
 
-/* An on/off switch from the environment: unset or "1" is on, "0" is off;
- * anything else is logged and treated as on. */
-static int switch_on(const char *variable)
+/* An on/off switch from the environment: "1" is on, "0" is off, unset is
+ * fallback (the mode's choice); anything else is logged and treated as
+ * unset. */
+static int switch_or(const char *variable, int fallback)
 {
     const char *value = getenv(variable);
-    if (value == NULL || strcmp(value, "1") == 0)
-        return 1;
-    if (strcmp(value, "0") == 0)
-        return 0;
-    core_log(CORE_LOG_WARNING, "%s='%.16s' is not 0 or 1; leaving it on", variable, value);
-    return 1;
+    if (value == NULL)
+        return fallback;
+    if (strcmp(value, "1") == 0 || strcmp(value, "0") == 0)
+        return value[0] == '1';
+    core_log(CORE_LOG_WARNING, "%s='%.16s' is not 0 or 1; using the %s mode's choice", variable,
+             value, core_mode_spec_of(mode)->name);
+    return fallback;
+}
+
+static int switch_on(const char *variable)
+{
+    return switch_or(variable, 1);
+}
+
+/* Why a part the mode leaves off is off: the variable, or the mode. */
+static const char *off_reason(const char *variable, char *text, size_t size)
+{
+    if (getenv(variable) != NULL)
+        snprintf(text, size, "switched off (%s=0)", variable);
+    else
+        snprintf(text, size, "off in the %s mode (flare trace --mode)",
+                 core_mode_spec_of(mode)->name);
+    return text;
 }
 
 /* Registers the activity buffers and enables each kind flare records,
@@ -671,9 +699,10 @@ static int start_activity(void)
  * gates, which cost a copy nothing while no replay is configured). */
 static void start_api_calls(void)
 {
-    if (!switch_on("FLARE_CUDA_API_CALLS")) {
-        core_capability_set("api_calls", 0, CORE_CAPABILITY_OFF,
-                            "switched off (FLARE_CUDA_API_CALLS=0)");
+    if (!switch_or("FLARE_CUDA_API_CALLS", core_mode_spec_of(mode)->api_calls)) {
+        char why[96];
+        core_capability_set("api_calls", 0, CORE_CAPABILITY_OFF, "%s",
+                            off_reason("FLARE_CUDA_API_CALLS", why, sizeof(why)));
         return;
     }
     int copies = cuda_replay_watch_copies() == FLARE_OK;
@@ -710,9 +739,10 @@ static int subscribe_callbacks(int want_launch_callbacks)
             enabled += cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
                                                  launch_callbacks[i]) == CUPTI_SUCCESS;
         launches_counted = enabled > 0;
+        char why[96];
         if (!want_launch_callbacks)
-            core_capability_set("launch_callbacks", 0, CORE_CAPABILITY_OFF,
-                                "switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
+            core_capability_set("launch_callbacks", 0, CORE_CAPABILITY_OFF, "%s",
+                                off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
         else
             core_capability_set("launch_callbacks", 1,
                                 enabled > 0 ? CORE_CAPABILITY_ACTIVE : CORE_CAPABILITY_UNAVAILABLE,
@@ -734,10 +764,12 @@ static int subscribe_callbacks(int want_launch_callbacks)
         if (want_launch_callbacks) {
             cuda_replay_attach(&cupti, subscriber);
             start_api_calls();
-        } else
-            core_capability_set(
-                "replay", 0, CORE_CAPABILITY_OFF,
-                "launch callbacks are switched off (FLARE_CUDA_LAUNCH_CALLBACKS=0)");
+        } else {
+            core_capability_set("replay", 0, CORE_CAPABILITY_OFF, "no launch callbacks: %s",
+                                off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
+            core_capability_set("api_calls", 0, CORE_CAPABILITY_OFF, "no launch callbacks: %s",
+                                off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
+        }
         cuda_pm_install(&cupti);
         if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
@@ -767,8 +799,17 @@ int cuda_trace_start(const backend_host *host)
     }
     tracing_started = 1;
     tracing_pid = getpid();
+    char mode_why[128];
+    if (core_mode_from_environment(&mode, mode_why, sizeof(mode_why)) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "%s; using the %s mode", mode_why,
+                 core_mode_spec_of(mode)->name);
+    core_capability_set("mode", 1, CORE_CAPABILITY_ACTIVE, "%s: %s", core_mode_spec_of(mode)->name,
+                        core_mode_spec_of(mode)->records);
     int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
-    int want_launch_callbacks = switch_on("FLARE_CUDA_LAUNCH_CALLBACKS");
+    /* A process asked for a replay needs the launch bracket in any mode. */
+    int want_launch_callbacks =
+        switch_or("FLARE_CUDA_LAUNCH_CALLBACKS",
+                  core_mode_spec_of(mode)->launch_callbacks || cuda_replay_requested() != NULL);
     const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
     uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
     if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
@@ -803,13 +844,18 @@ int cuda_trace_start(const backend_host *host)
         kernels_timed = start_activity();
     }
     int launches_counted = subscribe_callbacks(want_launch_callbacks);
+    launches_counted_by_callbacks = launches_counted;
     uint32_t version = 0;
     cupti.cuptiGetVersion(&version);
     core_capability_set("cuda_injection", 1, CORE_CAPABILITY_ACTIVE, "CUPTI API %u from %s",
                         version, cupti.path);
     core_log(CORE_LOG_INFO, "CUDA tracing started (CUPTI API %u, %s)", version, cupti.path);
-    if (kernels_timed)
+    char why[96];
+    if (kernels_timed && want_launch_callbacks)
         cuda_storm_set_up(&cupti, launches_counted);
+    else if (kernels_timed)
+        core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF, "no launch callbacks: %s",
+                            off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
     pthread_mutex_unlock(&start_lock);
     start_sampler();
     atexit(finish_tracing);

@@ -17,11 +17,13 @@
 #include "backend/sim/sim_internal.h"
 #include "core/clock.h"
 #include "core/event.h"
+#include "core/mode.h"
 #include "core/runtime.h"
 #include "replay/replay.h"
 
 #include <stdint.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,7 +242,18 @@ static void record_span_work(backend_stream *stream, backend_work_kind kind, voi
  * thread submitted last. Called before replay's own submissions. */
 static void record_api_call(const char *name, uint64_t start_ns, int status)
 {
-    if (status != FLARE_OK)
+    /* The mode decides, as on CUDA (FLARE_MODE, flare trace --mode); read
+     * once: a racing first read by two threads reads the same answer. */
+    static _Atomic int wanted = -1;
+    int api_calls = atomic_load_explicit(&wanted, memory_order_relaxed);
+    if (api_calls < 0) {
+        core_mode mode;
+        char why[128];
+        core_mode_from_environment(&mode, why, sizeof(why));
+        api_calls = core_mode_spec_of(mode)->api_calls;
+        atomic_store_explicit(&wanted, api_calls, memory_order_relaxed);
+    }
+    if (status != FLARE_OK || !api_calls)
         return;
     core_thread *thread;
     core_event *event = core_emit_reserve(&thread);
