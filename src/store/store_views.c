@@ -179,7 +179,8 @@ static const char *const index_ddl[] = {
     "DELETE FROM kernel_name_stats",
     "INSERT INTO kernel_name_stats SELECT name_id, COUNT(*), SUM(end_ns - start_ns),"
     " MIN(end_ns - start_ns), MAX(end_ns - start_ns) FROM kernels GROUP BY name_id",
-    "INSERT OR REPLACE INTO meta(key, value) SELECT 'kernel_name_stats_rowid', MAX(rowid)"
+    "INSERT OR REPLACE INTO meta(key, value) SELECT 'kernel_name_stats_rowid', "
+    "COALESCE(MAX(rowid), 0)"
     " FROM kernels",
 };
 /* Of index_ddl, the indexes proper. */

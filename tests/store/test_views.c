@@ -196,6 +196,22 @@ static void test_top_kernels_live_and_summarised_agree(void **state)
     store_close(handle);
 }
 
+/* A session without a kernel (a CPU-only program, a run that failed
+ * early) is indexed too: the summary's high-water mark is 0, not NULL
+ * (meta.value is NOT NULL; the build failed on it before). */
+static void test_indexes_of_a_session_without_kernels(void **state)
+{
+    (void)state;
+    store *handle = open_write();
+    store_index_result result;
+    assert_int_equal(store_build_indexes(handle, &result), 0);
+    assert_true(store_is_indexed(handle));
+    char text[256];
+    query_text("SELECT COUNT(*) FROM v_top_kernels", text, sizeof(text));
+    assert_string_equal(text, "0;");
+    store_close(handle);
+}
+
 static void test_gpu_busy_is_the_union_of_kernels(void **state)
 {
     (void)state;
@@ -410,6 +426,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kernels_copies_and_names, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_top_kernels_live_and_summarised_agree, set_up,
+                                        tear_down),
+        cmocka_unit_test_setup_teardown(test_indexes_of_a_session_without_kernels, set_up,
                                         tear_down),
         cmocka_unit_test_setup_teardown(test_gpu_busy_is_the_union_of_kernels, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_scope_gpu_time_clips_overlap, set_up, tear_down),
