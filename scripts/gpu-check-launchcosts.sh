@@ -5,8 +5,12 @@
 # storm and a GPU-bound loop, flare's modes beside bare CUPTI with the same
 # features (bench/cupti_bare_inject.c) and torch.profiler.
 # FLARE_COSTS_WORKLOADS (default loop,storm,gpubound), FLARE_COSTS_ROUNDS
-# (default 9), FLARE_COSTS_BUDGET_S (seconds for all workloads together,
-# default 430; each gets its share). Must never change the build.
+# (default 9), FLARE_COSTS_BUDGET_S (seconds for those workloads together,
+# default 430; each gets its share). The word alternate in the list instead
+# runs bench/gpu_cupti_alternate.py (bare CUPTI's states in turn inside one
+# launch_loop.py process, FLARE_ALTERNATE_STEPS steps, default 20000, about
+# 30 s; outside the budget) into launch-costs-alternate.txt. Must never
+# change the build.
 echo "== where each launch's cost goes (bench/gpu_launch_costs.py)"
 cupti_lib=${cupti_lib:-$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")}
 if cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I/usr/local/cuda/include \
@@ -18,13 +22,21 @@ if cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I/usr/local/cuda/include \
   # PyTorch loop's runs are the longest.
   weight() { case "$1" in loop) echo 60 ;; storm) echo 30 ;; *) echo 18 ;; esac; }
   total=0
-  for workload in ${workloads//,/ }; do total=$((total + $(weight "$workload"))); done
   for workload in ${workloads//,/ }; do
+    [ "$workload" = alternate ] || total=$((total + $(weight "$workload")))
+  done
+  for workload in ${workloads//,/ }; do
+    [ "$workload" != alternate ] || continue # not gpu_launch_costs.py's: below
     share=$((budget * $(weight "$workload") / total))
     PYTHONUNBUFFERED=1 python3 bench/gpu_launch_costs.py "$flare" "$PWD/$build" "$work" "$workload" \
       "${FLARE_COSTS_ROUNDS:-9}" "$share" | tee "$OUT/launch-costs-$workload.txt" \
       || fail "launch costs: $workload"
   done
+  if [[ ",$workloads," == *",alternate,"* ]]; then
+    PYTHONUNBUFFERED=1 python3 bench/gpu_cupti_alternate.py "$build/gpu/libcupti_bare_inject.so" \
+      "$work" "${FLARE_ALTERNATE_STEPS:-20000}" | tee "$OUT/launch-costs-alternate.txt" \
+      || fail "launch costs: alternate (bench/gpu_cupti_alternate.py)"
+  fi
 else
   fail "cc cupti_bare_inject"
 fi

@@ -14,7 +14,16 @@ inside torch.profiler (the peers flare is compared with).
 make the same loop GPU-bound (about 20 ms a step), the other end of the
 overhead scale.
 
+--step-log FILE writes, after the run, one line per timed step, "START_NS
+END_NS" from time.monotonic_ns() (CLOCK_MONOTONIC, the clock of
+bench/cupti_bare_inject.c's switch log) at the same points as the single
+steps' times: around the step's launches, and its synchronisation when it
+is one of every 100 (loop index % 100 == 99; the timed steps follow 20
+warm-up steps, so line k is loop index k + 20). bench/gpu_cupti_alternate.py
+reads it.
+
 usage: launch_loop.py [STEPS=1500] [--torch-profiler cpu+cuda|cuda] [--width N] [--batch N]
+                      [--step-log FILE]
 """
 import contextlib
 import statistics
@@ -35,6 +44,7 @@ steps = int(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("--
 profiler = option("--torch-profiler", None)
 width = int(option("--width", 512))
 batch = int(option("--batch", 64))
+step_log = option("--step-log", None)
 torch.manual_seed(0)
 device = torch.device("cuda")
 model = torch.nn.Sequential(
@@ -57,9 +67,11 @@ else:
     context = torch.profiler.profile(activities=activities)
 
 times = []
+marks = [None] * steps if step_log is not None else None  # (start_ns, end_ns) per timed step
 timed_from = None
 with context:
     for step in range(steps + 20):
+        start_ns = time.monotonic_ns()
         start = time.perf_counter()
         if step == 20:
             timed_from = start
@@ -75,9 +87,14 @@ with context:
             torch.cuda.synchronize()
         if step >= 20:
             times.append((time.perf_counter() - start) * 1e3)
+            if marks is not None:
+                marks[step - 20] = (start_ns, time.monotonic_ns())
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - timed_from
 print(f"loss {loss.item():.5f}")
 print(f"steps {steps + 20}")
 print(f"step_ms {elapsed * 1e3 / steps:.4f}")
 print(f"step_ms_median {statistics.median(times):.4f}")
+if step_log is not None:
+    with open(step_log, "w") as log:
+        log.writelines(f"{begin} {end}\n" for begin, end in marks)
