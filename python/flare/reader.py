@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 8
+SCHEMA_NEWEST = 9
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,15 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 8 lacks: the tables version 9 added (src/store/store_schema.c) ----
+
+_COMPAT_V9_DDL = [
+    "CREATE TEMP TABLE process_ranks (pid INTEGER PRIMARY KEY, host TEXT NOT NULL,"
+    " rank INTEGER, local_rank INTEGER, world_size INTEGER, job_id TEXT)",
+    "CREATE TEMP TABLE clock_pairs (pid INTEGER NOT NULL, clock_ns INTEGER NOT NULL,"
+    " unix_ns INTEGER NOT NULL, PRIMARY KEY (pid, clock_ns))",
+]
 
 # ---- what version 7 lacks: the tables version 8 added (src/store/store.c) ----
 
@@ -558,6 +567,8 @@ class Session:
                 # Version 8 only added tables, which an older flare never
                 # filled: empty ones of the reader's own read the same.
                 setup += _COMPAT_V8_DDL
+            if version < 9:
+                setup += _COMPAT_V9_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)

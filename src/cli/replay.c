@@ -15,6 +15,7 @@
  * variable from the caller's environment in force beside the options given
  * (the selection is exactly what was typed); swallow the command's status.
  */
+#include <limits.h>
 #include <regex.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output_path.h"
 #include "core/duration.h"
 #include "flare/flare.h"
 #include "replay/replay.h"
@@ -555,6 +557,13 @@ int cli_replay(int argc, char **argv)
     int status = validate(&options);
     if (status != CLI_EXIT_OK)
         return status;
+    static char expanded[PATH_MAX];
+    char why[320];
+    if (options.output != NULL &&
+        cli_output_expand(options.output, expanded, sizeof(expanded), why, sizeof(why)) != 0)
+        return cli_usage_error("replay", "'-o %s': %s", options.output, why);
+    if (options.output != NULL)
+        options.output = expanded;
     if (index >= argc)
         return cli_usage_error("replay", "missing '--' and the command to run "
                                          "(flare replay [OPTIONS] -- CMD [ARGS...])");

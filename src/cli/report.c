@@ -27,6 +27,7 @@
 #include "cli/report_data.h"
 #include "cli/report_emit.h"
 #include "cli/report_html.h"
+#include "cli/report_ranks.h"
 #include "cli/report_recorder.h"
 #include "cli/session.h"
 #include "core/config.h"
@@ -279,6 +280,7 @@ static int section_session(cli_report_run *run)
                "timed during\n             launch storms (flare trace --storm-rate; the tables "
                "below hold the timed ones)\n",
                (unsigned long long)untimed.launches, (unsigned long long)untimed.copies);
+    cli_report_ranks_note(run->database);    /* which process was which rank */
     cli_report_recorder_note(run->database); /* what --keep / --max-size evicted */
     if (summary->process_count == 0)
         printf("\n  No process started a flare session: nothing was recorded. See %s/flare.log.\n",

@@ -28,6 +28,7 @@
 #include "cli/output.h"
 #include "cli/report.h"
 #include "cli/report_data.h"
+#include "store/store_ranks.h"
 #include "flare/flare.h"
 #include "store/store_pm.h"
 #include "store/store_replay.h"
@@ -191,6 +192,32 @@ static void data_session(report_data *data)
     emit_u64_if(emit, "untimed_kernel_launches", untimed.launches, read);
     emit_u64_if(emit, "untimed_copies", untimed.copies, read);
     report_emit_object_end(emit);
+}
+
+/* ---- where each process ran (schema 9; none in older sessions) ---- */
+
+static int emit_rank_row(const store_rank_row *row, void *user)
+{
+    report_emit *emit = ((report_data *)user)->emit;
+    report_emit_row_begin(emit);
+    report_emit_i64(emit, "pid", row->pid);
+    report_emit_string(emit, "host", row->host);
+    emit_i64_if(emit, "rank", row->rank, row->has_rank);
+    emit_i64_if(emit, "local_rank", row->local_rank, row->has_local_rank);
+    emit_i64_if(emit, "world_size", row->world_size, row->has_world_size);
+    if (row->job_id != NULL)
+        report_emit_string(emit, "job_id", row->job_id);
+    else
+        report_emit_null(emit, "job_id");
+    report_emit_row_end(emit);
+    return 0;
+}
+
+static void data_ranks(report_data *data)
+{
+    report_emit_table_begin(data->emit, data->section);
+    data_check(data, store_read_process_ranks(data->database, emit_rank_row, data));
+    report_emit_table_end(data->emit);
 }
 
 /* ---- the tables of the text report ---- */
@@ -738,6 +765,7 @@ typedef struct data_section {
 
 static const data_section data_sections[] = {
     {"session", data_session},
+    {"ranks", data_ranks},
     {"kernels", data_kernels},
     {"copies", data_copies},
     {"graphs", data_graphs},

@@ -9,12 +9,14 @@
  * warning when no process started a session. It must never run CMD before
  * every option has been checked and the session prepared.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output_path.h"
 #include "core/config.h"
 #include "core/duration.h"
 #include "core/mode.h"
@@ -233,6 +235,11 @@ int cli_trace(int argc, char **argv)
             if (output[0] == '\0')
                 return cli_usage_error("trace", "option '%s' needs a non-empty directory",
                                        argument);
+            static char expanded[PATH_MAX];
+            char why[320];
+            if (cli_output_expand(output, expanded, sizeof(expanded), why, sizeof(why)) != 0)
+                return cli_usage_error("trace", "'%s %s': %s", argument, output, why);
+            output = expanded;
         } else if (strcmp(argument, "--mode") == 0) {
             int status = trace_mode_option(argc, argv, &index, &mode_text, &mode);
             if (status != CLI_EXIT_OK)

@@ -30,6 +30,7 @@
 #include "session/collector.h"
 #include "session/delivery.h"
 #include "session/participants.h"
+#include "session/placement.h"
 #include "store/store.h"
 #include "store/store_files.h"
 #include "store/store_views.h"
@@ -234,7 +235,9 @@ static int start_session(const flare_options *options, const backend_descriptor 
     if (store_begin(current->store) != FLARE_OK ||
         store_session_begin(current->store, &info) != FLARE_OK ||
         store_process_begin(current->store, current->pid, (int64_t)getppid(), info.start_ns,
-                            backend->name, executable) != FLARE_OK) {
+                            backend->name, executable) != FLARE_OK ||
+        session_placement_begin(current->store, current->pid, host, info.start_ns,
+                                (uint64_t)info.start_unix_ns) != FLARE_OK) {
         snprintf(error, sizeof(error), "cannot write the session rows: %s",
                  store_last_error(current->store));
         store_rollback(current->store);
@@ -467,6 +470,7 @@ FLARE_API int flare_shutdown(void)
         session_collector_write_drops(current->store, current->pid, &stats);
         core_threads_for_each(record_open_scopes, &context);
         store_process_end(current->store, current->pid, end_ns);
+        session_placement_end(current->store, current->pid);
         /* Without a launcher left to end the session, each process that
          * ends says so, and the last one's end stands. */
         if (!current->config.launched_by_trace || launcher_gone)

@@ -152,16 +152,20 @@ static int store_check_schema(store *handle, int *sqlite_rc)
     }
     if (older && handle->mode == STORE_OPEN_READ) {
         /* Versions only ever added: version 7 the views and name tables,
-         * version 8 api_calls and storms, which readers find empty when
+         * version 8 api_calls and storms, version 9 process_ranks and
+         * clock_pairs, which readers find empty when
          * they are not there (store_has_table). Read as it is, and say so. */
         handle->schema_version = (int)version;
         snprintf(handle->notice, sizeof(handle->notice),
                  "%.1024s has schema version %lld (an older flare): read without %s; "
                  "'flare index' adds %s",
                  handle->path, (long long)version,
-                 version < 7 ? "the views and name tables of version 7 and the API calls and "
-                               "launch storms of version 8"
-                             : "the API calls and launch storms of version 8 (it recorded none)",
+                 version < 7   ? "the views and name tables of version 7, the API calls and "
+                                 "launch storms of version 8 and the ranks and clock pairs of "
+                                 "version 9"
+                 : version < 8 ? "the API calls and launch storms of version 8 and the ranks "
+                                 "and clock pairs of version 9 (it recorded none)"
+                               : "the ranks and clock pairs of version 9 (it recorded none)",
                  version < 7 ? "the views and tables" : "the empty tables");
         return STORE_SCHEMA_OURS;
     }
@@ -313,10 +317,13 @@ static int store_create_schema(store *handle)
         if (status == 0)
             status = store_views_create(handle);
         if (status == 0 && handle->upgrade && handle->schema_version < STORE_SCHEMA_VERSION) {
-            /* Versions 7 and 8 added only what the DDL and
+            /* Versions 7 to 9 added only what the DDL and
              * store_views_create just made. */
-            status = store_exec(handle, "UPDATE meta SET value = 8 WHERE key = 'schema_version'",
-                                "cannot record the new schema version");
+            char update[96];
+            snprintf(update, sizeof(update),
+                     "UPDATE meta SET value = %d WHERE key = 'schema_version'",
+                     STORE_SCHEMA_VERSION);
+            status = store_exec(handle, update, "cannot record the new schema version");
             if (status == 0)
                 handle->schema_version = STORE_SCHEMA_VERSION;
         }

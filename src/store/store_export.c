@@ -221,9 +221,7 @@ int store_export_metrics(store *handle, store_export_metric_callback callback, v
 
 /* ---- version 8: API calls and launch storms ---- */
 
-/* Whether the session has table (a session of an older flare may lack
- * one: its readers then walk no rows). -1 when SQLite cannot say. */
-static int store_export_has_table(store *handle, const char *table)
+int store_has_table(store *handle, const char *table)
 {
     sqlite3_stmt *statement = NULL;
     if (sqlite3_prepare_v2(handle->db,
@@ -249,7 +247,7 @@ static int store_export_walk_v8(store *handle, const char *table, const char *sq
 {
     if (handle == NULL || callback == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
-    int found = store_export_has_table(handle, table);
+    int found = store_has_table(handle, table);
     if (found < 0)
         return FLARE_ERR_STORE;
     return found ? store_export_walk(handle, sql, what, handler, callback, user) : 0;

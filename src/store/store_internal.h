@@ -292,6 +292,11 @@ int store_query_each(store *handle, const char *sql, const store_params *params,
 int store_statement_each(store *handle, sqlite3_stmt *statement, const store_params *params,
                          store_row_handler handler, void *user, const char *what);
 
+/* Whether the session has table (a session of an older flare may lack
+ * one: its readers then walk no rows). -1 when SQLite cannot say, the
+ * message recorded on the handle. */
+int store_has_table(store *handle, const char *table);
+
 /* The schema's statements, in the order they run (store_schema.c). */
 extern const char *const store_schema_ddl[];
 extern const size_t store_schema_ddl_count;

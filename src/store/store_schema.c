@@ -330,11 +330,28 @@ const char *const store_schema_ddl[] = {
     " sum_value INTEGER NOT NULL,"
     " PRIMARY KEY (pid, device, name_id, second)) WITHOUT ROWID",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 8), ('created_by', 'flare')",
+    /* Version 9: where each process ran (a rank of a distributed job) and
+     * pairs of its clock with wall-clock time, to align sessions of
+     * several hosts (docs/fleet.md). */
+    "CREATE TABLE IF NOT EXISTS process_ranks ("
+    " pid INTEGER PRIMARY KEY,"
+    " host TEXT NOT NULL,"
+    " rank INTEGER,"
+    " local_rank INTEGER,"
+    " world_size INTEGER,"
+    " job_id TEXT)",
+
+    "CREATE TABLE IF NOT EXISTS clock_pairs ("
+    " pid INTEGER NOT NULL,"
+    " clock_ns INTEGER NOT NULL,"
+    " unix_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, clock_ns))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 9), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 8, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 9, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

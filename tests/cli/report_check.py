@@ -14,7 +14,7 @@ import json
 import sqlite3
 import sys
 
-SECTIONS = ["flare_version", "schema_version", "session", "kernels", "copies", "graphs",
+SECTIONS = ["flare_version", "schema_version", "session", "ranks", "kernels", "copies", "graphs",
             "scopes", "counters", "metrics", "rules", "windows", "pm_samples",
             "kernel_replay", "range_replay", "range_replay_kernels", "replay_metrics",
             "replay_summary", "capabilities", "drops", "errors"]

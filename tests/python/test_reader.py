@@ -310,9 +310,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 8)
+            self.assertEqual(session.schema_version, 9)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 8", repr(session))
+            self.assertIn("schema 9", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -497,7 +497,8 @@ def make_version_6(source, name):
         for kind, item in db.execute("SELECT type, name FROM sqlite_master WHERE "
                                      "name LIKE 'v\\_%' ESCAPE '\\' OR name LIKE 'enum\\_%' "
                                      "ESCAPE '\\' OR name IN ('kernel_name_stats', "
-                                     "'kernels_by_start', 'api_calls', 'storms')").fetchall():
+                                     "'kernels_by_start', 'api_calls', 'storms', "
+                                     "'process_ranks', 'clock_pairs')").fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
         db.execute("UPDATE meta SET value = 6 WHERE key = 'schema_version'")
@@ -505,14 +506,38 @@ def make_version_6(source, name):
 
 
 def make_version_7(source, name):
-    """A copy of a version 8 session as version 7 wrote it: no api_calls or
-    storms tables."""
+    """A copy of a version 9 session as version 7 wrote it: no api_calls,
+    storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
-        db.execute("DROP TABLE api_calls")
-        db.execute("DROP TABLE storms")
+        for table in ("api_calls", "storms", "process_ranks", "clock_pairs"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("UPDATE meta SET value = 7 WHERE key = 'schema_version'")
     return target
+
+
+def make_version_8(source, name):
+    """A copy of a version 9 session as version 8 wrote it: no process_ranks
+    or clock_pairs tables."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP TABLE process_ranks")
+        db.execute("DROP TABLE clock_pairs")
+        db.execute("UPDATE meta SET value = 8 WHERE key = 'schema_version'")
+    return target
+
+
+class Version8(unittest.TestCase):
+    def test_tables_of_version_9_read_empty(self):
+        old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
+        with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
+            self.assertEqual(eight.schema_version, 8)
+            self.assertEqual(nine.schema_version, 9)
+            count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
+            self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
+            self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
+            self.assertEqual(count(eight, "SELECT COUNT(*) FROM process_ranks"), 0)
+            self.assertEqual(count(eight, "SELECT COUNT(*) FROM clock_pairs"), 0)
 
 
 class Version7(unittest.TestCase):
@@ -520,7 +545,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 8)
+            self.assertEqual(eight.schema_version, 9)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -619,11 +644,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((9, r"schema version 9 \(a newer flare\); this reader reads "
-                                   r"versions 6 to 8"),
+        for version, words in ((10, r"schema version 10 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 9"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 8"),
-                               ("'8'", "schema version 8; this reader reads versions 6 to 8")):
+                                   r"versions 6 to 9"),
+                               ("'9'", "schema version 9; this reader reads versions 6 to 9")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -768,7 +793,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 8)
+            self.assertEqual(session.schema_version, 9)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

@@ -340,12 +340,12 @@ static void test_version_6_session(void **state)
     assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
     assert_non_null(strstr(error, "has schema version 6"));
-    /* Brought up to version 8: the views appear, no row changed. */
+    /* Brought up to version 9: the views appear, no row changed. */
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_index_result result;
     assert_int_equal(store_build_indexes(handle, &result), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 8);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 9);
     char text[256];
     query_text("SELECT name, duration_ns FROM v_kernels", text, sizeof(text));
     assert_string_equal(text, "old|100;");
@@ -353,10 +353,10 @@ static void test_version_6_session(void **state)
     assert_null(store_read_notice(handle));
     store_close(handle);
     /* A newer version than this flare knows is refused for reading. */
-    exec("UPDATE meta SET value = 9 WHERE key = 'schema_version'");
+    exec("UPDATE meta SET value = 10 WHERE key = 'schema_version'");
     assert_int_equal(store_open(dir, STORE_OPEN_READ, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
-    assert_non_null(strstr(error, "reads versions 6 to 8"));
+    assert_non_null(strstr(error, "reads versions 6 to 9"));
 }
 
 static int count_api_call(const store_api_call_row *row, void *user)
@@ -415,7 +415,7 @@ static void test_version_7_session(void **unused)
     store_close(handle);
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 8);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 9);
     assert_true(query_double("SELECT COUNT(*) FROM api_calls") == 0);
     assert_true(query_double("SELECT COUNT(*) FROM storms") == 0);
     assert_true(query_double("SELECT COUNT(*) FROM kernels") == 1);
