@@ -31,6 +31,7 @@
 #include "cli/export_perfetto.h"
 #include "cli/pair_map.h"
 #include "flare/flare.h"
+#include "store/store_ranks.h"
 
 /* Sort indexes (process_sort_index, thread_sort_index): smaller first.
  * Operating-system processes by pid (below 2^22); GPU track groups after
@@ -134,14 +135,19 @@ void perfetto_name_os_process(perfetto_context *context, int64_t pid, const char
 {
     if (perfetto_claim_process(context, pid) != 0)
         return;
-    char name[PATH_MAX + 64];
+    char name[PATH_MAX + 96], rank[48] = "";
+    /* A rank of a distributed job leads its name and orders the processes
+     * (a merged session's ranks in rank order, docs/fleet.md). */
+    const int64_t *ranked = cli_pair_map_find(&context->ranks, pid, 0);
+    if (ranked != NULL)
+        snprintf(rank, sizeof rank, "rank %lld: ", (long long)*ranked);
     if (executable != NULL && executable[0] != '\0')
-        snprintf(name, sizeof name, "process %lld (%s)", (long long)pid,
+        snprintf(name, sizeof name, "%sprocess %lld (%s)", rank, (long long)pid,
                  executable_base_name(executable));
     else
-        snprintf(name, sizeof name, "process %lld", (long long)pid);
+        snprintf(name, sizeof name, "%sprocess %lld", rank, (long long)pid);
     perfetto_metadata(context, "process_name", pid, 0, name, 0);
-    perfetto_metadata(context, "process_sort_index", pid, 0, NULL, pid);
+    perfetto_metadata(context, "process_sort_index", pid, 0, NULL, ranked != NULL ? *ranked : pid);
 }
 
 int64_t perfetto_gpu_pid(perfetto_context *context, int64_t pid, int device,
@@ -241,6 +247,14 @@ int64_t perfetto_flare_tid(perfetto_context *context, int64_t pid, perfetto_flar
 
 /* ---- processes and devices ---- */
 
+static int perfetto_rank_row(const store_rank_row *row, void *user)
+{
+    perfetto_context *context = user;
+    if (row->has_rank && cli_pair_map_insert(&context->ranks, row->pid, 0, row->rank) != 0)
+        context->out_of_memory = 1;
+    return perfetto_stopped(context);
+}
+
 static int perfetto_process_row(const store_export_process_row *row, void *user)
 {
     perfetto_context *context = user;
@@ -316,6 +330,7 @@ static int perfetto_write(const cli_session *session, cli_output *output,
      * in the file. A table is walked only when every one before it
      * succeeded. */
     int failed =
+        perfetto_failed(c, "ranks", store_read_process_ranks(database, perfetto_rank_row, c)) ||
         perfetto_failed(c, "processes",
                         store_export_processes(database, perfetto_process_row, c)) ||
         perfetto_failed(c, "devices", store_export_devices(database, perfetto_device_row, c)) ||
@@ -329,6 +344,7 @@ static int perfetto_write(const cli_session *session, cli_output *output,
     perfetto_replay_free(c);
     cli_pair_map_free(&context.threads);
     cli_pair_map_free(&context.named_processes);
+    cli_pair_map_free(&context.ranks);
     cli_pair_map_free(&context.gpu_processes);
     return failed ? -1 : 0;
 }

@@ -80,6 +80,7 @@ typedef struct perfetto_context {
     uint64_t flows_before;        /* GPU work that began before its call: no arrow */
     cli_pair_map gpu_processes;   /* (pid, device) -> synthetic trace pid */
     cli_pair_map named_processes; /* (trace pid, 0) -> 1: process_name written */
+    cli_pair_map ranks;           /* (pid, 0) -> rank: the process was that rank */
     cli_pair_map threads;         /* (trace pid, stream, thread or track key) -> trace tid */
     int64_t next_gpu_pid;
     int64_t next_large_stream_tid;

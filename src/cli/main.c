@@ -25,6 +25,7 @@ static const char usage_text[] =
     "  diff     compare two sessions kernel by kernel, with a test for noise\n"
     "  export   write a session as a Perfetto trace, or its kernels as CSV or JSON\n"
     "  index    build a session's indexes for its SQL views (flare trace does it)\n"
+    "  merge    merge sessions of several ranks or hosts into one, on one timeline\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
     "  rules    check deep-profiling rules: flare rules check RULE...\n"
     "\n"
@@ -69,6 +70,8 @@ int main(int argc, char **argv)
         return cli_info(argc - 1, argv + 1);
     if (strcmp(command, "index") == 0)
         return cli_index(argc - 1, argv + 1);
+    if (strcmp(command, "merge") == 0)
+        return cli_merge(argc - 1, argv + 1);
     if (strcmp(command, "rules") == 0)
         return cli_rules(argc - 1, argv + 1);
     if (command[0] == '-')
