@@ -32,6 +32,9 @@ int cli_rules(int argc, char **argv);
 int cli_replay(int argc, char **argv);
 /* `flare diff BASE NEW`: two sessions compared kernel by kernel (diff.c). */
 int cli_diff(int argc, char **argv);
+/* `flare window open DIR --for DURATION [--at TIME]`: a deep-profiling window
+ * in every running process of a session, asked for from outside (window.c). */
+int cli_window(int argc, char **argv);
 
 /*
  * Running a command under the profiler (launch.c), shared by trace and

@@ -28,6 +28,8 @@ static const char usage_text[] =
     "  merge    merge sessions of several ranks or hosts into one, on one timeline\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
     "  rules    check deep-profiling rules: flare rules check RULE...\n"
+    "  window   open a deep-profiling window in every process of a running\n"
+    "           session, now or at a given time: flare window open DIR --for D\n"
     "\n"
     "Run 'flare COMMAND --help' for a command's options.\n"
     "Sessions are saved under ./flare-out/ (or $FLARE_OUTPUT_DIR) unless -o is given.\n"
@@ -74,10 +76,13 @@ int main(int argc, char **argv)
         return cli_merge(argc - 1, argv + 1);
     if (strcmp(command, "rules") == 0)
         return cli_rules(argc - 1, argv + 1);
+    if (strcmp(command, "window") == 0)
+        return cli_window(argc - 1, argv + 1);
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s'", command);
     return cli_usage_error(
         NULL,
-        "unknown command '%s' (commands: trace, replay, report, diff, export, index, info, rules)",
+        "unknown command '%s' (commands: trace, replay, report, diff, export, index, merge, info, "
+        "rules, window)",
         command);
 }

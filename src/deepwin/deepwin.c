@@ -303,8 +303,9 @@ static void close_open(deepwin_coordinator *coordinator, const char *reason, uin
 
     pthread_mutex_lock(&coordinator->state_lock);
     deepwin_record *current = &coordinator->current;
-    current->closed_ns = now_ns;
-    current->launches = launches - launches_at_open;
+    /* Never before the open (see deepwin_tick on a now_ns read early). */
+    current->closed_ns = now_ns >= current->opened_ns ? now_ns : current->opened_ns;
+    current->launches = launches >= launches_at_open ? launches - launches_at_open : 0;
     current->engine_samples = engine_result.samples;
     /* A closed window says what became of its engine: "armed" is only
      * ever seen while the window is open. */
@@ -332,9 +333,14 @@ void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t la
         const char *reason = coordinator->close_requested;
         /* Bounds are checked on the beat, so a window overshoots its bound
          * by at most one beat; the record keeps the real close time. */
-        if (reason == NULL && now_ns - current->opened_ns >= current->bounds.max_duration_ns)
+        /* now_ns may predate the open by a little: a timed window
+         * (deepwin_timer.h) opens on its own thread between the beat's
+         * reading of the clock and its tick. Not yet open that long, then. */
+        if (reason == NULL && now_ns >= current->opened_ns &&
+            now_ns - current->opened_ns >= current->bounds.max_duration_ns)
             reason = DEEPWIN_CLOSE_DURATION;
         if (reason == NULL && current->bounds.max_launches != 0 &&
+            launches_so_far >= coordinator->launches_at_open &&
             launches_so_far - coordinator->launches_at_open >= current->bounds.max_launches)
             reason = DEEPWIN_CLOSE_LAUNCHES;
         pthread_mutex_unlock(&coordinator->state_lock);

@@ -23,6 +23,7 @@
 #include "rules/rules_session.h"
 #include "storm/storm_completions.h"
 #include "deepwin/deepwin_session.h"
+#include "deepwin/deepwin_watch.h"
 
 #define COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
 
@@ -87,6 +88,37 @@ static const session_participant deepwin = {
     .backend_started = deepwin_backend_started,
     .beat = deepwin_beat,
     .end = deepwin_end,
+};
+
+/* ---- Windows asked for from outside: flare window open ---- */
+
+static int window_control_begin(const session_start *start)
+{
+    (void)start;
+    deepwin_watch_begin();
+    return FLARE_OK;
+}
+
+static void window_control_beat(const session_beat *beat)
+{
+    deepwin_watch_beat(beat->store, beat->pid, beat->now_ns);
+}
+
+static void window_control_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    (void)generation;
+    (void)end_ns;
+    deepwin_watch_end(database, pid);
+}
+
+static const session_participant window_control = {
+    .name = "window control",
+    .begin = window_control_begin,
+    .cancel = deepwin_watch_stop,
+    .beat = window_control_beat,
+    /* Its timer thread stops with the collector, before the windows close. */
+    .stop = deepwin_watch_stop,
+    .end = window_control_end,
 };
 
 /* ---- Rules ---- */
@@ -296,15 +328,18 @@ bool session_device_work_recorded(bool kernel)
 
 /* ---- Orders ---- */
 
-/* The recorder last: its batch sees the replay records written before it. */
-static const session_participant *const begin_items[] = {&counters, &deepwin, &rules,   &pm,
-                                                         &storm,    &replay,  &recorder};
-/* Rules first (a window they ask for arms on this beat); the storm guard
- * after the windows (a window armed now holds it); PM last (a window closed
- * on this beat has its samples queued). */
-static const session_participant *const beat_items[] = {&rules, &deepwin, &storm, &pm};
+/* The recorder last: its batch sees the replay records written before it.
+ * The window control after the windows: it schedules into their coordinator. */
+static const session_participant *const begin_items[] = {
+    &counters, &deepwin, &window_control, &rules, &pm, &storm, &replay, &recorder};
+/* Rules and the window control first (a window they ask for arms on this
+ * beat); the storm guard after the windows (a window armed now holds it);
+ * PM last (a window closed on this beat has its samples queued). */
+static const session_participant *const beat_items[] = {&rules, &window_control, &deepwin, &storm,
+                                                        &pm};
 /* Windows close first: the rules and PM attribution see them closed. */
-static const session_participant *const end_items[] = {&deepwin, &pm, &rules, &counters, &storm};
+static const session_participant *const end_items[] = {&window_control, &deepwin,  &pm,
+                                                       &rules,          &counters, &storm};
 
 static const session_order begin_order = {begin_items, COUNT_OF(begin_items)};
 static const session_order beat_order = {beat_items, COUNT_OF(beat_items)};
