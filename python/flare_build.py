@@ -33,7 +33,7 @@ DISTRIBUTION = "flare-gpu-profiler"  # the name pip knows (pyproject.toml)
 PACKAGE = "flare"                    # the name Python imports
 # The distribution's name as wheel and sdist file names spell it (PEP 427, 625).
 _FILE_NAME = re.sub(r"[-_.]+", "_", DISTRIBUTION).lower()
-_PY_FILES = ["__init__.py", "reader.py"]  # of python/flare/
+_PY_FILES = ["__init__.py", "reader.py", "fleet.py"]  # of python/flare/
 
 # Sources in the repository, or (in an sdist) vendored beside this file.
 _REPOSITORY = os.path.dirname(HERE)

@@ -7,8 +7,11 @@ set -euo pipefail
 # load generator of scripts/test.sh stress. chromium: the headless browser
 # that tests/cli/html_browser_check.sh opens `flare report --html` pages in.
 # zlib1g-dev: `flare export -o FILE.json.gz` writes gzip through zlib.
+# python3-dask, python3-distributed, python3-pandas: `python3 -m flare.fleet`,
+# the analysis of many ranks' sessions on a Dask cluster (docs/fleet.md);
+# tests/python/test_fleet.py skips it without them.
 packages=(cmake make gcc g++ pkg-config libsqlite3-dev libcmocka-dev python3 stress-ng
-  chromium zlib1g-dev)
+  chromium zlib1g-dev python3-dask python3-distributed python3-pandas)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -56,8 +56,15 @@ for variant in "${variants[@]}"; do
   esac
   build="build/test-$variant"
   echo "== $variant: building in $build"
+  # The Python tests run under Debian's interpreter when it has the packages
+  # scripts/install-deps.sh installs (pandas, dask, distributed): another
+  # python3 first in PATH (pyenv) would skip the pandas and Dask tests.
+  python_args=()
+  if /usr/bin/python3 -c "import pandas, dask, distributed" 2>/dev/null; then
+    python_args=(-DPython3_EXECUTABLE=/usr/bin/python3)
+  fi
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="$type" -DFLARE_SANITIZE="$sanitize" \
-        -DFLARE_WERROR=ON >/dev/null
+        -DFLARE_WERROR=ON "${python_args[@]}" >/dev/null
   cmake --build "$build" -j"$jobs"
   echo "== $variant: testing"
   runner=()

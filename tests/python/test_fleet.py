@@ -1,0 +1,435 @@
+"""Tests of the fleet analysis, python3 -m flare.fleet and flare.fleet.analyse
+(python/flare/fleet.py), run by CTest with the module's other tests
+(python/CMakeLists.txt).
+
+The sessions are real: 16 ranks of tests/python/fleet_rank.c under `flare
+trace -o DIR/r%r`, rank SLOW_RANK stalling in SLOW_STEPS (setUpModule); a
+rank that kills itself mid-run; two ranks in one session; bad sessions made
+from copies. One local Dask cluster of 2 workers serves the tests
+(--scheduler); one test starts its own (--workers 2). The interval and
+straggler arithmetic is also checked on hand-made numbers, without Dask.
+
+Step times are wall-clock times of sleeping processes, so a loaded machine
+can stretch any step: the stall is made far longer than a step (SLOW_MS vs
+about 40 ms) and the straggler test compares at a threshold of 100%; if a
+step that was not slowed still crosses it, the sessions are recorded again
+once before the test fails.
+
+Needs Dask (python3-dask, python3-distributed) and pandas; without them the
+tests that run the analysis are skipped, saying so, and the ones that need
+none (usage, inputs that are not sessions, Dask missing) still run.
+scripts/install-deps.sh installs them.
+
+Environment (set by CTest): as test_flare_module.py, and FLARE_TEST_FLEET_RANK
+(the fleet_rank program).
+"""
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import warnings
+
+from flare import fleet
+
+try:
+    import numpy
+    import pandas
+    NO_PANDAS = None
+except ImportError as error:
+    numpy = pandas = None
+    NO_PANDAS = "pandas is not installed (%s): apt install python3-pandas" % error
+try:
+    import dask  # noqa: F401
+    import distributed
+    MISSING = NO_PANDAS
+except ImportError as error:
+    distributed = None
+    MISSING = "Dask is not installed (%s): %s" % (error, fleet.INSTALL_HINT)
+
+BIN = os.environ["FLARE_TEST_BIN_DIR"]
+FLEET_RANK = os.environ.get("FLARE_TEST_FLEET_RANK")
+FLARE = os.path.join(BIN, "flare")
+
+RANKS = 16
+STEPS = 8
+SLOW_RANK = 5
+SLOW_STEPS = [3, 6]
+THRESHOLD = 100.0
+BATCH = 4  # ranks recorded at once
+RANK_ENVIRONMENT = {"STEPS": str(STEPS), "KERNELS": "3", "KERNEL_US": "10000", "NCCL_US": "4000",
+                    "SLOW_RANK": str(SLOW_RANK), "SLOW_STEPS": ",".join(map(str, SLOW_STEPS)),
+                    "SLOW_MS": "250", "WAIT_PCT": "20"}
+
+WORK = RUNS = CRASH = MULTI = None
+CLUSTER = CLIENT = SCHEDULER = None
+
+
+def record(ranks, directory, extra=None):
+    """Records ranks (in batches of BATCH at once) under `flare trace -q -o
+    directory/r%r -- fleet_rank`."""
+    for first in range(0, len(ranks), BATCH):
+        children = []
+        for rank in ranks[first:first + BATCH]:
+            environment = dict(os.environ, RANK=str(rank), **RANK_ENVIRONMENT, **(extra or {}))
+            children.append(subprocess.Popen(
+                [FLARE, "trace", "-q", "-o", os.path.join(directory, "r%r"), "--", FLEET_RANK],
+                env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        for child in children:
+            output, _ = child.communicate(timeout=120)
+            if child.returncode != 0 and not (extra and "CRASH_STEP" in extra):
+                raise AssertionError("fleet_rank failed (%d): %s" % (child.returncode, output))
+
+
+def setUpModule():
+    global WORK, RUNS, CRASH, MULTI, CLUSTER, CLIENT, SCHEDULER
+    WORK = tempfile.mkdtemp(prefix="flare-test-fleet-")
+    if MISSING:
+        print("\ntest_fleet: %s: the analysis tests are skipped" % MISSING, file=sys.stderr)
+        return
+    if not FLEET_RANK:
+        raise unittest.SkipTest("FLARE_TEST_FLEET_RANK is not set (run through CTest)")
+    RUNS = os.path.join(WORK, "runs")
+    record(list(range(RANKS)), RUNS)
+    CRASH = os.path.join(WORK, "crash")
+    record([RANKS], CRASH, {"CRASH_STEP": "4"})
+    CRASH = os.path.join(CRASH, "r%d" % RANKS)
+    # Dask's Tornado warns of its own use of a deprecated call.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="tornado")
+    MULTI = os.path.join(WORK, "multi")
+    script = " & ".join("RANK=%d STEPS=3 KERNEL_US=1000 %s" % (rank, FLEET_RANK)
+                        for rank in (0, 1)) + " & wait"
+    run([FLARE, "trace", "-q", "-o", MULTI, "--", "sh", "-c", script])
+    CLUSTER = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=logging.ERROR)
+    CLIENT = distributed.Client(CLUSTER)
+    SCHEDULER = CLUSTER.scheduler_address
+
+
+def tearDownModule():
+    if CLIENT is not None:
+        CLIENT.close()
+    if CLUSTER is not None:
+        CLUSTER.close()
+    if WORK is not None:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def run(command, timeout=120):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError("%s: %s%s" % (command, result.stdout, result.stderr))
+    return result
+
+
+def fleet_command(*arguments, prelude=None):
+    """python3 -m flare.fleet arguments: the completed process. prelude: Python
+    run before the command (to hide a module)."""
+    code = (prelude or "") + "\nimport sys\nfrom flare import fleet\nsys.exit(fleet.main())"
+    return subprocess.run([sys.executable, "-c", code] + list(arguments), capture_output=True,
+                          text=True, timeout=180)
+
+
+def copy_session(source, name):
+    target = os.path.join(WORK, name)
+    shutil.copytree(source, target)
+    return target
+
+
+def slow_steps_seen(result):
+    return sorted(int(row["step"]) for row in result["stragglers"])
+
+
+# ---- the arithmetic, on hand-made numbers ----
+
+@unittest.skipIf(NO_PANDAS, NO_PANDAS)
+class Arithmetic(unittest.TestCase):
+    def test_union_of_intervals_clipped_to_steps(self):
+        starts = numpy.array([50, 0, 10, 30, 100, 105], numpy.int64)
+        ends = numpy.array([60, 20, 15, 40, 110, 108], numpy.int64)
+        islands = fleet._islands(starts, ends)
+        self.assertEqual(islands[0].tolist(), [0, 30, 50, 100])
+        self.assertEqual(islands[1].tolist(), [20, 40, 60, 110])
+        step_starts = numpy.array([0, 5, 35, 45, 200, 0], numpy.int64)
+        step_ends = numpy.array([200, 35, 55, 50, 300, 0], numpy.int64)
+        inside = fleet._time_inside(*islands, step_starts, step_ends)
+        self.assertEqual(inside.tolist(), [50, 20, 10, 0, 0, 0])
+        empty = fleet._islands(numpy.zeros(0, numpy.int64), numpy.zeros(0, numpy.int64))
+        self.assertEqual(fleet._time_inside(*empty, step_starts, step_ends).tolist(), [0] * 6)
+
+    def test_straggler_and_the_others_median(self):
+        frame = pandas.DataFrame({
+            "rank": ["0", "1", "2", "3", "0", "1", "2", "3", "0"],
+            "order": [0, 1, 2, 3, 0, 1, 2, 3, 0],
+            "step": [1, 1, 1, 1, 2, 2, 2, 2, 3],
+            "duration_ns": [100, 300, 110, 120, 100, 100, 104, 100, 50]})
+        table = fleet._step_table(frame, 10.0).set_index("step")
+        self.assertEqual(table.loc[1, "straggler"], "1")
+        self.assertEqual(table.loc[1, "others_median_ns"], 110)
+        self.assertEqual(table.loc[1, "excess_ns"], 190)
+        self.assertAlmostEqual(table.loc[1, "excess_pct"], 190 * 100 / 110)
+        self.assertEqual(table.loc[1, "median_ns"], 115)
+        self.assertTrue(table.loc[1, "slow"])
+        self.assertEqual(table.loc[2, "straggler"], "2")
+        self.assertAlmostEqual(table.loc[2, "excess_pct"], 4.0)
+        self.assertFalse(table.loc[2, "slow"])
+        self.assertEqual(table.loc[3, "ranks"], 1)  # one rank: nobody to straggle behind
+        self.assertIsNone(table.loc[3, "straggler"])
+        self.assertFalse(table.loc[3, "slow"])
+
+
+# ---- the analysis of 16 ranks ----
+
+@unittest.skipIf(MISSING, MISSING)
+class Stragglers(unittest.TestCase):
+    def analyse_json(self, *extra):
+        result = fleet_command(RUNS, "--scheduler", SCHEDULER, "--format", "json",
+                               "--threshold", str(THRESHOLD), *extra)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+    def test_names_the_slow_rank_and_steps(self):
+        result = self.analyse_json()
+        if slow_steps_seen(result) != SLOW_STEPS:
+            # A loaded machine stretched a step that was not slowed: once more.
+            print("\ntest_fleet: slow steps %s, expected %s: recording again (%s)"
+                  % (slow_steps_seen(result), SLOW_STEPS, result["stragglers"]), file=sys.stderr)
+            shutil.rmtree(RUNS)
+            record(list(range(RANKS)), RUNS)
+            result = self.analyse_json()
+        self.assertEqual(result["step_name"], "train_step")
+        self.assertEqual(slow_steps_seen(result), SLOW_STEPS, result["stragglers"])
+        for row in result["stragglers"]:
+            self.assertEqual(row["straggler"], str(SLOW_RANK))
+            self.assertEqual(row["ranks"], RANKS)
+            # 250 ms stalled, of which the others waited 20% in their collective.
+            self.assertGreater(row["excess_ns"], 150e6)
+            self.assertGreater(row["excess_pct"], THRESHOLD)
+        ranks = {row["rank"]: row for row in result["ranks"]}
+        self.assertEqual(sorted(ranks, key=int), [str(r) for r in range(RANKS)])
+        self.assertEqual(ranks[str(SLOW_RANK)]["straggler_steps"], len(SLOW_STEPS))
+        for label, row in ranks.items():
+            self.assertEqual(row["steps"], STEPS)
+            self.assertEqual(row["status"], "complete")
+            if label != str(SLOW_RANK):
+                self.assertEqual(row["straggler_steps"], 0)
+                # The waiting ranks spend more of their steps in NCCL.
+                self.assertGreater(row["nccl_pct"], ranks[str(SLOW_RANK)]["nccl_pct"])
+            self.assertGreater(row["gpu_busy_pct"], 0)
+            self.assertLessEqual(row["gpu_busy_pct"], 100)
+            self.assertLessEqual(row["nccl_ns"], row["gpu_busy_ns"])
+        self.assertEqual(len(result["steps"]), STEPS)
+
+    def test_json_shape(self):
+        result = self.analyse_json("--top", "2")
+        self.assertEqual(set(result), {"step_name", "threshold_pct", "notes", "ranks", "steps",
+                                       "stragglers", "top_kernels", "inputs"})
+        self.assertEqual(result["threshold_pct"], THRESHOLD)
+        self.assertEqual(set(result["steps"][0]),
+                         {"step", "ranks", "median_ns", "straggler", "straggler_ns",
+                          "others_median_ns", "excess_ns", "excess_pct", "slow"})
+        self.assertEqual(set(result["ranks"][0]),
+                         {"rank", "steps", "mean_step_ns", "straggler_steps", "step_ns",
+                          "gpu_busy_ns", "nccl_ns", "gpu_busy_pct", "nccl_pct", "status", "pid",
+                          "host", "directory"})
+        self.assertEqual(len(result["top_kernels"]), 2)
+        top = result["top_kernels"][0]
+        self.assertEqual(set(top), {"name", "launches", "total_ns", "mean_ns", "min_ns",
+                                    "max_ns", "cv"})
+        # Every rank ran each kernel once a step: mean = total / ranks.
+        for row in result["top_kernels"]:
+            self.assertEqual(row["launches"], RANKS * STEPS)
+            self.assertAlmostEqual(row["mean_ns"], row["total_ns"] / RANKS, delta=1)
+            self.assertLessEqual(row["min_ns"], row["mean_ns"])
+            self.assertGreaterEqual(row["max_ns"], row["mean_ns"])
+        self.assertEqual(len(result["inputs"]), RANKS)
+        self.assertEqual({row["ranks"] for row in result["inputs"]},
+                         {str(rank) for rank in range(RANKS)})
+
+    def test_analyse_gives_the_same_tables(self):
+        expected = self.analyse_json()
+        tables = fleet.analyse([RUNS], scheduler=SCHEDULER, threshold=THRESHOLD)
+        for name in ("ranks", "steps", "stragglers", "top_kernels", "inputs", "rank_steps"):
+            self.assertIsInstance(tables[name], pandas.DataFrame, name)
+        self.assertEqual(tables["step_name"], "train_step")
+        again = fleet.to_json(tables, THRESHOLD)
+        # The two runs read the same sessions: the same numbers.
+        self.assertEqual(again, expected)
+        self.assertEqual(len(tables["rank_steps"]), RANKS * STEPS)
+        self.assertEqual(list(tables["rank_steps"].columns),
+                         ["rank", "step", "start_ns", "duration_ns", "gpu_busy_ns", "nccl_ns"])
+
+    def test_text_output(self):
+        result = fleet_command(RUNS, "--scheduler", SCHEDULER, "--threshold", str(THRESHOLD))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        text = result.stdout
+        self.assertIn("flare fleet: %d rank(s) from %d session(s), %d step(s) of 'train_step'"
+                      % (RANKS, RANKS, STEPS), text)
+        self.assertIn("step: 'train_step' (the default)", text)
+        for heading in ("Slow steps:", "Ranks (shares of step time)", "Top kernels across ranks"):
+            self.assertIn(heading, text)
+        self.assertIn("ncclAllReduceRingLLKernel_sum_f32", text)
+        # Aligned: every row of a table as wide as its header or narrower.
+        lines = text.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rank "))
+        self.assertEqual(len([line for line in lines[header + 1:header + 1 + RANKS]
+                              if line.startswith("  ")]), RANKS)
+
+    def test_local_cluster(self):
+        # No --scheduler: a local cluster of its own, closed afterwards.
+        started = time.monotonic()
+        result = fleet_command(RUNS, "--workers", "2", "--format", "json", "--top", "1")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(len(json.loads(result.stdout)["ranks"]), RANKS)
+        self.assertLess(time.monotonic() - started, 120)
+
+
+@unittest.skipIf(MISSING, MISSING)
+class Inputs(unittest.TestCase):
+    def test_directories_of_sessions_and_sessions_mixed(self):
+        tables = fleet.analyse([os.path.join(RUNS, "r0"), os.path.join(RUNS, "r1"), RUNS],
+                               scheduler=SCHEDULER)
+        # RUNS holds r0 and r1 again: each session once.
+        self.assertEqual(len(tables["inputs"]), RANKS)
+
+    def test_several_ranks_in_one_session(self):
+        tables = fleet.analyse([MULTI], scheduler=SCHEDULER)
+        self.assertEqual(tables["ranks"]["rank"].tolist(), ["0", "1"])
+        self.assertEqual(tables["ranks"]["steps"].tolist(), [3, 3])
+        self.assertEqual(len(tables["steps"]), 3)
+        self.assertEqual(tables["inputs"]["ranks"].tolist(), ["0,1"])
+
+    def test_crashed_rank_is_used_and_marked_incomplete(self):
+        result = fleet_command(RUNS, CRASH, "--scheduler", SCHEDULER, "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        analysis = json.loads(result.stdout)
+        crashed = [row for row in analysis["ranks"] if row["rank"] == str(RANKS)]
+        self.assertEqual(len(crashed), 1)
+        self.assertEqual(crashed[0]["status"], "incomplete")
+        self.assertGreaterEqual(crashed[0]["steps"], 1)
+        self.assertLess(crashed[0]["steps"], STEPS)
+        self.assertTrue(any("rank %d is incomplete" % RANKS in note
+                            for note in analysis["notes"]), analysis["notes"])
+        text = fleet_command(RUNS, CRASH, "--scheduler", SCHEDULER)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("1 incomplete", text.stdout)
+        self.assertIn("its process never ended (it crashed or was killed)", text.stdout)
+
+    def test_session_that_never_ended(self):
+        copy = copy_session(os.path.join(RUNS, "r2"), "never-ended")
+        with sqlite3.connect(os.path.join(copy, "session.db")) as db:
+            db.execute("UPDATE session SET end_ns = NULL")
+        tables = fleet.analyse([copy, os.path.join(RUNS, "r1")], scheduler=SCHEDULER)
+        status = dict(zip(tables["ranks"]["rank"], tables["ranks"]["status"]))
+        self.assertEqual(status, {"1": "complete", "2": "incomplete"})
+        self.assertIn("rank 2 is incomplete: its session never ended; its data is used as far "
+                      "as it goes", tables["notes"])
+
+    def test_two_inputs_claiming_one_rank(self):
+        copy = copy_session(os.path.join(RUNS, "r3"), "r3-again")
+        result = fleet_command(RUNS, copy, "--scheduler", SCHEDULER)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("rank 3 is claimed by two inputs: %s (pid " % os.path.join(RUNS, "r3"),
+                      result.stderr)
+        self.assertIn("and %s (pid " % copy, result.stderr)
+
+    def test_unsupported_schema(self):
+        copy = copy_session(os.path.join(RUNS, "r4"), "schema-99")
+        with sqlite3.connect(os.path.join(copy, "session.db")) as db:
+            db.execute("UPDATE meta SET value = 99 WHERE key = 'schema_version'")
+        result = fleet_command(copy, os.path.join(RUNS, "r5"), "--scheduler", SCHEDULER)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("has schema version 99 (a newer flare); this reader reads versions",
+                      result.stderr)
+        self.assertIn(os.path.join(copy, "session.db"), result.stderr)
+
+    def test_no_step_scope(self):
+        result = fleet_command(RUNS, "--scheduler", SCHEDULER, "--step", "no_such_step")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("no scope named 'no_such_step' in any session; scope names seen: "
+                      "'train_step' (%d)" % (RANKS * STEPS), result.stderr)
+        bare = copy_session(os.path.join(RUNS, "r6"), "no-scopes")
+        with sqlite3.connect(os.path.join(bare, "session.db")) as db:
+            db.execute("DELETE FROM scopes")
+        result = fleet_command(bare, "--scheduler", SCHEDULER)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("no step scope found in any session: no 'train_step' scope and no "
+                      "scopes at all", result.stderr)
+
+    def test_other_step_name_is_chosen_and_said(self):
+        renamed = copy_session(os.path.join(RUNS, "r7"), "renamed")
+        with sqlite3.connect(os.path.join(renamed, "session.db")) as db:
+            db.execute("UPDATE names SET name = 'iteration' WHERE name = 'train_step'")
+        tables = fleet.analyse([renamed], scheduler=SCHEDULER)
+        self.assertEqual(tables["step_name"], "iteration")
+        self.assertTrue(tables["notes"][0].startswith(
+            "step: 'iteration' (no 'train_step' scope: the most frequent top-level scope "
+            "(%d occurrences" % STEPS), tables["notes"])
+        self.assertEqual(tables["ranks"]["steps"].tolist(), [STEPS])
+
+    def test_scheduler_that_does_not_answer(self):
+        result = fleet_command(RUNS, "--scheduler", "tcp://127.0.0.1:9")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("cannot connect to the Dask scheduler at tcp://127.0.0.1:9", result.stderr)
+        result = fleet_command(RUNS, "--scheduler", "no-port")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("cannot connect to the Dask scheduler at no-port: missing port number",
+                      result.stderr)
+
+
+class Usage(unittest.TestCase):
+    """Bad input found before any session is read: no Dask needed."""
+
+    def test_no_directories(self):
+        result = fleet_command()
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("no session directories given", result.stderr)
+        with self.assertRaises(fleet.FleetError) as caught:
+            fleet.analyse([])
+        self.assertEqual(caught.exception.status, 2)
+
+    def test_bad_options(self):
+        for arguments in (["--workers", "0", "x"], ["--top", "0", "x"], ["--format", "xml", "x"],
+                          ["--threshold", "-5", "x"], ["--scheduler", "tcp://a:1", "--workers",
+                                                       "2", "x"]):
+            result = fleet_command(*arguments)
+            self.assertEqual(result.returncode, 2, arguments)
+            self.assertIn("usage:", result.stderr)
+
+    def test_not_a_session(self):
+        empty = tempfile.mkdtemp(dir=WORK)
+        os.mkdir(os.path.join(empty, "not-a-session"))
+        result = fleet_command(empty)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("flare.fleet: %s is not a flare session and holds none (no session.db in "
+                      "it or its subdirectories)" % empty, result.stderr)
+        missing = os.path.join(WORK, "no-such-directory")
+        result = fleet_command(missing)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("flare.fleet: %s: no such directory" % missing, result.stderr)
+
+    def test_dask_not_installed(self):
+        session = tempfile.mkdtemp(dir=WORK)
+        open(os.path.join(session, "session.db"), "wb").close()
+        hide = "import sys\nsys.modules['dask'] = None\nsys.modules['distributed'] = None"
+        result = fleet_command(session, prelude=hide)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("flare.fleet needs Dask", result.stderr)
+        self.assertIn("apt install python3-dask python3-distributed", result.stderr)
+
+    def test_bad_arguments_of_analyse(self):
+        with self.assertRaises(TypeError):
+            fleet.analyse("runs")  # one string, not a list
+        with self.assertRaises(ValueError):
+            fleet.analyse(["x"], workers=0)
+        with self.assertRaises(TypeError):
+            fleet.analyse(["x"], step=3)
+
+
+if __name__ == "__main__":
+    unittest.main()
