@@ -132,15 +132,13 @@ static int read_input(merge_run *run, size_t index)
     if (store_open(run->dirs[index], STORE_OPEN_READ, &in, why, sizeof(why)) != 0)
         return fail(run, FLARE_ERR_STORE, "%s: %s", run->dirs[index], why);
     run->result->inputs[index].schema_version = in->schema_version;
-    int64_t unix_ns = 0, has_end = 0, collective_pid = 0;
-    int status =
-        query_i64(in->db, "SELECT start_ns FROM session WHERE id = 1", 0, &input->start_ns) |
-        query_i64(in->db, "SELECT start_unix_ns FROM session WHERE id = 1", 0, &unix_ns) |
-        query_i64(in->db, "SELECT end_ns IS NOT NULL FROM session WHERE id = 1", 0, &has_end) |
-        query_i64(in->db, "SELECT COALESCE(end_ns, 0) FROM session WHERE id = 1", 0,
-                  &input->end_ns);
-    input->ended = has_end != 0;
-    input->offset_ns = unix_ns - input->start_ns;
+    int64_t collective_pid = 0;
+    store_session_summary summary = {0};
+    int status = store_read_session(in, &summary) == 0 ? 0 : -1;
+    input->start_ns = (int64_t)summary.start_ns;
+    input->end_ns = (int64_t)summary.end_ns; /* 0: the session never ended */
+    input->ended = summary.end_ns != 0;
+    input->offset_ns = summary.start_unix_ns - input->start_ns;
     if (status == 0)
         status = read_processes(in, input);
     if (status == 0)

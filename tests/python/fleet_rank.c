@@ -81,8 +81,8 @@ static int env_integer(const char *name, long long fallback, long long low, long
     errno = 0;
     long long value = strtoll(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || value < low || value > high) {
-        fprintf(stderr, "fleet_rank: %s=%s: want an integer from %lld to %lld\n", name, text,
-                low, high);
+        fprintf(stderr, "fleet_rank: %s=%s: want an integer from %lld to %lld\n", name, text, low,
+                high);
         return 0;
     }
     *out = value;
@@ -103,8 +103,10 @@ static int parse_step_list(const char *text, long long *steps, int *count)
         long long value = strtoll(at, &end, 10);
         if (errno != 0 || end == at || value < 1 || *count == MAX_STEP_LIST ||
             (*end != ',' && *end != '\0')) {
-            fprintf(stderr, "fleet_rank: SLOW_STEPS=%s: want step numbers (1..) separated by "
-                            "commas, at most %d\n", text, MAX_STEP_LIST);
+            fprintf(stderr,
+                    "fleet_rank: SLOW_STEPS=%s: want step numbers (1..) separated by "
+                    "commas, at most %d\n",
+                    text, MAX_STEP_LIST);
             return 0;
         }
         steps[(*count)++] = value;
@@ -152,8 +154,7 @@ int main(void)
     int own_session = 0;
     if (!flare_is_active() && flare_init(NULL) == FLARE_OK)
         own_session = 1;
-    static const char *const compute_names[] = {"forward_gemm", "backward_gemm",
-                                                "optimizer_step"};
+    static const char *const compute_names[] = {"forward_gemm", "backward_gemm", "optimizer_step"};
     int compute_ids[3], nccl_id;
     for (int i = 0; i < 3; i++)
         CHECK(flare_sim_kernel_register(compute_names[i], timed_kernel, &compute_ids[i]));
@@ -188,8 +189,8 @@ int main(void)
         kernel_args collective = {nccl_us};
         if (slow_step && slow_rank >= 0 && rank != slow_rank)
             collective.duration_us += slow_ms * 1000 * wait_pct / 100;
-        CHECK(flare_sim_launch_kernel(stream, nccl_id, grid, block, &collective,
-                                      sizeof(collective)));
+        CHECK(
+            flare_sim_launch_kernel(stream, nccl_id, grid, block, &collective, sizeof(collective)));
         CHECK(flare_sim_stream_synchronize(stream, 600000));
         flare_scope_end();
     }
