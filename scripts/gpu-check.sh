@@ -28,7 +28,9 @@
 #        soak (a long launch-bound run under --max-size, scripts/gpu-check-soak.sh);
 #        modes (known_work under --mode light, a storm under --mode full; also in checks);
 #        launchcosts (where each launch's cost goes: flare's modes, bare CUPTI and
-#        torch.profiler, scripts/gpu-check-launchcosts.sh). Any
+#        torch.profiler, scripts/gpu-check-launchcosts.sh);
+#        fleet (two ranks under torchrun: one session, a session per rank,
+#        flare merge, synchronized windows; scripts/gpu-check-fleet.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -259,9 +261,9 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views launchcosts soak; do
+for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
-       [ "$part" != soak ] && [ "$part" != launchcosts ]; } || [[ ",$what," == *",$part,"* ]]; then
+       [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else

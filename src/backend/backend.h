@@ -135,6 +135,12 @@ typedef struct backend_engine_ops {
     /* 0 when arm could succeed now; else the status arm would fail with and
      * its reason. Lets a rule be refused up front, never fired into nothing. */
     int (*probe)(int device, char *reason, size_t reason_size);
+    /* Optional (NULL: nothing to do). Starts, in the background, whatever
+     * set-up arm will need on device (-1: any), so a window known to be
+     * coming (a request for a later time) finds the engine ready instead of
+     * running without it ("preparing"). Returns at once, arms nothing;
+     * calling it again, or while set-up runs, does nothing more. */
+    void (*prepare)(int device);
 } backend_engine_ops;
 
 /* ---- The backend descriptor ----

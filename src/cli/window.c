@@ -56,6 +56,9 @@ static const char window_help[] =
     "opens its window as soon as it can, up to 10 s after TIME; a process that\n"
     "started after the request was made ignores it. Each window is recorded as\n"
     "'scheduled', labelled 'flare window open HH:MM:SS.mmmZ' (flare report).\n"
+    "On a GPU, ask a second or more ahead (--at +2s): PM sampling is set up when\n"
+    "the request is read (about 0.8 s) and a window opened before that runs\n"
+    "without samples.\n"
     "Processes started by flare trace or flare replay watch DIR/control; a\n"
     "program that starts its own session with flare_init elsewhere does not.\n"
     "\n"
@@ -138,7 +141,7 @@ static int take_fraction_and_zone(const char *text, size_t at, int64_t *fraction
     }
     if ((text[at] == 'Z' || text[at] == 'z') && text[at + 1] == '\0')
         return 0;
-    int hours, minutes;
+    int hours = 0, minutes = 0;
     int sign = text[at] == '-' ? -1 : 1;
     if (take_char(text, &at, "+-") != 0 || take_digits(text, &at, 2, &hours) != 0 ||
         take_char(text, &at, ":") != 0 || take_digits(text, &at, 2, &minutes) != 0 ||
@@ -160,7 +163,7 @@ static int take_fraction_and_zone(const char *text, size_t at, int64_t *fraction
 /* An RFC 3339 date-time into Unix nanoseconds. 0, or -1 with why. */
 static int parse_rfc3339(const char *text, int64_t *unix_ns, char *why, size_t why_size)
 {
-    int year, month, day, hour, minute, second;
+    int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
     size_t at = 0;
     if (take_digits(text, &at, 4, &year) != 0 || take_char(text, &at, "-") != 0 ||
         take_digits(text, &at, 2, &month) != 0 || take_char(text, &at, "-") != 0 ||

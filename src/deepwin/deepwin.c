@@ -388,6 +388,16 @@ int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_op
     return status;
 }
 
+void deepwin_prepare_engine(deepwin_coordinator *coordinator)
+{
+    pthread_mutex_lock(&coordinator->state_lock);
+    const backend_engine_ops *engine = coordinator->config.engine;
+    int device = coordinator->config.device;
+    pthread_mutex_unlock(&coordinator->state_lock);
+    if (engine != NULL && engine->prepare != NULL)
+        engine->prepare(device);
+}
+
 deepwin_state deepwin_current_state(const deepwin_coordinator *coordinator)
 {
     return get_state(coordinator);

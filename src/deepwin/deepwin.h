@@ -172,6 +172,10 @@ void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uin
  * FLARE_ERR_STATE while a window is pending, open or closing (the engine
  * that armed it must be the one that disarms it). */
 int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
+/* Asks the engine windows arm to get ready for one (its optional prepare
+ * op), outside every lock of the coordinator: for a window known to be
+ * coming, such as a request for a later time. Returns at once. */
+void deepwin_prepare_engine(deepwin_coordinator *coordinator);
 
 /* True while a window is pending, open or closing: the evaluator discards
  * readings then, whoever opened the window. One atomic load. */

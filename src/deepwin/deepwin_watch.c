@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/duration.h"
 #include "core/log.h"
+#include "deepwin/deepwin.h"
 #include "deepwin/deepwin_control.h"
 #include "deepwin/deepwin_session.h"
 #include "deepwin/deepwin_timer.h"
@@ -187,6 +188,12 @@ static void schedule(const deepwin_control_request *request, const char *name, s
     }
     core_log(CORE_LOG_INFO, "window request %s: a deep window opens at %s for %s", name, when,
              length);
+    /* The engine may need time to set up (about 0.8 s for CUDA PM sampling
+     * when no rule asked for it earlier): started now, it is ready at the
+     * window's time instead of the window running without it. */
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    if (ahead > 0 && coordinator != NULL)
+        deepwin_prepare_engine(coordinator);
 }
 
 /* Reads the request name (made by pid at made_unix_ns) and schedules it;

@@ -18,6 +18,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <cmocka.h>
@@ -31,6 +32,7 @@
 
 #include "cli_flare.h"
 #include "core/clock.h"
+#include "backend/sim/sim_pm.h"
 #include "deepwin/deepwin.h"
 #include "deepwin/deepwin_control.h"
 #include "deepwin/deepwin_session.h"
@@ -586,6 +588,69 @@ static void test_watch_skips_bad_and_old_requests(void **state)
     assert_int_equal(log_lines_naming("watched", old_name), 0);
 }
 
+/* An engine that only counts what it is asked to prepare: the window of
+ * this test is never due. */
+static atomic_int prepare_calls;
+static int fake_arm(int device, const backend_engine_config *config, uint64_t now_ns, char *reason,
+                    size_t reason_size)
+{
+    return sim_pm_engine()->arm(device, config, now_ns, reason, reason_size);
+}
+static int fake_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    return sim_pm_engine()->disarm(device, now_ns, result);
+}
+static int fake_probe(int device, char *reason, size_t reason_size)
+{
+    return sim_pm_engine()->probe(device, reason, reason_size);
+}
+static void fake_prepare(int device)
+{
+    (void)device;
+    atomic_fetch_add(&prepare_calls, 1);
+}
+static const backend_engine_ops fake_engine = {.name = "counting",
+                                               .arm = fake_arm,
+                                               .disarm = fake_disarm,
+                                               .probe = fake_probe,
+                                               .prepare = fake_prepare};
+
+/* A request for a later time sets the engine up when it is read, long
+ * before the window is due (the H200's PM sampling takes 0.8 s to set up
+ * when no rule asked for it: without this the window ran without it). */
+static void test_request_ahead_prepares_the_engine(void **state)
+{
+    (void)state;
+    char dir[600], name[DEEPWIN_CONTROL_NAME_MAX], error[512];
+    path_in_scratch(dir, sizeof(dir), "ahead");
+    assert_int_equal(mkdir(dir, 0755), 0);
+    atomic_store(&prepare_calls, 0);
+    deepwin_session_set_engine(&fake_engine);
+    setenv("FLARE_SESSION_DIR", dir, 1);
+    flare_options options;
+    flare_options_init(&options);
+    options.flush_interval_ms = 5;
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    /* The process's coordinator counts every session's windows. */
+    uint64_t opened_before = deepwin_opened_count(deepwin_session_coordinator());
+    int64_t now = core_unix_now_ns();
+    deepwin_control_request later = {.requested_unix_ns = now + 1,
+                                     .requested_by = (int64_t)getpid(),
+                                     .at_unix_ns = now + 3600ll * 1000000000ll,
+                                     .for_ns = 30000000ull};
+    assert_int_equal(deepwin_control_write(dir, &later, name, sizeof(name), error, sizeof(error)),
+                     FLARE_OK);
+    TEST_WAIT_UNTIL(atomic_load(&prepare_calls) >= 1);
+    assert_int_equal(deepwin_opened_count(deepwin_session_coordinator()), opened_before);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    unsetenv("FLARE_SESSION_DIR");
+    deepwin_session_set_engine(sim_pm_engine());
+    assert_int_equal(atomic_load(&prepare_calls), 1);
+    window_seen seen;
+    read_windows("ahead", &seen);
+    assert_int_equal(seen.count, 0); /* the session ended first: nothing opened */
+}
+
 /* ---- real traces ---- */
 
 static void test_running_trace_opens_a_window(void **state)
@@ -676,6 +741,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state_errors_write_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watch_skips_bad_and_old_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_ahead_prepares_the_engine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_running_trace_opens_a_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_windows_of_several_processes_open_together, setup,
                                         teardown),

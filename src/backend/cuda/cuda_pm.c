@@ -585,11 +585,20 @@ static int engine_probe(int device, char *reason, size_t reason_size)
     return pm_engine_probe(engine, device, reason, reason_size);
 }
 
+static void engine_prepare(int device)
+{
+    /* One engine per process, set up on the first context's device. */
+    (void)device;
+    if (!atomic_load(&setup_started))
+        start_setup();
+}
+
 static const backend_engine_ops cuda_engine_ops = {
     .name = "cuda-pm",
     .arm = engine_arm,
     .disarm = engine_disarm,
     .probe = engine_probe,
+    .prepare = engine_prepare,
 };
 
 const backend_engine_ops *cuda_pm_engine(void)

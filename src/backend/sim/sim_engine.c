@@ -502,11 +502,18 @@ static int sim_pm_probe(int device, char *reason, size_t reason_size)
     return pm_engine_probe(engine, device, reason, reason_size);
 }
 
+static void sim_pm_prepare_ahead(int device)
+{
+    (void)device; /* prepared on device 0, as at a window's arm */
+    prepared_engine(NULL, 0);
+}
+
 static const backend_engine_ops sim_pm_engine_ops = {
     .name = "sim-pm-sampling",
     .arm = sim_pm_arm,
     .disarm = sim_pm_disarm,
     .probe = sim_pm_probe,
+    .prepare = sim_pm_prepare_ahead,
 };
 
 const backend_engine_ops *sim_pm_engine(void)
