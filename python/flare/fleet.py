@@ -3,6 +3,7 @@
 
     python3 -m flare.fleet runs/ [--scheduler ADDRESS] [--workers N]
         [--format text|json] [--step NAME] [--top N] [--threshold PCT]
+        [--min-excess DURATION]
 
     tables = flare.fleet.analyse(["runs/"])   # a dict of pandas DataFrames
 
@@ -15,17 +16,24 @@ scope is chosen and the ranks are known to be distinct, the step scopes and
 kernel intervals, reduced on the worker to a few rows per step and per
 kernel name. Only those come back to the client, which matches steps across
 ranks by occurrence (the n-th step of every rank is step n) and names, for
-each step, the straggler: the rank with the longest step, and how far it
-exceeds the median of the other ranks.
+each step, the straggler: the rank with the most *work*, its step time
+outside NCCL kernels, and how far that exceeds the median of the other
+ranks' work. Not the rank with the longest step: in a synchronous job (DDP
+and NCCL) the other ranks wait for the straggler inside their collectives,
+so every rank's step lasts about as long as its. Without NCCL kernels, work
+is step time.
 
 The tables (analyse() returns them as DataFrames; --format json as lists):
 
 * rank_steps: per rank and step, the step's time, the GPU busy time in it (the
   union of the process's kernel intervals, every device together, clipped to
-  the step) and the time in NCCL kernels in it (names containing "nccl", any
-  case; their union, clipped);
-* steps: per step, its straggler and excess over the others' median;
-* stragglers: the steps whose excess is above the threshold (the slow steps);
+  the step), the time in NCCL kernels in it (names containing "nccl", any
+  case; their union, clipped) and its work (step time less NCCL time);
+* steps: per step, its straggler, its step time and work, the others'
+  median step time and work, and its excess (in ns, and in percent of the
+  others' median step time);
+* stragglers: the slow steps: those whose excess is above the threshold
+  (percent) and above the minimum excess (ns);
 * ranks: per rank, its steps, mean step time, how many slow steps it was the
   straggler of, its GPU busy and NCCL shares of step time, and whether its
   session is complete;
@@ -44,7 +52,9 @@ import json
 import logging
 import math
 import os
+import re
 import sys
+from fractions import Fraction
 
 from flare import reader
 
@@ -52,6 +62,8 @@ DEFAULT_STEP = "train_step"
 DEFAULT_THRESHOLD_PCT = 10.0
 DEFAULT_TOP = 10
 TEXT_SLOW_STEPS = 40  # rows of the text form's slow steps; JSON and analyse() have all
+TEXT_KERNEL_NAME = 60  # the text form cuts longer kernel names; JSON and analyse() keep them
+DURATION_UNITS = {"ns": 1, "us": 1000, "ms": 1000000, "s": 1000000000}
 INSTALL_HINT = "apt install python3-dask python3-distributed"
 
 
@@ -412,55 +424,59 @@ def _others_median(values, group_starts, sizes):
     return numpy.where(others > 0, median, numpy.nan)
 
 
-def _step_table(rank_steps, threshold):
-    """Per step (across ranks): ranks, median_ns, straggler, straggler_ns,
-    others_median_ns, excess_ns, excess_pct, slow. Vectorised: sorted by
-    step then duration, the straggler is each group's last row."""
+# The columns of the steps table, in order (stragglers: all but slow).
+STEP_COLUMNS = ["step", "ranks", "median_ns", "straggler", "straggler_ns", "straggler_work_ns",
+                "others_median_ns", "others_work_median_ns", "excess_ns", "excess_pct", "slow"]
+
+
+def _step_table(rank_steps, threshold, min_excess_ns=0):
+    """Per step (across ranks): ranks, median_ns (of every rank's step time),
+    straggler (the rank with the most work: step time less NCCL time),
+    straggler_ns and straggler_work_ns (its step time and work),
+    others_median_ns and others_work_median_ns (the other ranks' medians of
+    the same), excess_ns (its work less the others' median work), excess_pct
+    (excess_ns in percent of others_median_ns), slow (excess_pct above
+    threshold and excess_ns above min_excess_ns). rank_steps needs rank,
+    order, step, duration_ns and nccl_ns. Vectorised: sorted by step then
+    work, the straggler is each group's last row; sorted again by step then
+    step time with the straggler's moved last, the others' median step time
+    comes the same way. A step of one rank has no others (NaN) and no
+    straggler (None)."""
     import numpy
     import pandas
     if len(rank_steps) == 0:
-        return pandas.DataFrame({
-            "step": numpy.zeros(0, numpy.int64), "ranks": numpy.zeros(0, numpy.int64),
-            "median_ns": [], "straggler": numpy.zeros(0, object), "straggler_ns": [],
-            "others_median_ns": [], "excess_ns": [], "excess_pct": [],
-            "slow": numpy.zeros(0, bool)})
-    ordered = rank_steps.sort_values(["step", "duration_ns", "order"], kind="stable")
+        empty = {column: [] for column in STEP_COLUMNS}
+        empty.update(step=numpy.zeros(0, numpy.int64), ranks=numpy.zeros(0, numpy.int64),
+                     straggler=numpy.zeros(0, object), slow=numpy.zeros(0, bool))
+        return pandas.DataFrame(empty)[STEP_COLUMNS]
+    ordered = rank_steps.assign(work_ns=rank_steps["duration_ns"] - rank_steps["nccl_ns"])
+    ordered = ordered.sort_values(["step", "work_ns", "order"], kind="stable")
+    works = ordered["work_ns"].to_numpy(numpy.float64)
     durations = ordered["duration_ns"].to_numpy(numpy.float64)
     steps = ordered["step"].to_numpy()
     starts = numpy.flatnonzero(numpy.r_[True, steps[1:] != steps[:-1]])
     sizes = numpy.diff(numpy.r_[starts, len(steps)])
     last = starts + sizes - 1
-    others = _others_median(durations, starts, sizes)
-    excess = durations[last] - others
+    others_work = _others_median(works, starts, sizes)
+    others_key = durations.copy()
+    others_key[last] = numpy.inf  # the straggler's step time sorts last in its step
+    others = _others_median(others_key[numpy.lexsort((others_key, steps))], starts, sizes)
+    excess = works[last] - others_work
     with numpy.errstate(divide="ignore", invalid="ignore"):
         percent = numpy.where(others > 0, excess * 100.0 / others, numpy.nan)
     medians = ordered.groupby("step", sort=True)["duration_ns"].median().to_numpy()
     table = pandas.DataFrame({
         "step": steps[starts], "ranks": sizes, "median_ns": medians,
         "straggler": numpy.where(sizes > 1, ordered["rank"].to_numpy()[last], None),
-        "straggler_ns": durations[last], "others_median_ns": others,
+        "straggler_ns": durations[last], "straggler_work_ns": works[last],
+        "others_median_ns": others, "others_work_median_ns": others_work,
         "excess_ns": excess, "excess_pct": percent})
-    table["slow"] = table["excess_pct"] > threshold
+    table["slow"] = (table["excess_pct"] > threshold) & (table["excess_ns"] > min_excess_ns)
     return table
 
 
-def analyse(dirs, step=None, scheduler=None, workers=None, threshold=DEFAULT_THRESHOLD_PCT,
-            top=DEFAULT_TOP):
-    """The fleet analysis of the sessions in dirs (session directories, or
-    directories of them), on Dask: a local cluster of `workers` processes
-    (None: the CPU count), or the running cluster whose scheduler is at
-    `scheduler` (its workers must import flare and read the same paths).
-    step: the scope or NVTX range that is one step (None: 'train_step', else
-    the most frequent top-level scope). threshold: the excess over the
-    others' median, in percent, that makes a step slow. top: how many kernel
-    names top_kernels keeps.
-
-    Returns a dict: the DataFrames 'ranks', 'steps', 'stragglers',
-    'top_kernels', 'rank_steps' and 'inputs' (docs/fleet.md has their
-    columns), 'step_name' (str) and 'notes' (a list of str: how the step was
-    chosen, incomplete ranks, skipped steps). Times in ns, shares in percent.
-    Raises FleetError for a bad input (its message says which and why),
-    TypeError/ValueError for a bad argument."""
+def _check_arguments(step, scheduler, workers, threshold, top, min_excess_ns):
+    """TypeError or ValueError, saying which, for a bad argument of analyse()."""
     if step is not None and (not isinstance(step, str) or not step):
         raise TypeError("step must be a scope name (str), not %r" % (step,))
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
@@ -473,6 +489,33 @@ def analyse(dirs, step=None, scheduler=None, workers=None, threshold=DEFAULT_THR
         raise ValueError("threshold must be a percentage of 0 or more, not %r" % (threshold,))
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError("top must be an int of 1 or more, not %r" % (top,))
+    if isinstance(min_excess_ns, bool) or not isinstance(min_excess_ns, int) or \
+            min_excess_ns < 0:
+        raise ValueError("min_excess_ns must be an int of 0 or more (ns), not %r"
+                         % (min_excess_ns,))
+
+
+def analyse(dirs, step=None, scheduler=None, workers=None, threshold=DEFAULT_THRESHOLD_PCT,
+            top=DEFAULT_TOP, min_excess_ns=0):
+    """The fleet analysis of the sessions in dirs (session directories, or
+    directories of them), on Dask: a local cluster of `workers` processes
+    (None: the CPU count), or the running cluster whose scheduler is at
+    `scheduler` (its workers must import flare and read the same paths).
+    step: the scope or NVTX range that is one step (None: 'train_step', else
+    the most frequent top-level scope). Each step's straggler is the rank
+    with the most work (step time outside NCCL kernels), and its excess is
+    that less the other ranks' median work. A step is slow when its excess
+    is above threshold percent of the others' median step time and above
+    min_excess_ns (an int of ns; 0, the default, does not filter). top: how
+    many kernel names top_kernels keeps.
+
+    Returns a dict: the DataFrames 'ranks', 'steps', 'stragglers',
+    'top_kernels', 'rank_steps' and 'inputs' (docs/fleet.md has their
+    columns), 'step_name' (str) and 'notes' (a list of str: how the step was
+    chosen, incomplete ranks, skipped steps). Times in ns, shares in percent.
+    Raises FleetError for a bad input (its message says which and why),
+    TypeError/ValueError for a bad argument."""
+    _check_arguments(step, scheduler, workers, threshold, top, min_excess_ns)
     directories = [os.path.abspath(path) for path in find_inputs(dirs)]
     _dask()
     import pandas
@@ -513,10 +556,11 @@ def analyse(dirs, step=None, scheduler=None, workers=None, threshold=DEFAULT_THR
     rank_steps = pandas.concat(step_frames, ignore_index=True)
     rank_steps["order"] = rank_steps["rank"].map(order)
     rank_steps = rank_steps.sort_values(["order", "step"], kind="stable")
-    steps = _step_table(rank_steps, threshold)
+    steps = _step_table(rank_steps, threshold, min_excess_ns)
     rank_steps = rank_steps.drop(columns="order").reset_index(drop=True)
+    rank_steps["work_ns"] = rank_steps["duration_ns"] - rank_steps["nccl_ns"]
     rank_steps = rank_steps[["rank", "step", "start_ns", "duration_ns", "gpu_busy_ns",
-                             "nccl_ns"]]
+                             "nccl_ns", "work_ns"]]
     stragglers = steps[steps["slow"]].drop(columns="slow").reset_index(drop=True)
 
     for rank in ranks:
@@ -645,11 +689,12 @@ def _records(frame):
             for row in frame.itertuples(index=False)]
 
 
-def to_json(result, threshold):
-    """The analysis as one JSON-ready dict: step_name, threshold_pct, notes,
-    ranks, steps, stragglers, top_kernels, inputs (lists of row objects)."""
+def to_json(result, threshold, min_excess_ns=0):
+    """The analysis as one JSON-ready dict: step_name, threshold_pct,
+    min_excess_ns, notes, ranks, steps, stragglers, top_kernels, inputs (lists
+    of row objects; kernel names in full)."""
     return {"step_name": result["step_name"], "threshold_pct": threshold,
-            "notes": result["notes"],
+            "min_excess_ns": min_excess_ns, "notes": result["notes"],
             "ranks": _records(result["ranks"]), "steps": _records(result["steps"]),
             "stragglers": _records(result["stragglers"]),
             "top_kernels": _records(result["top_kernels"]), "inputs": _records(result["inputs"])}
@@ -676,30 +721,52 @@ def _table(headers, rows, left=()):
     return [line(headers)] + [line(row) for row in rows]
 
 
-def to_text(result, threshold):
-    """The analysis as readable, aligned text tables (a list of lines)."""
+def _duration_text(ns):
+    """ns as milliseconds, without trailing zeros: 500000 -> '0.5 ms'."""
+    return "%s ms" % ("%.6f" % (ns / 1e6)).rstrip("0").rstrip(".")
+
+
+def _cut(name, width=TEXT_KERNEL_NAME):
+    """name, or its first width - 3 characters and '...' when it is longer."""
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def _slow_step_lines(steps, stragglers, threshold, min_excess_ns):
+    """The text form's slow steps: the heading, a note when most steps are
+    slow, and the table (the TEXT_SLOW_STEPS with the largest excess)."""
+    lines = ["Slow steps: %d of %d (the straggler, the rank with the most time outside NCCL "
+             "kernels, exceeded the other ranks' median of it by more than %g%% of their median "
+             "step time and by more than %s)"
+             % (len(stragglers), len(steps), threshold, _duration_text(min_excess_ns))]
+    if len(stragglers) >= 4 and len(stragglers) * 2 > len(steps):
+        lines.append("  note: most steps are slow; the median excess of all steps, %s ms (%s%%), "
+                     "is this job's own jitter: raise --threshold or set --min-excess above it"
+                     % (_ms(steps["excess_ns"].median()), _pct(steps["excess_pct"].median())))
+    shown = stragglers
+    if len(stragglers) > TEXT_SLOW_STEPS:
+        shown = stragglers.nlargest(TEXT_SLOW_STEPS, "excess_pct").sort_values("step")
+        lines.append("  the %d with the largest excess (--format json lists all)"
+                     % TEXT_SLOW_STEPS)
+    if len(shown) == 0:
+        return lines + ["  none"]
+    return lines + _table(
+        ["step", "ranks", "straggler", "its ms", "its ms outside NCCL",
+         "others' median ms outside NCCL", "excess ms", "excess %"],
+        [[str(row.step), str(row.ranks), str(row.straggler), _ms(row.straggler_ns),
+          _ms(row.straggler_work_ns), _ms(row.others_work_median_ns), _ms(row.excess_ns),
+          _pct(row.excess_pct)] for row in shown.itertuples()])
+
+
+def to_text(result, threshold, min_excess_ns=0):
+    """The analysis as readable, aligned text tables (a list of lines); kernel
+    names longer than TEXT_KERNEL_NAME characters are cut."""
     ranks, steps, stragglers = result["ranks"], result["steps"], result["stragglers"]
     incomplete = int((ranks["status"] != "complete").sum())
     lines = ["flare fleet: %d rank(s) from %d session(s), %d step(s) of '%s'%s"
              % (len(ranks), len(result["inputs"]), len(steps), result["step_name"],
                 ", %d incomplete" % incomplete if incomplete else "")]
     lines += ["  " + note for note in result["notes"]]
-    lines += ["", "Slow steps: %d of %d (the straggler, the rank with the longest step, took "
-              "more than %g%% longer than the other ranks' median)"
-              % (len(stragglers), len(steps), threshold)]
-    shown = stragglers
-    if len(stragglers) > TEXT_SLOW_STEPS:
-        shown = stragglers.nlargest(TEXT_SLOW_STEPS, "excess_pct").sort_values("step")
-        lines.append("  the %d with the largest excess (--format json lists all)"
-                     % TEXT_SLOW_STEPS)
-    if len(shown):
-        lines += _table(["step", "ranks", "straggler", "its ms", "others' median ms",
-                         "excess ms", "excess %"],
-                        [[str(row.step), str(row.ranks), str(row.straggler),
-                          _ms(row.straggler_ns), _ms(row.others_median_ns), _ms(row.excess_ns),
-                          _pct(row.excess_pct)] for row in shown.itertuples()])
-    else:
-        lines.append("  none")
+    lines += [""] + _slow_step_lines(steps, stragglers, threshold, min_excess_ns)
     lines += ["", "Ranks (shares of step time)"]
     lines += _table(["rank", "steps", "mean step ms", "straggler of", "GPU busy %", "NCCL %",
                      "status", "session"],
@@ -712,11 +779,33 @@ def to_text(result, threshold):
     if len(result["top_kernels"]) == 0:
         return lines + ["  none (no kernels recorded)"]
     lines += _table(["kernel", "launches", "total ms", "mean ms", "min ms", "max ms", "CV"],
-                    [[str(row.name), str(row.launches), _ms(row.total_ns), _ms(row.mean_ns),
-                      _ms(row.min_ns), _ms(row.max_ns),
+                    [[_cut(str(row.name)), str(row.launches), _ms(row.total_ns),
+                      _ms(row.mean_ns), _ms(row.min_ns), _ms(row.max_ns),
                       "-" if math.isnan(row.cv) else "%.3f" % row.cv]
                      for row in result["top_kernels"].itertuples()], left=(0,))
     return lines
+
+
+def parse_duration(text):
+    """The nanoseconds of a duration written as a number and a unit, ns, us, ms
+    or s, with no space (500us, 1ms, 2.5ms, 1s), or a bare 0. ValueError,
+    its message saying what is wrong, for anything else: no unit, a space, a
+    sign, a fraction of a nanosecond."""
+    match = re.fullmatch(r"([-+]?)(\d+(?:\.\d+)?)(ns|us|ms|s)?", text)
+    if match is None:
+        raise ValueError("'%s' is not a duration: want a number and a unit, ns, us, ms or s, "
+                         "with no space (500us, 1ms, 2.5ms), or 0" % text)
+    sign, number, unit = match.groups()
+    if sign:
+        raise ValueError("'%s': want a duration of 0 or more, with no sign" % text)
+    value = Fraction(number)
+    if unit is None and value != 0:
+        raise ValueError("'%s' has no unit: write %sns, %sus, %sms or %ss"
+                         % ((text,) + (number,) * 4))
+    ns = value * DURATION_UNITS[unit or "ns"]
+    if ns.denominator != 1:
+        raise ValueError("'%s' is not a whole number of nanoseconds" % text)
+    return int(ns)
 
 
 def _arguments(argv):
@@ -739,8 +828,12 @@ def _arguments(argv):
     parser.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
                         help="kernel names in the top kernels (default %d)" % DEFAULT_TOP)
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
-                        help="a step is slow when its straggler exceeds the others' median by "
-                             "more than PCT percent (default %g)" % DEFAULT_THRESHOLD_PCT)
+                        help="a step is slow when its straggler's excess (its time outside "
+                             "NCCL less the others' median of it) is more than PCT percent of "
+                             "the others' median step time (default %g)" % DEFAULT_THRESHOLD_PCT)
+    parser.add_argument("--min-excess", default="0", metavar="DURATION",
+                        help="and only when that excess is more than DURATION (500us, 1ms, "
+                             "2.5ms, 1s; default 0: any)")
     arguments = parser.parse_args(argv)
     if not arguments.dirs:
         parser.error("no session directories given (give one per rank, or a directory "
@@ -756,6 +849,10 @@ def _arguments(argv):
         parser.error("--threshold must be a percentage of 0 or more")
     if arguments.step is not None and not arguments.step:
         parser.error("--step needs a scope name")
+    try:
+        arguments.min_excess_ns = parse_duration(arguments.min_excess)
+    except ValueError as error:
+        parser.error("--min-excess %s" % error)
     return arguments
 
 
@@ -766,16 +863,17 @@ def main(argv=None):
     try:
         result = analyse(arguments.dirs, step=arguments.step, scheduler=arguments.scheduler,
                          workers=arguments.workers, threshold=arguments.threshold,
-                         top=arguments.top)
+                         top=arguments.top, min_excess_ns=arguments.min_excess_ns)
     except FleetError as error:
         for line in str(error).splitlines():
             print("flare.fleet: %s" % line, file=sys.stderr)
         return error.status
     if arguments.format == "json":
-        json.dump(to_json(result, arguments.threshold), sys.stdout, indent=1)
+        json.dump(to_json(result, arguments.threshold, arguments.min_excess_ns), sys.stdout,
+                  indent=1)
         sys.stdout.write("\n")
     else:
-        print("\n".join(to_text(result, arguments.threshold)))
+        print("\n".join(to_text(result, arguments.threshold, arguments.min_excess_ns)))
     return 0
 
 

@@ -3,11 +3,13 @@
 (python/CMakeLists.txt).
 
 The sessions are real: 16 ranks of tests/python/fleet_rank.c under `flare
-trace -o DIR/r%r`, rank SLOW_RANK stalling in SLOW_STEPS (setUpModule); a
-rank that kills itself mid-run; two ranks in one session; bad sessions made
-from copies. One local Dask cluster of 2 workers serves the tests
+trace -o DIR/r%r`, rank SLOW_RANK stalling in SLOW_STEPS (setUpModule); 4
+ranks of a fully synchronous job, whose steps all last as long as the
+straggler's; a rank that kills itself mid-run; two ranks in one session; bad
+sessions made from copies. One local Dask cluster of 2 workers serves the tests
 (--scheduler); one test starts its own (--workers 2). The interval and
-straggler arithmetic is also checked on hand-made numbers, without Dask.
+straggler arithmetic and the text form are also checked on hand-made
+numbers, without Dask.
 
 Step times are wall-clock times of sleeping processes, so a loaded machine
 can stretch any step: the stall is made far longer than a step (SLOW_MS vs
@@ -66,7 +68,14 @@ RANK_ENVIRONMENT = {"STEPS": str(STEPS), "KERNELS": "3", "KERNEL_US": "10000", "
                     "SLOW_RANK": str(SLOW_RANK), "SLOW_STEPS": ",".join(map(str, SLOW_STEPS)),
                     "SLOW_MS": "250", "WAIT_PCT": "20"}
 
-WORK = RUNS = CRASH = MULTI = None
+# The synchronous job: the others wait all of the stall in their collective.
+SYNC_RANKS = 4
+SYNC_SLOW_RANK = 1
+SYNC_SLOW_STEP = 2
+SYNC_ENVIRONMENT = {"STEPS": "4", "SLOW_RANK": str(SYNC_SLOW_RANK),
+                    "SLOW_STEPS": str(SYNC_SLOW_STEP), "WAIT_PCT": "100"}
+
+WORK = RUNS = SYNC = CRASH = MULTI = None
 CLUSTER = CLIENT = SCHEDULER = None
 
 
@@ -76,7 +85,8 @@ def record(ranks, directory, extra=None):
     for first in range(0, len(ranks), BATCH):
         children = []
         for rank in ranks[first:first + BATCH]:
-            environment = dict(os.environ, RANK=str(rank), **RANK_ENVIRONMENT, **(extra or {}))
+            environment = dict(os.environ, **RANK_ENVIRONMENT)
+            environment.update(extra or {}, RANK=str(rank))
             children.append(subprocess.Popen(
                 [FLARE, "trace", "-q", "-o", os.path.join(directory, "r%r"), "--", FLEET_RANK],
                 env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -87,7 +97,7 @@ def record(ranks, directory, extra=None):
 
 
 def setUpModule():
-    global WORK, RUNS, CRASH, MULTI, CLUSTER, CLIENT, SCHEDULER
+    global WORK, RUNS, SYNC, CRASH, MULTI, CLUSTER, CLIENT, SCHEDULER
     WORK = tempfile.mkdtemp(prefix="flare-test-fleet-")
     if MISSING:
         print("\ntest_fleet: %s: the analysis tests are skipped" % MISSING, file=sys.stderr)
@@ -96,6 +106,8 @@ def setUpModule():
         raise unittest.SkipTest("FLARE_TEST_FLEET_RANK is not set (run through CTest)")
     RUNS = os.path.join(WORK, "runs")
     record(list(range(RANKS)), RUNS)
+    SYNC = os.path.join(WORK, "sync")
+    record(list(range(SYNC_RANKS)), SYNC, SYNC_ENVIRONMENT)
     CRASH = os.path.join(WORK, "crash")
     record([RANKS], CRASH, {"CRASH_STEP": "4"})
     CRASH = os.path.join(CRASH, "r%d" % RANKS)
@@ -167,7 +179,8 @@ class Arithmetic(unittest.TestCase):
             "rank": ["0", "1", "2", "3", "0", "1", "2", "3", "0"],
             "order": [0, 1, 2, 3, 0, 1, 2, 3, 0],
             "step": [1, 1, 1, 1, 2, 2, 2, 2, 3],
-            "duration_ns": [100, 300, 110, 120, 100, 100, 104, 100, 50]})
+            "duration_ns": [100, 300, 110, 120, 100, 100, 104, 100, 50],
+            "nccl_ns": [0] * 9})
         table = fleet._step_table(frame, 10.0).set_index("step")
         self.assertEqual(table.loc[1, "straggler"], "1")
         self.assertEqual(table.loc[1, "others_median_ns"], 110)
@@ -181,6 +194,110 @@ class Arithmetic(unittest.TestCase):
         self.assertEqual(table.loc[3, "ranks"], 1)  # one rank: nobody to straggle behind
         self.assertIsNone(table.loc[3, "straggler"])
         self.assertFalse(table.loc[3, "slow"])
+        # Without NCCL kernels, work is step time: the straggler has the longest step.
+        self.assertEqual(table["straggler_work_ns"].tolist(), table["straggler_ns"].tolist())
+        self.assertEqual(table["others_work_median_ns"].tolist()[:2],
+                         table["others_median_ns"].tolist()[:2])
+        self.assertEqual(list(table.reset_index().columns), fleet.STEP_COLUMNS)
+
+    def test_straggler_by_time_outside_nccl(self):
+        # Step 1: equal steps; rank 0 spent its time waiting in NCCL, rank 1 working.
+        # Step 2: the longest step (rank 3, 400) is nearly all NCCL; rank 1 works most.
+        frame = pandas.DataFrame({
+            "rank": ["0", "1", "0", "1", "2", "3"], "order": [0, 1, 0, 1, 2, 3],
+            "step": [1, 1, 2, 2, 2, 2],
+            "duration_ns": [200, 200, 300, 200, 150, 400],
+            "nccl_ns": [100, 5, 250, 5, 20, 390]})
+        table = fleet._step_table(frame, 10.0).set_index("step")
+        self.assertEqual(table.loc[1, "straggler"], "1")
+        self.assertEqual(table.loc[1, "straggler_ns"], 200)
+        self.assertEqual(table.loc[1, "straggler_work_ns"], 195)
+        self.assertEqual(table.loc[1, "others_work_median_ns"], 100)
+        self.assertEqual(table.loc[1, "others_median_ns"], 200)
+        self.assertEqual(table.loc[1, "excess_ns"], 95)
+        self.assertAlmostEqual(table.loc[1, "excess_pct"], 95 * 100 / 200)
+        self.assertTrue(table.loc[1, "slow"])
+        self.assertEqual(table.loc[2, "straggler"], "1")
+        self.assertEqual(table.loc[2, "median_ns"], 250)  # of every rank's step
+        self.assertEqual(table.loc[2, "others_median_ns"], 300)  # of 300, 150, 400
+        self.assertEqual(table.loc[2, "others_work_median_ns"], 50)  # of 50, 130, 10
+        self.assertEqual(table.loc[2, "excess_ns"], 145)
+        self.assertAlmostEqual(table.loc[2, "excess_pct"], 145 * 100 / 300)
+
+    def test_min_excess(self):
+        frame = pandas.DataFrame({"rank": ["0", "1"], "order": [0, 1], "step": [1, 1],
+                                  "duration_ns": [200, 200], "nccl_ns": [100, 5]})
+        # 95 ns of excess, 47.5%: above a threshold of 10%, slow only above min_excess_ns.
+        self.assertTrue(fleet._step_table(frame, 10.0, 94)["slow"].iloc[0])
+        self.assertFalse(fleet._step_table(frame, 10.0, 95)["slow"].iloc[0])
+        self.assertFalse(fleet._step_table(frame, 50.0, 0)["slow"].iloc[0])
+        self.assertEqual(len(fleet._step_table(frame.iloc[:0], 10.0, 5)), 0)
+
+    def hand_made_result(self, step_count, slow_count, kernel_names, min_excess_ns=0):
+        """A result as analyse() gives it, of 2 ranks with 10 ms steps, at a
+        threshold of 5%: step_count steps, the first slow_count of them slow
+        (rank 1 works 8 ms, rank 0 7 ms), the others not (0.05 ms apart); one
+        kernel of each name."""
+        ms = 1000000
+        ranks = [{"label": str(rank), "complete": True, "pid": 100 + rank, "host": "h",
+                  "directory": "runs/r%d" % rank} for rank in (0, 1)]
+        frame = pandas.DataFrame({
+            "rank": ["0", "1"] * step_count, "order": [0, 1] * step_count,
+            "step": numpy.repeat(numpy.arange(1, step_count + 1), 2),
+            "duration_ns": [10 * ms] * 2 * step_count, "gpu_busy_ns": [9 * ms] * 2 * step_count,
+            "nccl_ns": [nccl for step in range(step_count)
+                        for nccl in ((3 * ms, 2 * ms) if step < slow_count
+                                     else (3 * ms, 2.95 * ms))]})
+        steps = fleet._step_table(frame, 5.0, min_excess_ns)
+        stragglers = steps[steps["slow"]].drop(columns="slow").reset_index(drop=True)
+        kernels = [pandas.DataFrame({"rank": ["0", "1"], "name": [name, name], "count": [1, 1],
+                                     "total_ns": [10, 20]}) for name in kernel_names]
+        inputs = pandas.DataFrame({"directory": ["runs/r0", "runs/r1"]})
+        return {"step_name": "train_step", "notes": [], "steps": steps,
+                "stragglers": stragglers, "ranks": fleet._rank_table(ranks, frame, stragglers),
+                "top_kernels": fleet._kernel_table(kernels, ranks, 10), "inputs": inputs}
+
+    def test_text_form(self):
+        result = self.hand_made_result(4, 1, ["k"], 500000)
+        text = fleet.to_text(result, 5.0, 500000)
+        self.assertIn("Slow steps: 1 of 4 (the straggler, the rank with the most time outside "
+                      "NCCL kernels, exceeded the other ranks' median of it by more than 5% of "
+                      "their median step time and by more than 0.5 ms)", text)
+        header = text.index(next(line for line in text if line.lstrip().startswith("step ")))
+        self.assertEqual(text[header].split("  ")[1:], [
+            "step", "ranks", "straggler", "its ms", "its ms outside NCCL",
+            "others' median ms outside NCCL", "excess ms", "excess %"])
+        self.assertEqual(text[header + 1].split(), ["1", "2", "1", "10.00", "8.00", "7.00",
+                                                    "1.00", "10.0"])
+        self.assertFalse(any("note:" in line for line in text))
+        self.assertEqual(fleet.to_json(result, 5.0, 500000)["min_excess_ns"], 500000)
+        self.assertEqual(fleet.to_json(result, 5.0)["min_excess_ns"], 0)
+
+    def test_note_when_most_steps_are_slow(self):
+        for steps, slow, noted in ((8, 5, True), (8, 4, False), (3, 3, False), (4, 4, True)):
+            text = fleet.to_text(self.hand_made_result(steps, slow, ["k"]), 5.0)
+            self.assertIn("Slow steps: %d of %d" % (slow, steps), text[2])
+            notes = [line for line in text if "note:" in line]
+            self.assertEqual(len(notes), int(noted), (steps, slow, text))
+        # 5 steps of 1 ms excess and 3 of 0.05 ms: the median of all is 1 ms.
+        self.assertEqual(fleet.to_text(self.hand_made_result(8, 5, ["k"]), 5.0)[3],
+                         "  note: most steps are slow; the median excess of all steps, 1.00 ms "
+                         "(10.0%), is this job's own jitter: raise --threshold or set "
+                         "--min-excess above it")
+
+    def test_long_kernel_names_are_cut_in_text_only(self):
+        long_name = "void at::native::elementwise_kernel<" + "x" * 500 + ">"
+        fits = "n" * 60
+        result = self.hand_made_result(2, 0, [long_name, fits])
+        text = fleet.to_text(result, 5.0)
+        self.assertTrue(any(line.startswith("  " + long_name[:57] + "...  ") for line in text),
+                        text)
+        self.assertFalse(any(long_name[:58] in line for line in text))
+        self.assertTrue(any(line.startswith("  " + fits + "  ") for line in text))
+        self.assertLess(max(len(line) for line in text[-3:]), 130)
+        names = [row["name"] for row in fleet.to_json(result, 5.0)["top_kernels"]]
+        self.assertEqual(sorted(names), sorted([long_name, fits]))
+        self.assertEqual(sorted(result["top_kernels"]["name"]), sorted([long_name, fits]))
 
 
 # ---- the analysis of 16 ranks ----
@@ -207,9 +324,12 @@ class Stragglers(unittest.TestCase):
         for row in result["stragglers"]:
             self.assertEqual(row["straggler"], str(SLOW_RANK))
             self.assertEqual(row["ranks"], RANKS)
-            # 250 ms stalled, of which the others waited 20% in their collective.
-            self.assertGreater(row["excess_ns"], 150e6)
+            # 250 ms stalled outside NCCL; the others waited 20% of it inside.
+            self.assertGreater(row["excess_ns"], 200e6)
             self.assertGreater(row["excess_pct"], THRESHOLD)
+            self.assertEqual(row["excess_ns"],
+                             row["straggler_work_ns"] - row["others_work_median_ns"])
+            self.assertGreater(row["straggler_ns"], row["others_median_ns"] + 150e6)
         ranks = {row["rank"]: row for row in result["ranks"]}
         self.assertEqual(sorted(ranks, key=int), [str(r) for r in range(RANKS)])
         self.assertEqual(ranks[str(SLOW_RANK)]["straggler_steps"], len(SLOW_STEPS))
@@ -227,12 +347,12 @@ class Stragglers(unittest.TestCase):
 
     def test_json_shape(self):
         result = self.analyse_json("--top", "2")
-        self.assertEqual(set(result), {"step_name", "threshold_pct", "notes", "ranks", "steps",
-                                       "stragglers", "top_kernels", "inputs"})
+        self.assertEqual(set(result), {"step_name", "threshold_pct", "min_excess_ns", "notes",
+                                       "ranks", "steps", "stragglers", "top_kernels", "inputs"})
         self.assertEqual(result["threshold_pct"], THRESHOLD)
-        self.assertEqual(set(result["steps"][0]),
-                         {"step", "ranks", "median_ns", "straggler", "straggler_ns",
-                          "others_median_ns", "excess_ns", "excess_pct", "slow"})
+        self.assertEqual(result["min_excess_ns"], 0)
+        self.assertEqual(list(result["steps"][0]), fleet.STEP_COLUMNS)
+        self.assertEqual(list(result["stragglers"][0]), fleet.STEP_COLUMNS[:-1])
         self.assertEqual(set(result["ranks"][0]),
                          {"rank", "steps", "mean_step_ns", "straggler_steps", "step_ns",
                           "gpu_busy_ns", "nccl_ns", "gpu_busy_pct", "nccl_pct", "status", "pid",
@@ -262,7 +382,11 @@ class Stragglers(unittest.TestCase):
         self.assertEqual(again, expected)
         self.assertEqual(len(tables["rank_steps"]), RANKS * STEPS)
         self.assertEqual(list(tables["rank_steps"].columns),
-                         ["rank", "step", "start_ns", "duration_ns", "gpu_busy_ns", "nccl_ns"])
+                         ["rank", "step", "start_ns", "duration_ns", "gpu_busy_ns", "nccl_ns",
+                          "work_ns"])
+        rank_steps = tables["rank_steps"]
+        self.assertTrue((rank_steps["work_ns"] ==
+                         rank_steps["duration_ns"] - rank_steps["nccl_ns"]).all())
 
     def test_text_output(self):
         result = fleet_command(RUNS, "--scheduler", SCHEDULER, "--threshold", str(THRESHOLD))
@@ -280,6 +404,25 @@ class Stragglers(unittest.TestCase):
         self.assertEqual(len([line for line in lines[header + 1:header + 1 + RANKS]
                               if line.startswith("  ")]), RANKS)
 
+    def test_min_excess_and_the_jitter_note(self):
+        # At a threshold of 0 nearly every step is slow by its jitter: the text says so.
+        everything = self.analyse_json("--threshold", "0")
+        self.assertGreater(len(everything["stragglers"]), STEPS // 2)
+        jitter = numpy.median([row["excess_ns"] for row in everything["steps"]])
+        text = fleet_command(RUNS, "--scheduler", SCHEDULER, "--threshold", "0")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("by more than 0%% of their median step time and by more than 0 ms)\n"
+                      "  note: most steps are slow; the median excess of all steps, %.2f ms ("
+                      % (jitter / 1e6), text.stdout)
+        self.assertIn("raise --threshold or set --min-excess above it", text.stdout)
+        # A minimum excess far above the jitter and under the stall leaves the slowed steps.
+        result = self.analyse_json("--threshold", "0", "--min-excess", "100ms")
+        self.assertEqual(result["min_excess_ns"], 100000000)
+        self.assertEqual(slow_steps_seen(result), SLOW_STEPS, result["stragglers"])
+        text = fleet_command(RUNS, "--scheduler", SCHEDULER, "--min-excess", "2.5ms")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("of their median step time and by more than 2.5 ms)", text.stdout)
+
     def test_local_cluster(self):
         # No --scheduler: a local cluster of its own, closed afterwards.
         started = time.monotonic()
@@ -287,6 +430,39 @@ class Stragglers(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(len(json.loads(result.stdout)["ranks"]), RANKS)
         self.assertLess(time.monotonic() - started, 120)
+
+
+@unittest.skipIf(MISSING, MISSING)
+class Synchronous(unittest.TestCase):
+    """The others wait all of the straggler's stall in their collective, so
+    every rank's step lasts as long as its: only the time outside NCCL names
+    it."""
+
+    def analyse(self):
+        return fleet.analyse([SYNC], scheduler=SCHEDULER, threshold=50.0,
+                             min_excess_ns=50000000)
+
+    def test_the_straggler_is_found_by_its_time_outside_nccl(self):
+        tables = self.analyse()
+        if tables["stragglers"]["step"].tolist() != [SYNC_SLOW_STEP]:
+            print("\ntest_fleet: synchronous slow steps %s, expected %s: recording again"
+                  % (tables["stragglers"]["step"].tolist(), [SYNC_SLOW_STEP]), file=sys.stderr)
+            shutil.rmtree(SYNC)
+            record(list(range(SYNC_RANKS)), SYNC, SYNC_ENVIRONMENT)
+            tables = self.analyse()
+        stragglers = tables["stragglers"]
+        self.assertEqual(stragglers["step"].tolist(), [SYNC_SLOW_STEP], stragglers)
+        row = stragglers.iloc[0]
+        self.assertEqual(row["straggler"], str(SYNC_SLOW_RANK))
+        self.assertEqual(row["ranks"], SYNC_RANKS)
+        # Its step is no longer than the others' (they waited it out in NCCL) ...
+        self.assertLess(abs(row["straggler_ns"] - row["others_median_ns"]),
+                        0.2 * row["others_median_ns"], row)
+        # ... but it worked the stall (250 ms) more than they did.
+        self.assertGreater(row["excess_ns"], 200e6)
+        self.assertLess(row["excess_pct"], 100)
+        nccl = dict(zip(tables["ranks"]["rank"], tables["ranks"]["nccl_pct"]))
+        self.assertEqual(min(nccl, key=nccl.get), str(SYNC_SLOW_RANK), nccl)
 
 
 @unittest.skipIf(MISSING, MISSING)
@@ -396,10 +572,31 @@ class Usage(unittest.TestCase):
     def test_bad_options(self):
         for arguments in (["--workers", "0", "x"], ["--top", "0", "x"], ["--format", "xml", "x"],
                           ["--threshold", "-5", "x"], ["--scheduler", "tcp://a:1", "--workers",
-                                                       "2", "x"]):
+                                                       "2", "x"], ["--min-excess", "-1ms", "x"]):
             result = fleet_command(*arguments)
             self.assertEqual(result.returncode, 2, arguments)
             self.assertIn("usage:", result.stderr)
+
+    def test_bad_min_excess(self):
+        for value, message in (
+                ("5", "'5' has no unit: write 5ns, 5us, 5ms or 5s"),
+                ("1 ms", "'1 ms' is not a duration: want a number and a unit, ns, us, ms or s, "
+                         "with no space (500us, 1ms, 2.5ms), or 0"),
+                ("-1ms", "'-1ms': want a duration of 0 or more, with no sign"),
+                ("abc", "'abc' is not a duration"),
+                ("0.5ns", "'0.5ns' is not a whole number of nanoseconds")):
+            result = fleet_command("--min-excess=" + value, "x")
+            self.assertEqual(result.returncode, 2, value)
+            self.assertIn("usage:", result.stderr)
+            self.assertIn("error: --min-excess " + message, result.stderr)
+
+    def test_durations(self):
+        for text, ns in (("0", 0), ("0ms", 0), ("7ns", 7), ("500us", 500000), ("1ms", 1000000),
+                         ("2.5ms", 2500000), ("1s", 1000000000)):
+            self.assertEqual(fleet.parse_duration(text), ns, text)
+        for text in ("5", "1 ms", "-1ms", "abc", "", "1.ms", "1e3ms", " 1ms", "1MS"):
+            with self.assertRaises(ValueError, msg=text):
+                fleet.parse_duration(text)
 
     def test_not_a_session(self):
         empty = tempfile.mkdtemp(dir=WORK)
@@ -429,6 +626,9 @@ class Usage(unittest.TestCase):
             fleet.analyse(["x"], workers=0)
         with self.assertRaises(TypeError):
             fleet.analyse(["x"], step=3)
+        for bad in (-1, 1.5, True, "1ms", None):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                fleet.analyse(["x"], min_excess_ns=bad)
 
 
 if __name__ == "__main__":
