@@ -73,7 +73,7 @@ int main(void)
         for (int beat = 0; beat < BEATS; beat++) {
             uint64_t now = start + (uint64_t)beat * 1000000ull; /* 1 kHz */
             for (int k = 0; k < 20; k++) {                      /* 20,000 kernels/s */
-                rules_session_kernel(now - (uint64_t)k * 1000, 10000 + (uint64_t)k);
+                rules_session_kernel("bench_kernel", now - (uint64_t)k * 1000, 10000 + (uint64_t)k);
                 deepwin_session_count_launch();
             }
             if (beat % 100 == 0) /* NVML every 100 ms */

@@ -30,7 +30,8 @@
 #        launchcosts (where each launch's cost goes: flare's modes, bare CUPTI and
 #        torch.profiler, scripts/gpu-check-launchcosts.sh);
 #        fleet (two ranks under torchrun: one session, a session per rank,
-#        flare merge, synchronized windows; scripts/gpu-check-fleet.sh). Any
+#        flare merge, synchronized windows; scripts/gpu-check-fleet.sh);
+#        triggered (rules with action replay, scripts/gpu-check-triggered.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -261,7 +262,7 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet; do
+for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then

@@ -161,6 +161,19 @@ int cli_deep_when_needs_launch_counts(void)
     return 0;
 }
 
+int cli_deep_when_range_action(void)
+{
+    if (deep_when == NULL)
+        return 0;
+    static rules_list_entry entries[RULES_LIST_MAX];
+    size_t count = 0;
+    rules_parse_list(deep_when, entries, RULES_LIST_MAX, &count);
+    for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++)
+        if (entries[i].status == FLARE_OK && entries[i].rule.action == RULES_ACTION_RANGE)
+            return (int)i + 1;
+    return 0;
+}
+
 void cli_deep_when_export(int quiet)
 {
     if (deep_when == NULL)

@@ -292,11 +292,55 @@ typedef struct replay_selection {
     char range_name[128];   /* spans: the scope / NVTX range name ("" none) */
     uint64_t occurrence;    /* spans: which occurrence (1-based; 0: the first) */
     int api_spans_only;     /* only spans marked with flare_replay_range_begin/end */
+    int triggers_only;      /* no launch but the triggered ones (replay_trigger_arm_kernel) */
 } replay_selection;
 
 /* Validates and installs (FLARE_ERR_INVALID_ARGUMENT with error filled:
  * nothing is installed). */
 int replay_selection_apply(const replay_selection *selection, char *error, size_t error_size);
+
+/* ---- Triggered replays (replay_trigger.c) ----
+ *
+ * A replay asked for while the program runs: the next launch of a kernel
+ * named exactly (a deep-profiling rule's `action replay`). One at a time;
+ * the first arm installs a selection that replays nothing else (unless a
+ * selection of `flare replay` is installed already, whose metrics it then
+ * uses), so replay stays configured for the rest of the process.
+ */
+#define REPLAY_TRIGGER_NAME_MAX 256
+typedef enum replay_trigger_state {
+    REPLAY_TRIGGER_NONE = 0,
+    REPLAY_TRIGGER_ARMED,     /* waiting for the kernel's next launch */
+    REPLAY_TRIGGER_TAKEN,     /* that launch is being replayed */
+    REPLAY_TRIGGER_DONE,      /* its record is queued (declined or not) */
+    REPLAY_TRIGGER_CANCELLED, /* cancelled while armed: nothing ran */
+} replay_trigger_state;
+typedef struct replay_trigger_result {
+    uint64_t id;
+    replay_trigger_state state;
+    char kernel_name[REPLAY_TRIGGER_NAME_MAX];
+    uint64_t armed_ns, taken_ns, done_ns; /* flare clock; 0 until then */
+    uint64_t launch_id;                   /* DONE: the record's launch */
+    uint64_t launch_index;                /* DONE: launches of that name before it */
+    int declined;                         /* DONE: 1 when the launch ran once; reason says why */
+    char reason[256];
+} replay_trigger_result;
+/* Arms a replay of kernel_name's next launch: FLARE_OK with *id;
+ * FLARE_ERR_STATE while another is armed or running; INVALID_ARGUMENT for no
+ * name or one too long; what replay_selection_apply answers when the first
+ * arm cannot install its selection. error says why. Never blocks on a launch. */
+int replay_trigger_arm_kernel(const char *kernel_name, uint64_t *id, char *error,
+                              size_t error_size);
+/* Cancels trigger id while it is still armed (FLARE_OK); FLARE_ERR_STATE
+ * once taken or finished. */
+int replay_trigger_cancel(uint64_t id);
+/* The trigger's state and outcome; FLARE_ERR_NOT_FOUND for an id that is
+ * not the latest. */
+int replay_trigger_status(uint64_t id, replay_trigger_result *result);
+/* Time the process has spent in triggered replays (their records' begin to
+ * end), every trigger's together: what a replay budget is charged. */
+uint64_t replay_trigger_spent_ns(void);
+void replay_trigger_reset_for_tests(void);
 
 /* The most nodes a kernel regular expression may compile to. */
 #define REPLAY_REGEX_COST_MAX 1024
@@ -386,6 +430,7 @@ typedef struct replay_record {
     int is_span;
     uint32_t span_kernels;
     uint32_t span_copies;
+    uint64_t trigger_id; /* the triggered replay this launch is (replay_trigger.c); 0: none */
 } replay_record;
 
 /* Takes up to max finished records (oldest first) into out; returns how

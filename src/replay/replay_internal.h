@@ -104,7 +104,19 @@ uint32_t replay_contexts_all_mask(void);
 
 /* Selection (replay_selection.c): whether the built-in metric collection
  * wants this launch, and its metric list (valid until the next apply). */
-bool replay_selection_matches(const char *kernel_name);
+/* Whether kernel_name's launch is to be replayed; *trigger_id receives the
+ * triggered replay it takes (0: none). */
+bool replay_selection_matches(const char *kernel_name, uint64_t *trigger_id);
+/* Whether a selection is installed (flare replay's, or the triggers'). */
+bool replay_selection_installed(void);
+/* The armed trigger's id when kernel_name is its kernel (it is then taken);
+ * else 0. One atomic load when none is armed. */
+uint64_t replay_trigger_take(const char *kernel_name);
+/* A record of a triggered launch is being queued: finishes its trigger. */
+void replay_trigger_finished(const replay_record *record);
+/* A taken trigger whose launch got no record (out of memory): finished as
+ * declined, with reason. */
+void replay_trigger_lost(uint64_t id, const char *reason);
 const replay_metric_collector *replay_metric_collector_current(void);
 
 /* Per-kernel launch index (replay_selection.c). */

@@ -130,6 +130,7 @@ void replay_reset_for_tests(void)
     replay_records_reset_for_tests();
     replay_loop_reset_for_tests();
     replay_range_reset_for_tests();
+    replay_trigger_reset_for_tests();
     replay_settings settings;
     replay_settings_default(&settings);
     replay_settings_apply(&settings);
@@ -527,7 +528,9 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
     }
     uint64_t launch_index =
         replay_next_launch_index(request->kernel_name != NULL ? request->kernel_name : "");
-    bool selected = request->kernel_name != NULL && replay_selection_matches(request->kernel_name);
+    uint64_t trigger_id = 0;
+    bool selected =
+        request->kernel_name != NULL && replay_selection_matches(request->kernel_name, &trigger_id);
     if (!selected && !replay_registry_has_tools()) {
         /* Nobody can want this launch: no allocation, just the gate. */
         enter_reader(request, state);
@@ -538,11 +541,14 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
     replay_record *record = loop != NULL ? record_new(request, launch_id, launch_index) : NULL;
     if (record == NULL) {
         free(loop);
+        if (trigger_id != 0)
+            replay_trigger_lost(trigger_id, "out of memory deciding the launch; it ran once");
         CORE_LOG_ONCE("replay.no_memory", CORE_LOG_WARNING,
                       "replay: out of memory deciding a launch; it runs once");
         enter_reader(request, state);
         return;
     }
+    record->trigger_id = trigger_id;
     loop->request = request;
     loop->record = record;
     loop->ops = ops;
@@ -560,8 +566,10 @@ void replay_launch_begin(const replay_launch_request *request, replay_launch_sta
     bool collector_failed = false;
     uint32_t planned = decide(loop, selected, reason, sizeof reason, &collector_failed);
     if (!anyone_participates(loop)) {
-        if (collector_failed) {
-            decline(loop, state, false, "metric collection: %s", reason);
+        if (collector_failed || trigger_id != 0) {
+            /* A triggered launch always leaves a record: its rule waits for it. */
+            decline(loop, state, false, "metric collection: %s",
+                    reason[0] != '\0' ? reason : "no metric collector takes part");
             return;
         }
         free(record);

@@ -27,6 +27,8 @@ static uint64_t write_failures; /* records the store refused */
 
 void replay_record_queue(replay_record *record)
 {
+    if (record->trigger_id != 0)
+        replay_trigger_finished(record); /* before the queue can drop it */
     pthread_mutex_lock(&queue_lock);
     if (queue_count == REPLAY_RECORD_QUEUE_MAX) {
         queue_dropped++;

@@ -66,7 +66,8 @@ static regex_t selection_regex;
 static uint64_t selection_launch;
 static uint64_t selection_every;
 static uint64_t selection_matches_seen;
-static bool selection_spans_only; /* --range: no launch is replayed on its own */
+static bool selection_spans_only;    /* --range: no launch is replayed on its own */
+static bool selection_triggers_only; /* only triggered launches (replay_trigger.c) */
 static char selection_metric_storage[2048];
 static const char *selection_metric_names[REPLAY_RECORD_METRIC_MAX];
 static size_t selection_metric_count;
@@ -361,6 +362,7 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     selection_launch = selection->launch;
     selection_every = selection->every;
     selection_spans_only = selection->range_name[0] != '\0' || selection->api_spans_only;
+    selection_triggers_only = selection->triggers_only != 0;
     replay_range_select_range(selection->range_name, selection->occurrence);
     selection_matches_seen = 0;
     memcpy(selection_metric_storage, storage, sizeof storage);
@@ -378,11 +380,24 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     return FLARE_OK;
 }
 
-bool replay_selection_matches(const char *kernel_name)
+bool replay_selection_installed(void)
 {
     pthread_mutex_lock(&selection_lock);
+    bool installed = selection_installed;
+    pthread_mutex_unlock(&selection_lock);
+    return installed;
+}
+
+bool replay_selection_matches(const char *kernel_name, uint64_t *trigger_id)
+{
+    /* A triggered replay first: it wants this one launch whatever the
+     * selection says, and does not count as one of its matches. */
+    *trigger_id = replay_trigger_take(kernel_name);
+    if (*trigger_id != 0)
+        return true;
+    pthread_mutex_lock(&selection_lock);
     bool wanted = false;
-    if (selection_installed && !selection_spans_only &&
+    if (selection_installed && !selection_spans_only && !selection_triggers_only &&
         (!selection_has_regex || regexec(&selection_regex, kernel_name, 0, NULL, 0) == 0)) {
         uint64_t ordinal = ++selection_matches_seen;
         if (selection_launch != 0) {
@@ -650,6 +665,7 @@ void replay_selection_reset_for_tests(void)
     }
     selection_launch = selection_every = selection_matches_seen = 0;
     selection_spans_only = false;
+    selection_triggers_only = false;
     selection_metric_count = 0;
     memset(launch_index_slots, 0, sizeof launch_index_slots);
     pthread_mutex_unlock(&selection_lock);

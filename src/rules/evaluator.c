@@ -135,6 +135,11 @@ static int compare(rules_comparison comparison, double value, double limit)
     }
 }
 
+int rules_evaluator_holds(const rules_rule *rule, double value)
+{
+    return compare(rule->comparison, value, rules_evaluator_quantity_value(rule->threshold));
+}
+
 /* Once the window it fired has opened, the rule has spent one of max_windows. */
 static void spend(rules_evaluator_rule *rule)
 {
@@ -182,6 +187,12 @@ static int apply_outcome(rules_evaluator_rule *rule, const rules_coordinator_vie
         rule->first_true_ns = 0;
         rule->state = RULES_EVAL_ARMED;
         return 0;
+    case RULES_OUTCOME_BUDGET_SPENT:
+        /* Nothing more may be replayed: the rule is done, saying why. */
+        snprintf(rule->reason, sizeof(rule->reason), "%s",
+                 view->reason != NULL ? view->reason : "replay budget spent");
+        enter_terminal(rule, RULES_EVAL_EXHAUSTED);
+        return 1;
     case RULES_OUTCOME_REFUSED_ENGINE:
         snprintf(rule->reason, sizeof(rule->reason), "the deep engine could not be armed: %s",
                  view->reason != NULL && view->reason[0] != '\0' ? view->reason
@@ -302,6 +313,10 @@ void rules_evaluator_summary(const rules_evaluator *evaluator, size_t index, cha
     if (rule->state == RULES_EVAL_REFUSED) {
         copy_text(status, status_size, "refused");
         copy_text(reason, reason_size, rule->reason);
+    } else if (rule->state == RULES_EVAL_EXHAUSTED && rule->reason[0] != '\0') {
+        copy_text(status, status_size, "exhausted");
+        snprintf(reason, reason_size, "fired %llu time%s: %s", fired, fired == 1 ? "" : "s",
+                 rule->reason);
     } else if (rule->state == RULES_EVAL_EXHAUSTED) {
         copy_text(status, status_size, "exhausted");
         snprintf(reason, reason_size, "fired %llu time%s: max_windows %u spent", fired,

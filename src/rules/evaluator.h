@@ -67,6 +67,7 @@ typedef enum rules_request_outcome {
     RULES_OUTCOME_REFUSED_BUSY,   /* another window was in the way: costs nothing */
     RULES_OUTCOME_CANCELLED,      /* closed while still queued: costs nothing */
     RULES_OUTCOME_REFUSED_ENGINE, /* the engine could not be armed: costs nothing */
+    RULES_OUTCOME_BUDGET_SPENT,   /* action replay: the process's replay budget is spent */
 } rules_request_outcome;
 
 typedef struct rules_coordinator_view {
@@ -142,6 +143,9 @@ int rules_evaluator_take_summary_due(rules_evaluator *evaluator, size_t index);
 /* The rule's threshold or rearm in the reading's unit (rates per second,
  * percentages in percent, others in their base unit). */
 double rules_evaluator_quantity_value(rules_quantity quantity);
+/* Whether value, in the rule's metric unit (a single kernel's duration in
+ * ns, say), holds against the rule's comparison and threshold. */
+int rules_evaluator_holds(const rules_rule *rule, double value);
 /*
  * The rule's outcome for its summary: status is one of "refused",
  * "exhausted", "fired", "stale source", "metric missing", "never true",

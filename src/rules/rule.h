@@ -3,10 +3,12 @@
  * checked as a whole, and the canonical text it is written back as.
  *
  * A rule watches one live metric and asks for a short deep-profiling window
- * when a comparison has held long enough, for example
+ * (or, with `action`, a replay) when a comparison has held long enough, for
+ * example
  *
  *     kernel_launch_rate < 500/s for 2s
  *     gpu0.utilization < 20% for 5s over 2s cooldown 1min
+ *     kernel_duration_p99 > 5ms for 1s action replay replay_budget 30s
  *
  * docs/rules.md is the user's reference: grammar, metrics, options, defaults,
  * ranges, and the refusals with their messages. This module only turns text
@@ -81,6 +83,17 @@ typedef enum rules_comparison {
     RULES_COMPARISON_COUNT
 } rules_comparison;
 
+/* What a rule does when it fires (`action`). The evaluator decides when;
+ * the rule's owner does it, and declines a replay once the process's
+ * replay_budget is spent. */
+typedef enum rules_action {
+    RULES_ACTION_WINDOW = 0,
+    RULES_ACTION_REPLAY = 1,
+    RULES_ACTION_RANGE = 2
+} rules_action;
+/* Bytes in a range name with its terminating NUL: names are 1..127 bytes. */
+#define RULES_RANGE_NAME_MAX 128
+
 typedef struct rules_quantity {
     rules_unit_kind kind;
     uint64_t value; /* in the kind's base unit */
@@ -112,6 +125,21 @@ typedef struct rules_rule {
     uint32_t max_windows;    /* `max_windows`: windows this rule may open per session */
     uint64_t deep_ns;        /* `deep_for`: a window lasts at most this long */
     uint32_t deep_launches;  /* `deep_launches`: ... or this many kernel launches */
+    /* `action`: a deep window (the default), a replay of the next launch of
+     * the kernel that made the reading, with the full counter set, or a
+     * range replay of the next occurrence of the scope or NVTX range named
+     * in range_name. max_windows and cooldown bound replays as they bound
+     * windows. */
+    rules_action action;
+    /* RULES_ACTION_RANGE: the scope or NVTX range's name, 1..127 bytes of one
+     * word (no blanks, ';' or < > = !, and not an option's key); all zero
+     * otherwise. */
+    char range_name[RULES_RANGE_NAME_MAX];
+    /* `replay_budget`: the process's total time in triggered replays, all
+     * rules together; a replay that would start once it is spent is declined
+     * by the rule's owner. Only given with action replay or range; 5s (the
+     * default) otherwise. */
+    uint64_t replay_budget_ns;
 } rules_rule;
 
 /*
@@ -136,11 +164,13 @@ int rules_validate(const rules_rule *rule, char *error, size_t error_size);
 
 /*
  * Writes the canonical text of a valid rule: every option spelled out, in a
- * fixed order, each quantity in the largest unit that holds it exactly.
+ * fixed order, each quantity in the largest unit that holds it exactly;
+ * action and replay_budget come last, and only when the action is not
+ * window (so a window rule's text is the one it had before actions).
  * Parsing it gives back an equal rule. Returns FLARE_OK, or
  * FLARE_ERR_INVALID_ARGUMENT when size is too small (RULES_FORMAT_MAX
- * always suffices) or the rule holds an unknown metric, comparison or kind;
- * buffer then holds an empty string (when size > 0).
+ * always suffices) or the rule holds an unknown metric, comparison, kind or
+ * action; buffer then holds an empty string (when size > 0).
  */
 int rules_format_canonical(const rules_rule *rule, char *buffer, size_t size);
 
@@ -161,6 +191,8 @@ const char *rules_metric_name(rules_metric metric);
 rules_unit_kind rules_metric_unit(rules_metric metric);
 /* "<", "<=", ">", ">="; "?" when unknown. */
 const char *rules_comparison_text(rules_comparison comparison);
+/* "window", "replay", "range"; "?" when unknown. */
+const char *rules_action_name(rules_action action);
 
 /* One rule of a list: parsed, or refused with its reason. */
 typedef struct rules_list_entry {
@@ -187,5 +219,11 @@ typedef struct rules_list_entry {
  * a non-zero capacity.
  */
 int rules_parse_list(const char *text, rules_list_entry *entries, size_t capacity, size_t *count);
+
+/* 1 when any rule of text (the FLARE_DEEP_WHEN list) that parses has an
+ * action other than window; 0 otherwise (also for NULL or bad text). Pure.
+ * It reads the items rules_parse_list would with RULES_LIST_MAX entries (the
+ * first RULES_LIST_MAX), one at a time: no list of entries on the stack. */
+int rules_list_wants_replay(const char *text);
 
 #endif /* FLARE_RULES_RULE_H */

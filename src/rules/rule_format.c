@@ -3,8 +3,9 @@
  * equality (rule.h).
  *
  * The canonical form spells out every option, in the order of the option
- * table, and writes each quantity in the largest unit that holds it as a
- * whole number (rates and percentages, which have one unit, with the
+ * table (action and replay_budget, last in it, only for a rule that
+ * replays), and writes each quantity in the largest unit that holds it as
+ * a whole number (rates and percentages, which have one unit, with the
  * decimals they need). It is what `flare rules check` prints, and parsing
  * it gives back an equal rule: the fuzzer checks exactly that.
  * Must never: print a value the parser would read differently.
@@ -118,39 +119,59 @@ void rules_format_metric(const rules_rule *rule, char *buffer, size_t size)
         snprintf(buffer, size, "%s", rules_metric_name(rule->metric));
 }
 
+/* Whether an option is part of the rule's canonical text: action and the
+ * replay-only options appear only for a rule that replays, so that every
+ * window rule keeps the text it had before actions existed. */
+static int written_in_canonical(const rules_rule *rule, const rules_option_info *info)
+{
+    if (rule->action != RULES_ACTION_WINDOW)
+        return 1;
+    return info->type != RULES_OPTION_TYPE_ACTION && !info->replay_only;
+}
+
 int rules_format_canonical(const rules_rule *rule, char *buffer, size_t size)
 {
     if (buffer == NULL || size == 0)
         return FLARE_ERR_INVALID_ARGUMENT;
     buffer[0] = '\0';
     if (rule == NULL || (unsigned)rule->metric >= RULES_METRIC_COUNT ||
-        (unsigned)rule->comparison >= RULES_COMPARISON_COUNT)
+        (unsigned)rule->comparison >= RULES_COMPARISON_COUNT ||
+        (unsigned)rule->action > RULES_ACTION_RANGE)
         return FLARE_ERR_INVALID_ARGUMENT;
     char text[RULES_FORMAT_MAX + 64];
     size_t used = 0;
     char metric[FLARE_COUNTER_NAME_MAX + 16];
-    char quantity[64];
+    char value[RULES_RANGE_NAME_MAX + 64];
     rules_format_metric(rule, metric, sizeof(metric));
-    if (rules_format_quantity(rule->threshold, quantity, sizeof(quantity)) != FLARE_OK)
+    if (rules_format_quantity(rule->threshold, value, sizeof(value)) != FLARE_OK)
         return FLARE_ERR_INVALID_ARGUMENT;
     rules_append(text, sizeof(text), &used, "%s %s %s", metric,
-                 rules_comparison_text(rule->comparison), quantity);
+                 rules_comparison_text(rule->comparison), value);
     for (int i = 0; i < RULES_OPTION_COUNT; i++) {
         const rules_option_info *info = rules_option_at((rules_option)i);
-        uint64_t value = rules_option_get(rule, (rules_option)i);
+        uint64_t number = rules_option_get(rule, (rules_option)i);
+        if (!written_in_canonical(rule, info))
+            continue;
         switch (info->type) {
         case RULES_OPTION_TYPE_THRESHOLD:
-            if (rules_format_quantity(rule->rearm, quantity, sizeof(quantity)) != FLARE_OK)
+            if (rules_format_quantity(rule->rearm, value, sizeof(value)) != FLARE_OK)
                 return FLARE_ERR_INVALID_ARGUMENT;
             break;
         case RULES_OPTION_TYPE_DURATION:
-            rules_format_duration(value, quantity, sizeof(quantity));
+            rules_format_duration(number, value, sizeof(value));
             break;
         case RULES_OPTION_TYPE_COUNT:
-            snprintf(quantity, sizeof(quantity), "%llu", (unsigned long long)value);
+            snprintf(value, sizeof(value), "%llu", (unsigned long long)number);
+            break;
+        case RULES_OPTION_TYPE_ACTION:
+            if (rule->action == RULES_ACTION_RANGE)
+                snprintf(value, sizeof(value), "range %.*s", RULES_RANGE_NAME_MAX - 1,
+                         rule->range_name);
+            else
+                snprintf(value, sizeof(value), "%s", rules_action_name(rule->action));
             break;
         }
-        rules_append(text, sizeof(text), &used, " %s %s", info->key, quantity);
+        rules_append(text, sizeof(text), &used, " %s %s", info->key, value);
     }
     if (used >= size || used >= RULES_FORMAT_MAX)
         return FLARE_ERR_INVALID_ARGUMENT;
@@ -168,5 +189,7 @@ int rules_rule_equal(const rules_rule *a, const rules_rule *b)
            a->window_ns == b->window_ns && a->bucket_ns == b->bucket_ns &&
            a->stale_after_ns == b->stale_after_ns && a->cooldown_ns == b->cooldown_ns &&
            a->max_windows == b->max_windows && a->deep_ns == b->deep_ns &&
-           a->deep_launches == b->deep_launches;
+           a->deep_launches == b->deep_launches && a->action == b->action &&
+           strncmp(a->range_name, b->range_name, sizeof(a->range_name)) == 0 &&
+           a->replay_budget_ns == b->replay_budget_ns;
 }

@@ -55,6 +55,8 @@ typedef enum rules_option {
     RULES_OPTION_MAX_WINDOWS,
     RULES_OPTION_DEEP_FOR,
     RULES_OPTION_DEEP_LAUNCHES,
+    RULES_OPTION_ACTION,
+    RULES_OPTION_REPLAY_BUDGET,
     RULES_OPTION_COUNT
 } rules_option;
 
@@ -62,24 +64,32 @@ typedef enum rules_option_type {
     RULES_OPTION_TYPE_DURATION,  /* a duration with its unit */
     RULES_OPTION_TYPE_COUNT,     /* a whole number, no unit */
     RULES_OPTION_TYPE_THRESHOLD, /* a quantity of the threshold's kind (rearm) */
+    RULES_OPTION_TYPE_ACTION,    /* window, replay or range NAME (rules_action) */
 } rules_option_type;
 
 typedef struct rules_option_info {
     const char *key;
     rules_option_type type;
-    uint64_t minimum; /* durations in ns; counts as themselves; unused for rearm */
+    uint64_t minimum; /* durations in ns; counts as themselves; unused for rearm, action */
     uint64_t maximum;
     uint64_t fallback;   /* the default; stale_after's is derived instead */
     const char *example; /* a typical value, for messages; rearm's is the threshold's */
+    /* Given only with action replay or range (refused on a window rule, which
+     * must hold the default), and written in the canonical form only then. */
+    int replay_only;
 } rules_option_info;
+
+/* Whether the option's value is a number that rules_option_get and
+ * rules_option_set reach (a duration or a count), with a range to check. */
+int rules_option_is_number(const rules_option_info *info);
 
 const rules_option_info *rules_option_at(rules_option option);
 /* The option named exactly text[0..length); RULES_OPTION_COUNT if none. */
 rules_option rules_option_find(const char *text, size_t length);
-/* A duration or count option's value in rule (not rearm). */
+/* A duration or count option's value in rule (not rearm or action). */
 uint64_t rules_option_get(const rules_rule *rule, rules_option option);
 void rules_option_set(rules_rule *rule, rules_option option, uint64_t value);
-/* "for, over, bucket, ..." */
+/* "for, over, bucket, ..., action, replay_budget" */
 extern const char rules_option_list[];
 
 /* stale_after when the rule does not give one: over + for + bucket + 1s. */

@@ -3,6 +3,7 @@
  * lists of rules (rules_parse_list). The grammar is in docs/rules.md:
  *
  *     rule   = metric comparison quantity { option value }
+ *     action = "window" | "replay" | "range" name       (the value of `action`)
  *
  * Text is split into words, comparison operators and ';'. Every refusal
  * names the offending token and its 1-based byte column, and says what
@@ -508,9 +509,10 @@ static void set_defaults(rules_rule *rule)
 {
     for (int i = 0; i < RULES_OPTION_COUNT; i++) {
         const rules_option_info *info = rules_option_at((rules_option)i);
-        if (info->type != RULES_OPTION_TYPE_THRESHOLD)
+        if (rules_option_is_number(info))
             rules_option_set(rule, (rules_option)i, info->fallback);
     }
+    rule->action = RULES_ACTION_WINDOW; /* range_name stays all zero */
 }
 
 static int parse_comparison(parser *p, token t, const rules_rule *rule, const char *metric_text)
@@ -538,11 +540,46 @@ static int parse_comparison(parser *p, token t, const rules_rule *rule, const ch
     return fail(p, t.start, "unknown comparison '%s'; use <, <=, > or >=", shown);
 }
 
+/* `action window`, `action replay` or `action range NAME`; value is the word
+ * after `action`. The name is the next token, whatever word it is, except
+ * an option's key: `action range replay_budget 30s` has forgotten the name,
+ * and reading "replay_budget" as one would only move the refusal to '30s'. */
+static int parse_action(parser *p, token value, rules_rule *rule)
+{
+    char shown[256];
+    quote_token(p, value, shown, sizeof(shown));
+    if (token_is(p, value, "window") || token_is(p, value, "replay")) {
+        rule->action = token_is(p, value, "window") ? RULES_ACTION_WINDOW : RULES_ACTION_REPLAY;
+        return FLARE_OK;
+    }
+    if (!token_is(p, value, "range"))
+        return fail(p, value.start,
+                    "expected window, replay or range NAME after 'action', not '%s'", shown);
+    token name = next_token(p);
+    if (name.kind != TOKEN_WORD)
+        return fail(p, name.start, "'action range' needs the name of a scope or NVTX range");
+    quote_token(p, name, shown, sizeof(shown));
+    if (rules_option_find(p->text + name.start, name.length) != RULES_OPTION_COUNT)
+        return fail(p, name.start,
+                    "'action range' needs the name of a scope or NVTX range before the option "
+                    "'%s'",
+                    shown);
+    if (name.length >= RULES_RANGE_NAME_MAX)
+        return fail(p, name.start, "the range name is %zu bytes long: names are 1-%d bytes",
+                    name.length, RULES_RANGE_NAME_MAX - 1);
+    rule->action = RULES_ACTION_RANGE;
+    memcpy(rule->range_name, p->text + name.start, name.length);
+    rule->range_name[name.length] = '\0';
+    return FLARE_OK;
+}
+
 static int parse_option_value(parser *p, rules_option option, token value, rules_rule *rule,
                               const char *metric_text)
 {
     const rules_option_info *info = rules_option_at(option);
     char range[256], wants[256], message[RULES_ERROR_MAX];
+    if (info->type == RULES_OPTION_TYPE_ACTION)
+        return parse_action(p, value, rule);
     if (info->type == RULES_OPTION_TYPE_THRESHOLD) {
         const rules_kind_info *kind = rules_kind(rule->threshold.kind);
         rules_describe_quantity_range(metric_text, rule->threshold.kind, range, sizeof(range));
@@ -586,7 +623,11 @@ static int fail_unknown_option(parser *p, token t)
     if (token_is(p, t, "window"))
         return fail(p, t.start,
                     "unknown option 'window': the time a reading covers is 'over' (e.g. over "
-                    "1s); a deep-profiling window is bounded by deep_for and deep_launches");
+                    "1s); a deep-profiling window is what 'action window' (the default) opens, "
+                    "bounded by deep_for and deep_launches");
+    if (token_is(p, t, "replay") || token_is(p, t, "range"))
+        return fail(p, t.start, "unknown option '%s': write 'action %s%s'", shown, shown,
+                    token_is(p, t, "range") ? " NAME" : "");
     if (t.kind == TOKEN_WORD && (is_letter(p->text[t.start]) || p->text[t.start] == '_'))
         return fail(p, t.start, "unknown option '%s'; options: %s", shown, rules_option_list);
     return fail(p, t.start, "expected an option (%s), found '%s'", rules_option_list, shown);
@@ -669,6 +710,15 @@ static int parse_rule(parser *p, rules_rule *rule)
             return status;
     }
 
+    /* After the loop: `replay_budget 30s action replay` is a replay rule. */
+    if (rule->action == RULES_ACTION_WINDOW) {
+        for (int i = 0; i < RULES_OPTION_COUNT; i++) {
+            if (given_at[i] != 0 && rules_option_at((rules_option)i)->replay_only)
+                return fail(p, given_at[i] - 1,
+                            "%s applies to action replay or range; this rule's action is window",
+                            rules_option_at((rules_option)i)->key);
+        }
+    }
     if (given_at[RULES_OPTION_REARM] == 0)
         rule->rearm = rule->threshold;
     /* Each term is range-checked above: the sum cannot overflow. */
@@ -766,4 +816,27 @@ int rules_parse_list(const char *text, rules_list_entry *entries, size_t capacit
     }
     *count = items;
     return items > capacity ? FLARE_ERR_FULL : FLARE_OK;
+}
+
+/* One item at a time, as rules_parse_list splits them, so that one entry
+ * is on the stack rather than RULES_LIST_MAX of them (28 KiB). */
+int rules_list_wants_replay(const char *text)
+{
+    if (text == NULL)
+        return 0;
+    size_t length = strlen(text);
+    size_t start = 0;
+    for (size_t item = 0; item < RULES_LIST_MAX; item++) {
+        size_t end = start;
+        while (end < length && text[end] != ';')
+            end++;
+        rules_list_entry entry;
+        parse_list_item(text, length, start, end, &entry);
+        if (entry.status == FLARE_OK && entry.rule.action != RULES_ACTION_WINDOW)
+            return 1;
+        if (end >= length)
+            break;
+        start = end + 1;
+    }
+    return 0;
 }

@@ -132,28 +132,55 @@ const char *rules_comparison_text(rules_comparison comparison)
     }
 }
 
+const char *rules_action_name(rules_action action)
+{
+    switch (action) {
+    case RULES_ACTION_WINDOW:
+        return "window";
+    case RULES_ACTION_REPLAY:
+        return "replay";
+    case RULES_ACTION_RANGE:
+        return "range";
+    default:
+        return "?";
+    }
+}
+
 /* ---- options ---- */
 
 static const rules_option_info options[RULES_OPTION_COUNT] = {
-    [RULES_OPTION_FOR] = {"for", RULES_OPTION_TYPE_DURATION, 0, RULES_NS_PER_HOUR, 0, "2s"},
+    [RULES_OPTION_FOR] = {"for", RULES_OPTION_TYPE_DURATION, 0, RULES_NS_PER_HOUR, 0, "2s", 0},
     [RULES_OPTION_OVER] = {"over", RULES_OPTION_TYPE_DURATION, 10 * RULES_NS_PER_MS,
-                           10 * RULES_NS_PER_MINUTE, RULES_NS_PER_SECOND, "1s"},
+                           10 * RULES_NS_PER_MINUTE, RULES_NS_PER_SECOND, "1s", 0},
     [RULES_OPTION_BUCKET] = {"bucket", RULES_OPTION_TYPE_DURATION, 10 * RULES_NS_PER_MS,
-                             10 * RULES_NS_PER_SECOND, 100 * RULES_NS_PER_MS, "100ms"},
-    [RULES_OPTION_REARM] = {"rearm", RULES_OPTION_TYPE_THRESHOLD, 0, 0, 0, NULL},
+                             10 * RULES_NS_PER_SECOND, 100 * RULES_NS_PER_MS, "100ms", 0},
+    [RULES_OPTION_REARM] = {"rearm", RULES_OPTION_TYPE_THRESHOLD, 0, 0, 0, NULL, 0},
     [RULES_OPTION_STALE_AFTER] = {"stale_after", RULES_OPTION_TYPE_DURATION, 0,
-                                  3 * RULES_NS_PER_HOUR, 0, "10s"},
+                                  3 * RULES_NS_PER_HOUR, 0, "10s", 0},
     [RULES_OPTION_COOLDOWN] = {"cooldown", RULES_OPTION_TYPE_DURATION, 0, RULES_NS_PER_HOUR,
-                               10 * RULES_NS_PER_SECOND, "30s"},
-    [RULES_OPTION_MAX_WINDOWS] = {"max_windows", RULES_OPTION_TYPE_COUNT, 1, 64, 3, "5"},
+                               10 * RULES_NS_PER_SECOND, "30s", 0},
+    [RULES_OPTION_MAX_WINDOWS] = {"max_windows", RULES_OPTION_TYPE_COUNT, 1, 64, 3, "5", 0},
     [RULES_OPTION_DEEP_FOR] = {"deep_for", RULES_OPTION_TYPE_DURATION, 10 * RULES_NS_PER_MS,
-                               10 * RULES_NS_PER_MINUTE, 2 * RULES_NS_PER_SECOND, "2s"},
+                               10 * RULES_NS_PER_MINUTE, 2 * RULES_NS_PER_SECOND, "2s", 0},
     [RULES_OPTION_DEEP_LAUNCHES] = {"deep_launches", RULES_OPTION_TYPE_COUNT, 1, 1000000000, 100000,
-                                    "10000"},
+                                    "10000", 0},
+    /* Last, so that a window rule's canonical text, which leaves both out,
+     * is the one it had before actions existed. */
+    [RULES_OPTION_ACTION] = {"action", RULES_OPTION_TYPE_ACTION, 0, 0, RULES_ACTION_WINDOW,
+                             "replay", 0},
+    [RULES_OPTION_REPLAY_BUDGET] = {"replay_budget", RULES_OPTION_TYPE_DURATION,
+                                    10 * RULES_NS_PER_MS, RULES_NS_PER_HOUR,
+                                    5 * RULES_NS_PER_SECOND, "30s", 1},
 };
 
-const char rules_option_list[] =
-    "for, over, bucket, rearm, stale_after, cooldown, max_windows, deep_for, deep_launches";
+const char rules_option_list[] = "for, over, bucket, rearm, stale_after, cooldown, max_windows, "
+                                 "deep_for, deep_launches, action, replay_budget";
+
+int rules_option_is_number(const rules_option_info *info)
+{
+    return info != NULL &&
+           (info->type == RULES_OPTION_TYPE_DURATION || info->type == RULES_OPTION_TYPE_COUNT);
+}
 
 const rules_option_info *rules_option_at(rules_option option)
 {
@@ -190,6 +217,8 @@ uint64_t rules_option_get(const rules_rule *rule, rules_option option)
         return rule->deep_ns;
     case RULES_OPTION_DEEP_LAUNCHES:
         return rule->deep_launches;
+    case RULES_OPTION_REPLAY_BUDGET:
+        return rule->replay_budget_ns;
     default:
         return 0;
     }
@@ -225,6 +254,9 @@ void rules_option_set(rules_rule *rule, rules_option option, uint64_t value)
     case RULES_OPTION_DEEP_LAUNCHES:
         rule->deep_launches = value > UINT32_MAX ? UINT32_MAX : (uint32_t)value;
         break;
+    case RULES_OPTION_REPLAY_BUDGET:
+        rule->replay_budget_ns = value;
+        break;
     default:
         break;
     }
@@ -236,7 +268,7 @@ void rules_describe_option_range(rules_option option, char *buffer, size_t size)
     size_t used = 0;
     if (size > 0)
         buffer[0] = '\0';
-    if (info == NULL || info->type == RULES_OPTION_TYPE_THRESHOLD)
+    if (!rules_option_is_number(info))
         return;
     if (info->type == RULES_OPTION_TYPE_COUNT) {
         rules_append(buffer, size, &used, "%s takes %llu to %llu", info->key,

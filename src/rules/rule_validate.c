@@ -18,7 +18,7 @@
 int rules_check_option_range(rules_option option, uint64_t value, char *error, size_t size)
 {
     const rules_option_info *info = rules_option_at(option);
-    if (info == NULL || info->type == RULES_OPTION_TYPE_THRESHOLD)
+    if (!rules_option_is_number(info))
         return FLARE_OK;
     if (value >= info->minimum && value <= info->maximum)
         return FLARE_OK;
@@ -191,6 +191,55 @@ static int check_rearm(const rules_rule *rule, const char *metric_text, char *er
     return FLARE_OK;
 }
 
+/*
+ * The action and what goes with it, so that the canonical form, which writes
+ * range_name and the replay-only options only for a rule that replays, says
+ * everything the rule holds: a range rule's name is one word the parser would
+ * read back as the name (not an option's key), any other rule has none, and a
+ * window rule holds the replay-only options' defaults.
+ */
+static int check_action(const rules_rule *rule, char *error, size_t size)
+{
+    if ((unsigned)rule->action > RULES_ACTION_RANGE)
+        return refuse(error, size, "unknown action number %d; use window, replay or range NAME",
+                      (int)rule->action);
+    size_t length = strnlen(rule->range_name, sizeof(rule->range_name));
+    if (rule->action != RULES_ACTION_RANGE) {
+        if (length != 0)
+            return refuse(error, size, "a range name is given, but this rule's action is %s",
+                          rules_action_name(rule->action));
+    } else if (length == 0) {
+        return refuse(error, size, "'action range' needs the name of a scope or NVTX range");
+    } else if (length == sizeof(rule->range_name)) {
+        return refuse(error, size, "the range name is not terminated within %d bytes",
+                      RULES_RANGE_NAME_MAX - 1);
+    } else if (rules_option_find(rule->range_name, length) != RULES_OPTION_COUNT) {
+        return refuse(error, size,
+                      "range name '%s' is an option's key: the parser would read it as the "
+                      "option, not as the name",
+                      rule->range_name); /* a key: printable ASCII */
+    }
+    for (size_t i = 0; i < length; i++) {
+        char c = rule->range_name[i];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == ';' ||
+            c == '<' || c == '>' || c == '=' || c == '!')
+            return refuse(error, size,
+                          "byte 0x%02x at offset %zu of the range name is not allowed: a name is "
+                          "one word, without blanks, ';' or < > = !",
+                          (unsigned)(unsigned char)c, i);
+    }
+    if (rule->action != RULES_ACTION_WINDOW)
+        return FLARE_OK;
+    for (int i = 0; i < RULES_OPTION_COUNT; i++) {
+        const rules_option_info *info = rules_option_at((rules_option)i);
+        if (info->replay_only && rules_option_get(rule, (rules_option)i) != info->fallback)
+            return refuse(error, size,
+                          "%s applies to action replay or range; this rule's action is window",
+                          info->key);
+    }
+    return FLARE_OK;
+}
+
 /* A reading covers whole buckets; a span that is not a whole number of
  * them would be silently rounded by the evaluator, so it is refused with
  * the two nearest spans that are. */
@@ -247,6 +296,8 @@ int rules_validate(const rules_rule *rule, char *error, size_t error_size)
         status = check_comparison_can_change(rule, metric_text, error, error_size);
     if (status == FLARE_OK)
         status = check_rearm(rule, metric_text, error, error_size);
+    if (status == FLARE_OK)
+        status = check_action(rule, error, error_size);
     for (int i = 0; i < RULES_OPTION_COUNT && status == FLARE_OK; i++)
         status = rules_check_option_range((rules_option)i, rules_option_get(rule, (rules_option)i),
                                           error, error_size);

@@ -8,7 +8,13 @@
  * rate of an application counter found with flare_counter_find (never
  * created: a counter that was never registered reads as missing). The state
  * machine is the pure evaluator; this file only feeds it and talks to the
- * window coordinator.
+ * window coordinator, or, for a rule whose action is `replay`, to the
+ * triggered replays (replay_trigger.c): the kernel that made the reading is
+ * chosen here (a duration rule's latest kernel that crossed the threshold
+ * on its own; otherwise the kernel with the most GPU time in the rule's
+ * over), its next launch is armed, and the trigger's state stands in for
+ * the window's (armed: queued; replaying: open; recorded: closed). A
+ * trigger not taken within deep_for is cancelled, costing nothing.
  */
 #include "rules/rules_session.h"
 
@@ -23,6 +29,9 @@
 #include "rules/rule.h"
 #include "deepwin/deepwin.h"
 #include "deepwin/deepwin_session.h"
+#include "core/duration.h"
+#include "replay/replay.h"
+#include "rules/kernel_time.h"
 
 typedef struct rule_source {
     int ready; /* the source was set up */
@@ -40,15 +49,32 @@ typedef struct rule_source {
     int percentile_cached;
     uint64_t percentile_bucket;
     rules_reading percentile_reading;
+    /* action replay: the duration rule's latest kernel over the threshold,
+     * the outstanding trigger, and news for the next step. */
+    char crossing[RULES_KERNEL_NAME_MAX];
+    uint64_t trigger_id;
+    int trigger_cancelled;   /* nothing to replay, or not launched in time */
+    int budget_spent;        /* the replay budget is spent: the rule is done */
+    char budget_reason[160]; /* what budget_spent says */
 } rule_source;
 
 /* Collector-thread state of the current session. */
 static rules_evaluator evaluator;
 static rule_source sources[RULES_EVALUATOR_MAX];
 static uint64_t summary_sequence;
+/* Per-kernel GPU time, when a replay rule's metric names no kernel. */
+static rules_kernel_time *kernel_times;
+
+static int is_duration(rules_metric metric)
+{
+    return metric == RULES_METRIC_KERNEL_DURATION_P50 ||
+           metric == RULES_METRIC_KERNEL_DURATION_P90 || metric == RULES_METRIC_KERNEL_DURATION_P99;
+}
 
 static void free_sources(void)
 {
+    rules_kernel_time_free(kernel_times);
+    kernel_times = NULL;
     for (size_t i = 0; i < RULES_EVALUATOR_MAX; i++) {
         if (sources[i].have_durations)
             rules_percentiles_free(&sources[i].durations);
@@ -66,6 +92,17 @@ static void set_up_source(size_t index)
         return;
     const rules_rule *rule = &entry->rule;
     char reason[RULES_EVALUATOR_REASON_MAX];
+    if (rule->action == RULES_ACTION_RANGE) {
+        rules_evaluator_refuse(&evaluator, index,
+                               "action range is accepted but not carried out yet (issue 23): "
+                               "use action replay or window");
+        return;
+    }
+    if (rule->action == RULES_ACTION_REPLAY && !is_duration(rule->metric) && kernel_times == NULL &&
+        rules_kernel_time_create(&kernel_times) != FLARE_OK) {
+        rules_evaluator_refuse(&evaluator, index, "out of memory for the kernels' GPU time");
+        return;
+    }
     switch (rule->metric) {
     case RULES_METRIC_KERNEL_LAUNCH_RATE: {
         rules_rate_config config = {.window_ns = rule->window_ns,
@@ -157,12 +194,19 @@ void rules_session_begin(uint64_t start_ns)
     }
 }
 
-void rules_session_kernel(uint64_t end_ns, uint64_t duration_ns)
+void rules_session_kernel(const char *name, uint64_t end_ns, uint64_t duration_ns)
 {
     for (size_t i = 0; i < evaluator.count; i++) {
-        if (sources[i].have_durations)
-            rules_percentiles_add(&sources[i].durations, end_ns, duration_ns);
+        if (!sources[i].have_durations)
+            continue;
+        rules_percentiles_add(&sources[i].durations, end_ns, duration_ns);
+        const rules_rule *rule = &evaluator.rules[i].rule;
+        if (rule->action == RULES_ACTION_REPLAY && name != NULL &&
+            rules_evaluator_holds(rule, (double)duration_ns))
+            snprintf(sources[i].crossing, sizeof(sources[i].crossing), "%s", name);
     }
+    if (kernel_times != NULL)
+        rules_kernel_time_add(kernel_times, name, end_ns, duration_ns);
 }
 
 static rules_metric metric_of(const char *name)
@@ -324,6 +368,124 @@ static void request_window(deepwin_coordinator *coordinator, size_t index, uint6
                   result.message);
 }
 
+/* What became of rule index's triggered replay (action replay). */
+static void trigger_view(size_t index, uint64_t now_ns, rules_coordinator_view *view)
+{
+    rule_source *source = &sources[index];
+    const rules_rule *rule = &evaluator.rules[index].rule;
+    if (source->budget_spent) {
+        view->outcome = RULES_OUTCOME_BUDGET_SPENT;
+        view->reason = source->budget_reason;
+        return;
+    }
+    if (source->trigger_cancelled) {
+        view->outcome = RULES_OUTCOME_CANCELLED;
+        source->trigger_cancelled = 0;
+        return;
+    }
+    replay_trigger_result result;
+    if (source->trigger_id == 0 || replay_trigger_status(source->trigger_id, &result) != FLARE_OK)
+        return;
+    switch (result.state) {
+    case REPLAY_TRIGGER_ARMED:
+        view->outcome = RULES_OUTCOME_QUEUED;
+        if (now_ns > result.armed_ns && now_ns - result.armed_ns > rule->deep_ns &&
+            replay_trigger_cancel(source->trigger_id) == FLARE_OK) {
+            core_log(CORE_LOG_INFO,
+                     "deep-profiling rule %zu: %s was not launched again within deep_for; its "
+                     "replay is cancelled",
+                     index + 1, result.kernel_name);
+            view->outcome = RULES_OUTCOME_CANCELLED;
+            source->trigger_id = 0;
+        }
+        return;
+    case REPLAY_TRIGGER_TAKEN:
+        view->outcome = RULES_OUTCOME_OPENED;
+        view->blackout = 1;
+        return;
+    case REPLAY_TRIGGER_DONE:
+        view->outcome = RULES_OUTCOME_CLOSED;
+        view->closed_ns = result.done_ns;
+        core_log(CORE_LOG_INFO, "deep-profiling rule %zu: launch %llu of %s %s%s", index + 1,
+                 (unsigned long long)result.launch_id, result.kernel_name,
+                 result.declined ? "was not replayed: " : "replayed",
+                 result.declined ? result.reason : "");
+        source->trigger_id = 0;
+        return;
+    default:
+        view->outcome = RULES_OUTCOME_CANCELLED;
+        source->trigger_id = 0;
+        return;
+    }
+}
+
+/* The kernel rule index replays, in target; 0 when there is none. */
+static int replay_target(size_t index, uint64_t now_ns, char *target, size_t size, char *why,
+                         size_t why_size)
+{
+    const rules_rule *rule = &evaluator.rules[index].rule;
+    rule_source *source = &sources[index];
+    if (is_duration(rule->metric)) {
+        if (source->crossing[0] == '\0')
+            return 0;
+        snprintf(target, size, "%s", source->crossing);
+        snprintf(why, why_size, "its latest kernel over the threshold");
+        return 1;
+    }
+    rules_kernel_top top;
+    uint64_t from = now_ns > rule->window_ns ? now_ns - rule->window_ns : 0;
+    if (kernel_times == NULL || !rules_kernel_time_top(kernel_times, from, now_ns, &top))
+        return 0;
+    char total[32], over[32];
+    core_duration_format(top.total_ns, total, sizeof(total));
+    core_duration_format(now_ns - top.covered_from_ns, over, sizeof(over));
+    snprintf(target, size, "%s", top.name);
+    snprintf(why, why_size, "the most GPU time in the last %s: %s of %llu kernels", over, total,
+             (unsigned long long)top.kernels);
+    return 1;
+}
+
+static void request_replay(size_t index, uint64_t now_ns)
+{
+    const rules_rule *rule = &evaluator.rules[index].rule;
+    rule_source *source = &sources[index];
+    uint64_t spent = replay_trigger_spent_ns();
+    if (spent >= rule->replay_budget_ns) {
+        char budget[32], used[32];
+        core_duration_format(rule->replay_budget_ns, budget, sizeof(budget));
+        core_duration_format(spent, used, sizeof(used));
+        snprintf(source->budget_reason, sizeof(source->budget_reason),
+                 "replay budget %s spent (%s in triggered replays)", budget, used);
+        core_log(CORE_LOG_INFO, "deep-profiling rule %zu: replay declined: %s", index + 1,
+                 source->budget_reason);
+        source->budget_spent = 1;
+        return;
+    }
+    char target[RULES_KERNEL_NAME_MAX], why[192], error[256];
+    if (!replay_target(index, now_ns, target, sizeof(target), why, sizeof(why))) {
+        CORE_LOG_ONCE("rules.no_target", CORE_LOG_INFO,
+                      "deep-profiling rule %zu fired with no kernel to replay; it rearms",
+                      index + 1);
+        source->trigger_cancelled = 1;
+        return;
+    }
+    int status = replay_trigger_arm_kernel(target, &source->trigger_id, error, sizeof(error));
+    if (status == FLARE_ERR_STATE) {
+        sources[index].turned_down = 1; /* another replay is outstanding: costs nothing */
+        return;
+    }
+    if (status != FLARE_OK) {
+        source->trigger_id = 0;
+        source->budget_spent = 1;
+        snprintf(source->budget_reason, sizeof(source->budget_reason), "cannot replay: %.140s",
+                 error);
+        return;
+    }
+    core_log(CORE_LOG_INFO,
+             "deep-profiling rule %zu fired (%g): replaying the next launch of %s (%s)", index + 1,
+             evaluator.rules[index].request_value, target, why);
+}
+
 static void write_summary(store *database, int64_t pid, size_t index)
 {
     const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
@@ -362,12 +524,19 @@ void rules_session_beat(store *database, int64_t pid, uint64_t now_ns)
             entry->state != RULES_EVAL_EXHAUSTED) {
             deepwin_record record;
             rules_coordinator_view view = {0};
+            int replays = entry->rule.action == RULES_ACTION_REPLAY;
             view_of(coordinator, i, &view, &record);
+            if (replays && view.outcome == RULES_OUTCOME_NONE)
+                trigger_view(i, now_ns, &view);
             rules_reading reading;
             int have = read_source(i, now_ns, &reading);
             if (rules_evaluator_step(&evaluator, i, have ? &reading : NULL, now_ns, &view) ==
-                RULES_STEP_REQUEST)
-                request_window(coordinator, i, now_ns);
+                RULES_STEP_REQUEST) {
+                if (replays)
+                    request_replay(i, now_ns);
+                else
+                    request_window(coordinator, i, now_ns);
+            }
         }
         if (rules_evaluator_take_summary_due(&evaluator, i))
             write_summary(database, pid, i);
@@ -387,6 +556,16 @@ void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
     /* The window closed at session end may have been a rule's: let it count. */
     deepwin_coordinator *coordinator = deepwin_session_coordinator();
     for (size_t i = 0; i < evaluator.count; i++) {
+        if (sources[i].trigger_id != 0) {
+            /* A replay still armed at the end will not run; one that ran counts. */
+            rules_coordinator_view view = {0};
+            trigger_view(i, end_ns, &view);
+            if (view.outcome == RULES_OUTCOME_QUEUED &&
+                replay_trigger_cancel(sources[i].trigger_id) == FLARE_OK)
+                view.outcome = RULES_OUTCOME_CANCELLED;
+            view.blackout = 1;
+            rules_evaluator_step(&evaluator, i, NULL, end_ns, &view);
+        }
         if (coordinator != NULL && sources[i].window_id != 0) {
             deepwin_record record;
             rules_coordinator_view view = {0};

@@ -23,8 +23,9 @@ void rules_session_begin(uint64_t start_ns);
 /* Undoes rules_session_begin when the session could not start: the rules
  * are dropped unwritten. */
 void rules_session_cancel(void);
-/* A completed kernel, stamped with its end (percentile sources). */
-void rules_session_kernel(uint64_t end_ns, uint64_t duration_ns);
+/* A completed kernel, stamped with its end (percentile sources), and its
+ * name (what a rule with action replay replays). */
+void rules_session_kernel(const char *name, uint64_t end_ns, uint64_t duration_ns);
 /* A metric sample: gpu_utilization_pct, power_mw, sm_clock_mhz and
  * memory_used_bytes of device feed the gpuN.* rules; others are ignored. */
 void rules_session_metric(int device, const char *name, uint64_t time_ns, int64_t value);

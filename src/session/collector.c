@@ -115,7 +115,7 @@ static int write_kernel(drain_context *context, const core_event *event)
         context->delay_worst_ns = context->now_ns - event->end_ns;
     context->delay_kernels++;
     if (event->end_ns >= event->start_ns)
-        session_participants_kernel(session_begin_order(), event->end_ns,
+        session_participants_kernel(session_begin_order(), row.name, event->end_ns,
                                     event->end_ns - event->start_ns);
     return status;
 }

@@ -89,9 +89,10 @@ void session_participants_end(const session_order *order, store *database, int64
     FOR_EACH_HOOK(order, end, database, pid, generation, end_ns);
 }
 
-void session_participants_kernel(const session_order *order, uint64_t end_ns, uint64_t duration_ns)
+void session_participants_kernel(const session_order *order, const char *name, uint64_t end_ns,
+                                 uint64_t duration_ns)
 {
-    FOR_EACH_HOOK(order, kernel, end_ns, duration_ns);
+    FOR_EACH_HOOK(order, kernel, name, end_ns, duration_ns);
 }
 
 void session_participants_metric(const session_order *order, int device, const char *name,

@@ -64,7 +64,7 @@ typedef struct session_participant {
     /* Inside the session's last batch. */
     void (*end)(store *database, int64_t pid, uint32_t generation, uint64_t end_ns);
     /* Observers on the collector thread, for every record it writes. */
-    void (*kernel)(uint64_t end_ns, uint64_t duration_ns);
+    void (*kernel)(const char *name, uint64_t end_ns, uint64_t duration_ns);
     void (*metric)(int device, const char *name, uint64_t time_ns, int64_t value);
     void (*scope_closed)(const session_scope *scope);
 } session_participant;
@@ -109,7 +109,8 @@ void session_participants_committed(const session_order *order, int committed);
 void session_participants_stop(const session_order *order);
 void session_participants_end(const session_order *order, store *database, int64_t pid,
                               uint32_t generation, uint64_t end_ns);
-void session_participants_kernel(const session_order *order, uint64_t end_ns, uint64_t duration_ns);
+void session_participants_kernel(const session_order *order, const char *name, uint64_t end_ns,
+                                 uint64_t duration_ns);
 void session_participants_metric(const session_order *order, int device, const char *name,
                                  uint64_t time_ns, int64_t value);
 void session_participants_scope_closed(const session_order *order, const session_scope *scope);

@@ -2,8 +2,10 @@
  * test_rules_parse.c: the rule parser, validator and canonical form
  * (src/rules/rule.h), table by table: accepted rules with their canonical
  * text, refused rules with their exact messages, the round-trip property
- * parse(format(parse(x))) == parse(x), whole-rule validation of rules built
- * in code, ';'-separated lists, and small or missing buffers.
+ * parse(format(parse(x))) == parse(x), actions (window, replay, range NAME)
+ * and replay_budget, whole-rule validation of rules built in code,
+ * ';'-separated lists and whether they want replays, and small or missing
+ * buffers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,12 @@
 #include <string.h>
 
 #include "rules/rule.h"
+
+/* 127 and 128 bytes: the longest range name, and one byte too many. */
+#define RANGE_NAME_127                                                                             \
+    "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr"   \
+    "rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr"
+#define RANGE_NAME_128 RANGE_NAME_127 "r"
 
 typedef struct accepted_row {
     const char *text;
@@ -258,6 +266,53 @@ static const accepted_row accepted[] = {
     {"kernel_launch_rate > 0/s rearm 0/s",
      "kernel_launch_rate > 0/s for 0s over 1s bucket 100ms rearm 0/s stale_after 2100ms "
      "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000"},
+    /* Actions: window (the default) keeps the text it always had; replay and
+     * range come last, always with their replay_budget. */
+    {"kernel_launch_rate < 500/s action window",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000"},
+    {"kernel_launch_rate < 500/s action replay",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000 action replay replay_budget 5s"},
+    {"kernel_duration_p99 > 5ms for 1s action range train_step replay_budget 30s",
+     "kernel_duration_p99 > 5ms for 1s over 1s bucket 100ms rearm 5ms stale_after 3100ms cooldown "
+     "10s max_windows 3 deep_for 2s deep_launches 100000 action range train_step replay_budget "
+     "30s"},
+    /* Options in any order: the budget before the action that allows it. */
+    {"kernel_launch_rate < 500/s replay_budget 10ms max_windows 1 action replay",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 1 deep_for 2s deep_launches 100000 action replay replay_budget "
+     "10ms"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 1h",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000 action replay replay_budget 1h"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 1.5s",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000 action replay replay_budget "
+     "1500ms"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 120000ms",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000 action replay replay_budget "
+     "2min"},
+    /* A range name is one word as the tokenizer gives it: any bytes but
+     * blanks, ';' and < > = !, so dots, colons, slashes and UTF-8 too. A
+     * name that is an action word is a name here. */
+    {"gpu0.utilization < 20% action range nccl:AllReduce/step.3",
+     "gpu0.utilization < 20% for 0s over 1s bucket 100ms rearm 20% stale_after 2100ms cooldown 10s "
+     "max_windows 3 deep_for 2s deep_launches 100000 action range nccl:AllReduce/step.3 "
+     "replay_budget 5s"},
+    {"custom.tokens < 5/s action range \xc3\xa9tape",
+     "custom.tokens < 5/s for 0s over 1s bucket 100ms rearm 5/s stale_after 2100ms cooldown 10s "
+     "max_windows 3 deep_for 2s deep_launches 100000 action range \xc3\xa9tape replay_budget 5s"},
+    {"kernel_launch_rate < 500/s action range window",
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000 action range window "
+     "replay_budget 5s"},
+    /* The longest range name. */
+    {"kernel_launch_rate < 500/s action range " RANGE_NAME_127,
+     "kernel_launch_rate < 500/s for 0s over 1s bucket 100ms rearm 500/s stale_after 2100ms "
+     "cooldown 10s max_windows 3 deep_for 2s deep_launches 100000 action range " RANGE_NAME_127
+     " replay_budget 5s"},
 };
 
 /* Each refusal with its exact message: a change of wording is a change the
@@ -509,22 +564,23 @@ static const refused_row refused[] = {
      "at column 40: option 'rearm' is given twice (first at column 28)"},
     {"kernel_launch_rate < 500/s 2s",
      "at column 28: expected an option (for, over, bucket, rearm, stale_after, cooldown, "
-     "max_windows, deep_for, deep_launches), found '2s'"},
+     "max_windows, deep_for, deep_launches, action, replay_budget), found '2s'"},
     {"kernel_launch_rate < 500/s for 2s )",
      "at column 35: expected an option (for, over, bucket, rearm, stale_after, cooldown, "
-     "max_windows, deep_for, deep_launches), found ')'"},
+     "max_windows, deep_for, deep_launches, action, replay_budget), found ')'"},
     {"kernel_launch_rate < 500/s < 3/s",
      "at column 28: expected an option (for, over, bucket, rearm, stale_after, cooldown, "
-     "max_windows, deep_for, deep_launches), found '<'"},
+     "max_windows, deep_for, deep_launches, action, replay_budget), found '<'"},
     {"kernel_launch_rate < 500/s cooldwn 30s",
      "at column 28: unknown option 'cooldwn'; options: for, over, bucket, rearm, stale_after, "
-     "cooldown, max_windows, deep_for, deep_launches"},
+     "cooldown, max_windows, deep_for, deep_launches, action, replay_budget"},
     {"kernel_launch_rate < 500/s window 2s",
      "at column 28: unknown option 'window': the time a reading covers is 'over' (e.g. over 1s); a "
-     "deep-profiling window is bounded by deep_for and deep_launches"},
+     "deep-profiling window is what 'action window' (the default) opens, bounded by deep_for and "
+     "deep_launches"},
     {"kernel_launch_rate < 500/s Cooldown 30s",
      "at column 28: unknown option 'Cooldown'; options: for, over, bucket, rearm, stale_after, "
-     "cooldown, max_windows, deep_for, deep_launches"},
+     "cooldown, max_windows, deep_for, deep_launches, action, replay_budget"},
     {"kernel_launch_rate < 500/s cooldown=30s",
      "at column 36: write options as 'cooldown 30s', without '='"},
     {"kernel_launch_rate < 500/s for",
@@ -575,6 +631,61 @@ static const refused_row refused[] = {
     {"gpu0.power >= 300W rearm 0W",
      "rearm 0W can never be reached: gpu0.power >= 300W rearms once a reading is below 0W, and "
      "gpu0.power is never below 0W"},
+    /* action and replay_budget. */
+    {"kernel_launch_rate < 500/s replay",
+     "at column 28: unknown option 'replay': write 'action replay'"},
+    {"kernel_launch_rate < 500/s range step",
+     "at column 28: unknown option 'range': write 'action range NAME'"},
+    {"kernel_launch_rate < 500/s action rerun",
+     "at column 35: expected window, replay or range NAME after 'action', not 'rerun'"},
+    {"kernel_launch_rate < 500/s action Replay",
+     "at column 35: expected window, replay or range NAME after 'action', not 'Replay'"},
+    {"kernel_launch_rate < 500/s action 2s",
+     "at column 35: expected window, replay or range NAME after 'action', not '2s'"},
+    {"kernel_launch_rate < 500/s action",
+     "at column 34: option 'action' needs a value after it, e.g. action replay"},
+    {"kernel_launch_rate < 500/s action < 5/s",
+     "at column 35: option 'action' needs a value after it, e.g. action replay"},
+    {"kernel_launch_rate < 500/s action=replay",
+     "at column 34: write options as 'action replay', without '='"},
+    {"kernel_launch_rate < 500/s action range",
+     "at column 40: 'action range' needs the name of a scope or NVTX range"},
+    {"kernel_launch_rate < 500/s action range   ",
+     "at column 43: 'action range' needs the name of a scope or NVTX range"},
+    {"kernel_launch_rate < 500/s action range;",
+     "at column 40: 'action range' needs the name of a scope or NVTX range"},
+    {"kernel_launch_rate < 500/s action range =step",
+     "at column 41: 'action range' needs the name of a scope or NVTX range"},
+    {"kernel_launch_rate < 500/s action range replay_budget 30s",
+     "at column 41: 'action range' needs the name of a scope or NVTX range before the option "
+     "'replay_budget'"},
+    {"kernel_launch_rate < 500/s action range " RANGE_NAME_128,
+     "at column 41: the range name is 128 bytes long: names are 1-127 bytes"},
+    {"kernel_launch_rate < 500/s action replay action range step",
+     "at column 42: option 'action' is given twice (first at column 28)"},
+    {"kernel_launch_rate < 500/s action window action window",
+     "at column 42: option 'action' is given twice (first at column 28)"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 1s replay_budget 2s",
+     "at column 59: option 'replay_budget' is given twice (first at column 42)"},
+    {"kernel_launch_rate < 500/s replay_budget 30s",
+     "at column 28: replay_budget applies to action replay or range; this rule's action is window"},
+    {"kernel_launch_rate < 500/s action window replay_budget 30s",
+     "at column 42: replay_budget applies to action replay or range; this rule's action is window"},
+    {"kernel_launch_rate < 500/s replay_budget 5s action window",
+     "at column 28: replay_budget applies to action replay or range; this rule's action is window"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 9ms",
+     "at column 56: replay_budget 9ms is out of range: replay_budget takes 10ms to 1h"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 61min",
+     "at column 56: replay_budget 61min is out of range: replay_budget takes 10ms to 1h"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 30",
+     "at column 56: '30' needs a unit: write 30s (a duration is written in ns, us, ms, s, min or "
+     "h)"},
+    {"kernel_launch_rate < 500/s action replay replay_budget 30/s",
+     "at column 56: '30/s' is a rate, but replay_budget takes a duration, e.g. 30s"},
+    {"kernel_launch_rate < 500/s action replay replay_budget",
+     "at column 55: option 'replay_budget' needs a value after it, e.g. replay_budget 30s"},
+    {"kernel_launch_rate < 500/s action replay replay_budget=1s",
+     "at column 55: write options as 'replay_budget 1s', without '='"},
 };
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))
@@ -662,6 +773,9 @@ static void test_values_and_defaults(void **state)
     assert_int_equal(rule.deep_launches, 100000);
     assert_int_equal(rule.device, 0);
     assert_string_equal(rule.counter, "");
+    assert_int_equal(rule.action, RULES_ACTION_WINDOW);
+    assert_string_equal(rule.range_name, "");
+    assert_int_equal(rule.replay_budget_ns, 5000000000ull);
 
     assert_int_equal(rules_parse("gpu7.memory_used > 1.5GiB for 2s", &rule, error, sizeof(error)),
                      0);
@@ -684,6 +798,115 @@ static void test_values_and_defaults(void **state)
     assert_int_equal(rule.metric, RULES_METRIC_CUSTOM_RATE);
     assert_string_equal(rule.counter, "tokens.out");
     assert_int_equal(rule.comparison, RULES_GREATER_EQUAL);
+}
+
+/* Each action lands in its field, the range name with it, and a budget in
+ * nanoseconds whatever its unit. */
+static void test_actions(void **state)
+{
+    (void)state;
+    rules_rule rule;
+    char error[RULES_ERROR_MAX];
+    assert_int_equal(
+        rules_parse("kernel_launch_rate < 500/s action window", &rule, error, sizeof(error)),
+        FLARE_OK);
+    assert_int_equal(rule.action, RULES_ACTION_WINDOW);
+    assert_string_equal(rule.range_name, "");
+    assert_int_equal(rule.replay_budget_ns, 5000000000ull);
+    assert_int_equal(
+        rules_parse("kernel_launch_rate < 500/s action replay", &rule, error, sizeof(error)),
+        FLARE_OK);
+    assert_int_equal(rule.action, RULES_ACTION_REPLAY);
+    assert_string_equal(rule.range_name, "");
+    assert_int_equal(rule.replay_budget_ns, 5000000000ull);
+    assert_int_equal(rules_parse("kernel_launch_rate < 500/s action range train_step", &rule, error,
+                                 sizeof(error)),
+                     FLARE_OK);
+    assert_int_equal(rule.action, RULES_ACTION_RANGE);
+    assert_string_equal(rule.range_name, "train_step");
+    assert_int_equal(rule.replay_budget_ns, 5000000000ull);
+    /* The name ends where the tokenizer ends a word: at ';' too, so in a
+     * single rule the ';' is refused after it. */
+    assert_int_equal(
+        rules_parse("kernel_launch_rate < 500/s action range step;", &rule, error, sizeof(error)),
+        FLARE_ERR_INVALID_ARGUMENT);
+    assert_string_equal(error,
+                        "at column 45: ';' separates rules in a list; one rule cannot contain it");
+
+    static const struct {
+        const char *budget;
+        uint64_t ns;
+    } budgets[] = {
+        {"10ms", 10000000ull},    {"10000us", 10000000ull},   {"250ms", 250000000ull},
+        {"1.5s", 1500000000ull},  {"30s", 30000000000ull},    {"2min", 120000000000ull},
+        {"1h", 3600000000000ull}, {"0.5h", 1800000000000ull}, {"3600000000000ns", 3600000000000ull},
+    };
+    for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+        char text[128];
+        snprintf(text, sizeof(text), "kernel_launch_rate < 500/s action replay replay_budget %s",
+                 budgets[i].budget);
+        if (rules_parse(text, &rule, error, sizeof(error)) != FLARE_OK)
+            fail_msg("'%s' was refused: %s", text, error);
+        assert_int_equal(rule.replay_budget_ns, budgets[i].ns);
+        assert_int_equal(rule.action, RULES_ACTION_REPLAY);
+    }
+    assert_string_equal(rules_action_name(RULES_ACTION_WINDOW), "window");
+    assert_string_equal(rules_action_name(RULES_ACTION_REPLAY), "replay");
+    assert_string_equal(rules_action_name(RULES_ACTION_RANGE), "range");
+    assert_string_equal(rules_action_name((rules_action)3), "?");
+}
+
+/* Replay and range rules read back from their canonical text as the same
+ * rule, field by field, and write the same text again. */
+static void test_action_round_trip(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        "kernel_launch_rate < 500/s action replay",
+        "kernel_duration_p99 > 5ms for 1s over 10s cooldown 1min max_windows 2 action replay "
+        "replay_budget 90s",
+        "gpu1.power > 300W action range forward replay_budget 10ms",
+        "custom.tokens < 5/s replay_budget 1h action range decode.step",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        rules_rule first, second;
+        char error[RULES_ERROR_MAX];
+        char canonical[RULES_FORMAT_MAX], again[RULES_FORMAT_MAX];
+        assert_int_equal(rules_parse(texts[i], &first, error, sizeof(error)), FLARE_OK);
+        assert_int_not_equal(first.action, RULES_ACTION_WINDOW);
+        assert_int_equal(rules_format_canonical(&first, canonical, sizeof(canonical)), FLARE_OK);
+        if (rules_parse(canonical, &second, error, sizeof(error)) != FLARE_OK)
+            fail_msg("'%s' was refused: %s", canonical, error);
+        assert_true(rules_rule_equal(&first, &second));
+        assert_int_equal(second.action, first.action);
+        assert_string_equal(second.range_name, first.range_name);
+        assert_int_equal(second.replay_budget_ns, first.replay_budget_ns);
+        assert_int_equal(rules_format_canonical(&second, again, sizeof(again)), FLARE_OK);
+        assert_string_equal(canonical, again);
+    }
+}
+
+/* The longest canonical text there can be, every field at its widest (a
+ * 96-byte counter, durations in nanoseconds, a 127-byte range name), still
+ * fits RULES_FORMAT_MAX. */
+static void test_longest_canonical(void **state)
+{
+    (void)state;
+    const char *text = "custom."
+                       "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+                       "cccccccccccccccccccccc < 999999999999.999/s for 359999999964ns over "
+                       "59999999994ns bucket 9999999999ns rearm 999999999999.999/s stale_after "
+                       "10799999999999ns cooldown 3599999999999ns max_windows 64 deep_for "
+                       "599999999999ns deep_launches 999999999 action range " RANGE_NAME_127
+                       " replay_budget 3599999999999ns";
+    rules_rule rule;
+    char error[RULES_ERROR_MAX];
+    if (rules_parse(text, &rule, error, sizeof(error)) != FLARE_OK)
+        fail_msg("refused: %s", error);
+    char canonical[RULES_FORMAT_MAX];
+    assert_int_equal(rules_format_canonical(&rule, canonical, sizeof(canonical)), FLARE_OK);
+    assert_string_equal(canonical, text);
+    assert_true(strlen(canonical) < RULES_FORMAT_MAX);
 }
 
 /* A rule may be RULES_TEXT_MAX bytes long, and not one more. */
@@ -825,6 +1048,45 @@ static void test_validate_built_rules(void **state)
     rule = base;
     rule.device = 1;
     expect_invalid(&rule, "device 1 is given for custom.tokens, which is not per device");
+
+    /* Actions: what the canonical form would leave out must hold its default,
+     * and a range name must be one the parser reads back as the name. */
+    rule = base;
+    rule.action = (rules_action)3;
+    expect_invalid(&rule, "unknown action number 3; use window, replay or range NAME");
+    rule = base;
+    rule.replay_budget_ns = 30000000000ull;
+    expect_invalid(&rule,
+                   "replay_budget applies to action replay or range; this rule's action is window");
+    rule = base;
+    snprintf(rule.range_name, sizeof(rule.range_name), "step");
+    expect_invalid(&rule, "a range name is given, but this rule's action is window");
+    rule = base;
+    rule.action = RULES_ACTION_REPLAY;
+    snprintf(rule.range_name, sizeof(rule.range_name), "step");
+    expect_invalid(&rule, "a range name is given, but this rule's action is replay");
+    rule = base;
+    rule.action = RULES_ACTION_REPLAY;
+    rule.replay_budget_ns = 0;
+    expect_invalid(&rule, "replay_budget 0s is out of range: replay_budget takes 10ms to 1h");
+    rule = base;
+    rule.action = RULES_ACTION_RANGE;
+    expect_invalid(&rule, "'action range' needs the name of a scope or NVTX range");
+    memset(rule.range_name, 'r', sizeof(rule.range_name));
+    expect_invalid(&rule, "the range name is not terminated within 127 bytes");
+    rule = base;
+    rule.action = RULES_ACTION_RANGE;
+    snprintf(rule.range_name, sizeof(rule.range_name), "train step");
+    expect_invalid(&rule, "byte 0x20 at offset 5 of the range name is not allowed: a name is one "
+                          "word, without blanks, ';' or < > = !");
+    snprintf(rule.range_name, sizeof(rule.range_name), "a;b");
+    expect_invalid(&rule, "byte 0x3b at offset 1 of the range name is not allowed: a name is one "
+                          "word, without blanks, ';' or < > = !");
+    snprintf(rule.range_name, sizeof(rule.range_name), "cooldown");
+    expect_invalid(&rule, "range name 'cooldown' is an option's key: the parser would read it as "
+                          "the option, not as the name");
+    snprintf(rule.range_name, sizeof(rule.range_name), "step");
+    assert_int_equal(rules_validate(&rule, error, sizeof(error)), FLARE_OK);
 }
 
 static void test_equality(void **state)
@@ -841,6 +1103,22 @@ static void test_equality(void **state)
     assert_false(rules_rule_equal(&a, &b));
     assert_int_equal(rules_parse("custom.tokens < 5/s rearm 6/s", &b, error, sizeof(error)), 0);
     assert_false(rules_rule_equal(&a, &b));
+    assert_int_equal(rules_parse("custom.tokens < 5/s action window", &b, error, sizeof(error)), 0);
+    assert_true(rules_rule_equal(&a, &b));
+    assert_int_equal(rules_parse("custom.tokens < 5/s action replay", &a, error, sizeof(error)), 0);
+    assert_false(rules_rule_equal(&a, &b));
+    assert_int_equal(
+        rules_parse("custom.tokens < 5/s action replay replay_budget 6s", &b, error, sizeof(error)),
+        0);
+    assert_false(rules_rule_equal(&a, &b));
+    assert_int_equal(rules_parse("custom.tokens < 5/s action range a", &a, error, sizeof(error)),
+                     0);
+    assert_int_equal(rules_parse("custom.tokens < 5/s action range b", &b, error, sizeof(error)),
+                     0);
+    assert_false(rules_rule_equal(&a, &b));
+    assert_int_equal(rules_parse("custom.tokens < 5/s action range a", &b, error, sizeof(error)),
+                     0);
+    assert_true(rules_rule_equal(&a, &b));
     assert_string_equal(rules_metric_name(RULES_METRIC_GPU_POWER), "gpu<N>.power");
     assert_string_equal(rules_metric_name(RULES_METRIC_COUNT), "?");
     assert_int_equal(rules_metric_unit(RULES_METRIC_KERNEL_DURATION_P90), RULES_UNIT_DURATION);
@@ -946,18 +1224,54 @@ static void test_lists(void **state)
     assert_int_equal(rules_parse_list("a", NULL, 1, &count), FLARE_ERR_INVALID_ARGUMENT);
 }
 
+/* Whether FLARE_DEEP_WHEN asks for replays: only rules that parse count. */
+static void test_list_wants_replay(void **state)
+{
+    (void)state;
+    assert_int_equal(rules_list_wants_replay(NULL), 0);
+    assert_int_equal(rules_list_wants_replay(""), 0);
+    assert_int_equal(rules_list_wants_replay("  ;  "), 0);
+    assert_int_equal(rules_list_wants_replay("bogus"), 0);
+    assert_int_equal(rules_list_wants_replay("kernel_launch_rate < 500/s; gpu0.utilization < 20% "
+                                             "action window"),
+                     0);
+    assert_int_equal(rules_list_wants_replay("kernel_launch_rate < 500/s action replay"), 1);
+    assert_int_equal(rules_list_wants_replay("kernel_launch_rate < 500/s; gpu0.power > 300W action "
+                                             "range forward"),
+                     1);
+    /* A refused rule is ignored, whatever it says: the one after it counts. */
+    assert_int_equal(rules_list_wants_replay("kernel_launch_rate < 500 action replay; "
+                                             "custom.tokens < 5/s action replay"),
+                     1);
+    assert_int_equal(rules_list_wants_replay("kernel_launch_rate < 500 action replay; "
+                                             "kernel_launch_rate < 500/s action range"),
+                     0);
+    assert_int_equal(rules_list_wants_replay("kernel_launch_rate < 500/s replay_budget 1s"), 0);
+    /* Like rules_parse_list with RULES_LIST_MAX entries: items past the first
+     * RULES_LIST_MAX are not read. */
+    static char list[(RULES_LIST_MAX + 1) * 64];
+    size_t used = 0;
+    for (int i = 0; i < RULES_LIST_MAX; i++)
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "kernel_launch_rate < 5/s;");
+    snprintf(list + used, sizeof(list) - used, "kernel_launch_rate < 5/s action replay");
+    assert_int_equal(rules_list_wants_replay(list), 0);
+    used = 0;
+    for (int i = 0; i < RULES_LIST_MAX - 1; i++)
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "kernel_launch_rate < 5/s;");
+    snprintf(list + used, sizeof(list) - used, "kernel_launch_rate < 5/s action replay");
+    assert_int_equal(rules_list_wants_replay(list), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_accepted_rules),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_refused_rules),
-        cmocka_unit_test(test_values_and_defaults),
-        cmocka_unit_test(test_length_bound),
-        cmocka_unit_test(test_buffers),
-        cmocka_unit_test(test_validate_built_rules),
-        cmocka_unit_test(test_equality),
-        cmocka_unit_test(test_lists),
+        cmocka_unit_test(test_accepted_rules),    cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_refused_rules),     cmocka_unit_test(test_values_and_defaults),
+        cmocka_unit_test(test_actions),           cmocka_unit_test(test_action_round_trip),
+        cmocka_unit_test(test_longest_canonical), cmocka_unit_test(test_length_bound),
+        cmocka_unit_test(test_buffers),           cmocka_unit_test(test_validate_built_rules),
+        cmocka_unit_test(test_equality),          cmocka_unit_test(test_lists),
+        cmocka_unit_test(test_list_wants_replay),
     };
     printf("rule tables: %zu accepted, %zu refused\n", COUNT(accepted), COUNT(refused));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "pm/pm_engine.h"
+#include "rules/rule.h"
 
 /* The raw buffer the GPU writes samples into (measured on the H200: 512 MiB
  * enabled and configured in 460-630 ms, no overflow at 10 us with a 20 ms
@@ -608,6 +609,24 @@ const backend_engine_ops *cuda_pm_engine(void)
 
 /* ---- install and set-up ---- */
 
+/* Whether a rule of text (FLARE_DEEP_WHEN) opens PM windows: its action is
+ * window. Rules that only replay must not have PM sampling set up early: a
+ * prepared engine holds the device's counters, which the replay's range
+ * profiler then cannot have (HARDWARE_BUSY). */
+static int rules_want_windows(const char *text)
+{
+    static rules_list_entry entries[RULES_LIST_MAX]; /* install runs once */
+    size_t count = 0;
+    if (text == NULL || text[0] == '\0')
+        return 0;
+    rules_parse_list(text, entries, RULES_LIST_MAX, &count);
+    for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++) {
+        if (entries[i].status == FLARE_OK && entries[i].rule.action == RULES_ACTION_WINDOW)
+            return 1;
+    }
+    return 0;
+}
+
 static void *setup_body(void);
 
 static void *setup_main(void *argument)
@@ -790,8 +809,8 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     /* Not disabled at exit: cuptiPmSamplingDisable from an atexit handler
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */
-    const char *rules = getenv("FLARE_DEEP_WHEN");
-    eager_setup = (rules != NULL && rules[0] != '\0') || getenv("FLARE_DEEP_AFTER") != NULL;
+    eager_setup =
+        rules_want_windows(getenv("FLARE_DEEP_WHEN")) || getenv("FLARE_DEEP_AFTER") != NULL;
     /* Requested only when a rule or schedule asks for windows: a plain
      * trace must not end with a warning about a feature nobody used. */
     core_capability_set("pm_sampling", eager_setup ? 1 : 0, CORE_CAPABILITY_DEGRADED,

@@ -47,6 +47,7 @@
 #include "core/runtime.h"
 #include "flare/flare.h"
 #include "pm/pm_session.h"
+#include "rules/rule.h"
 
 #define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
 #define PATIENT_WAIT_NS             500000000ull
@@ -806,10 +807,12 @@ int cuda_trace_start(const backend_host *host)
     core_capability_set("mode", 1, CORE_CAPABILITY_ACTIVE, "%s: %s", core_mode_spec_of(mode)->name,
                         core_mode_spec_of(mode)->records);
     int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
-    /* A process asked for a replay needs the launch bracket in any mode. */
+    /* A process asked for a replay needs the launch bracket in any mode;
+     * so does one whose rules may trigger replays (action replay). */
     int want_launch_callbacks =
         switch_or("FLARE_CUDA_LAUNCH_CALLBACKS",
-                  core_mode_spec_of(mode)->launch_callbacks || cuda_replay_requested() != NULL);
+                  core_mode_spec_of(mode)->launch_callbacks || cuda_replay_requested() != NULL ||
+                      rules_list_wants_replay(getenv("FLARE_DEEP_WHEN")));
     const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
     uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
     if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
