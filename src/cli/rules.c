@@ -147,7 +147,9 @@ int cli_deep_when_add(const char *rule)
     return CLI_EXIT_OK;
 }
 
-int cli_deep_when_needs_launch_counts(void)
+/* The 1-based number of the first accepted --deep-when rule that wanted
+ * says yes to; 0 when none does. */
+static int first_rule(int (*wanted)(const rules_rule *rule))
 {
     if (deep_when == NULL)
         return 0;
@@ -155,23 +157,29 @@ int cli_deep_when_needs_launch_counts(void)
     size_t count = 0;
     rules_parse_list(deep_when, entries, RULES_LIST_MAX, &count);
     for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++)
-        if (entries[i].status == FLARE_OK &&
-            entries[i].rule.metric == RULES_METRIC_KERNEL_LAUNCH_RATE)
-            return 1;
+        if (entries[i].status == FLARE_OK && wanted(&entries[i].rule))
+            return (int)i + 1;
     return 0;
+}
+
+static int reads_launch_rate(const rules_rule *rule)
+{
+    return rule->metric == RULES_METRIC_KERNEL_LAUNCH_RATE;
+}
+
+static int acts_on_a_range(const rules_rule *rule)
+{
+    return rule->action == RULES_ACTION_RANGE;
+}
+
+int cli_deep_when_needs_launch_counts(void)
+{
+    return first_rule(reads_launch_rate) != 0;
 }
 
 int cli_deep_when_range_action(void)
 {
-    if (deep_when == NULL)
-        return 0;
-    static rules_list_entry entries[RULES_LIST_MAX];
-    size_t count = 0;
-    rules_parse_list(deep_when, entries, RULES_LIST_MAX, &count);
-    for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++)
-        if (entries[i].status == FLARE_OK && entries[i].rule.action == RULES_ACTION_RANGE)
-            return (int)i + 1;
-    return 0;
+    return first_rule(acts_on_a_range);
 }
 
 void cli_deep_when_export(int quiet)

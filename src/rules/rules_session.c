@@ -436,11 +436,9 @@ static int replay_target(size_t index, uint64_t now_ns, char *target, size_t siz
     uint64_t from = now_ns > rule->window_ns ? now_ns - rule->window_ns : 0;
     if (kernel_times == NULL || !rules_kernel_time_top(kernel_times, from, now_ns, &top))
         return 0;
-    char total[32], over[32];
-    core_duration_format(top.total_ns, total, sizeof(total));
-    core_duration_format(now_ns - top.covered_from_ns, over, sizeof(over));
     snprintf(target, size, "%s", top.name);
-    snprintf(why, why_size, "the most GPU time in the last %s: %s of %llu kernels", over, total,
+    snprintf(why, why_size, "the most GPU time in the last %.1f ms: %.3f ms of %llu kernels",
+             (double)(now_ns - top.covered_from_ns) / 1e6, (double)top.total_ns / 1e6,
              (unsigned long long)top.kernels);
     return 1;
 }
@@ -451,11 +449,11 @@ static void request_replay(size_t index, uint64_t now_ns)
     rule_source *source = &sources[index];
     uint64_t spent = replay_trigger_spent_ns();
     if (spent >= rule->replay_budget_ns) {
-        char budget[32], used[32];
+        char budget[32];
         core_duration_format(rule->replay_budget_ns, budget, sizeof(budget));
-        core_duration_format(spent, used, sizeof(used));
         snprintf(source->budget_reason, sizeof(source->budget_reason),
-                 "replay budget %s spent (%s in triggered replays)", budget, used);
+                 "replay budget %s spent (%.1f ms in triggered replays)", budget,
+                 (double)spent / 1e6);
         core_log(CORE_LOG_INFO, "deep-profiling rule %zu: replay declined: %s", index + 1,
                  source->budget_reason);
         source->budget_spent = 1;

@@ -210,6 +210,20 @@ static void run(const char *rule, const workload *work, const char *phrase, coun
     test_remove_dir(dir);
 }
 
+/* The rule ran out its max_windows with exactly one replay, of slow_add,
+ * which ran; the log said why that kernel; the buffers hold exactly their
+ * launches: the replay's passes left no trace in them. */
+static void expect_one_replay_of_slow_add(const outcome *out, const counts *launched)
+{
+    assert_string_equal(out->rule_status, "exhausted");
+    assert_int_equal(out->replays, 1);
+    assert_string_equal(out->kernel, "slow_add");
+    assert_int_equal(out->declined, 0);
+    assert_int_equal(out->log_lines_matching, 1);
+    assert_int_equal(launched->slow_value, launched->slow);
+    assert_int_equal(launched->fast_value, launched->fast);
+}
+
 /* The slow kernel crosses 1 ms; its next launch is replayed once, and every
  * buffer holds exactly its launches: the replay left no trace in them. */
 static void test_duration_rule_replays_the_crossing_kernel(void **state)
@@ -226,13 +240,7 @@ static void test_duration_rule_replays_the_crossing_kernel(void **state)
     run("kernel_duration_p99 > 1ms for 100ms over 500ms bucket 100ms deep_for 5s "
         "max_windows 1 action replay",
         &work, "replaying the next launch of slow_add", &launched, &out);
-    assert_string_equal(out.rule_status, "exhausted");
-    assert_int_equal(out.replays, 1);
-    assert_string_equal(out.kernel, "slow_add");
-    assert_int_equal(out.declined, 0);
-    assert_int_equal(out.log_lines_matching, 1);
-    assert_int_equal(launched.slow_value, launched.slow);
-    assert_int_equal(launched.fast_value, launched.fast);
+    expect_one_replay_of_slow_add(&out, &launched);
 }
 
 /* A launch-rate rule names no kernel: the one with the most GPU time in its
@@ -252,13 +260,7 @@ static void test_rate_rule_replays_the_busiest_kernel(void **state)
     run("kernel_launch_rate > 20/s for 200ms over 500ms bucket 100ms deep_for 5s "
         "max_windows 1 action replay",
         &work, "the most GPU time in the last", &launched, &out);
-    assert_string_equal(out.rule_status, "exhausted");
-    assert_int_equal(out.replays, 1);
-    assert_string_equal(out.kernel, "slow_add");
-    assert_int_equal(out.declined, 0);
-    assert_int_equal(out.log_lines_matching, 1);
-    assert_int_equal(launched.slow_value, launched.slow);
-    assert_int_equal(launched.fast_value, launched.fast);
+    expect_one_replay_of_slow_add(&out, &launched);
 }
 
 /* Rule 1 replays slow_add (12 ms, run again in every pass) and spends more
