@@ -84,9 +84,7 @@ void cli_deep_when_export(int quiet);
 /* Whether an accepted --deep-when rule reads kernel_launch_rate, which
  * needs the launch callbacks (not in --mode light). */
 int cli_deep_when_needs_launch_counts(void);
-/* The 1-based number of the first --deep-when rule whose action is range
- * (accepted by the grammar, not carried out yet); 0 when none. */
-int cli_deep_when_range_action(void);
+
 /* Forgets and frees the --deep-when rules added so far, for a process that
  * parses more than one command line (the fuzz targets in fuzz/). */
 void cli_deep_when_reset(void);

@@ -149,7 +149,7 @@ int cli_deep_when_add(const char *rule)
 
 /* The 1-based number of the first accepted --deep-when rule that wanted
  * says yes to; 0 when none does. */
-static int first_rule(int (*wanted)(const rules_rule *rule))
+static int first_rule_where(int (*wanted)(const rules_rule *rule))
 {
     if (deep_when == NULL)
         return 0;
@@ -167,19 +167,9 @@ static int reads_launch_rate(const rules_rule *rule)
     return rule->metric == RULES_METRIC_KERNEL_LAUNCH_RATE;
 }
 
-static int acts_on_a_range(const rules_rule *rule)
-{
-    return rule->action == RULES_ACTION_RANGE;
-}
-
 int cli_deep_when_needs_launch_counts(void)
 {
-    return first_rule(reads_launch_rate) != 0;
-}
-
-int cli_deep_when_range_action(void)
-{
-    return first_rule(acts_on_a_range);
+    return first_rule_where(reads_launch_rate) != 0;
 }
 
 void cli_deep_when_export(int quiet)

@@ -190,18 +190,10 @@ static int trace_mode_option(int argc, char **argv, int *index, const char **mod
 
 /* --mode (or an inherited FLARE_MODE) against what it leaves out: the
  * light mode has no launch counts for kernel_launch_rate rules or the
- * launch-storm guard to read. And the rules' actions: range is not carried
- * out yet. */
+ * launch-storm guard to read. */
 static int trace_check_mode(const char *mode_text, core_mode *mode, const char *storm_rate)
 {
     char why[160];
-    int range_rule = cli_deep_when_range_action();
-    if (range_rule != 0)
-        return cli_usage_error("trace",
-                               "rule %d: 'action range NAME' is part of the rule grammar but not "
-                               "carried out yet: use action replay (the next launch of the "
-                               "kernel) or action window",
-                               range_rule);
     if (mode_text == NULL && core_mode_from_environment(mode, why, sizeof(why)) != FLARE_OK)
         return cli_usage_error("trace", "%s (the environment)", why);
     if (core_mode_spec_of(*mode)->launch_callbacks)

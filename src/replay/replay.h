@@ -331,6 +331,10 @@ typedef struct replay_trigger_result {
  * arm cannot install its selection. error says why. Never blocks on a launch. */
 int replay_trigger_arm_kernel(const char *kernel_name, uint64_t *id, char *error,
                               size_t error_size);
+/* The same for the next occurrence of the scope or NVTX range range_name,
+ * replayed as `flare replay --range` replays one; FLARE_ERR_UNSUPPORTED while
+ * flare replay's own selection is installed (it would be replaced). */
+int replay_trigger_arm_range(const char *range_name, uint64_t *id, char *error, size_t error_size);
 /* Cancels trigger id while it is still armed (FLARE_OK); FLARE_ERR_STATE
  * once taken or finished. */
 int replay_trigger_cancel(uint64_t id);

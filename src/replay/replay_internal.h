@@ -112,6 +112,9 @@ bool replay_selection_installed(void);
 /* The armed trigger's id when kernel_name is its kernel (it is then taken);
  * else 0. One atomic load when none is armed. */
 uint64_t replay_trigger_take(const char *kernel_name);
+/* The armed range trigger's id when range_name is its range (it is then
+ * taken); else 0. Called when an occurrence of the selected range starts. */
+uint64_t replay_trigger_take_range(const char *range_name);
 /* A record of a triggered launch is being queued: finishes its trigger. */
 void replay_trigger_finished(const replay_record *record);
 /* A taken trigger whose launch got no record (out of memory): finished as

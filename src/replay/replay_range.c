@@ -810,9 +810,13 @@ void replay_range_scope_enter(const char *name)
     bool start = strcmp(name, range_name) == 0 && ++range_seen == range_occurrence;
     uint64_t occurrence = range_seen;
     pthread_mutex_unlock(&range_lock);
+    uint64_t trigger = start ? replay_trigger_take_range(name) : 0;
     if (start && replay_range_begin(name, occurrence) == FLARE_OK) {
         span_from_scope = true;
         span_scope_depth = 1;
+        thread_span->record->trigger_id = trigger; /* queued at the span's end */
+    } else if (trigger != 0) {
+        replay_trigger_lost(trigger, "the range's span could not begin on its thread");
     }
 }
 

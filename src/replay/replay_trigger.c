@@ -5,7 +5,9 @@
  * launch path takes it (replay_trigger_take, through the selection), the
  * pass loop replays that launch as `flare replay` would, and its record,
  * when queued, finishes the trigger with what happened and how long it
- * took, which is charged to the process's replay budget.
+ * took, which is charged to the process's replay budget. `action range
+ * NAME` arms one for the next occurrence of a scope or NVTX range: the
+ * range selection is pointed at it, and the span's record finishes it.
  *
  * One mutex guards the trigger; the launch path reads one atomic flag and
  * takes the mutex only while a trigger is armed. It must never arm a second
@@ -32,6 +34,8 @@ static char armed_name[REPLAY_TRIGGER_NAME_MAX];
 static uint64_t next_id = 1;
 static uint64_t spent_ns;
 static int selection_made; /* the trigger-only selection is installed */
+static int range_kind;     /* the current trigger is a range's */
+static int range_clear;    /* its range selection is to be cleared */
 
 void replay_trigger_reset_for_tests(void)
 {
@@ -41,6 +45,7 @@ void replay_trigger_reset_for_tests(void)
     next_id = 1;
     spent_ns = 0;
     selection_made = 0;
+    range_kind = range_clear = 0;
     atomic_store(&trigger_armed, 0);
     pthread_mutex_unlock(&trigger_lock);
 }
@@ -68,7 +73,8 @@ static int ensure_selection(char *error, size_t error_size)
     return status;
 }
 
-int replay_trigger_arm_kernel(const char *kernel_name, uint64_t *id, char *error, size_t error_size)
+/* Arms a trigger for name (a kernel, or a range when range is 1). */
+static int arm(const char *kernel_name, int range, uint64_t *id, char *error, size_t error_size)
 {
     if (kernel_name == NULL || kernel_name[0] == '\0' ||
         strlen(kernel_name) >= REPLAY_TRIGGER_NAME_MAX) {
@@ -83,6 +89,13 @@ int replay_trigger_arm_kernel(const char *kernel_name, uint64_t *id, char *error
         pthread_mutex_unlock(&trigger_lock);
         return FLARE_ERR_STATE;
     }
+    if (range && replay_selection_installed() && !selection_made) {
+        snprintf(error, error_size,
+                 "flare replay's own selection is installed: a range replay "
+                 "would take its place");
+        pthread_mutex_unlock(&trigger_lock);
+        return FLARE_ERR_UNSUPPORTED;
+    }
     int status = ensure_selection(error, error_size);
     if (status != FLARE_OK) {
         pthread_mutex_unlock(&trigger_lock);
@@ -95,22 +108,55 @@ int replay_trigger_arm_kernel(const char *kernel_name, uint64_t *id, char *error
     snprintf(current.kernel_name, sizeof current.kernel_name, "%s", kernel_name);
     snprintf(armed_name, sizeof armed_name, "%s", kernel_name);
     *id = current.id;
-    atomic_store(&trigger_armed, 1);
+    range_kind = range;
+    range_clear = 0;
+    if (!range)
+        atomic_store(&trigger_armed, 1); /* the launch path's flag */
     pthread_mutex_unlock(&trigger_lock);
+    if (range)
+        replay_range_select_range(kernel_name, 1); /* its next occurrence */
     return FLARE_OK;
+}
+
+int replay_trigger_arm_kernel(const char *kernel_name, uint64_t *id, char *error, size_t error_size)
+{
+    return arm(kernel_name, 0, id, error, error_size);
+}
+
+int replay_trigger_arm_range(const char *range_name, uint64_t *id, char *error, size_t error_size)
+{
+    return arm(range_name, 1, id, error, error_size);
+}
+
+uint64_t replay_trigger_take_range(const char *range_name)
+{
+    uint64_t id = 0;
+    pthread_mutex_lock(&trigger_lock);
+    if (range_kind && current.state == REPLAY_TRIGGER_ARMED &&
+        strcmp(armed_name, range_name) == 0) {
+        current.state = REPLAY_TRIGGER_TAKEN;
+        current.taken_ns = core_now_ns();
+        id = current.id;
+    }
+    pthread_mutex_unlock(&trigger_lock);
+    return id;
 }
 
 int replay_trigger_cancel(uint64_t id)
 {
     pthread_mutex_lock(&trigger_lock);
     int status = FLARE_ERR_STATE;
+    int was_range = 0;
     if (current.id == id && current.state == REPLAY_TRIGGER_ARMED) {
         atomic_store(&trigger_armed, 0);
         current.state = REPLAY_TRIGGER_CANCELLED;
         current.done_ns = core_now_ns();
+        was_range = range_kind;
         status = FLARE_OK;
     }
     pthread_mutex_unlock(&trigger_lock);
+    if (was_range)
+        replay_range_select_range(NULL, 0); /* the occurrence never came */
     return status;
 }
 
@@ -120,7 +166,13 @@ int replay_trigger_status(uint64_t id, replay_trigger_result *result)
     int status = current.id == id && id != 0 ? FLARE_OK : FLARE_ERR_NOT_FOUND;
     if (status == FLARE_OK)
         *result = current;
+    int clear = range_clear;
+    range_clear = 0;
     pthread_mutex_unlock(&trigger_lock);
+    /* A finished range trigger's selection goes, so scopes stop being
+     * looked at (not from finished: that runs inside the span's end). */
+    if (clear)
+        replay_range_select_range(NULL, 0);
     return status;
 }
 
@@ -156,6 +208,7 @@ void replay_trigger_lost(uint64_t id, const char *reason)
         current.done_ns = core_now_ns();
         current.declined = 1;
         snprintf(current.reason, sizeof current.reason, "%s", reason);
+        range_clear = range_kind;
     }
     pthread_mutex_unlock(&trigger_lock);
 }
@@ -174,6 +227,7 @@ void replay_trigger_finished(const replay_record *record)
          * release, what the program waited for it. */
         if (record->end_ns > record->begin_ns)
             spent_ns += record->end_ns - record->begin_ns;
+        range_clear = range_kind;
     }
     pthread_mutex_unlock(&trigger_lock);
 }

@@ -12,7 +12,8 @@
  * triggered replays (replay_trigger.c): the kernel that made the reading is
  * chosen here (a duration rule's latest kernel that crossed the threshold
  * on its own; otherwise the kernel with the most GPU time in the rule's
- * over), its next launch is armed, and the trigger's state stands in for
+ * over), its next launch is armed (for `action range NAME`, the range's next
+ * occurrence), and the trigger's state stands in for
  * the window's (armed: queued; replaying: open; recorded: closed). A
  * trigger not taken within deep_for is cancelled, costing nothing.
  */
@@ -92,12 +93,6 @@ static void set_up_source(size_t index)
         return;
     const rules_rule *rule = &entry->rule;
     char reason[RULES_EVALUATOR_REASON_MAX];
-    if (rule->action == RULES_ACTION_RANGE) {
-        rules_evaluator_refuse(&evaluator, index,
-                               "action range is accepted but not carried out yet (issue 23): "
-                               "use action replay or window");
-        return;
-    }
     if (rule->action == RULES_ACTION_REPLAY && !is_duration(rule->metric) && kernel_times == NULL &&
         rules_kernel_time_create(&kernel_times) != FLARE_OK) {
         rules_evaluator_refuse(&evaluator, index, "out of memory for the kernels' GPU time");
@@ -460,14 +455,21 @@ static void request_replay(size_t index, uint64_t now_ns)
         return;
     }
     char target[RULES_KERNEL_NAME_MAX], why[192], error[256];
-    if (!replay_target(index, now_ns, target, sizeof(target), why, sizeof(why))) {
+    int status;
+    if (rule->action == RULES_ACTION_RANGE) {
+        status =
+            replay_trigger_arm_range(rule->range_name, &source->trigger_id, error, sizeof(error));
+        snprintf(target, sizeof(target), "%s", rule->range_name);
+        snprintf(why, sizeof(why), "the rule's range");
+    } else if (!replay_target(index, now_ns, target, sizeof(target), why, sizeof(why))) {
         CORE_LOG_ONCE("rules.no_target", CORE_LOG_INFO,
                       "deep-profiling rule %zu fired with no kernel to replay; it rearms",
                       index + 1);
         source->trigger_cancelled = 1;
         return;
+    } else {
+        status = replay_trigger_arm_kernel(target, &source->trigger_id, error, sizeof(error));
     }
-    int status = replay_trigger_arm_kernel(target, &source->trigger_id, error, sizeof(error));
     if (status == FLARE_ERR_STATE) {
         sources[index].turned_down = 1; /* another replay is outstanding: costs nothing */
         return;
@@ -479,9 +481,9 @@ static void request_replay(size_t index, uint64_t now_ns)
                  error);
         return;
     }
-    core_log(CORE_LOG_INFO,
-             "deep-profiling rule %zu fired (%g): replaying the next launch of %s (%s)", index + 1,
-             evaluator.rules[index].request_value, target, why);
+    core_log(CORE_LOG_INFO, "deep-profiling rule %zu fired (%g): replaying the next %s %s (%s)",
+             index + 1, evaluator.rules[index].request_value,
+             rule->action == RULES_ACTION_RANGE ? "occurrence of" : "launch of", target, why);
 }
 
 static void write_summary(store *database, int64_t pid, size_t index)
@@ -522,7 +524,7 @@ void rules_session_beat(store *database, int64_t pid, uint64_t now_ns)
             entry->state != RULES_EVAL_EXHAUSTED) {
             deepwin_record record;
             rules_coordinator_view view = {0};
-            int replays = entry->rule.action == RULES_ACTION_REPLAY;
+            int replays = entry->rule.action != RULES_ACTION_WINDOW;
             view_of(coordinator, i, &view, &record);
             if (replays && view.outcome == RULES_OUTCOME_NONE)
                 trigger_view(i, now_ns, &view);

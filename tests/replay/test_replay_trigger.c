@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,45 @@ static void test_bad_names(void **state)
     assert_int_equal(replay_trigger_arm_kernel(name, &id, error, sizeof(error)), FLARE_OK);
 }
 
+/* A range trigger is taken by the range's next occurrence only, never by a
+ * kernel of that name; it cannot replace flare replay's own selection. */
+static void test_range_triggers(void **state)
+{
+    (void)state;
+    char error[256] = "";
+    uint64_t id = 0, trigger = 0;
+    assert_int_equal(replay_trigger_arm_range("step", &id, error, sizeof(error)), FLARE_OK);
+    assert_false(replay_selection_matches("step", &trigger)); /* a kernel named step */
+    assert_int_equal(replay_trigger_take_range("other"), 0);
+    assert_int_equal(replay_trigger_take_range("step"), id);
+    assert_int_equal(replay_trigger_take_range("step"), 0); /* once */
+    replay_trigger_lost(id, "no span");
+    replay_trigger_result result;
+    assert_int_equal(replay_trigger_status(id, &result), FLARE_OK);
+    assert_int_equal(result.state, REPLAY_TRIGGER_DONE);
+    assert_int_equal(result.declined, 1);
+    assert_string_equal(result.reason, "no span");
+    /* Cancelled while armed: its occurrence is no longer looked for. */
+    assert_int_equal(replay_trigger_arm_range("step", &id, error, sizeof(error)), FLARE_OK);
+    assert_int_equal(replay_trigger_cancel(id), FLARE_OK);
+    assert_int_equal(replay_trigger_take_range("step"), 0);
+
+    replay_reset_for_tests();
+    replay_selection selection;
+    memset(&selection, 0, sizeof(selection));
+    snprintf(selection.kernel_regex, sizeof(selection.kernel_regex), "gemm");
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof(error)), FLARE_OK);
+    assert_int_equal(replay_trigger_arm_range("step", &id, error, sizeof(error)),
+                     FLARE_ERR_UNSUPPORTED);
+    assert_non_null(strstr(error, "flare replay's own selection"));
+    /* A kernel trigger goes beside it, with its metrics. */
+    assert_int_equal(replay_trigger_arm_kernel("relu", &id, error, sizeof(error)), FLARE_OK);
+    assert_true(replay_selection_matches("relu", &trigger));
+    assert_int_equal(trigger, id);
+    assert_true(replay_selection_matches("gemm", &trigger)); /* flare replay's own */
+    assert_int_equal(trigger, 0);
+}
+
 /* Threads launching the named kernel race for each armed trigger: every
  * trigger is taken exactly once, by one of them. */
 #define RACERS 4
@@ -151,6 +191,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_at_a_time_and_taken_once, reset, reset),
         cmocka_unit_test_setup_teardown(test_bad_names, reset, reset),
+        cmocka_unit_test_setup_teardown(test_range_triggers, reset, reset),
         cmocka_unit_test_setup_teardown(test_threads_take_each_trigger_once, reset, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,6 +67,10 @@ typedef struct outcome {
     char rule_status[32];   /* the rule asked for's */
     char rule_reason[256];  /* the rule asked for's */
     int log_lines_matching; /* log lines holding the test's phrase */
+    int spans;              /* replay_spans rows */
+    char span_name[64];     /* the first's */
+    int span_declined;      /* the first's */
+    int span_kernels;       /* the first's */
 } outcome;
 
 static void read_outcome(const char *dir, const char *phrase, int rule_id, outcome *out)
@@ -100,6 +104,20 @@ static void read_outcome(const char *dir, const char *phrase, int rule_id, outco
                  sqlite3_column_text(statement, 0));
         snprintf(out->rule_reason, sizeof(out->rule_reason), "%s",
                  sqlite3_column_text(statement, 1));
+    }
+    sqlite3_finalize(statement);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT name, declined, kernels FROM replay_spans "
+                                        "ORDER BY span_id",
+                                        -1, &statement, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+        if (out->spans++ == 0) {
+            snprintf(out->span_name, sizeof(out->span_name), "%s",
+                     sqlite3_column_text(statement, 0));
+            out->span_declined = sqlite3_column_int(statement, 1);
+            out->span_kernels = sqlite3_column_int(statement, 2);
+        }
     }
     sqlite3_finalize(statement);
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM log WHERE instr(message, ?1) > 0",
@@ -145,6 +163,7 @@ typedef struct workload {
     uint64_t until_ms;    /* rounds stop once the rule is stored as `until`, or then */
     const char *until;    /* a rule status, or NULL: run until_ms */
     int rule_id;          /* the rule until and the outcome are about (0: rule 1) */
+    int in_steps;         /* each round inside a scope named "step" */
 } workload;
 
 typedef struct counts {
@@ -186,6 +205,8 @@ static void run(const char *rule, const workload *work, const char *phrase, coun
             (work->until != NULL && rule_stored(dir, rule_id, work->until)))
             break;
         int slow_round = round >= work->slow_from && round - work->slow_from < work->slow_rounds;
+        if (work->in_steps)
+            assert_int_equal(flare_scope_begin("step"), FLARE_OK);
         for (int i = 0; slow_round && i < work->slow_per_round; i++, launched->slow++)
             assert_int_equal(
                 flare_sim_launch_kernel(stream, slow, one, one, &slow_args, sizeof(slow_args)),
@@ -194,6 +215,8 @@ static void run(const char *rule, const workload *work, const char *phrase, coun
             assert_int_equal(
                 flare_sim_launch_kernel(stream, fast, one, one, &fast_args, sizeof(fast_args)),
                 FLARE_OK);
+        if (work->in_steps)
+            assert_int_equal(flare_scope_end(), FLARE_OK);
         test_pause_ms(5);
     }
     assert_int_equal(flare_sim_stream_synchronize(stream, 60000), FLARE_OK);
@@ -291,6 +314,35 @@ static void test_spent_budget_declines_the_next_replay(void **state)
     assert_int_equal(launched.slow_value, launched.slow);
 }
 
+/* action range: the rule names the range; its next occurrence (a "step"
+ * scope holding one slow and two fast launches) is range-replayed once,
+ * its kernels measured, and the buffers still hold exactly their launches. */
+static void test_range_action_replays_the_next_step(void **state)
+{
+    (void)state;
+    workload work = {.slow_ms = 3,
+                     .slow_per_round = 1,
+                     .fast_per_round = 2,
+                     .slow_rounds = UINT64_MAX,
+                     .until_ms = 60000,
+                     .until = "exhausted",
+                     .in_steps = 1};
+    counts launched;
+    outcome out;
+    run("kernel_launch_rate > 20/s for 200ms over 500ms bucket 100ms deep_for 5s "
+        "max_windows 1 action range step",
+        &work, "replaying the next occurrence of step (the rule's range)", &launched, &out);
+    assert_string_equal(out.rule_status, "exhausted");
+    assert_int_equal(out.spans, 1);
+    assert_string_equal(out.span_name, "step");
+    assert_int_equal(out.span_declined, 0);
+    assert_int_equal(out.span_kernels, 3);
+    assert_int_equal(out.replays, 3); /* the span's kernels, each measured */
+    assert_int_equal(out.log_lines_matching, 1);
+    assert_int_equal(launched.slow_value, launched.slow);
+    assert_int_equal(launched.fast_value, launched.fast);
+}
+
 /* The slow kernel runs in one burst of 20 launches (at least 1.5 s in,
  * about 0.15 s long), and the rule must hold for 500 ms, so it fires after
  * the burst, while the burst is still in its 2 s over: its replay waits
@@ -330,6 +382,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rate_rule_replays_the_busiest_kernel, reset_all,
                                         reset_all),
         cmocka_unit_test_setup_teardown(test_spent_budget_declines_the_next_replay, reset_all,
+                                        reset_all),
+        cmocka_unit_test_setup_teardown(test_range_action_replays_the_next_step, reset_all,
                                         reset_all),
         cmocka_unit_test_setup_teardown(test_kernel_not_launched_again_is_cancelled, reset_all,
                                         reset_all),
