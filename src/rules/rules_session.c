@@ -10,8 +10,8 @@
  * machine is the pure evaluator; this file only feeds it and talks to the
  * window coordinator, or, for a rule whose action is `replay`, to the
  * triggered replays (replay_trigger.c): the kernel that made the reading is
- * chosen here (a duration rule's latest kernel that crossed the threshold
- * on its own; otherwise the kernel with the most GPU time in the rule's
+ * chosen here (a duration rule's kernel furthest past the threshold in its
+ * over; otherwise the kernel with the most GPU time in the rule's
  * over), its next launch is armed (for `action range NAME`, the range's next
  * occurrence), and the trigger's state stands in for
  * the window's (armed: queued; replaying: open; recorded: closed). A
@@ -50,9 +50,11 @@ typedef struct rule_source {
     int percentile_cached;
     uint64_t percentile_bucket;
     rules_reading percentile_reading;
-    /* action replay: the duration rule's latest kernel over the threshold,
-     * the outstanding trigger, and news for the next step. */
+    /* action replay: the duration rule's longest kernel over the threshold
+     * in its over (its duration and end), the outstanding trigger, and news
+     * for the next step. */
     char crossing[RULES_KERNEL_NAME_MAX];
+    uint64_t crossing_ns, crossing_end_ns;
     uint64_t trigger_id;
     int trigger_cancelled;   /* nothing to replay, or not launched in time */
     int budget_spent;        /* the replay budget is spent: the rule is done */
@@ -196,9 +198,22 @@ void rules_session_kernel(const char *name, uint64_t end_ns, uint64_t duration_n
             continue;
         rules_percentiles_add(&sources[i].durations, end_ns, duration_ns);
         const rules_rule *rule = &evaluator.rules[i].rule;
-        if (rule->action == RULES_ACTION_REPLAY && name != NULL &&
-            rules_evaluator_holds(rule, (double)duration_ns))
-            snprintf(sources[i].crossing, sizeof(sources[i].crossing), "%s", name);
+        rule_source *source = &sources[i];
+        if (rule->action != RULES_ACTION_REPLAY || name == NULL ||
+            !rules_evaluator_holds(rule, (double)duration_ns))
+            continue;
+        /* The one furthest past the threshold in the rule's over (the
+         * longest for > and >=, the shortest for < and <=); an older one has
+         * left the window the reading is about. */
+        int below = rule->comparison == RULES_LESS || rule->comparison == RULES_LESS_EQUAL;
+        int further =
+            below ? duration_ns <= source->crossing_ns : duration_ns >= source->crossing_ns;
+        if (source->crossing[0] == '\0' || further ||
+            source->crossing_end_ns + rule->window_ns < end_ns) {
+            snprintf(source->crossing, sizeof(source->crossing), "%s", name);
+            source->crossing_ns = duration_ns;
+            source->crossing_end_ns = end_ns;
+        }
     }
     if (kernel_times != NULL)
         rules_kernel_time_add(kernel_times, name, end_ns, duration_ns);
@@ -424,7 +439,9 @@ static int replay_target(size_t index, uint64_t now_ns, char *target, size_t siz
         if (source->crossing[0] == '\0')
             return 0;
         snprintf(target, size, "%s", source->crossing);
-        snprintf(why, why_size, "its latest kernel over the threshold");
+        snprintf(why, why_size,
+                 "its longest kernel over the threshold in the last %.1f ms: %.3f ms",
+                 (double)rule->window_ns / 1e6, (double)source->crossing_ns / 1e6);
         return 1;
     }
     rules_kernel_top top;

@@ -795,6 +795,31 @@ static void test_session_still_being_written(void **state)
     CHECK_TRACE("live.json", "--expect", "calls,flows");
 }
 
+/* Whether the live session in dir has committed what the cut-short trace is
+ * checked for: a kernel with its launching API call (a flow) and PM samples. */
+static int flows_and_samples_committed(const char *dir)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    int committed = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 1000);
+        sqlite3_stmt *statement = NULL;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT (SELECT COUNT(*) FROM kernels k JOIN api_calls a"
+                               " ON a.pid = k.pid AND a.correlation_id = k.correlation_id),"
+                               " (SELECT COUNT(*) FROM pm_samples)",
+                               -1, &statement, NULL) == SQLITE_OK &&
+            sqlite3_step(statement) == SQLITE_ROW)
+            committed =
+                sqlite3_column_int(statement, 0) > 0 && sqlite3_column_int(statement, 1) > 0;
+        sqlite3_finalize(statement);
+    }
+    sqlite3_close(db);
+    return committed;
+}
+
 /* A process killed (SIGKILL) inside a scope and a deep window, after its
  * samples were committed. */
 static void test_session_cut_short(void **state)
@@ -823,7 +848,11 @@ static void test_session_cut_short(void **state)
         for (int step = 0; step < 3 || (sim_pm_samples_taken() < 30 && test_now_ns() < deadline);
              step++)
             run_step(stream, kernel, steps);
-        test_pause_ms(200); /* the samples committed */
+        /* Killed once its flows and samples are committed (a fixed pause
+         * was too short under TSan on a loaded machine), or at the deadline. */
+        deadline = test_now_ns() + TEST_WAIT_SECONDS * 1000000000ull;
+        while (!flows_and_samples_committed(dir) && test_now_ns() < deadline)
+            run_step(stream, kernel, steps);
         kill(getpid(), SIGKILL);
         _exit(4);
     }

@@ -247,8 +247,10 @@ static void expect_one_replay_of_slow_add(const outcome *out, const counts *laun
     assert_int_equal(launched->fast_value, launched->fast);
 }
 
-/* The slow kernel crosses 1 ms; its next launch is replayed once, and every
- * buffer holds exactly its launches: the replay left no trace in them. */
+/* The slow kernel (3 ms) crosses 1 ms, and is the longest to: its next
+ * launch is replayed once (a fast one that crosses too on a slow machine,
+ * under TSan, is shorter), and every buffer holds exactly its launches: the
+ * replay left no trace in them. */
 static void test_duration_rule_replays_the_crossing_kernel(void **state)
 {
     (void)state;
@@ -267,14 +269,15 @@ static void test_duration_rule_replays_the_crossing_kernel(void **state)
 }
 
 /* A launch-rate rule names no kernel: the one with the most GPU time in its
- * over (slow_add: 3 ms against microseconds) is replayed, not the most
- * launched one. */
+ * over (slow_add: 12 ms a round against four fast launches of microseconds,
+ * under a millisecond even under TSan) is replayed, not the most launched
+ * one. */
 static void test_rate_rule_replays_the_busiest_kernel(void **state)
 {
     (void)state;
-    workload work = {.slow_ms = 3,
+    workload work = {.slow_ms = 12,
                      .slow_per_round = 1,
-                     .fast_per_round = 8,
+                     .fast_per_round = 4,
                      .slow_rounds = UINT64_MAX,
                      .until_ms = 60000,
                      .until = "exhausted"};
