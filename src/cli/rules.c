@@ -147,9 +147,7 @@ int cli_deep_when_add(const char *rule)
     return CLI_EXIT_OK;
 }
 
-/* The 1-based number of the first accepted --deep-when rule that wanted
- * says yes to; 0 when none does. */
-static int first_rule_where(int (*wanted)(const rules_rule *rule))
+int cli_deep_when_needs_launch_counts(void)
 {
     if (deep_when == NULL)
         return 0;
@@ -157,19 +155,10 @@ static int first_rule_where(int (*wanted)(const rules_rule *rule))
     size_t count = 0;
     rules_parse_list(deep_when, entries, RULES_LIST_MAX, &count);
     for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++)
-        if (entries[i].status == FLARE_OK && wanted(&entries[i].rule))
-            return (int)i + 1;
+        if (entries[i].status == FLARE_OK &&
+            entries[i].rule.metric == RULES_METRIC_KERNEL_LAUNCH_RATE)
+            return 1;
     return 0;
-}
-
-static int reads_launch_rate(const rules_rule *rule)
-{
-    return rule->metric == RULES_METRIC_KERNEL_LAUNCH_RATE;
-}
-
-int cli_deep_when_needs_launch_counts(void)
-{
-    return first_rule_where(reads_launch_rate) != 0;
 }
 
 void cli_deep_when_export(int quiet)

@@ -20,7 +20,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
@@ -35,7 +34,6 @@ static uint64_t next_id = 1;
 static uint64_t spent_ns;
 static int selection_made; /* the trigger-only selection is installed */
 static int range_kind;     /* the current trigger is a range's */
-static int range_clear;    /* its range selection is to be cleared */
 
 void replay_trigger_reset_for_tests(void)
 {
@@ -45,15 +43,17 @@ void replay_trigger_reset_for_tests(void)
     next_id = 1;
     spent_ns = 0;
     selection_made = 0;
-    range_kind = range_clear = 0;
+    range_kind = 0;
     atomic_store(&trigger_armed, 0);
     pthread_mutex_unlock(&trigger_lock);
 }
 
-/* Makes replay configured for triggers when nothing else has: the selection
- * (metric set speed-of-light, or FLARE_REPLAY_SET/METRICS's) replays no
- * launch but the triggered ones. Installed once, before the first trigger is
- * armed, so no replay can be reading its metric list while it is written. */
+/* Makes replay configured for triggers when nothing else has: a selection
+ * of the default metric set (speed-of-light) that replays no launch but the
+ * triggered ones. (Inside `flare replay`, whose FLARE_REPLAY_* variables
+ * installed a selection already, triggers use that one's metrics.)
+ * Installed once, before the first trigger is armed, so no replay can be
+ * reading its metric list while it is written. */
 static int ensure_selection(char *error, size_t error_size)
 {
     if (selection_made || replay_selection_installed())
@@ -61,12 +61,6 @@ static int ensure_selection(char *error, size_t error_size)
     replay_selection selection;
     memset(&selection, 0, sizeof selection);
     selection.triggers_only = 1;
-    const char *set = getenv("FLARE_REPLAY_SET");
-    const char *metrics = getenv("FLARE_REPLAY_METRICS");
-    if (metrics != NULL && metrics[0] != '\0')
-        snprintf(selection.metrics, sizeof selection.metrics, "%s", metrics);
-    else if (set != NULL && set[0] != '\0')
-        snprintf(selection.set_name, sizeof selection.set_name, "%s", set);
     int status = replay_selection_apply(&selection, error, error_size);
     if (status == FLARE_OK)
         selection_made = 1;
@@ -109,7 +103,6 @@ static int arm(const char *kernel_name, int range, uint64_t *id, char *error, si
     snprintf(armed_name, sizeof armed_name, "%s", kernel_name);
     *id = current.id;
     range_kind = range;
-    range_clear = 0;
     if (!range)
         atomic_store(&trigger_armed, 1); /* the launch path's flag */
     pthread_mutex_unlock(&trigger_lock);
@@ -166,13 +159,7 @@ int replay_trigger_status(uint64_t id, replay_trigger_result *result)
     int status = current.id == id && id != 0 ? FLARE_OK : FLARE_ERR_NOT_FOUND;
     if (status == FLARE_OK)
         *result = current;
-    int clear = range_clear;
-    range_clear = 0;
     pthread_mutex_unlock(&trigger_lock);
-    /* A finished range trigger's selection goes, so scopes stop being
-     * looked at (not from finished: that runs inside the span's end). */
-    if (clear)
-        replay_range_select_range(NULL, 0);
     return status;
 }
 
@@ -202,19 +189,25 @@ uint64_t replay_trigger_take(const char *kernel_name)
 
 void replay_trigger_lost(uint64_t id, const char *reason)
 {
+    int was_range = 0;
     pthread_mutex_lock(&trigger_lock);
     if (current.id == id && current.state == REPLAY_TRIGGER_TAKEN) {
         current.state = REPLAY_TRIGGER_DONE;
         current.done_ns = core_now_ns();
         current.declined = 1;
         snprintf(current.reason, sizeof current.reason, "%s", reason);
-        range_clear = range_kind;
+        was_range = range_kind;
     }
     pthread_mutex_unlock(&trigger_lock);
+    /* The range's occurrence is over: scopes stop being looked at. (No
+     * lock of the span's is held here; range selection takes only its own.) */
+    if (was_range)
+        replay_range_select_range(NULL, 0);
 }
 
 void replay_trigger_finished(const replay_record *record)
 {
+    int was_range = 0;
     pthread_mutex_lock(&trigger_lock);
     if (current.id == record->trigger_id && current.state == REPLAY_TRIGGER_TAKEN) {
         current.state = REPLAY_TRIGGER_DONE;
@@ -227,7 +220,11 @@ void replay_trigger_finished(const replay_record *record)
          * release, what the program waited for it. */
         if (record->end_ns > record->begin_ns)
             spent_ns += record->end_ns - record->begin_ns;
-        range_clear = range_kind;
+        was_range = range_kind;
     }
     pthread_mutex_unlock(&trigger_lock);
+    /* The range's occurrence is over: scopes stop being looked at. (No
+     * lock of the span's is held here; range selection takes only its own.) */
+    if (was_range)
+        replay_range_select_range(NULL, 0);
 }

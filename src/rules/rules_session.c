@@ -56,9 +56,9 @@ typedef struct rule_source {
     char crossing[RULES_KERNEL_NAME_MAX];
     uint64_t crossing_ns, crossing_end_ns;
     uint64_t trigger_id;
-    int trigger_cancelled;   /* nothing to replay, or not launched in time */
-    int budget_spent;        /* the replay budget is spent: the rule is done */
-    char budget_reason[160]; /* what budget_spent says */
+    int trigger_cancelled;  /* nothing to replay, or not launched in time */
+    int replay_ended;       /* no more replays: budget spent, or one cannot be armed */
+    char ended_reason[160]; /* why (the rule ends saying so) */
 } rule_source;
 
 /* Collector-thread state of the current session. */
@@ -70,8 +70,7 @@ static rules_kernel_time *kernel_times;
 
 static int is_duration(rules_metric metric)
 {
-    return metric == RULES_METRIC_KERNEL_DURATION_P50 ||
-           metric == RULES_METRIC_KERNEL_DURATION_P90 || metric == RULES_METRIC_KERNEL_DURATION_P99;
+    return rules_metric_unit(metric) == RULES_UNIT_DURATION; /* the kernel_duration_pNN */
 }
 
 static void free_sources(void)
@@ -383,9 +382,9 @@ static void trigger_view(size_t index, uint64_t now_ns, rules_coordinator_view *
 {
     rule_source *source = &sources[index];
     const rules_rule *rule = &evaluator.rules[index].rule;
-    if (source->budget_spent) {
+    if (source->replay_ended) {
         view->outcome = RULES_OUTCOME_BUDGET_SPENT;
-        view->reason = source->budget_reason;
+        view->reason = source->ended_reason;
         return;
     }
     if (source->trigger_cancelled) {
@@ -463,12 +462,12 @@ static void request_replay(size_t index, uint64_t now_ns)
     if (spent >= rule->replay_budget_ns) {
         char budget[32];
         core_duration_format(rule->replay_budget_ns, budget, sizeof(budget));
-        snprintf(source->budget_reason, sizeof(source->budget_reason),
+        snprintf(source->ended_reason, sizeof(source->ended_reason),
                  "replay budget %s spent (%.1f ms in triggered replays)", budget,
                  (double)spent / 1e6);
         core_log(CORE_LOG_INFO, "deep-profiling rule %zu: replay declined: %s", index + 1,
-                 source->budget_reason);
-        source->budget_spent = 1;
+                 source->ended_reason);
+        source->replay_ended = 1;
         return;
     }
     char target[RULES_KERNEL_NAME_MAX], why[192], error[256];
@@ -493,8 +492,8 @@ static void request_replay(size_t index, uint64_t now_ns)
     }
     if (status != FLARE_OK) {
         source->trigger_id = 0;
-        source->budget_spent = 1;
-        snprintf(source->budget_reason, sizeof(source->budget_reason), "cannot replay: %.140s",
+        source->replay_ended = 1;
+        snprintf(source->ended_reason, sizeof(source->ended_reason), "cannot replay: %.140s",
                  error);
         return;
     }
