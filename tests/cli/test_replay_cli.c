@@ -31,31 +31,8 @@
 #include "replay/replay.h"
 #include "store/store.h"
 #include "store/store_replay.h"
-#include "cli_run.h"
+#include "cli_flare.h"
 #include "test_util.h"
-
-static char bin_dir[1024];
-static char scratch[256];
-static char out_text[65536];
-static char err_text[65536];
-
-static int run_flare(const char *const *arguments)
-{
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/flare", bin_dir);
-    int status = cli_run_program(path, 0, arguments, scratch, out_text, sizeof(out_text), err_text,
-                                 sizeof(err_text));
-    assert_true(status >= 0);
-    return status;
-}
-
-#define FLARE(...) run_flare((const char *const[]){__VA_ARGS__, NULL})
-
-static void expect_contains(const char *text, const char *part)
-{
-    if (strstr(text, part) == NULL)
-        fail_msg("'%s' not found in:\n%s", part, text);
-}
 
 static void expect_absent(const char *text, const char *part)
 {
