@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 9
+SCHEMA_NEWEST = 10
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,16 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 9 lacks: the table version 10 added (src/store/store_schema.c) ----
+
+_COMPAT_V10_DDL = [
+    "CREATE TEMP TABLE triggered_replays (pid INTEGER NOT NULL, id INTEGER NOT NULL,"
+    " rule_id INTEGER NOT NULL, rule_text TEXT NOT NULL, comparison TEXT NOT NULL,"
+    " threshold REAL, observed_value REAL, action TEXT NOT NULL, target TEXT NOT NULL,"
+    " why TEXT NOT NULL, fired_ns INTEGER NOT NULL, taken_ns INTEGER, done_ns INTEGER NOT NULL,"
+    " status TEXT NOT NULL, reason TEXT NOT NULL, launch_id INTEGER, PRIMARY KEY (pid, id))",
+]
 
 # ---- what version 8 lacks: the tables version 9 added (src/store/store_schema.c) ----
 
@@ -569,6 +579,8 @@ class Session:
                 setup += _COMPAT_V8_DDL
             if version < 9:
                 setup += _COMPAT_V9_DDL
+            if version < 10:
+                setup += _COMPAT_V10_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)
@@ -704,6 +716,14 @@ class Session:
     def windows(self, pid=None):
         """The deep-profiling windows, the windows table as it is. Filter: pid."""
         return self._select("SELECT * FROM windows", "windows", pid=(pid, int))
+
+    def triggered_replays(self, pid=None):
+        """The replays rules asked for (action replay / range), the
+        triggered_replays table as it is: the rule, its reading, the kernel or
+        range chosen and why, status, and launch_id, which leads to
+        replay_metrics (the span_id of a range). Filter: pid."""
+        return self._select("SELECT * FROM triggered_replays", "triggered replays",
+                            pid=(pid, int))
 
     def replay_metrics(self, kernel=None, metric=None, pid=None):
         """Every replayed kernel launch's metric values (v_replay_metrics): pid,

@@ -33,6 +33,12 @@
 #include "core/duration.h"
 #include "replay/replay.h"
 #include "rules/kernel_time.h"
+#include "store/store_triggered.h"
+
+/* triggered_replays rows one process writes at most; later ones are
+ * counted in drops (source triggered_replays). A rule fires at most once
+ * per deep_for + cooldown, so only hours of cancelled replays reach it. */
+#define TRIGGERED_ROWS_MAX 1024
 
 typedef struct rule_source {
     int ready; /* the source was set up */
@@ -56,7 +62,12 @@ typedef struct rule_source {
     char crossing[RULES_KERNEL_NAME_MAX];
     uint64_t crossing_ns, crossing_end_ns;
     uint64_t trigger_id;
-    int trigger_cancelled;  /* nothing to replay, or not launched in time */
+    int trigger_cancelled; /* nothing to replay, or not launched in time */
+    /* The outstanding trigger's firing, for its triggered_replays row. */
+    uint64_t fired_ns;
+    double fired_value;
+    char target[REPLAY_TRIGGER_NAME_MAX];
+    char why[192];
     int replay_ended;       /* no more replays: budget spent, or one cannot be armed */
     char ended_reason[160]; /* why (the rule ends saying so) */
 } rule_source;
@@ -65,6 +76,7 @@ typedef struct rule_source {
 static rules_evaluator evaluator;
 static rule_source sources[RULES_EVALUATOR_MAX];
 static uint64_t summary_sequence;
+static uint64_t triggered_rows, triggered_dropped; /* this process's triggered_replays rows */
 /* Per-kernel GPU time, when a replay rule's metric names no kernel. */
 static rules_kernel_time *kernel_times;
 
@@ -156,6 +168,7 @@ void rules_session_begin(uint64_t start_ns)
     free_sources();
     rules_evaluator_init(&evaluator);
     summary_sequence = 0;
+    triggered_rows = triggered_dropped = 0;
     const char *text = getenv("FLARE_DEEP_WHEN");
     if (text == NULL || text[0] == '\0')
         return;
@@ -377,8 +390,65 @@ static void request_window(deepwin_coordinator *coordinator, size_t index, uint6
                   result.message);
 }
 
+/* Writes rule index's triggered_replays row: status "replayed", "declined"
+ * or "cancelled", with the trigger's outcome when it has one (taken,
+ * finished) and done_ns when it ended. */
+static void record_triggered(store *database, int64_t pid, size_t index, const char *status,
+                             const char *reason, const replay_trigger_result *result,
+                             uint64_t done_ns)
+{
+    const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
+    const rule_source *source = &sources[index];
+    if (triggered_rows >= TRIGGERED_ROWS_MAX) {
+        triggered_dropped++;
+        char detail[64];
+        snprintf(detail, sizeof(detail), "rows past %d", TRIGGERED_ROWS_MAX);
+        store_set_drops(database, pid, "triggered_replays", detail, triggered_dropped);
+        return;
+    }
+    store_triggered_row row = {
+        .pid = pid,
+        .id = ++triggered_rows,
+        .rule_id = (uint32_t)index + 1,
+        .rule_text = entry->text,
+        .comparison = rules_comparison_text(entry->rule.comparison),
+        .threshold = rules_evaluator_quantity_value(entry->rule.threshold),
+        .observed_value = source->fired_value,
+        .action = entry->rule.action == RULES_ACTION_RANGE ? "range" : "replay",
+        .target = source->target,
+        .why = source->why,
+        .fired_ns = source->fired_ns,
+        .taken_ns = result != NULL ? result->taken_ns : 0,
+        .done_ns = done_ns,
+        .status = status,
+        .reason = reason,
+        .launch_id = result != NULL && result->state == REPLAY_TRIGGER_DONE ? result->launch_id : 0,
+    };
+    if (store_put_triggered_replay(database, &row) != FLARE_OK)
+        CORE_LOG_ONCE("rules.store_triggered", CORE_LOG_ERROR,
+                      "cannot store rule %zu's triggered replay: %s", index + 1,
+                      store_last_error(database));
+}
+
+/* Cancels rule index's armed trigger and records why; 0 when it had been
+ * taken meanwhile (it will finish). */
+static int cancel_trigger(store *database, int64_t pid, size_t index, const char *reason,
+                          uint64_t now_ns)
+{
+    rule_source *source = &sources[index];
+    if (replay_trigger_cancel(source->trigger_id) != FLARE_OK)
+        return 0;
+    replay_trigger_result result;
+    int known = replay_trigger_status(source->trigger_id, &result) == FLARE_OK;
+    record_triggered(database, pid, index, "cancelled", reason, known ? &result : NULL,
+                     known && result.done_ns != 0 ? result.done_ns : now_ns);
+    source->trigger_id = 0;
+    return 1;
+}
+
 /* What became of rule index's triggered replay (action replay). */
-static void trigger_view(size_t index, uint64_t now_ns, rules_coordinator_view *view)
+static void trigger_view(store *database, int64_t pid, size_t index, uint64_t now_ns,
+                         rules_coordinator_view *view)
 {
     rule_source *source = &sources[index];
     const rules_rule *rule = &evaluator.rules[index].rule;
@@ -396,18 +466,23 @@ static void trigger_view(size_t index, uint64_t now_ns, rules_coordinator_view *
     if (source->trigger_id == 0 || replay_trigger_status(source->trigger_id, &result) != FLARE_OK)
         return;
     switch (result.state) {
-    case REPLAY_TRIGGER_ARMED:
+    case REPLAY_TRIGGER_ARMED: {
         view->outcome = RULES_OUTCOME_QUEUED;
-        if (now_ns > result.armed_ns && now_ns - result.armed_ns > rule->deep_ns &&
-            replay_trigger_cancel(source->trigger_id) == FLARE_OK) {
-            core_log(CORE_LOG_INFO,
-                     "deep-profiling rule %zu: %s was not launched again within deep_for; its "
-                     "replay is cancelled",
-                     index + 1, result.kernel_name);
+        if (now_ns <= result.armed_ns || now_ns - result.armed_ns <= rule->deep_ns)
+            return;
+        char reason[96], deep_for[32];
+        core_duration_format(rule->deep_ns, deep_for, sizeof(deep_for));
+        snprintf(reason, sizeof(reason), "%s within deep_for (%s)",
+                 rule->action == RULES_ACTION_RANGE ? "the range did not begin again"
+                                                    : "the kernel was not launched again",
+                 deep_for);
+        if (cancel_trigger(database, pid, index, reason, now_ns)) {
+            core_log(CORE_LOG_INFO, "deep-profiling rule %zu: replay of %s cancelled: %s",
+                     index + 1, result.kernel_name, reason);
             view->outcome = RULES_OUTCOME_CANCELLED;
-            source->trigger_id = 0;
         }
         return;
+    }
     case REPLAY_TRIGGER_TAKEN:
         view->outcome = RULES_OUTCOME_OPENED;
         view->blackout = 1;
@@ -419,10 +494,14 @@ static void trigger_view(size_t index, uint64_t now_ns, rules_coordinator_view *
                  (unsigned long long)result.launch_id, result.kernel_name,
                  result.declined ? "was not replayed: " : "replayed",
                  result.declined ? result.reason : "");
+        record_triggered(database, pid, index, result.declined ? "declined" : "replayed",
+                         result.declined ? result.reason : "", &result, result.done_ns);
         source->trigger_id = 0;
         return;
     default:
         view->outcome = RULES_OUTCOME_CANCELLED;
+        record_triggered(database, pid, index, "cancelled", "cancelled while armed", &result,
+                         result.done_ns != 0 ? result.done_ns : now_ns);
         source->trigger_id = 0;
         return;
     }
@@ -454,10 +533,13 @@ static int replay_target(size_t index, uint64_t now_ns, char *target, size_t siz
     return 1;
 }
 
-static void request_replay(size_t index, uint64_t now_ns)
+static void request_replay(store *database, int64_t pid, size_t index, uint64_t now_ns)
 {
     const rules_rule *rule = &evaluator.rules[index].rule;
     rule_source *source = &sources[index];
+    source->fired_ns = now_ns;
+    source->fired_value = evaluator.rules[index].request_value;
+    source->target[0] = source->why[0] = '\0';
     uint64_t spent = replay_trigger_spent_ns();
     if (spent >= rule->replay_budget_ns) {
         char budget[32];
@@ -468,16 +550,23 @@ static void request_replay(size_t index, uint64_t now_ns)
         core_log(CORE_LOG_INFO, "deep-profiling rule %zu: replay declined: %s", index + 1,
                  source->ended_reason);
         source->replay_ended = 1;
+        if (rule->action == RULES_ACTION_RANGE)
+            snprintf(source->target, sizeof(source->target), "%s", rule->range_name);
+        else
+            replay_target(index, now_ns, source->target, sizeof(source->target), source->why,
+                          sizeof(source->why));
+        record_triggered(database, pid, index, "declined", source->ended_reason, NULL, now_ns);
         return;
     }
-    char target[RULES_KERNEL_NAME_MAX], why[192], error[256];
+    char *target = source->target, *why = source->why, error[256];
     int status;
     if (rule->action == RULES_ACTION_RANGE) {
         status =
             replay_trigger_arm_range(rule->range_name, &source->trigger_id, error, sizeof(error));
-        snprintf(target, sizeof(target), "%s", rule->range_name);
-        snprintf(why, sizeof(why), "the rule's range");
-    } else if (!replay_target(index, now_ns, target, sizeof(target), why, sizeof(why))) {
+        snprintf(target, sizeof(source->target), "%s", rule->range_name);
+        snprintf(why, sizeof(source->why), "the rule's range");
+    } else if (!replay_target(index, now_ns, target, sizeof(source->target), why,
+                              sizeof(source->why))) {
         CORE_LOG_ONCE("rules.no_target", CORE_LOG_INFO,
                       "deep-profiling rule %zu fired with no kernel to replay; it rearms",
                       index + 1);
@@ -495,6 +584,7 @@ static void request_replay(size_t index, uint64_t now_ns)
         source->replay_ended = 1;
         snprintf(source->ended_reason, sizeof(source->ended_reason), "cannot replay: %.140s",
                  error);
+        record_triggered(database, pid, index, "declined", source->ended_reason, NULL, now_ns);
         return;
     }
     core_log(CORE_LOG_INFO, "deep-profiling rule %zu fired (%g): replaying the next %s %s (%s)",
@@ -543,13 +633,13 @@ void rules_session_beat(store *database, int64_t pid, uint64_t now_ns)
             int replays = entry->rule.action != RULES_ACTION_WINDOW;
             view_of(coordinator, i, &view, &record);
             if (replays && view.outcome == RULES_OUTCOME_NONE)
-                trigger_view(i, now_ns, &view);
+                trigger_view(database, pid, i, now_ns, &view);
             rules_reading reading;
             int have = read_source(i, now_ns, &reading);
             if (rules_evaluator_step(&evaluator, i, have ? &reading : NULL, now_ns, &view) ==
                 RULES_STEP_REQUEST) {
                 if (replays)
-                    request_replay(i, now_ns);
+                    request_replay(database, pid, i, now_ns);
                 else
                     request_window(coordinator, i, now_ns);
             }
@@ -575,10 +665,15 @@ void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
         if (sources[i].trigger_id != 0) {
             /* A replay still armed at the end will not run; one that ran counts. */
             rules_coordinator_view view = {0};
-            trigger_view(i, end_ns, &view);
+            trigger_view(database, pid, i, end_ns, &view);
             if (view.outcome == RULES_OUTCOME_QUEUED &&
-                replay_trigger_cancel(sources[i].trigger_id) == FLARE_OK)
+                cancel_trigger(database, pid, i, "the session ended first", end_ns))
                 view.outcome = RULES_OUTCOME_CANCELLED;
+            replay_trigger_result result;
+            if (view.outcome == RULES_OUTCOME_OPENED &&
+                replay_trigger_status(sources[i].trigger_id, &result) == FLARE_OK)
+                record_triggered(database, pid, i, "unfinished",
+                                 "the session ended while it replayed", &result, end_ns);
             view.blackout = 1;
             rules_evaluator_step(&evaluator, i, NULL, end_ns, &view);
         }

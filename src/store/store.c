@@ -103,6 +103,31 @@ typedef enum store_schema_state {
     STORE_SCHEMA_EMPTY = 1, /* no schema objects at all */
 } store_schema_state;
 
+/* What the versions after version added, in words, into text: the
+ * notice a reader of an older session prints. Versions 8 on recorded
+ * nothing of what a later one added, so the tables read as empty. */
+static void store_added_since(int version, char *text, size_t size)
+{
+    static const char *const added[] = {
+        [7] = "the views and name tables of version 7",
+        [8] = "the API calls and launch storms of version 8",
+        [9] = "the ranks and clock pairs of version 9",
+        [10] = "the triggered replays of version 10",
+    };
+    _Static_assert(sizeof added / sizeof added[0] == STORE_SCHEMA_VERSION + 1,
+                   "say what the new version added");
+    size_t used = 0;
+    text[0] = '\0';
+    for (int next = version + 1; next <= STORE_SCHEMA_VERSION && used < size; next++) {
+        const char *separator = next == version + 1            ? ""
+                                : next == STORE_SCHEMA_VERSION ? " and "
+                                                               : ", ";
+        used += (size_t)snprintf(text + used, size - used, "%s%s", separator, added[next]);
+    }
+    if (version >= 7 && used < size)
+        snprintf(text + used, size - used, " (it recorded none)");
+}
+
 /*
  * Decides whether the database is flare's at our version. Returns a
  * store_schema_state, or a negative status with the error recorded. The
@@ -151,21 +176,16 @@ static int store_check_schema(store *handle, int *sqlite_rc)
         return STORE_SCHEMA_OURS;
     }
     if (older && handle->mode == STORE_OPEN_READ) {
-        /* Versions only ever added: version 7 the views and name tables,
-         * version 8 api_calls and storms, version 9 process_ranks and
-         * clock_pairs, which readers find empty when
-         * they are not there (store_has_table). Read as it is, and say so. */
+        /* Versions only ever added (store_added_since), which readers find
+         * empty when they are not there (store_has_table). Read as it is,
+         * and say so. */
         handle->schema_version = (int)version;
+        char missing[384];
+        store_added_since((int)version, missing, sizeof(missing));
         snprintf(handle->notice, sizeof(handle->notice),
                  "%.1024s has schema version %lld (an older flare): read without %s; "
                  "'flare index' adds %s",
-                 handle->path, (long long)version,
-                 version < 7   ? "the views and name tables of version 7, the API calls and "
-                                 "launch storms of version 8 and the ranks and clock pairs of "
-                                 "version 9"
-                 : version < 8 ? "the API calls and launch storms of version 8 and the ranks "
-                                 "and clock pairs of version 9 (it recorded none)"
-                               : "the ranks and clock pairs of version 9 (it recorded none)",
+                 handle->path, (long long)version, missing,
                  version < 7 ? "the views and tables" : "the empty tables");
         return STORE_SCHEMA_OURS;
     }

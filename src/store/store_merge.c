@@ -254,9 +254,9 @@ typedef enum column_role {
 /* Points in time, by column name; every other *_ns column is a duration. */
 static column_role role_of(const char *column)
 {
-    static const char *const times[] = {"start_ns",  "end_ns",    "time_ns",
-                                        "begin_ns",  "clock_ns",  "first_true_ns",
-                                        "opened_ns", "closed_ns", "requested_ns"};
+    static const char *const times[] = {"start_ns",      "end_ns",    "time_ns",   "begin_ns",
+                                        "clock_ns",      "opened_ns", "closed_ns", "requested_ns",
+                                        "first_true_ns", "fired_ns",  "taken_ns",  "done_ns"};
     if (strcmp(column, "pid") == 0)
         return ROLE_PID;
     if (strcmp(column, "parent_pid") == 0)

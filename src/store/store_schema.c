@@ -347,11 +347,32 @@ const char *const store_schema_ddl[] = {
     " unix_ns INTEGER NOT NULL,"
     " PRIMARY KEY (pid, clock_ns))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 9), ('created_by', 'flare')",
+    /* Version 10: replays that rules asked for (action replay / range),
+     * each naming its rule, reading, kernel and why (docs/rules.md). */
+    "CREATE TABLE IF NOT EXISTS triggered_replays ("
+    " pid INTEGER NOT NULL,"
+    " id INTEGER NOT NULL,"
+    " rule_id INTEGER NOT NULL,"
+    " rule_text TEXT NOT NULL,"
+    " comparison TEXT NOT NULL,"
+    " threshold REAL,"
+    " observed_value REAL,"
+    " action TEXT NOT NULL,"
+    " target TEXT NOT NULL,"
+    " why TEXT NOT NULL,"
+    " fired_ns INTEGER NOT NULL,"
+    " taken_ns INTEGER,"
+    " done_ns INTEGER NOT NULL,"
+    " status TEXT NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " launch_id INTEGER,"
+    " PRIMARY KEY (pid, id))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 10), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 9, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 10, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

@@ -25,7 +25,7 @@ RANKS = []  # three rank sessions recorded together, made once
 
 # Points in time in every table (src/store/store_merge.c's role_of).
 TIME_COLUMNS = ("start_ns", "end_ns", "time_ns", "begin_ns", "clock_ns", "first_true_ns",
-                "opened_ns", "closed_ns", "requested_ns")
+                "opened_ns", "closed_ns", "requested_ns", "fired_ns", "taken_ns", "done_ns")
 
 
 def flare(*arguments):
@@ -234,10 +234,10 @@ class Merge(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(WORK, "nope", "session.db")))
         newer = copy(RANKS[1], "newer")
         with db(newer) as connection:
-            connection.execute("UPDATE meta SET value = 10 WHERE key = 'schema_version'")
+            connection.execute("UPDATE meta SET value = 11 WHERE key = 'schema_version'")
         result = flare("merge", "-o", os.path.join(WORK, "from-newer"), RANKS[0], newer)
         self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn("has schema version 10; this flare reads versions 6 to 9", result.stderr)
+        self.assertIn("has schema version 11; this flare reads versions 6 to 10", result.stderr)
         self.assertFalse(os.path.exists(os.path.join(WORK, "from-newer", "session.db")))
 
 

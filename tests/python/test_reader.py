@@ -37,12 +37,13 @@ except ImportError:
 BIN = os.environ["FLARE_TEST_BIN_DIR"]
 REPOSITORY = os.path.dirname(os.path.abspath(os.environ["FLARE_TEST_PYTHON_SOURCE"]))
 WORK = None
-TRACE = REPLAY = DEEP = PM = None  # session directories, made once
+TRACE = REPLAY = DEEP = PM = TRIGGERED = None  # session directories, made once
 
 KERNEL_COLUMNS = ["pid", "device", "stream_id", "correlation_id", "name", "start_ns", "end_ns",
                   "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "shared_memory_bytes", "registers_per_thread", "graph_id", "graph_node_id"]
-METHODS = ["kernels", "copies", "scopes", "metrics", "pm_samples", "windows", "replay_metrics"]
+METHODS = ["kernels", "copies", "scopes", "metrics", "pm_samples", "windows", "replay_metrics",
+           "triggered_replays"]
 
 
 def run(*command):
@@ -52,7 +53,7 @@ def run(*command):
 
 
 def setUpModule():
-    global WORK, TRACE, REPLAY, DEEP, PM
+    global WORK, TRACE, REPLAY, DEEP, PM, TRIGGERED
     WORK = tempfile.mkdtemp(prefix="flare-test-reader-")
     flare_command, demo = os.path.join(BIN, "flare"), os.path.join(BIN, "flare-demo")
     TRACE, REPLAY, DEEP = (os.path.join(WORK, name) for name in ("trace", "replay", "deep"))
@@ -61,6 +62,11 @@ def setUpModule():
         "--metrics", "launch__grid_size,gpu__time_duration.sum", "--", demo, "2")
     run(flare_command, "trace", "-q", "-o", DEEP, "--deep-after", "1ms", "--deep-for", "300ms",
         "--", demo, "3")
+    # A rule that fires within the first 100 ms and replays one launch.
+    TRIGGERED = os.path.join(WORK, "triggered")
+    run(flare_command, "trace", "-q", "-o", TRIGGERED, "--deep-when",
+        "kernel_launch_rate > 1/s for 10ms over 100ms bucket 10ms deep_for 10s max_windows 1 "
+        "action replay", "--", demo, "400")
     PM = copy_session(DEEP, "pm")
     with writable(PM) as db:
         pid = db.execute("SELECT pid FROM processes").fetchone()[0]
@@ -209,6 +215,24 @@ class Methods(unittest.TestCase):
         self.assertIsNone(windows[0]["rule_id"])
         self.assertEqual(self.trace.windows(), [])
 
+    def test_triggered_replays_as_the_table_is(self):
+        with flare.open(TRIGGERED, pandas=False) as session:
+            rows = session.triggered_replays()
+            metrics = session.replay_metrics()
+        columns = [row[1] for row in raw(TRIGGERED, "PRAGMA table_info(triggered_replays)")]
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(list(rows[0]), columns)
+        row = rows[0]
+        self.assertEqual((row["rule_id"], row["action"], row["status"], row["reason"]),
+                         (1, "replay", "replayed", ""))
+        self.assertGreater(row["observed_value"], row["threshold"])
+        self.assertIn("the most GPU time in the last 100.0 ms", row["why"])
+        self.assertLessEqual(row["fired_ns"], row["taken_ns"])
+        # launch_id leads to the replayed launch's metrics.
+        self.assertEqual({m["kernel"] for m in metrics if m["launch_id"] == row["launch_id"]},
+                         {row["target"]})
+        self.assertEqual(self.trace.triggered_replays(), [])
+
     def test_replay_metrics(self):
         with flare.open(REPLAY, pandas=False) as session:
             values = session.replay_metrics()
@@ -310,9 +334,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 9)
+            self.assertEqual(session.schema_version, 10)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 9", repr(session))
+            self.assertIn("schema 10", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -527,12 +551,32 @@ def make_version_8(source, name):
     return target
 
 
+def make_version_9(source, name):
+    """A copy of a version 10 session as version 9 wrote it: no
+    triggered_replays table."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP TABLE triggered_replays")
+        db.execute("UPDATE meta SET value = 9 WHERE key = 'schema_version'")
+    return target
+
+
+class Version9(unittest.TestCase):
+    def test_table_of_version_10_reads_empty(self):
+        old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
+        with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 10))
+            self.assertEqual(len(ten.triggered_replays()), 1)
+            self.assertEqual(nine.triggered_replays(), [])
+            self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
+
+
 class Version8(unittest.TestCase):
     def test_tables_of_version_9_read_empty(self):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 9)
+            self.assertEqual(nine.schema_version, 10)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -545,7 +589,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 9)
+            self.assertEqual(eight.schema_version, 10)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -644,11 +688,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((10, r"schema version 10 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 9"),
+        for version, words in ((11, r"schema version 11 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 10"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 9"),
-                               ("'9'", "schema version 9; this reader reads versions 6 to 9")):
+                                   r"versions 6 to 10"),
+                               ("'10'", "schema version 10; this reader reads versions 6 to 10")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -793,7 +837,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 9)
+            self.assertEqual(session.schema_version, 10)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

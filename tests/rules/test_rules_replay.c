@@ -8,7 +8,9 @@
  * GPU time in its `over`; the buffers end holding exactly the number of
  * launches (the replay restored them between passes); a spent replay budget
  * ends the rule with the reason; a kernel not launched again within
- * deep_for has its replay cancelled, costing nothing. Waits for what it
+ * deep_for has its replay cancelled, costing nothing. Each firing leaves a
+ * triggered_replays row naming the rule, its reading, the kernel, why and
+ * what became of it. Waits for what it
  * needs (the rule's stored row) with generous bounds; never counts on a
  * thread being scheduled soon.
  */
@@ -59,19 +61,65 @@ static int reset_all(void **state)
     return 0;
 }
 
+/* A triggered_replays row, as stored. */
+typedef struct triggered {
+    int rule_id;
+    char action[16], target[64], why[192], status[16], reason[192], comparison[8];
+    double threshold, observed;
+    int64_t fired_ns, taken_ns, done_ns; /* taken_ns -1: NULL */
+    int64_t launch_id;                   /* -1: NULL */
+} triggered;
+
 /* What a finished session stored. */
 typedef struct outcome {
-    int replays;            /* replay_launches rows */
-    char kernel[128];       /* the first's kernel */
-    int declined;           /* the first's */
-    char rule_status[32];   /* the rule asked for's */
-    char rule_reason[256];  /* the rule asked for's */
-    int log_lines_matching; /* log lines holding the test's phrase */
-    int spans;              /* replay_spans rows */
-    char span_name[64];     /* the first's */
-    int span_declined;      /* the first's */
-    int span_kernels;       /* the first's */
+    int triggered_count;     /* triggered_replays rows */
+    triggered triggered[4];  /* the first four, by id */
+    int64_t first_launch_id; /* replay_launches' first */
+    int64_t first_span_id;   /* replay_spans' first */
+    int replays;             /* replay_launches rows */
+    char kernel[128];        /* the first's kernel */
+    int declined;            /* the first's */
+    char rule_status[32];    /* the rule asked for's */
+    char rule_reason[256];   /* the rule asked for's */
+    int log_lines_matching;  /* log lines holding the test's phrase */
+    int spans;               /* replay_spans rows */
+    char span_name[64];      /* the first's */
+    int span_declined;       /* the first's */
+    int span_kernels;        /* the first's */
 } outcome;
+
+static void read_triggered(sqlite3 *db, outcome *out)
+{
+    sqlite3_stmt *statement = NULL;
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT rule_id, action, target, why, status, reason, comparison, "
+                           "threshold, observed_value, fired_ns, IFNULL(taken_ns, -1), done_ns, "
+                           "IFNULL(launch_id, -1) FROM triggered_replays ORDER BY pid, id",
+                           -1, &statement, NULL),
+        SQLITE_OK);
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+        if (out->triggered_count >= 4) {
+            out->triggered_count++;
+            continue;
+        }
+        triggered *row = &out->triggered[out->triggered_count++];
+        row->rule_id = sqlite3_column_int(statement, 0);
+        snprintf(row->action, sizeof(row->action), "%s", sqlite3_column_text(statement, 1));
+        snprintf(row->target, sizeof(row->target), "%s", sqlite3_column_text(statement, 2));
+        snprintf(row->why, sizeof(row->why), "%s", sqlite3_column_text(statement, 3));
+        snprintf(row->status, sizeof(row->status), "%s", sqlite3_column_text(statement, 4));
+        snprintf(row->reason, sizeof(row->reason), "%s", sqlite3_column_text(statement, 5));
+        snprintf(row->comparison, sizeof(row->comparison), "%s", sqlite3_column_text(statement, 6));
+        row->threshold = sqlite3_column_double(statement, 7);
+        row->observed = sqlite3_column_double(statement, 8);
+        row->fired_ns = sqlite3_column_int64(statement, 9);
+        row->taken_ns = sqlite3_column_int64(statement, 10);
+        row->done_ns = sqlite3_column_int64(statement, 11);
+        row->launch_id = sqlite3_column_int64(statement, 12);
+    }
+    sqlite3_finalize(statement);
+}
 
 static void read_outcome(const char *dir, const char *phrase, int rule_id, outcome *out)
 {
@@ -82,7 +130,7 @@ static void read_outcome(const char *dir, const char *phrase, int rule_id, outco
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *statement = NULL;
     assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT kernel, declined FROM replay_launches "
+                                        "SELECT kernel, declined, launch_id FROM replay_launches "
                                         "ORDER BY launch_id",
                                         -1, &statement, NULL),
                      SQLITE_OK);
@@ -90,6 +138,7 @@ static void read_outcome(const char *dir, const char *phrase, int rule_id, outco
         if (out->replays++ == 0) {
             snprintf(out->kernel, sizeof(out->kernel), "%s", sqlite3_column_text(statement, 0));
             out->declined = sqlite3_column_int(statement, 1);
+            out->first_launch_id = sqlite3_column_int64(statement, 2);
         }
     }
     sqlite3_finalize(statement);
@@ -107,7 +156,7 @@ static void read_outcome(const char *dir, const char *phrase, int rule_id, outco
     }
     sqlite3_finalize(statement);
     assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT name, declined, kernels FROM replay_spans "
+                                        "SELECT name, declined, kernels, span_id FROM replay_spans "
                                         "ORDER BY span_id",
                                         -1, &statement, NULL),
                      SQLITE_OK);
@@ -117,9 +166,11 @@ static void read_outcome(const char *dir, const char *phrase, int rule_id, outco
                      sqlite3_column_text(statement, 0));
             out->span_declined = sqlite3_column_int(statement, 1);
             out->span_kernels = sqlite3_column_int(statement, 2);
+            out->first_span_id = sqlite3_column_int64(statement, 3);
         }
     }
     sqlite3_finalize(statement);
+    read_triggered(db, out);
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM log WHERE instr(message, ?1) > 0",
                                         -1, &statement, NULL),
                      SQLITE_OK);
@@ -233,6 +284,24 @@ static void run(const char *rule, const workload *work, const char *phrase, coun
     test_remove_dir(dir);
 }
 
+/* The row of a triggered replay that ran: the rule fired on a reading past
+ * its threshold, the launch (or occurrence) began after that and finished
+ * after it began, and the row leads to the replay's record. */
+static void expect_replayed_row(const triggered *row, int rule_id, const char *action,
+                                const char *target, int64_t launch_id)
+{
+    assert_int_equal(row->rule_id, rule_id);
+    assert_string_equal(row->action, action);
+    assert_string_equal(row->target, target);
+    assert_string_equal(row->status, "replayed");
+    assert_string_equal(row->reason, "");
+    assert_string_equal(row->comparison, ">");
+    assert_true(row->observed > row->threshold);
+    assert_true(row->taken_ns >= row->fired_ns);
+    assert_true(row->done_ns >= row->taken_ns);
+    assert_int_equal(row->launch_id, launch_id);
+}
+
 /* The rule ran out its max_windows with exactly one replay, of slow_add,
  * which ran; the log said why that kernel; the buffers hold exactly their
  * launches: the replay's passes left no trace in them. */
@@ -266,6 +335,10 @@ static void test_duration_rule_replays_the_crossing_kernel(void **state)
         "max_windows 1 action replay",
         &work, "replaying the next launch of slow_add", &launched, &out);
     expect_one_replay_of_slow_add(&out, &launched);
+    assert_int_equal(out.triggered_count, 1);
+    expect_replayed_row(&out.triggered[0], 1, "replay", "slow_add", out.first_launch_id);
+    assert_non_null(strstr(out.triggered[0].why, "its longest kernel over the threshold"));
+    assert_true(out.triggered[0].threshold == 1e6); /* ns, the metric's unit */
 }
 
 /* A launch-rate rule names no kernel: the one with the most GPU time in its
@@ -287,6 +360,10 @@ static void test_rate_rule_replays_the_busiest_kernel(void **state)
         "max_windows 1 action replay",
         &work, "the most GPU time in the last", &launched, &out);
     expect_one_replay_of_slow_add(&out, &launched);
+    assert_int_equal(out.triggered_count, 1);
+    expect_replayed_row(&out.triggered[0], 1, "replay", "slow_add", out.first_launch_id);
+    assert_non_null(strstr(out.triggered[0].why, "the most GPU time in the last"));
+    assert_true(out.triggered[0].threshold == 20.0); /* per second */
 }
 
 /* Rule 1 replays slow_add (12 ms, run again in every pass) and spends more
@@ -315,6 +392,16 @@ static void test_spent_budget_declines_the_next_replay(void **state)
     assert_string_equal(out.kernel, "slow_add");
     assert_int_equal(out.log_lines_matching, 1);
     assert_int_equal(launched.slow_value, launched.slow);
+    /* Rule 1's replay, then rule 2's declined request: no launch taken. */
+    assert_int_equal(out.triggered_count, 2);
+    expect_replayed_row(&out.triggered[0], 1, "replay", "slow_add", out.first_launch_id);
+    const triggered *declined = &out.triggered[1];
+    assert_int_equal(declined->rule_id, 2);
+    assert_string_equal(declined->status, "declined");
+    assert_non_null(strstr(declined->reason, "replay budget 10ms spent ("));
+    assert_int_equal(declined->taken_ns, -1);
+    assert_int_equal(declined->launch_id, -1);
+    assert_true(declined->fired_ns >= out.triggered[0].done_ns);
 }
 
 /* action range: the rule names the range; its next occurrence (a "step"
@@ -341,6 +428,8 @@ static void test_range_action_replays_the_next_step(void **state)
     assert_int_equal(out.span_declined, 0);
     assert_int_equal(out.span_kernels, 3);
     assert_int_equal(out.replays, 3); /* the span's kernels, each measured */
+    assert_int_equal(out.triggered_count, 1);
+    expect_replayed_row(&out.triggered[0], 1, "range", "step", out.first_span_id);
     assert_int_equal(out.log_lines_matching, 1);
     assert_int_equal(launched.slow_value, launched.slow);
     assert_int_equal(launched.fast_value, launched.fast);
@@ -374,6 +463,14 @@ static void test_kernel_not_launched_again_is_cancelled(void **state)
     }
     assert_true(out.log_lines_matching >= 1);
     assert_int_not_equal(strcmp(out.rule_status, "exhausted"), 0);
+    /* Each firing cancelled is a row saying so; none took a launch. */
+    assert_true(out.triggered_count >= 1);
+    assert_string_equal(out.triggered[0].status, "cancelled");
+    assert_string_equal(out.triggered[0].reason,
+                        "the kernel was not launched again within deep_for (300ms)");
+    assert_string_equal(out.triggered[0].target, "slow_add");
+    assert_int_equal(out.triggered[0].taken_ns, -1);
+    assert_int_equal(out.triggered[0].launch_id, -1);
     assert_int_equal(launched.slow_value, launched.slow);
 }
 
