@@ -29,6 +29,7 @@
 #include "cli/report_html.h"
 #include "cli/report_ranks.h"
 #include "cli/report_recorder.h"
+#include "cli/report_triggered.h"
 #include "cli/session.h"
 #include "core/config.h"
 #include "replay/replay.h"
@@ -497,6 +498,8 @@ static const report_section report_sections[] = {
      "  (none: no --deep-when rules)\n"},
     {"windows", "Deep-profiling windows (times from the session's start)", table_windows,
      "  (none)\n"},
+    /* Titled by itself, only when a rule asked for a replay. */
+    {"triggered replays", NULL, cli_report_triggered, NULL},
     /* Titled by itself, only when a window recorded PM samples. */
     {"pm samples", NULL, table_pm_samples, NULL},
     /* Titled only when the session has replay rows, so a plain trace's

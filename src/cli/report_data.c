@@ -28,6 +28,8 @@
 #include "cli/output.h"
 #include "cli/report.h"
 #include "cli/report_data.h"
+#include "cli/report_emit.h"
+#include "cli/report_triggered.h"
 #include "store/store_ranks.h"
 #include "flare/flare.h"
 #include "store/store_pm.h"
@@ -396,6 +398,21 @@ static void data_rules(report_data *data)
     int status = store_read_rules(data->database, emit_rule_row, data);
     report_emit_table_end(data->emit);
     data_check(data, status);
+}
+
+static void data_triggered_replays(report_data *data)
+{
+    report_triggered triggered;
+    int status = report_triggered_collect(data->database, &triggered);
+    report_emit_table_begin(data->emit, data->section);
+    if (status == 0)
+        report_triggered_emit(data->emit, &triggered);
+    report_emit_table_end(data->emit);
+    if (status == FLARE_ERR_NO_MEMORY)
+        data_failed(data, "out of memory");
+    else
+        data_check(data, status);
+    report_triggered_free(&triggered);
 }
 
 /* What a rule's window records of its cause; null for other windows. */
@@ -774,6 +791,7 @@ static const data_section data_sections[] = {
     {"metrics", data_metrics},
     {"rules", data_rules},
     {"windows", data_windows},
+    {"triggered_replays", data_triggered_replays},
     {"pm_samples", data_pm_samples},
     {"kernel_replay", data_kernel_replay},
     {"range_replay", data_range_replay},

@@ -36,6 +36,7 @@
 #include "flare/flare.h"
 #include "replay/replay.h"
 #include "store/store.h"
+#include "store/store_triggered.h"
 #include "store/store_pm.h"
 #include "store/store_replay.h"
 #include "cli_run.h"
@@ -364,6 +365,78 @@ static void put_rules_and_windows(store *database)
         assert_int_equal(store_put_window(database, &windows[i]), 0);
 }
 
+/* Triggered replays: one that replayed alpha's launch 1 while window 1 was
+ * open, one that range-replayed span 11, one declined by its budget (in
+ * the child), one cancelled. */
+static void put_triggered(store *database)
+{
+    const char *duration_rule = "kernel_duration_p99 > 10ms for 200ms over 1s action replay";
+    const store_triggered_row rows[] = {
+        {.pid = PID,
+         .id = 1,
+         .rule_id = 3,
+         .rule_text = duration_rule,
+         .comparison = ">",
+         .threshold = 10e6,
+         .observed_value = 21.6e6,
+         .action = "replay",
+         .target = "alpha<int>",
+         .why = "its longest kernel over the threshold in the last 1000.0 ms: 21.600 ms",
+         .fired_ns = ORIGIN + 30000,
+         .taken_ns = ORIGIN + 100000,
+         .done_ns = ORIGIN + 146500,
+         .status = "replayed",
+         .reason = "",
+         .launch_id = 1},
+        {.pid = PID,
+         .id = 2,
+         .rule_id = 4,
+         .rule_text = "kernel_launch_rate > 20000/s for 1s action range step",
+         .comparison = ">",
+         .threshold = 20000,
+         .observed_value = 31234.5,
+         .action = "range",
+         .target = "flare_replay_range",
+         .why = "the rule's range",
+         .fired_ns = ORIGIN + 1000000,
+         .taken_ns = ORIGIN + 1100000,
+         .done_ns = ORIGIN + 1157000,
+         .status = "replayed",
+         .reason = "",
+         .launch_id = 11},
+        {.pid = PID,
+         .id = 3,
+         .rule_id = 3,
+         .rule_text = duration_rule,
+         .comparison = ">",
+         .threshold = 10e6,
+         .observed_value = 12e6,
+         .action = "replay",
+         .target = "beta",
+         .why = "its longest kernel over the threshold in the last 1000.0 ms: 12.000 ms",
+         .fired_ns = ORIGIN + 9000000000ull,
+         .done_ns = ORIGIN + 14000000000ull,
+         .status = "cancelled",
+         .reason = "the kernel was not launched again within deep_for (5s)"},
+        {.pid = CHILD_PID,
+         .id = 1,
+         .rule_id = 1,
+         .rule_text = "gpu0.utilization > 90% for 1s action replay replay_budget 10ms",
+         .comparison = ">",
+         .threshold = 90,
+         .observed_value = 97.5,
+         .action = "replay",
+         .target = "gamma",
+         .why = "the most GPU time in the last 1000.0 ms: 800.000 ms of 12 kernels",
+         .fired_ns = ORIGIN + 5000000,
+         .done_ns = ORIGIN + 5000000,
+         .status = "declined",
+         .reason = "replay budget 10ms spent (12.0 ms in triggered replays)"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        assert_int_equal(store_put_triggered_replay(database, &rows[i]), 0);
+}
+
 static void put_drops_and_capabilities(store *database)
 {
     assert_int_equal(store_set_drops(database, PID, "storm_guard", "kernel launches untimed", 120),
@@ -537,6 +610,7 @@ static void make_full_session(const char *name)
     put_metrics(database);
     put_counters(database);
     put_rules_and_windows(database);
+    put_triggered(database);
     put_drops_and_capabilities(database);
     put_replay(database);
     assert_int_equal(store_session_end(database, ORIGIN + 12345678, 1, 3), 0);

@@ -1,8 +1,11 @@
 """check_triggered.py: checks a session of scripts/gpu-check-triggered.sh:
 rule 1 (action replay) replayed exactly one launch, not declined, with
 every metric of the set present, of a kernel whose name holds FRAGMENT (when
-given); the rule's row says it fired; prints the replay and its timing
+given); the rule's row says it fired; its triggered_replays row (schema 10;
+a session without the table fails) is the only one, replayed, action
+replay, naming that kernel and launch; prints the replay and its timing
 (rule firing to metrics stored). Exits non-zero with a message per failure.
+Must never write into the session (read-only connection).
 
 usage: check_triggered.py SESSION_DIR [FRAGMENT]
 """
@@ -31,7 +34,8 @@ def main(directory, fragment):
                              (launch_id,)).fetchall()
         print("  replayed launch %d: %s..., %d passes, %.1f ms, declined %d %s"
               % (launch_id, kernel[:80], passes, (end - begin) / 1e6, declined, reason))
-        print("  metrics: %s" % ", ".join("%s=%g" % m for m in metrics))
+        print("  metrics: %s" % ", ".join("%s=%s" % (name, "NULL" if value is None else
+                                                      "%g" % value) for name, value in metrics))
         if fired:
             print("  rule fired to the replay's end: %.1f ms" % ((end - fired[0][0]) / 1e6))
         if declined:
@@ -42,6 +46,21 @@ def main(directory, fragment):
                    (isinstance(value, float) and math.isnan(value))]
         if not metrics or missing:
             failures.append("metrics missing: %s (of %d)" % (missing, len(metrics)))
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'triggered_replays'").fetchone():
+        triggered = db.execute(
+            "SELECT rule_id, action, target, status, reason, launch_id, fired_ns, taken_ns, "
+            "done_ns FROM triggered_replays ORDER BY pid, id").fetchall()
+        for rule_id, action, target, status, reason, launch_id, fired, taken, done in triggered:
+            print("  triggered_replays: rule %d %s %s... %s %s, fired->taken %s ms, "
+                  "fired->done %.1f ms" % (rule_id, action, target[:60], status, reason,
+                                           "%.1f" % ((taken - fired) / 1e6) if taken else "n/a",
+                                           (done - fired) / 1e6))
+        expected = [(1, "replay", launches[0][1], "replayed", launches[0][0])] if launches else []
+        got = [(r[0], r[1], r[2], r[3], r[5]) for r in triggered]
+        if got != expected:
+            failures.append("triggered_replays rows %s, not %s" % (got, expected))
+    else:
+        failures.append("no triggered_replays table (schema 10)")
     if not rules or rules[0][3] != 1:
         failures.append("rule 1 did not fire once: %s" % (rules,))
     for failure in failures:

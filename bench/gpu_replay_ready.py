@@ -1,0 +1,124 @@
+"""gpu_replay_ready.py: what a replay-ready trace costs while its rule never
+fires (issue 23, item 2), on the launch-bound PyTorch loop
+(tests/gpu/launch_loop.py: about 20 kernels and an NVTX range per ~1 ms
+step, so a cost per launch shows in its step rate). Called by part
+"triggered" of scripts/gpu-check.sh (scripts/gpu-check-triggered.sh).
+
+Each round runs the loop once under each of three configurations, in an
+order rotated every round, all pinned to the same CPUs (FLARE_BENCH_CPUS,
+default 2-5, as bench/gpu_launch_costs.py does; empty: no pinning):
+
+  window  `flare trace --deep-when 'kernel_duration_p99 > 1h for 1s over 1s action window'`
+  replay  the same rule with `action replay` (replay-ready: the launch
+          callbacks stay on, PM sampling is not set up early)
+  plain   `flare trace` with no rule
+
+The rule can never fire (no kernel of the loop lasts an hour; each run's
+rules table is checked, and a run whose rule fired stops the benchmark).
+A run's value is the loop's own "step_ms" (the timed steps' wall time over
+their count), given as steps per second. Prints, per configuration, the
+median steps/s (min..max), and the medians of the paired per-round ratios
+replay/window and replay/plain (and window/plain) with their spread, then
+how long it took.
+
+The children get this environment without FLARE_PM, FLARE_DEEP_* and
+FLARE_REPLAY_* (earlier parts of gpu-check.sh export FLARE_PM=0), so every
+configuration is what a user gets by default.
+
+bench/gpu_launch_costs.py and bench/gpu_ab.py run their benchmarks at import
+(module-level code reading sys.argv), so nothing of theirs can be imported;
+this file follows their way (one process per run, rotation, taskset).
+
+usage: gpu_replay_ready.py FLARE WORK [ROUNDS=9] [STEPS=1000] [BUDGET_S=150]
+Rounds stop early when the next would end past BUDGET_S (the part shares one
+10-minute device call); the rounds run are printed.
+
+Must never leave a session behind (each is removed after its run), write
+outside WORK, or report a round whose rule fired.
+"""
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+
+flare, work = sys.argv[1:3]
+rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
+steps = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
+budget_s = float(sys.argv[5]) if len(sys.argv) > 5 else 150.0
+here = os.path.dirname(os.path.abspath(__file__))
+loop = os.path.join(here, "..", "tests", "gpu", "launch_loop.py")
+cpus = os.environ.get("FLARE_BENCH_CPUS", "2-5")
+pinning = ["taskset", "-c", cpus] if cpus else []
+NEVER = "kernel_duration_p99 > 1h for 1s over 1s"
+configs = [
+    ("window", f"--deep-when '{NEVER} action window'", ["--deep-when", NEVER + " action window"]),
+    ("replay", f"--deep-when '{NEVER} action replay'", ["--deep-when", NEVER + " action replay"]),
+    ("plain", "no rule", []),
+]
+environment = {k: v for k, v in os.environ.items()
+               if k != "FLARE_PM" and not k.startswith(("FLARE_DEEP_", "FLARE_REPLAY_"))}
+removed = sorted(set(os.environ) - set(environment))
+
+
+def run(config, session):
+    """Steps per second of one traced run of the loop."""
+    tag, _, options = config
+    shutil.rmtree(session, ignore_errors=True)
+    command = pinning + [flare, "trace", "-q", "-o", session] + options + \
+        ["--", sys.executable, loop, str(steps)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=180,
+                                env=environment)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{tag} timed out after 180 s")
+    try:
+        if result.returncode != 0:
+            raise SystemExit(f"{tag} failed ({result.returncode}): {result.stderr[-1500:]}")
+        if options:
+            db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
+            fired = db.execute("SELECT COALESCE(SUM(windows_fired), 0) FROM rules").fetchone()[0]
+            db.close()
+            if fired:
+                raise SystemExit(f"{tag}: the rule that must never fire fired {fired} times")
+        for line in result.stdout.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] == "step_ms":
+                return 1000.0 / float(words[1])
+        raise SystemExit(f"{tag}: no 'step_ms' line in {result.stdout[-500:]!r}")
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
+
+
+started = time.monotonic()
+values = []  # values[r][tag] = steps/s
+round_times = []
+for r in range(rounds):
+    if round_times and time.monotonic() - started + max(round_times) > budget_s:
+        print(f"# stopped after {r} of {rounds} rounds: the next would end past {budget_s:.0f} s")
+        break
+    round_start = time.monotonic()
+    order = configs[r % len(configs):] + configs[:r % len(configs)]
+    values.append({config[0]: run(config, os.path.join(work, "replay-ready-" + config[0]))
+                   for config in order})
+    round_times.append(time.monotonic() - round_start)
+
+
+def spread(series):
+    return f"{statistics.median(series):.4f} ({min(series):.4f}..{max(series):.4f})"
+
+
+print(f"== replay-ready trace, rule never firing: launch_loop.py {steps}, {len(values)} paired "
+      f"rounds, order rotated, pinned to CPUs {cpus or 'any'}"
+      + (f", {' '.join(removed)} unset" if removed else ""))
+for tag, what, _ in configs:
+    series = [v[tag] for v in values]
+    print(f"  {tag:<7} steps/s median {statistics.median(series):8.1f} "
+          f"({min(series):.1f}..{max(series):.1f})  flare trace {what}")
+print("  paired ratios of steps/s, median (min..max):")
+for a, b in (("replay", "window"), ("replay", "plain"), ("window", "plain")):
+    print(f"    {a}/{b}: {spread([v[a] / v[b] for v in values])}")
+print(f"  took {time.monotonic() - started:.0f} s "
+      f"(rounds {min(round_times):.0f}..{max(round_times):.0f} s)")
