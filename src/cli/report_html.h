@@ -3,8 +3,9 @@
  * self-contained HTML page of a session: what ran and the capability
  * matrix, a timeline per device (GPU busy, NVML metrics, deep windows and
  * launch storms), top kernels, GPU time per scope, the deep windows' PM
- * samples with the scopes that covered them, replay results as
- * speed-of-light bars, and drops and warnings (docs/cli.md, "HTML
+ * samples with the scopes that covered them, the replays rules asked for
+ * beside their firing and PM window, replay results as speed-of-light
+ * bars, and drops and warnings (docs/cli.md, "HTML
  * report").
  *
  * Also what its section writers (report_html_timeline.c, report_html_pm.c,
@@ -86,5 +87,6 @@ const char *html_report_window_label(const store_window_row *row);
 void html_section_timeline(html_report *report);
 void html_section_pm(html_report *report);
 void html_section_replay(html_report *report);
+void html_section_triggered(html_report *report);
 
 #endif /* FLARE_CLI_REPORT_HTML_H */

@@ -12,7 +12,7 @@ virtual-time budget) and checks, in the DOM after the page's script ran:
   * one uPlot chart, with its canvas, for every time series the page's data
     asks for (counted here from the JSON blocks, independently of the
     script): GPU busy and each NVML metric per device, each PM metric of each
-    drawn window;
+    drawn window, and its first two again beside each triggered replay in it;
   * the page opened with ?section=timeline draws too;
   * a copy of the page with one data block broken says so: data-rendered is
     "error" and the reason is shown on the page.
@@ -80,6 +80,14 @@ def expected_time_charts(page_text, only=None):
         for window in data["pm"]["windows"]:
             if window["drawn"]:
                 count += sum(1 for m in window["metrics"] if m["t"])
+    if only in (None, "triggered"):
+        # A triggered replay draws its PM window's first two metrics again.
+        drawn = {(w["pid"], w["id"]): w for w in data["pm"]["windows"] if w["drawn"]}
+        for replay in data["triggered"]["replays"]:
+            window = replay["window"] and drawn.get((replay["window"]["pid"],
+                                                     replay["window"]["id"]))
+            if window:
+                count += min(2, sum(1 for m in window["metrics"] if m["t"]))
     return count
 
 

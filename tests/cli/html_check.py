@@ -12,6 +12,9 @@ section is there with its JSON data block, each block parses, no block holds
 --expect pm        a window's PM samples are drawn, with scopes in its lane
 --expect replay    kernel replay with speed-of-light bars that have values
 --expect spans     range replay with a span's kernels in a table
+--expect triggered a replay a rule asked for, with speed-of-light bars that
+                   have values and a PM window drawn in the pm section whose
+                   time axis holds the firing
 --expect storms    a launch storm on the timeline
 --expect metrics   NVML metrics on the timeline
 --expect kernels   top kernels and GPU time per scope
@@ -25,7 +28,7 @@ import json
 import re
 import sys
 
-SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "replay", "drops"]
+SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "triggered", "replay", "drops"]
 
 # What would make a browser fetch something. The page's own script builds
 # no URL, and uPlot (third_party/uplot) has none but the one in its banner
@@ -82,6 +85,17 @@ def check_expectations(data, expects, problems):
         if not any(v["label"] and v["text"] for k in replay.get("kernels", [])
                    for r in k["runs"] for v in r["values"]):
             problems.append("no labelled metric value in kernel replay")
+    if "triggered" in expects:
+        replays = data.get("triggered", {}).get("replays", [])
+        drawn = {(w["pid"], w["id"]): w for w in pm.get("windows", []) if w.get("drawn")}
+        beside = [r for r in replays if r["bars"] and r["window"] is not None]
+        if not any(b["pct"] is not None and b["text"] for r in beside for b in r["bars"]):
+            problems.append("no triggered replay with speed-of-light bars and a PM window")
+        elif not any((r["window"]["pid"], r["window"]["id"]) in drawn and
+                     0 <= r["window"]["fired_ms"] <= r["window"]["length_ms"] for r in beside):
+            problems.append("no triggered replay's window is drawn with its firing inside it")
+        if not any(r["status"] != "replayed" and r["reason"] for r in replays):
+            problems.append("no triggered replay that was not replayed, with its reason")
     if "spans" in expects:
         spans = replay.get("spans", [])
         if not spans or not any(s["rows"] and s["columns"] for s in spans):

@@ -41,6 +41,7 @@
 #include "replay/replay.h"
 #include "store/store.h"
 #include "store/store_pm.h"
+#include "store/store_triggered.h"
 #include "cli_run.h"
 #include "test_util.h"
 
@@ -381,6 +382,46 @@ static void put_replay(store *database)
         free(records[i]);
 }
 
+/* Rules' replays: one of gemm's launch 1, fired inside window 1; one of
+ * the hostile kernel, declined, with no window around it. */
+static void put_triggered(store *database)
+{
+    const store_triggered_row rows[] = {
+        {.pid = PID,
+         .id = 1,
+         .rule_id = 2,
+         .rule_text = "kernel_duration_p99 > 100us for 10ms action replay",
+         .comparison = ">",
+         .threshold = 100000,
+         .observed_value = 125000,
+         .action = "replay",
+         .target = "gemm_tile<128>",
+         .why = "its longest kernel over the threshold in the last 1000.0 ms: 0.125 ms",
+         .fired_ns = ORIGIN + 40 * MS,
+         .taken_ns = ORIGIN + 71 * MS,
+         .done_ns = ORIGIN + 71 * MS + 500000,
+         .status = "replayed",
+         .reason = "",
+         .launch_id = 1},
+        {.pid = PID,
+         .id = 2,
+         .rule_id = 3,
+         .rule_text = "kernel_launch_rate > 10/s action replay",
+         .comparison = ">",
+         .threshold = 10,
+         .observed_value = 2000,
+         .action = "replay",
+         .target = HOSTILE_NAME,
+         .why = "the most GPU time in the last 1000.0 ms: 1.000 ms of 2 kernels",
+         .fired_ns = ORIGIN + 90 * MS,
+         .done_ns = ORIGIN + 90 * MS,
+         .status = "declined",
+         .reason = "replay budget 10ms spent </script>"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        assert_int_equal(store_put_triggered_replay(database, &rows[i]), 0);
+}
+
 static void put_the_rest(store *database)
 {
     store_storm_row storm = {PID, 0, ORIGIN + 80 * MS, ORIGIN + 90 * MS, 5000, 0};
@@ -410,6 +451,7 @@ static void make_crafted_session(const char *name, int ended, int64_t pid, const
     put_metrics(database);
     put_window_and_samples(database);
     put_replay(database);
+    put_triggered(database);
     put_the_rest(database);
     if (ended) {
         assert_int_equal(store_process_end(database, PID, ORIGIN + 100 * MS), 0);
@@ -454,8 +496,9 @@ static void test_crafted_session(void **state)
     assert_int_equal(FLARE("report", "--html", "crafted.html", "crafted"), 0);
     assert_string_equal(err_text, "");
     CHECK_PAGE("crafted.html", "--expect", "pm", "--expect", "replay", "--expect", "spans",
-               "--expect", "storms", "--expect", "metrics", "--expect", "kernels", "--name",
-               HOSTILE_NAME, "--name", HOSTILE_WARN, "--name", "footprint over budget </script>",
+               "--expect", "storms", "--expect", "metrics", "--expect", "kernels", "--expect",
+               "triggered", "--name", HOSTILE_NAME, "--name", HOSTILE_WARN, "--name",
+               "footprint over budget </script>", "--name", "replay budget 10ms spent </script>",
                "--note", "counted but not timed", "--note", "flagged");
     keep_page("crafted.html", "crafted.html");
     /* Standard output: the same page. */

@@ -12,8 +12,9 @@ usage:
       declined, its launch_id the row's, of the kernel the row names, taken
       inside the slow phase, over 10 ms (gpu__time_duration.sum); outputs
       equal to REFERENCE's. With --target, when every check passed, writes
-      FILE: {"kernel", "regex", "launch", "step", "pid"}, what a
-      `flare replay --kernel REGEX --launch N` of the same launch needs.
+      FILE: {"kernel", "regex", "launch", "step", "pid", "exact",
+      "session"}, what a `flare replay --kernel REGEX --launch N` of the
+      same launch needs.
   check_triggered_more.py compare SESSION REPLAY_SESSION REFERENCE --launch N
                           [--sol A,B,...] [--tolerance PCT]
       REPLAY_SESSION is `flare replay --kernel REGEX --launch N` of the
@@ -366,7 +367,8 @@ def check_slowphase(session, reference, target):
                       f"{'; ' + '; '.join(notes) if notes else ''}); flare's launch_index "
                       f"{launch['launch_index']} counts from when replay was configured")
                 result = {"kernel": launch["kernel"], "regex": regex, "launch": ordinal,
-                          "step": step, "pid": launch["pid"], "exact": exact}
+                          "step": step, "pid": launch["pid"], "exact": exact,
+                          "session": os.path.abspath(session)}
             except Failed as error:
                 failures.append(str(error))
     if not failures:

@@ -687,6 +687,85 @@
     }
   }
 
+  /* ---- triggered replays ---- */
+
+  /* The PM section's data of window (pid, id), or null: its samples are
+   * drawn there and, for a triggered replay, again beside it. */
+  function pmWindowData(pid, id) {
+    if (pmWindowData.windows === undefined) {
+      var block = document.getElementById('data-pm');
+      try { pmWindowData.windows = block ? JSON.parse(block.textContent).windows || [] : []; }
+      catch (e) { pmWindowData.windows = []; }
+    }
+    var found = null;
+    pmWindowData.windows.forEach(function (w) { if (w.pid === pid && w.id === id) found = w; });
+    return found;
+  }
+
+  function renderTriggeredWindow(column, r) {
+    var w = r.window;
+    add(column, el('h4', '', 'PM window'));
+    if (!w) {
+      empty(column, 'No PM window was open when the rule fired or while its replay ran.');
+      return;
+    }
+    note(column, 'Window ' + w.id + ' (' + w.opened_by + '), opened ' + fmtSeconds(w.open_s) + ', ' +
+      (w.length_ms === null ? 'never closed' : fmtDuration(w.length_ms * 1e6) + ' long') + '; ' +
+      fmtCount(w.samples) + ' samples, engine ' + (w.engine_status || '-') +
+      '. Shaded: from the firing to the replay\'s metrics stored.');
+    var data = pmWindowData(w.pid, w.id);
+    var drawn = data && data.drawn ? data.metrics.filter(function (m) { return m.t.length; }).slice(0, 2) : [];
+    if (!drawn.length) {
+      empty(column, data && data.sample_rows ? 'Its samples are not drawn on this page (see the PM section).' :
+        'No PM samples were recorded in this window.');
+      return;
+    }
+    drawn.forEach(function (m, i) {
+      timeChart(column, {
+        title: m.label, sub: m.metric, xs: m.t,
+        series: [{ label: m.label, values: m.v, color: GAUGE_COLORS[i % GAUGE_COLORS.length],
+          fill: 'rgba(47,111,223,0.08)' }],
+        fmt: unitFormat(m.unit), range: m.unit === 'percent' ? [0, 100] : undefined, xScale: 1e-3,
+        sync: 'triggered-' + r.pid + '-' + r.id, height: 100, xRange: [0, data.length_ms],
+        spans: [{ start: w.fired_ms, end: Math.max(w.done_ms, w.fired_ms), kind: 'window' }]
+      });
+    });
+  }
+
+  function renderTriggered(body, d) {
+    if (!d.replays.length) {
+      empty(body, 'No rule asked for a replay in this session (a --deep-when rule ending in ' +
+        'action replay or action range NAME).');
+      return;
+    }
+    note(body, 'Each replay a rule asked for: the rule firing, the replayed launch\'s throughputs ' +
+      'against their peaks, and the PM window open when it fired or while the replay ran.');
+    d.replays.forEach(function (r) {
+      var card = add(body, el('div', 'kernel-card triggered'));
+      add(card, el('h3', '', 'Replay ' + r.id + ' of pid ' + r.pid + ': rule ' + r.rule_id + ', ' +
+        (r.action === 'range' ? 'range ' : '') + (r.target || '(no kernel)')));
+      var grid = add(card, el('div', 'triggered-grid'));
+      var fired = add(grid, el('div', 'triggered-col'));
+      add(fired, el('h4', '', 'The rule fired'));
+      var list = add(fired, el('dl', 'facts'));
+      fact(list, 'rule', r.rule_text);
+      fact(list, 'at', fmtSeconds(r.fired_s));
+      fact(list, 'reading', r.metric + ' was ' + r.reading + ' (' + r.comparison + ' ' + r.threshold + ')');
+      fact(list, 'chose', r.action === 'range' ? 'the next occurrence of ' + r.target : r.target + ': ' + r.why);
+      var outcome = fact(list, 'outcome', r.status + (r.reason ? ': ' + r.reason : '') +
+        (r.stored_ms !== null ? '; metrics stored ' + fmtDuration(r.stored_ms * 1e6) + ' after the firing' : ''));
+      if (r.status !== 'replayed') outcome.className = 'declined';
+      var sol = add(grid, el('div', 'triggered-col'));
+      add(sol, el('h4', '', 'Speed of light'));
+      if (r.bars.length) solBars(sol, r.bars);
+      else if (r.action === 'range' && r.launch_found)
+        note(sol, fmtCount(r.span_kernels) + ' kernels measured: span ' + r.launch_id + ' under Replay.');
+      else empty(sol, r.status === 'replayed' ? 'No throughput among the launch\'s metrics.' : 'Nothing was replayed.');
+      renderTriggeredWindow(add(grid, el('div', 'triggered-col')), r);
+    });
+    if (d.left_out > 0) note(body, fmtCount(d.left_out) + ' more are not listed (flare report lists them).');
+  }
+
   /* ---- drops and warnings ---- */
 
   function renderDrops(body, d) {
@@ -723,7 +802,7 @@
 
   var renderers = {
     session: renderSession, timeline: renderTimeline, kernels: renderKernels, scopes: renderScopes,
-    pm: renderPm, replay: renderReplay, drops: renderDrops
+    pm: renderPm, triggered: renderTriggered, replay: renderReplay, drops: renderDrops
   };
 
   function status(text, isError) {
