@@ -4,26 +4,31 @@ fires (issue 23, item 2), on the launch-bound PyTorch loop
 step, so a cost per launch shows in its step rate). Called by part
 "triggered" of scripts/gpu-check.sh (scripts/gpu-check-triggered.sh).
 
-Each round runs the loop once under each of three configurations, in an
+Each round runs the loop once under each of four configurations, in an
 order rotated every round, all pinned to the same CPUs (FLARE_BENCH_CPUS,
 default 2-5, as bench/gpu_launch_costs.py does; empty: no pinning):
 
-  window  `flare trace --deep-when 'kernel_duration_p99 > 1h for 1s over 1s action window'`
-  replay  the same rule with `action replay` (replay-ready: the launch
-          callbacks stay on, PM sampling is not set up early)
-  plain   `flare trace` with no rule
+  plain     `flare trace` with no rule (the default mode)
+  replay    `flare trace --deep-when 'kernel_duration_p99 > 1h for 1s over 1s
+            action replay'`: replay-ready (in the default mode the launch
+            callbacks are on anyway; allocations are tracked in every trace)
+  plain-l   `flare trace --mode light`
+  replay-l  the same rule under --mode light: the rule puts the launch
+            callbacks back on (and the mode's capability row must say so)
 
-The rule can never fire (no kernel of the loop lasts an hour; each run's
-rules table is checked, and a run whose rule fired stops the benchmark).
+The rule can never fire (no kernel of the loop lasts an hour); each run's
+rules table is checked, and a run whose rule was refused or fired stops the
+benchmark.
 A run's value is the loop's own "step_ms" (the timed steps' wall time over
 their count), given as steps per second. Prints, per configuration, the
 median steps/s (min..max), and the medians of the paired per-round ratios
-replay/window and replay/plain (and window/plain) with their spread, then
+replay/plain, replay-l/plain-l and plain-l/plain with their spread, then
 how long it took.
 
 The children get this environment without FLARE_PM, FLARE_DEEP_* and
-FLARE_REPLAY_* (earlier parts of gpu-check.sh export FLARE_PM=0), so every
-configuration is what a user gets by default.
+FLARE_REPLAY_* (but FLARE_REPLAY_READY_*, this file's own settings; earlier
+parts of gpu-check.sh export FLARE_PM=0), so every configuration is what a
+user gets by default; the header names what was left out.
 
 bench/gpu_launch_costs.py and bench/gpu_ab.py run their benchmarks at import
 (module-level code reading sys.argv), so nothing of theirs can be imported;
@@ -54,12 +59,15 @@ cpus = os.environ.get("FLARE_BENCH_CPUS", "2-5")
 pinning = ["taskset", "-c", cpus] if cpus else []
 NEVER = "kernel_duration_p99 > 1h for 1s over 1s"
 configs = [
-    ("window", f"--deep-when '{NEVER} action window'", ["--deep-when", NEVER + " action window"]),
-    ("replay", f"--deep-when '{NEVER} action replay'", ["--deep-when", NEVER + " action replay"]),
     ("plain", "no rule", []),
+    ("replay", f"--deep-when '{NEVER} action replay'", ["--deep-when", NEVER + " action replay"]),
+    ("plain-l", "--mode light, no rule", ["--mode", "light"]),
+    ("replay-l", f"--mode light --deep-when '{NEVER} action replay'",
+     ["--mode", "light", "--deep-when", NEVER + " action replay"]),
 ]
 environment = {k: v for k, v in os.environ.items()
-               if k != "FLARE_PM" and not k.startswith(("FLARE_DEEP_", "FLARE_REPLAY_"))}
+               if k != "FLARE_PM" and (k.startswith("FLARE_REPLAY_READY_") or
+                                       not k.startswith(("FLARE_DEEP_", "FLARE_REPLAY_")))}
 removed = sorted(set(os.environ) - set(environment))
 
 
@@ -77,12 +85,19 @@ def run(config, session):
     try:
         if result.returncode != 0:
             raise SystemExit(f"{tag} failed ({result.returncode}): {result.stderr[-1500:]}")
-        if options:
+        if "--deep-when" in options:
             db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
-            fired = db.execute("SELECT COALESCE(SUM(windows_fired), 0) FROM rules").fetchone()[0]
+            rules = db.execute("SELECT status, windows_fired FROM rules").fetchall()
+            mode = db.execute("SELECT reason FROM capabilities WHERE feature = 'mode'").fetchall()
             db.close()
-            if fired:
-                raise SystemExit(f"{tag}: the rule that must never fire fired {fired} times")
+            if not rules or any(status == "refused" or fired for status, fired in rules):
+                raise SystemExit(f"{tag}: the rule was refused or fired: {rules}")
+            # In the light mode the replay rule puts the launch callbacks
+            # back on, and the mode's capability row must say so.
+            if "light" in options and not any("launch callbacks on for replay" in d
+                                              for (d,) in mode):
+                raise SystemExit(f"{tag}: the mode row does not say the launch callbacks "
+                                 f"are on for replay: {mode}")
         for line in result.stdout.splitlines():
             words = line.split()
             if len(words) == 2 and words[0] == "step_ms":
@@ -115,10 +130,10 @@ print(f"== replay-ready trace, rule never firing: launch_loop.py {steps}, {len(v
       + (f", {' '.join(removed)} unset" if removed else ""))
 for tag, what, _ in configs:
     series = [v[tag] for v in values]
-    print(f"  {tag:<7} steps/s median {statistics.median(series):8.1f} "
+    print(f"  {tag:<8} steps/s median {statistics.median(series):8.1f} "
           f"({min(series):.1f}..{max(series):.1f})  flare trace {what}")
 print("  paired ratios of steps/s, median (min..max):")
-for a, b in (("replay", "window"), ("replay", "plain"), ("window", "plain")):
+for a, b in (("replay", "plain"), ("replay-l", "plain-l"), ("plain-l", "plain")):
     print(f"    {a}/{b}: {spread([v[a] / v[b] for v in values])}")
 print(f"  took {time.monotonic() - started:.0f} s "
       f"(rounds {min(round_times):.0f}..{max(round_times):.0f} s)")

@@ -21,7 +21,7 @@
 #   median and worst over every triggered run of the part.
 # * bench/gpu_replay_ready.py: the cost of a replay-ready trace whose rule
 #   never fires, on the launch-bound loop (FLARE_REPLAY_READY_ROUNDS, default
-#   9, within FLARE_REPLAY_READY_BUDGET_S, default 150 s).
+#   9, within FLARE_REPLAY_READY_BUDGET_S, default 200 s; FLARE_REPLAY_READY_STEPS, default 2000).
 # Summaries go to $OUT/triggered.txt, programs' output to
 # $work/triggered.log. Must never leave a session behind in $OUT (every
 # session is made under $work).
@@ -87,7 +87,7 @@ if timeout -k 10 180 "${slow_cmd[@]}" >>"$triggered_log" 2>&1; then
     slow_option=()
     [ -e "$slow_target" ] || slow_option=(--target "$slow_target")
     python3 tests/gpu/check_triggered_more.py slowphase "$slow_session" "$slow_ref/out.sha256" \
-      "${slow_option[@]}" | tee -a "$triggered_out" || fail "triggered slowphase $slow_round"
+      ${slow_option[@]+"${slow_option[@]}"} | tee -a "$triggered_out" || fail "triggered slowphase $slow_round"
   done
   if [ -e "$slow_target" ]; then
     slow_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$slow_target" "$1"; }
@@ -137,6 +137,6 @@ if [ ${#triggered_sessions[@]} -gt 0 ]; then
 fi
 
 PYTHONUNBUFFERED=1 python3 bench/gpu_replay_ready.py "$flare" "$work" "${FLARE_REPLAY_READY_ROUNDS:-9}" \
-  "${FLARE_REPLAY_READY_STEPS:-1000}" "${FLARE_REPLAY_READY_BUDGET_S:-150}" | tee -a "$triggered_out" \
+  "${FLARE_REPLAY_READY_STEPS:-2000}" "${FLARE_REPLAY_READY_BUDGET_S:-200}" | tee -a "$triggered_out" \
   || fail "triggered: bench/gpu_replay_ready.py"
 echo "-- triggered: $(triggered_seconds "$triggered_started") s in all" | tee -a "$triggered_out"

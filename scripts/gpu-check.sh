@@ -31,7 +31,7 @@
 #        torch.profiler, scripts/gpu-check-launchcosts.sh);
 #        fleet (two ranks under torchrun: one session, a session per rank,
 #        flare merge, synchronized windows; scripts/gpu-check-fleet.sh);
-#        triggered (rules with action replay, scripts/gpu-check-triggered.sh). Any
+#        triggered (rules with action replay and range, outputs bit-identical, beside flare replay, their latency, the cost of a replay-ready trace; scripts/gpu-check-triggered.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -27,8 +27,10 @@ usage:
       equal) or is missing from either.
   check_triggered_more.py range SESSION REFERENCE
       `action range step`: exactly one triggered_replays row, action range,
-      replayed; its replay_spans row (span_id = launch_id) not declined,
-      with kernels > 0; outputs equal to REFERENCE's.
+      replayed; its replay_spans row (span_id = launch_id) the only one,
+      not declined, with kernels > 0, a replay_launches row per kernel and
+      metric values; no launch replayed on its own; outputs equal to
+      REFERENCE's. Prints the span's step and its longest kernel.
   check_triggered_more.py latency SESSION...
       median and worst of done_ns - fired_ns and taken_ns - fired_ns (ms)
       over the replayed rows of triggered_replays of every session, per
@@ -61,7 +63,10 @@ The regex is the kernel's name escaped for POSIX extended regular
 expressions (a backslash before each of \\ ^ . [ $ ( ) | * + ? {, the
 characters whose escapes POSIX defines) and anchored ^...$. flare keeps at
 most 255 bytes of --kernel; a longer one becomes ^PREFIX.*SUFFIX$ and N then
-counts the launches of every name it matches.
+counts the launches of every name it matches. A name of 255 bytes or more
+may have been cut where flare matches --kernel (a launch's name is held in
+256 bytes): it becomes ^PREFIX, which matches the cut name and the whole one
+alike.
 
 Must never write into a session (read-only connections) and never pass a
 check it could not make: a missing table or file is a failure with its
@@ -83,6 +88,8 @@ import tempfile
 
 SLOW_NS = 10_000_000          # the rule's threshold: the slow kernel runs over it
 REGEX_MAX_BYTES = 255         # replay_selection.kernel_regex[256] (src/replay/replay.h)
+NAME_MAX_BYTES = 255          # a launch's kernel name on flare's launch path (char[256]):
+                              # replay_launches.kernel and --kernel's subject, cut there
 ERE_SPECIAL = set("\\^.[$()|*+?{")
 COUNT_DROPS = ("event_ring", "cupti_activity", "storm_guard", "flight_recorder", "store_write")
 
@@ -98,15 +105,33 @@ def ere_escape(text):
     return "".join("\\" + c if c in ERE_SPECIAL else c for c in text)
 
 
+def same_kernel(full, launched):
+    """Whether a kernel name of the names table is the one a launch
+    recorded (cut at NAME_MAX_BYTES on the launch path)."""
+    return full == launched or (len(launched.encode()) >= NAME_MAX_BYTES and
+                                full.startswith(launched))
+
+
 def kernel_regex(name, limit=REGEX_MAX_BYTES):
     """(ERE for flare replay --kernel, Python regex equivalent, exact).
 
     ^NAME$ escaped; when that is over limit bytes, ^PREFIX.*SUFFIX$ with as
-    much of the name's two ends as fits (exact False)."""
+    much of the name's two ends as fits (exact False). A name of
+    NAME_MAX_BYTES may have been cut on the launch path, where --kernel is
+    matched: then ^PREFIX alone, which matches the cut name and the whole
+    one alike."""
     whole = "^" + ere_escape(name) + "$"
-    if len(whole.encode()) <= limit:
+    if len(name.encode()) < NAME_MAX_BYTES and len(whole.encode()) <= limit:
         return whole, "^" + re.escape(name) + "$", True
     pieces = [ere_escape(c) for c in name]
+    if len(name.encode()) >= NAME_MAX_BYTES:
+        head, room = [], limit - 1
+        for piece in pieces:
+            if len(piece.encode()) > room:
+                break
+            head.append(piece)
+            room -= len(piece.encode())
+        return "^" + "".join(head), "^" + re.escape(name[:len(head)]), False
     room = limit - len("^.*$".encode())
     head, tail = [], []
     front, back = 0, len(pieces) - 1
@@ -274,7 +299,7 @@ def launch_ordinal(db, launch, python_regex):
                        "launch_id = ? AND pass = 0", (pid, launch["launch_id"])).fetchone()
     limit = pass0[1] if pass0 else launch["end_ns"]
     own = [(place, r) for place, r in enumerate(kept, 1)
-           if names[r[1]] == launch["kernel"] and r[2] == device and r[3] <= limit]
+           if same_kernel(names[r[1]], launch["kernel"]) and r[2] == device and r[3] <= limit]
     if not own:
         raise Failed(f"no kernel row of {launch['kernel'][:80]} on device {device} started "
                      f"before the replay's pass 0 ended")
@@ -283,7 +308,7 @@ def launch_ordinal(db, launch, python_regex):
     if row[3] < launch["begin_ns"]:
         notes.append("its kernel row starts %.3f ms before the replay took the launch"
                      % ((launch["begin_ns"] - row[3]) / 1e6))
-    own_reruns = sum(1 for r in rows if r[2] == device and names[r[1]] == launch["kernel"]
+    own_reruns = sum(1 for r in rows if r[2] == device and same_kernel(names[r[1]], launch["kernel"])
                      and (pass0[1] if pass0 else launch["begin_ns"]) < r[3] <= launch["end_ns"])
     if own_reruns not in (0, launch["passes_run"] - 1):
         notes.append(f"{own_reruns} re-run rows in the replay, not passes_run - 1 = "
@@ -346,7 +371,8 @@ def check_slowphase(session, reference, target):
                      ms(row["done_ns"] - row["fired_ns"]), (row["why"] or "")[:160]))
             if launch["declined"]:
                 failures.append(f"the triggered launch was declined: {launch['reason']}")
-            if row["target"] != launch["kernel"]:
+            if not (same_kernel(row["target"], launch["kernel"]) or
+                    same_kernel(launch["kernel"], row["target"])):
                 failures.append(f"the row names {short(row['target'])}, the replay "
                                 f"{short(launch['kernel'])}")
             if not in_phase:
@@ -388,6 +414,8 @@ def check_compare(session, replay_session, reference, launch_n, sol, tolerance):
     if len(rows) != 1:
         raise Failed(f"{session}: {len(rows)} replayed triggered rows, not 1")
     triggered = launch_row(target_db, rows[0]["launch_id"], rows[0]["pid"])
+    if triggered is None:
+        raise Failed(f"{session}: no replay_launches row has launch_id {rows[0]['launch_id']}")
     launches = replay_db.execute("SELECT launch_id, pid, declined FROM replay_launches").fetchall()
     if len(launches) != 1 or launches[0][2]:
         raise Failed(f"flare replay: {len(launches)} replay_launches rows, not 1 replayed: "
@@ -513,6 +541,8 @@ def check_range(session, reference):
                 failures.append(f"the span was declined: {reason}")
             if not kernels or kernels <= 0:
                 failures.append("the span recorded no kernels")
+            if kernels and not values[1]:
+                failures.append("the span's kernels have no metric values")
             if len(kernel_rows) != kernels:
                 failures.append(f"{len(kernel_rows)} replay_launches rows for the span's "
                                 f"{kernels} kernels")
@@ -565,6 +595,7 @@ NAMES = [
     "(cutlass_80_simt_sgemm_256x128_8x4_nn_align1::Params)",
     "a.b*c+d?e(f)g[h]i{1,2}j|k^l$m\\n&o,p:q r",
     "operator()(float&, float const&) [clone .kd] {lambda(int)#1}",
+    "k<" + "float*, " * 24 + "int>(" + "a.b, " * 6 + ")",  # under 255 bytes, not escaped
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t"
     "<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)"
     "::{lambda(float, float)#1}>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, "
@@ -575,6 +606,13 @@ NAMES = [
 
 def selftest_regex():
     problems, libc_checked = [], 0
+    cut = NAMES[-1][:NAME_MAX_BYTES]  # as the launch path holds the long name
+    ere, python_regex, exact = kernel_regex(cut)
+    if exact or not re.search(python_regex, NAMES[-1]) or not re.search(python_regex, cut) \
+            or not same_kernel(NAMES[-1], cut) or same_kernel(NAMES[-1], cut[:-1]):
+        problems.append(f"a cut name: {ere[:60]}...")
+    elif libc_regex_match(ere, cut) is False or libc_regex_match(ere, NAMES[-1]) is False:
+        problems.append(f"regexec: {ere[:60]}... misses the cut or the whole name")
     for name in NAMES:
         ere, python_regex, exact = kernel_regex(name)
         others = [name + "x", "x" + name, name[:-1], name.replace("(", "x", 1),
@@ -727,9 +765,10 @@ def quietly(function, *args):
 def selftest():
     problems, checked = selftest_regex()
     print(f"selftest: kernel-name regexes ({checked} of {len(NAMES)} checked with regcomp)")
-    long_ere, _, long_exact = kernel_regex(NAMES[-1])
-    print(f"  {len(NAMES[-1])}-byte name -> {len(long_ere.encode())}-byte regex "
-          f"({'exact' if long_exact else 'prefix .* suffix'})")
+    for name in (NAMES[-2], NAMES[-1]):
+        ere, _, exact = kernel_regex(name)
+        print(f"  {len(name)}-byte name -> {len(ere.encode())}-byte regex "
+              f"{ere[:24]}...{ere[-16:]} ({'exact' if exact else 'not exact'})")
     slow = NAMES[2]
     with tempfile.TemporaryDirectory() as temp:
         reference = os.path.join(temp, "reference.sha256")
@@ -810,7 +849,7 @@ def selftest():
 
 
 def main():
-    parser = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1][len("usage:"):].strip())
     parser.add_argument("command", choices=("slowphase", "compare", "range", "latency",
                                             "selftest"))
     parser.add_argument("paths", nargs="*")

@@ -4,15 +4,17 @@ tests/gpu/check_triggered_more.py; issue 23: triggered replay must leave a
 program's results bit-identical and replay the slow phase's kernel).
 
 STEPS steps (default 60), each inside an NVTX push/pop range "step": two
-1024x1024 fp32 matmuls and a few element-wise ops on a small state, every
-kernel well under 2 ms. In the slow phase (steps --slow-first to
+1024x1024 fp64 matmuls and a few element-wise ops on a small state, every
+kernel well under 2 ms (fp64, so that no kernel of theirs can share the slow
+fp32 matmul's name: a rule's replay is of the chosen kernel name's next
+launch). In the slow phase (steps --slow-first to
 --slow-first + --slow-count - 1, default 25 to 49) each step also runs
 --slow-matmuls (default 4) chained fp32 8192x8192x8192 matmuls, about 21.6 ms
 each on the H200 (the one kind of kernel over 10 ms in the run), each
 followed by a tanh, and mixes that big state into the small one. Outside
 the phase each step sleeps 40 ms after its work (outside its range), so the
-phases last long enough for a rule to warm up and fire: about 1.1 s
-before, 2.3 s in and 0.4 s after the phase on the H200.
+phases last long enough for a rule to warm up and fire: about 1.4 s
+before, 2.5 s in and 0.5 s after the phase on the H200 (estimated).
 
 Every op inside a step writes into tensors allocated before the first step
 (out= and in-place forms), and nothing inside a step reads back to the
@@ -24,7 +26,7 @@ copied to the host and hashed.
 usage: slow_phase.py HASH_FILE TIMES_JSON [--steps N] [--slow-first K]
                      [--slow-count C] [--slow-matmuls M]
   HASH_FILE   gets the sha256 (hex) of every step's results in order, then
-              the final big state: equal across runs on one GPU.
+              of the final big state (folded): equal across runs on one GPU.
   TIMES_JSON  gets {"steps", "phase": {"first_step", "last_step",
               "start_ns", "end_ns"}, "step_ns": [[start, end], ...],
               "sha256"}, times from time.monotonic_ns() (CLOCK_MONOTONIC,
@@ -82,16 +84,21 @@ def main():
 
     # Everything a step touches, allocated (and its random values made) up
     # front. Weights are scaled so that each layer keeps values near 1.
-    x = torch.randn(SMALL, SMALL, device=device).tanh_()
-    w1 = torch.randn(SMALL, SMALL, device=device).div_(SMALL ** 0.5)
-    w2 = torch.randn(SMALL, SMALL, device=device).div_(SMALL ** 0.5)
-    h = torch.empty(SMALL, SMALL, device=device)
-    y = torch.empty(SMALL, SMALL, device=device)
+    small = {"device": device, "dtype": torch.float64}
+    x = torch.randn(SMALL, SMALL, **small).tanh_()
+    w1 = torch.randn(SMALL, SMALL, **small).div_(SMALL ** 0.5)
+    w2 = torch.randn(SMALL, SMALL, **small).div_(SMALL ** 0.5)
+    h = torch.empty(SMALL, SMALL, **small)
+    y = torch.empty(SMALL, SMALL, **small)
+    pull = torch.empty(SMALL, SMALL, **small)
     big_x = torch.randn(BIG, BIG, device=device).tanh_()
     big_w = torch.randn(BIG, BIG, device=device).mul_(1.5 / BIG ** 0.5)
     big_y = torch.empty(BIG, BIG, device=device)
     fold = torch.empty(SMALL * SMALL, device=device)
     corner = big_x[:SMALL, :SMALL]  # a view: no memory of its own
+    # cuBLAS's handle and workspace are made at the first matmul: here, so
+    # that no step allocates (h is overwritten by step 0).
+    torch.mm(x, w1, out=h)
     torch.cuda.synchronize()
 
     hasher = hashlib.sha256()
@@ -103,7 +110,7 @@ def main():
 
     def fold_big():
         """The big state, folded to SMALL*SMALL values on the device (a sum
-        over 64 slices: a reduction without atomics)."""
+        over 64 slices: torch's reductions are deterministic on one GPU)."""
         torch.sum(big_x.view(BIG * BIG // (SMALL * SMALL), SMALL * SMALL), dim=0, out=fold)
         return fold
 
@@ -118,11 +125,12 @@ def main():
         y.add_(x)
         torch.tanh(y, out=x)
         if slow:
-            corner.copy_(x)
+            corner.copy_(x)  # fp64 to fp32, into a strided view: a copy kernel
             for _ in range(args.slow_matmuls):
                 torch.mm(big_x, big_w, out=big_y)
                 torch.tanh(big_y, out=big_x)
-            x.add_(corner, alpha=0.5)
+            pull.copy_(corner)  # and back to fp64: a copy kernel
+            x.add_(pull, alpha=0.5)
             x.tanh_()
         torch.cuda.nvtx.range_pop()
         absorb(x)

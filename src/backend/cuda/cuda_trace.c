@@ -804,15 +804,21 @@ int cuda_trace_start(const backend_host *host)
     if (core_mode_from_environment(&mode, mode_why, sizeof(mode_why)) != FLARE_OK)
         core_log(CORE_LOG_WARNING, "%s; using the %s mode", mode_why,
                  core_mode_spec_of(mode)->name);
-    core_capability_set("mode", 1, CORE_CAPABILITY_ACTIVE, "%s: %s", core_mode_spec_of(mode)->name,
-                        core_mode_spec_of(mode)->records);
     int want_activity = switch_on("FLARE_CUDA_ACTIVITY");
     /* A process asked for a replay needs the launch bracket in any mode;
      * so does one whose rules may trigger replays (action replay). */
+    int replay_needs_launches =
+        cuda_replay_requested() != NULL || rules_list_wants_replay(getenv("FLARE_DEEP_WHEN"));
     int want_launch_callbacks =
         switch_or("FLARE_CUDA_LAUNCH_CALLBACKS",
-                  core_mode_spec_of(mode)->launch_callbacks || cuda_replay_requested() != NULL ||
-                      rules_list_wants_replay(getenv("FLARE_DEEP_WHEN")));
+                  core_mode_spec_of(mode)->launch_callbacks || replay_needs_launches);
+    /* The mode row says when replay put the launch callbacks back on: the
+     * mode then costs what the standard mode does (docs/cli.md, --mode). */
+    core_capability_set("mode", 1, CORE_CAPABILITY_ACTIVE, "%s: %s%s",
+                        core_mode_spec_of(mode)->name, core_mode_spec_of(mode)->records,
+                        replay_needs_launches && !core_mode_spec_of(mode)->launch_callbacks
+                            ? "; launch callbacks on for replay"
+                            : "");
     const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
     uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
     if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
