@@ -9,9 +9,11 @@ order rotated every round, all pinned to the same CPUs (FLARE_BENCH_CPUS,
 default 2-5, as bench/gpu_launch_costs.py does; empty: no pinning):
 
   plain     `flare trace` with no rule (the default mode)
-  replay    `flare trace --deep-when 'kernel_duration_p99 > 1h for 1s over 1s
-            action replay'`: replay-ready (in the default mode the launch
-            callbacks are on anyway; allocations are tracked in every trace)
+  range     `flare trace --deep-when 'kernel_duration_p99 > 1h for 1s over 1s
+            action range step'`: replay-ready, the heavier kind (in the
+            default mode the launch callbacks are on anyway; allocations are
+            tracked in every trace; a range rule also has each launched
+            function's module variables resolved, once per function)
   plain-l   `flare trace --mode light`
   replay-l  the same rule under --mode light: the rule puts the launch
             callbacks back on (and the mode's capability row must say so)
@@ -22,7 +24,7 @@ benchmark.
 A run's value is the loop's own "step_ms" (the timed steps' wall time over
 their count), given as steps per second. Prints, per configuration, the
 median steps/s (min..max), and the medians of the paired per-round ratios
-replay/plain, replay-l/plain-l and plain-l/plain with their spread, then
+range/plain, replay-l/plain-l and plain-l/plain with their spread, then
 how long it took.
 
 The children get this environment without FLARE_PM, FLARE_DEEP_* and
@@ -60,7 +62,8 @@ pinning = ["taskset", "-c", cpus] if cpus else []
 NEVER = "kernel_duration_p99 > 1h for 1s over 1s"
 configs = [
     ("plain", "no rule", []),
-    ("replay", f"--deep-when '{NEVER} action replay'", ["--deep-when", NEVER + " action replay"]),
+    ("range", f"--deep-when '{NEVER} action range step'",
+     ["--deep-when", NEVER + " action range step"]),
     ("plain-l", "--mode light, no rule", ["--mode", "light"]),
     ("replay-l", f"--mode light --deep-when '{NEVER} action replay'",
      ["--mode", "light", "--deep-when", NEVER + " action replay"]),
@@ -133,7 +136,7 @@ for tag, what, _ in configs:
     print(f"  {tag:<8} steps/s median {statistics.median(series):8.1f} "
           f"({min(series):.1f}..{max(series):.1f})  flare trace {what}")
 print("  paired ratios of steps/s, median (min..max):")
-for a, b in (("replay", "plain"), ("replay-l", "plain-l"), ("plain-l", "plain")):
+for a, b in (("range", "plain"), ("replay-l", "plain-l"), ("plain-l", "plain")):
     print(f"    {a}/{b}: {spread([v[a] / v[b] for v in values])}")
 print(f"  took {time.monotonic() - started:.0f} s "
       f"(rounds {min(round_times):.0f}..{max(round_times):.0f} s)")

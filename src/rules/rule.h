@@ -220,10 +220,16 @@ typedef struct rules_list_entry {
  */
 int rules_parse_list(const char *text, rules_list_entry *entries, size_t capacity, size_t *count);
 
-/* 1 when any rule of text (the FLARE_DEEP_WHEN list) that parses has an
- * action other than window; 0 otherwise (also for NULL or bad text). Pure.
+/* The actions the rules of text (the FLARE_DEEP_WHEN list) that parse
+ * ask for, as bits 1 << rules_action (RULES_ACTIONS_WINDOW...): what a
+ * backend sets up before any rule fires. 0 for NULL or bad text. Pure.
  * It reads the items rules_parse_list would with RULES_LIST_MAX entries (the
  * first RULES_LIST_MAX), one at a time: no list of entries on the stack. */
+#define RULES_ACTIONS_WINDOW (1u << RULES_ACTION_WINDOW)
+#define RULES_ACTIONS_REPLAY (1u << RULES_ACTION_REPLAY)
+#define RULES_ACTIONS_RANGE  (1u << RULES_ACTION_RANGE)
+unsigned rules_list_actions(const char *text);
+/* Whether any of them replays (action replay or range). */
 int rules_list_wants_replay(const char *text);
 
 #endif /* FLARE_RULES_RULE_H */

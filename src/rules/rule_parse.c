@@ -820,10 +820,11 @@ int rules_parse_list(const char *text, rules_list_entry *entries, size_t capacit
 
 /* One item at a time, as rules_parse_list splits them, so that one entry
  * is on the stack rather than RULES_LIST_MAX of them (28 KiB). */
-int rules_list_wants_replay(const char *text)
+unsigned rules_list_actions(const char *text)
 {
     if (text == NULL)
         return 0;
+    unsigned actions = 0;
     size_t length = strlen(text);
     size_t start = 0;
     for (size_t item = 0; item < RULES_LIST_MAX; item++) {
@@ -832,11 +833,16 @@ int rules_list_wants_replay(const char *text)
             end++;
         rules_list_entry entry;
         parse_list_item(text, length, start, end, &entry);
-        if (entry.status == FLARE_OK && entry.rule.action != RULES_ACTION_WINDOW)
-            return 1;
+        if (entry.status == FLARE_OK)
+            actions |= 1u << entry.rule.action;
         if (end >= length)
             break;
         start = end + 1;
     }
-    return 0;
+    return actions;
+}
+
+int rules_list_wants_replay(const char *text)
+{
+    return (rules_list_actions(text) & (RULES_ACTIONS_REPLAY | RULES_ACTIONS_RANGE)) != 0;
 }

@@ -1262,6 +1262,25 @@ static void test_list_wants_replay(void **state)
     assert_int_equal(rules_list_wants_replay(list), 1);
 }
 
+/* Each action the list's valid rules ask for, as one bit each: what the
+ * backend sets up early (PM sampling for windows, module variables for
+ * ranges). A refused rule adds nothing. */
+static void test_list_actions(void **state)
+{
+    (void)state;
+    assert_int_equal(rules_list_actions(NULL), 0);
+    assert_int_equal(rules_list_actions("bogus; kernel_launch_rate < 5 action range x"), 0);
+    assert_int_equal(rules_list_actions("kernel_launch_rate < 500/s"), RULES_ACTIONS_WINDOW);
+    assert_int_equal(rules_list_actions("kernel_launch_rate < 500/s action replay"),
+                     RULES_ACTIONS_REPLAY);
+    assert_int_equal(rules_list_actions("kernel_launch_rate < 500/s action range step; "
+                                        "gpu0.utilization < 20% action window"),
+                     RULES_ACTIONS_RANGE | RULES_ACTIONS_WINDOW);
+    assert_int_equal(rules_list_actions("kernel_launch_rate < 500/s action range step; bogus; "
+                                        "kernel_duration_p99 > 5ms action replay"),
+                     RULES_ACTIONS_RANGE | RULES_ACTIONS_REPLAY);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1272,6 +1291,7 @@ int main(void)
         cmocka_unit_test(test_buffers),           cmocka_unit_test(test_validate_built_rules),
         cmocka_unit_test(test_equality),          cmocka_unit_test(test_lists),
         cmocka_unit_test(test_list_wants_replay),
+        cmocka_unit_test(test_list_actions),
     };
     printf("rule tables: %zu accepted, %zu refused\n", COUNT(accepted), COUNT(refused));
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -613,20 +613,6 @@ const backend_engine_ops *cuda_pm_engine(void)
  * window. Rules that only replay must not have PM sampling set up early: a
  * prepared engine holds the device's counters, which the replay's range
  * profiler then cannot have (HARDWARE_BUSY). */
-static int rules_want_windows(const char *text)
-{
-    static rules_list_entry entries[RULES_LIST_MAX]; /* install runs once */
-    size_t count = 0;
-    if (text == NULL || text[0] == '\0')
-        return 0;
-    rules_parse_list(text, entries, RULES_LIST_MAX, &count);
-    for (size_t i = 0; i < count && i < RULES_LIST_MAX; i++) {
-        if (entries[i].status == FLARE_OK && entries[i].rule.action == RULES_ACTION_WINDOW)
-            return 1;
-    }
-    return 0;
-}
-
 static void *setup_body(void);
 
 static void *setup_main(void *argument)
@@ -810,7 +796,8 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */
     eager_setup =
-        rules_want_windows(getenv("FLARE_DEEP_WHEN")) || getenv("FLARE_DEEP_AFTER") != NULL;
+        (rules_list_actions(getenv("FLARE_DEEP_WHEN")) & RULES_ACTIONS_WINDOW) != 0 ||
+        getenv("FLARE_DEEP_AFTER") != NULL;
     /* Requested only when a rule or schedule asks for windows: a plain
      * trace must not end with a warning about a feature nobody used. */
     core_capability_set("pm_sampling", eager_setup ? 1 : 0, CORE_CAPABILITY_DEGRADED,

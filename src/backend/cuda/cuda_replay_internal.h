@@ -31,6 +31,10 @@ extern CUptiResult (*cuda_replay_get_stream_id)(CUcontext context, CUstream stre
 extern _Atomic int cuda_replay_gates_enabled;
 /* Set once attach succeeded: callbacks before it are ignored. */
 extern int cuda_replay_attached;
+/* A rule may range-replay (action range): launches resolve their module's
+ * __device__ variables before replay is configured, so a span begun later
+ * finds them in the inventory (cuda_replay_launch.c). */
+extern int cuda_replay_globals_early;
 
 /* flare's own driver calls on this thread go between begin and end (they
  * nest): replay's callbacks ignore them, and cuda_replay_internal() is true

@@ -353,12 +353,41 @@ static void describe_launch(cuda_launch_frame *frame, CUpti_CallbackId id,
         cuda_replay_resolve_globals(device, call->context, function);
 }
 
+/* Before replay is configured, in a process whose rules may range-replay:
+ * the launched function's module's __device__ variables are resolved now
+ * (once per function; later launches find it settled), so that a span a
+ * rule begins later has them in its snapshot instead of declining. */
+static void resolve_globals_early(CUpti_CallbackId id, const CUpti_CallbackData *call)
+{
+    CUfunction function = NULL;
+    switch (id) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+        function = ((const cuLaunchKernel_params *)call->functionParams)->f;
+        break;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+        function = ((const cuLaunchKernelEx_params *)call->functionParams)->f;
+        break;
+    default: /* graph launches: never replayed */
+        return;
+    }
+    int device = cuda_replay_device_of(call->context);
+    if (device >= 0 && function != NULL)
+        cuda_replay_resolve_globals(device, call->context, function);
+}
+
 void cuda_replay_launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call)
 {
     if (call->callbackSite == CUPTI_API_ENTER) {
         *call->correlationData = 0;
-        if (!replay_configured())
+        if (!replay_configured()) {
+            if (cuda_replay_globals_early)
+                resolve_globals_early(id, call);
             return;
+        }
         /* The outermost program launch: flare's calls from here on share
          * its correlation id (see cuda_replay_note_internal_work). */
         if (program_launch_correlation == 0)
