@@ -57,6 +57,16 @@ steps = int(sys.argv[4]) if len(sys.argv) > 4 else 1000
 budget_s = float(sys.argv[5]) if len(sys.argv) > 5 else 150.0
 here = os.path.dirname(os.path.abspath(__file__))
 loop = os.path.join(here, "..", "tests", "gpu", "launch_loop.py")
+# FLARE_REPLAY_READY_STORM=PATH: the CUDA C storm (tests/gpu/launch_storm.cu
+# built) of STEPS launches instead, in launches per second: short runs, so
+# many more rounds fit, and nothing but launches to pay for.
+storm = os.environ.get("FLARE_REPLAY_READY_STORM")
+if storm:
+    workload, key, unit, what = [storm, str(steps)], "launches_per_second", "launches/s", \
+        f"launch_storm {steps}"
+else:
+    workload, key, unit, what = [sys.executable, loop, str(steps)], "step_ms", "steps/s", \
+        f"launch_loop.py {steps}"
 cpus = os.environ.get("FLARE_BENCH_CPUS", "2-5")
 pinning = ["taskset", "-c", cpus] if cpus else []
 NEVER = "kernel_duration_p99 > 1h for 1s over 1s"
@@ -79,7 +89,7 @@ def run(config, session):
     tag, _, options = config
     shutil.rmtree(session, ignore_errors=True)
     command = pinning + [flare, "trace", "-q", "-o", session] + options + \
-        ["--", sys.executable, loop, str(steps)]
+        ["--"] + workload
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=180,
                                 env=environment)
@@ -103,9 +113,9 @@ def run(config, session):
                                  f"are on for replay: {mode}")
         for line in result.stdout.splitlines():
             words = line.split()
-            if len(words) == 2 and words[0] == "step_ms":
-                return 1000.0 / float(words[1])
-        raise SystemExit(f"{tag}: no 'step_ms' line in {result.stdout[-500:]!r}")
+            if len(words) == 2 and words[0] == key:
+                return 1000.0 / float(words[1]) if key == "step_ms" else float(words[1])
+        raise SystemExit(f"{tag}: no '{key}' line in {result.stdout[-500:]!r}")
     finally:
         shutil.rmtree(session, ignore_errors=True)
 
@@ -128,14 +138,14 @@ def spread(series):
     return f"{statistics.median(series):.4f} ({min(series):.4f}..{max(series):.4f})"
 
 
-print(f"== replay-ready trace, rule never firing: launch_loop.py {steps}, {len(values)} paired "
+print(f"== replay-ready trace, rule never firing: {what}, {len(values)} paired "
       f"rounds, order rotated, pinned to CPUs {cpus or 'any'}"
       + (f", {' '.join(removed)} unset" if removed else ""))
 for tag, what, _ in configs:
     series = [v[tag] for v in values]
-    print(f"  {tag:<8} steps/s median {statistics.median(series):8.1f} "
+    print(f"  {tag:<8} {unit} median {statistics.median(series):10.1f} "
           f"({min(series):.1f}..{max(series):.1f})  flare trace {what}")
-print("  paired ratios of steps/s, median (min..max):")
+print(f"  paired ratios of {unit}, median (min..max):")
 for a, b in (("range", "plain"), ("replay-l", "plain-l"), ("plain-l", "plain")):
     print(f"    {a}/{b}: {spread([v[a] / v[b] for v in values])}")
 print(f"  took {time.monotonic() - started:.0f} s "

@@ -31,7 +31,9 @@
 #        torch.profiler, scripts/gpu-check-launchcosts.sh);
 #        fleet (two ranks under torchrun: one session, a session per rank,
 #        flare merge, synchronized windows; scripts/gpu-check-fleet.sh);
-#        triggered (rules with action replay and range, outputs bit-identical, beside flare replay, their latency, the cost of a replay-ready trace; scripts/gpu-check-triggered.sh). Any
+#        triggered (rules with action replay and range, outputs bit-identical, beside flare replay, their latency, the cost of a replay-ready trace; scripts/gpu-check-triggered.sh);
+#        replayready (that cost alone, more rounds: the CUDA C storm, then the loop;
+#        scripts/gpu-check-replayready.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -262,9 +264,10 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered; do
+for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered replayready; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
-       [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ]; } || [[ ",$what," == *",$part,"* ]]; then
+       [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
+       [ "$part" != replayready ]; } || [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else

@@ -1,0 +1,16 @@
+# gpu-check-replayready.sh: part "replayready" of scripts/gpu-check.sh
+# (sourced there; uses its $flare, $build, $work, $OUT and fail). What a
+# trace whose rules may replay costs while no rule fires (issue 23, item 2;
+# bench/gpu_replay_ready.py): first on the CUDA C storm (200,000 launches a
+# run, short runs, many rounds), then on the launch-bound PyTorch loop.
+# FLARE_REPLAY_READY_STORM_BUDGET_S (default 200) and
+# FLARE_REPLAY_READY_LOOP_BUDGET_S (default 250) bound each. Summaries to
+# $OUT/replay-ready.txt. Must never leave a session behind in $OUT.
+echo "== replayready: a replay-ready trace whose rules never fire"
+FLARE_REPLAY_READY_STORM="$PWD/$build/gpu/launch_storm" PYTHONUNBUFFERED=1 \
+  python3 bench/gpu_replay_ready.py "$flare" "$work" 99 200000 \
+  "${FLARE_REPLAY_READY_STORM_BUDGET_S:-200}" | tee "$OUT/replay-ready.txt" \
+  || fail "replayready: storm (bench/gpu_replay_ready.py)"
+PYTHONUNBUFFERED=1 python3 bench/gpu_replay_ready.py "$flare" "$work" 99 2000 \
+  "${FLARE_REPLAY_READY_LOOP_BUDGET_S:-250}" | tee -a "$OUT/replay-ready.txt" \
+  || fail "replayready: loop (bench/gpu_replay_ready.py)"
