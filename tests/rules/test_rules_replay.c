@@ -8,7 +8,9 @@
  * GPU time in its `over`; the buffers end holding exactly the number of
  * launches (the replay restored them between passes); a spent replay budget
  * ends the rule with the reason; a kernel not launched again within
- * deep_for has its replay cancelled, costing nothing. Each firing leaves a
+ * deep_for has its replay cancelled, costing nothing; a cooldown spaces two
+ * replays of one rule; a replay that cannot run is declined with its reason,
+ * the launch run once. Each firing leaves a
  * triggered_replays row naming the rule, its reading, the kernel, why and
  * what became of it. Waits for what it
  * needs (the rule's stored row) with generous bounds; never counts on a
@@ -57,6 +59,7 @@ static int reset_all(void **state)
     if (flare_is_active())
         flare_shutdown();
     unsetenv("FLARE_DEEP_WHEN");
+    unsetenv("FLARE_REPLAY_FOOTPRINT_BUDGET");
     replay_reset_for_tests();
     return 0;
 }
@@ -215,6 +218,8 @@ typedef struct workload {
     const char *until;    /* a rule status, or NULL: run until_ms */
     int rule_id;          /* the rule until and the outcome are about (0: rule 1) */
     int in_steps;         /* each round inside a scope named "step" */
+    uint64_t
+        slow_period; /* when set, slow launches only in every other block of this many rounds */
 } workload;
 
 typedef struct counts {
@@ -255,7 +260,8 @@ static void run(const char *rule, const workload *work, const char *phrase, coun
         if (elapsed >= work->until_ms * MS ||
             (work->until != NULL && rule_stored(dir, rule_id, work->until)))
             break;
-        int slow_round = round >= work->slow_from && round - work->slow_from < work->slow_rounds;
+        int slow_round = round >= work->slow_from && round - work->slow_from < work->slow_rounds &&
+                         (work->slow_period == 0 || (round / work->slow_period) % 2 == 0);
         if (work->in_steps)
             assert_int_equal(flare_scope_begin("step"), FLARE_OK);
         for (int i = 0; slow_round && i < work->slow_per_round; i++, launched->slow++)
@@ -474,6 +480,69 @@ static void test_kernel_not_launched_again_is_cancelled(void **state)
     assert_int_equal(launched.slow_value, launched.slow);
 }
 
+/* cooldown: slow launches come in blocks of 100 rounds (about 0.5 s) with
+ * as long a quiet block between, so the rule rearms after each; after its
+ * first replay ends it still waits its cooldown (3 s) before it fires again,
+ * where without one it would fire in the next slow block, about 1 s later. */
+static void test_cooldown_spaces_the_replays(void **state)
+{
+    (void)state;
+    workload work = {.slow_ms = 3,
+                     .slow_per_round = 1,
+                     .fast_per_round = 1,
+                     .slow_rounds = UINT64_MAX,
+                     .until_ms = 60000,
+                     .until = "exhausted",
+                     .slow_period = 100};
+    counts launched;
+    outcome out;
+    run("kernel_duration_p99 > 1ms for 100ms over 500ms bucket 100ms deep_for 5s "
+        "max_windows 2 cooldown 3s action replay",
+        &work, "replaying the next launch of slow_add", &launched, &out);
+    assert_string_equal(out.rule_status, "exhausted");
+    assert_int_equal(out.triggered_count, 2);
+    assert_int_equal(out.replays, 2);
+    assert_int_equal(out.log_lines_matching, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(out.triggered[i].status, "replayed");
+        assert_string_equal(out.triggered[i].target, "slow_add");
+    }
+    assert_true(out.triggered[1].fired_ns - out.triggered[0].done_ns >= (int64_t)(3000 * MS));
+    assert_int_equal(launched.slow_value, launched.slow);
+    assert_int_equal(launched.fast_value, launched.fast);
+}
+
+/* A replay that cannot run (here the kernel's device holds more memory than
+ * FLARE_REPLAY_FOOTPRINT_BUDGET allows) is declined as flare replay
+ * declines one: the launch runs once, and the rule's row says why. */
+static void test_declined_replay_is_recorded(void **state)
+{
+    (void)state;
+    setenv("FLARE_REPLAY_FOOTPRINT_BUDGET", "8B", 1);
+    workload work = {.slow_ms = 3,
+                     .slow_per_round = 1,
+                     .fast_per_round = 1,
+                     .slow_rounds = UINT64_MAX,
+                     .until_ms = 60000,
+                     .until = "exhausted"};
+    counts launched;
+    outcome out;
+    run("kernel_duration_p99 > 1ms for 100ms over 500ms bucket 100ms deep_for 5s "
+        "max_windows 1 action replay",
+        &work, "was not replayed: ", &launched, &out);
+    unsetenv("FLARE_REPLAY_FOOTPRINT_BUDGET");
+    assert_int_equal(out.replays, 1);
+    assert_int_equal(out.declined, 1);
+    assert_int_equal(out.log_lines_matching, 1);
+    assert_int_equal(out.triggered_count, 1);
+    const triggered *row = &out.triggered[0];
+    assert_string_equal(row->status, "declined");
+    assert_non_null(strstr(row->reason, "footprint"));
+    assert_int_equal(row->launch_id, out.first_launch_id);
+    assert_true(row->taken_ns >= row->fired_ns);
+    assert_int_equal(launched.slow_value, launched.slow); /* it ran once */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +556,8 @@ int main(void)
                                         reset_all),
         cmocka_unit_test_setup_teardown(test_kernel_not_launched_again_is_cancelled, reset_all,
                                         reset_all),
+        cmocka_unit_test_setup_teardown(test_cooldown_spaces_the_replays, reset_all, reset_all),
+        cmocka_unit_test_setup_teardown(test_declined_replay_is_recorded, reset_all, reset_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
