@@ -1290,8 +1290,7 @@ int main(void)
         cmocka_unit_test(test_longest_canonical), cmocka_unit_test(test_length_bound),
         cmocka_unit_test(test_buffers),           cmocka_unit_test(test_validate_built_rules),
         cmocka_unit_test(test_equality),          cmocka_unit_test(test_lists),
-        cmocka_unit_test(test_list_wants_replay),
-        cmocka_unit_test(test_list_actions),
+        cmocka_unit_test(test_list_wants_replay), cmocka_unit_test(test_list_actions),
     };
     printf("rule tables: %zu accepted, %zu refused\n", COUNT(accepted), COUNT(refused));
     return cmocka_run_group_tests(tests, NULL, NULL);

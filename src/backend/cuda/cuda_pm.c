@@ -795,9 +795,8 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     /* Not disabled at exit: cuptiPmSamplingDisable from an atexit handler
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */
-    eager_setup =
-        (rules_list_actions(getenv("FLARE_DEEP_WHEN")) & RULES_ACTIONS_WINDOW) != 0 ||
-        getenv("FLARE_DEEP_AFTER") != NULL;
+    eager_setup = (rules_list_actions(getenv("FLARE_DEEP_WHEN")) & RULES_ACTIONS_WINDOW) != 0 ||
+                  getenv("FLARE_DEEP_AFTER") != NULL;
     /* Requested only when a rule or schedule asks for windows: a plain
      * trace must not end with a warning about a feature nobody used. */
     core_capability_set("pm_sampling", eager_setup ? 1 : 0, CORE_CAPABILITY_DEGRADED,
