@@ -77,10 +77,14 @@ int cli_launch_run(cli_launch *launch, char **command);
  * value) to the rules for the command; a missing or blank value is a usage
  * error, printed. Returns CLI_EXIT_OK, CLI_EXIT_USAGE or CLI_EXIT_FAILURE. */
 int cli_deep_when_add(const char *rule);
-/* Checks the --deep-when rules, warns about each refused one (it is passed
- * on all the same, to be installed as refused), and sets FLARE_DEEP_WHEN for
- * the command. Does nothing when no --deep-when was given. */
-void cli_deep_when_export(int quiet);
+/* Checks the --deep-when rules before the command starts: the first refused
+ * one (or more than RULES_LIST_MAX rules) is a usage error, printed, with
+ * the rule and the way out (CLI_EXIT_USAGE; nothing is set). Otherwise
+ * prints each accepted rule unless quiet, sets FLARE_DEEP_WHEN for the
+ * command and returns CLI_EXIT_OK. Does nothing when no --deep-when was
+ * given (a FLARE_DEEP_WHEN the user set is passed on as it is: its refused
+ * rules are installed as refused and reported). */
+int cli_deep_when_export(int quiet);
 /* Whether an accepted --deep-when rule reads kernel_launch_rate, which
  * needs the launch callbacks (not in --mode light). */
 int cli_deep_when_needs_launch_counts(void);

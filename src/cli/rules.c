@@ -161,39 +161,45 @@ int cli_deep_when_needs_launch_counts(void)
     return 0;
 }
 
-void cli_deep_when_export(int quiet)
+int cli_deep_when_export(int quiet)
 {
     if (deep_when == NULL)
-        return;
+        return CLI_EXIT_OK;
     static rules_list_entry entries[RULES_LIST_MAX];
     size_t count = 0;
     rules_parse_list(deep_when, entries, RULES_LIST_MAX, &count);
-    size_t stored = count < RULES_LIST_MAX ? count : RULES_LIST_MAX;
-    for (size_t i = 0; i < stored; i++) {
+    if (count > RULES_LIST_MAX)
+        return cli_usage_error("trace",
+                               "%zu --deep-when rules: at most %d per run; nothing was run", count,
+                               RULES_LIST_MAX);
+    /* Every rule is checked before the command starts: a refused one is a
+     * usage error, as a mistyped option is, so a typo is found before the
+     * run, not after it (docs/rules.md, "Several rules"). */
+    for (size_t i = 0; i < count; i++) {
         const rules_list_entry *entry = &entries[i];
         char canonical[RULES_FORMAT_MAX] = "";
         if (entry->status == FLARE_OK &&
-            rules_format_canonical(&entry->rule, canonical, sizeof(canonical)) == FLARE_OK) {
-            if (!quiet)
-                fprintf(stderr, "flare: rule %zu accepted: %s\n", i + 1, canonical);
+            rules_format_canonical(&entry->rule, canonical, sizeof(canonical)) == FLARE_OK)
             continue;
-        }
-        fprintf(stderr,
-                "flare: WARNING: rule %zu refused; it is passed on as refused and will never "
-                "fire:\n"
-                "flare:   %.*s\n"
-                "flare:   %s\n",
-                i + 1, entry->length > 0 ? (int)entry->length : (int)strlen(deep_when),
-                entry->length > 0 ? deep_when + entry->offset : deep_when,
-                entry->status == FLARE_OK ? "the rule cannot be written back (a bug in flare)"
-                                          : entry->error);
+        return cli_usage_error(
+            "trace",
+            "--deep-when rule %zu is refused: %s\n"
+            "flare trace:   %.*s\n"
+            "flare trace: nothing was run: correct the rule or leave it out ('flare rules "
+            "check RULE' checks one without running anything)",
+            i + 1,
+            entry->status == FLARE_OK ? "the rule cannot be written back (a bug in flare)"
+                                      : entry->error,
+            entry->length > 0 ? (int)entry->length : (int)strlen(deep_when),
+            entry->length > 0 ? deep_when + entry->offset : deep_when);
     }
-    if (count > stored)
-        fprintf(stderr,
-                "flare: WARNING: %zu rules past the first %d are refused: at most %d rules per "
-                "run\n",
-                count - stored, RULES_LIST_MAX, RULES_LIST_MAX);
+    for (size_t i = 0; i < count && !quiet; i++) {
+        char canonical[RULES_FORMAT_MAX] = "";
+        rules_format_canonical(&entries[i].rule, canonical, sizeof(canonical));
+        fprintf(stderr, "flare: rule %zu accepted: %s\n", i + 1, canonical);
+    }
     setenv("FLARE_DEEP_WHEN", deep_when, 1);
+    return CLI_EXIT_OK;
 }
 
 void cli_deep_when_reset(void)

@@ -59,9 +59,10 @@ static const char trace_help[] =
     "  --deep-when RULE   a deep-profiling rule, e.g. 'kernel_launch_rate < 500/s\n"
     "                     for 2s' (docs/rules.md); repeatable, or rules separated by\n"
     "                     ';'. Rules are parsed and validated before CMD starts and\n"
-    "                     passed to it in FLARE_DEEP_WHEN; a refused rule is reported\n"
-    "                     and never stops the trace. A rule that fires opens a\n"
-    "                     deep-profiling window in its process.\n"
+    "                     passed to it in FLARE_DEEP_WHEN; a refused rule is a usage\n"
+    "                     error (exit 2, nothing runs). A rule that fires opens a\n"
+    "                     deep-profiling window in its process, or with 'action\n"
+    "                     replay' or 'action range NAME' replays what made it fire.\n"
     "                     'flare rules check RULE' tries a rule without running CMD.\n"
     "  --deep-after DURATION --deep-for DURATION\n"
     "                     one scheduled deep-profiling window in each process: it\n"
@@ -306,6 +307,11 @@ int cli_trace(int argc, char **argv)
             deep_after != NULL ? deep_after : deep_for,
             deep_after != NULL ? "--deep-for" : "--deep-after",
             deep_after != NULL ? "--deep-for" : "--deep-after");
+    /* Rules are checked before anything is set or prepared: a refused one
+     * stops here, as a mistyped option does. */
+    int rules = cli_deep_when_export(quiet);
+    if (rules != CLI_EXIT_OK)
+        return rules;
     int inherited = storm_rate == NULL ? trace_check_inherited_rate() : CLI_EXIT_OK;
     if (inherited != CLI_EXIT_OK)
         return inherited;
@@ -321,9 +327,6 @@ int cli_trace(int argc, char **argv)
     if (storm_rate != NULL)
         setenv("FLARE_STORM_RATE", storm_rate, 1);
     trace_recorder_export(keep, max_size);
-    /* Rules are checked before anything is prepared, so their warnings come
-     * first; a refused rule never stops the trace (cli_deep_when_export). */
-    cli_deep_when_export(quiet);
 
     cli_launch launch = {.command_name = "trace",
                          .activity = "tracing",

@@ -13,10 +13,12 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli_flare.h"
+#include "rules/rule.h"
 #include "test_util.h"
 
 static const char launch_rate_canonical[] =
@@ -128,8 +130,9 @@ static void test_help_tells_the_truth(void **state)
     assert_null(strstr(out_text, "not opened yet"));
 }
 
-/* A refused rule is reported and never stops the trace; every rule reaches
- * the command in FLARE_DEEP_WHEN, as written, joined with "; ". */
+/* Every rule reaches the command in FLARE_DEEP_WHEN, as written, joined
+ * with "; "; a refused one is a usage error before anything runs (exit 2,
+ * the rule and the way out named), so a typo is found before the run. */
 static void test_trace_passes_rules_on(void **state)
 {
     (void)state;
@@ -138,33 +141,60 @@ static void test_trace_passes_rules_on(void **state)
     snprintf(seen, sizeof(seen), "%s/seen.txt", scratch);
     snprintf(script, sizeof(script), "printf %%s \"$FLARE_DEEP_WHEN\" > '%s'; exit 3", seen);
     assert_int_equal(FLARE("trace", "-o", dir, "--deep-when", "kernel_launch_rate < 500/s for 2s",
-                           "--deep-when", "gpu0.power > 300; custom.tokens < 5/s", "--", "sh", "-c",
-                           script),
+                           "--deep-when", "gpu0.power > 300W; custom.tokens < 5/s", "--", "sh",
+                           "-c", script),
                      3);
     char child[1024];
     cli_read_file(seen, child, sizeof(child));
-    assert_string_equal(child,
-                        "kernel_launch_rate < 500/s for 2s; gpu0.power > 300; custom.tokens < 5/s");
+    assert_string_equal(
+        child, "kernel_launch_rate < 500/s for 2s; gpu0.power > 300W; custom.tokens < 5/s");
     char expected[1024];
     snprintf(expected, sizeof(expected), "flare: rule 1 accepted: %s\n", launch_rate_canonical);
     expect_contains(err_text, expected);
-    expect_contains(err_text, "flare: WARNING: rule 2 refused; it is passed on as refused and "
-                              "will never fire:\n"
-                              "flare:   gpu0.power > 300\n"
-                              "flare:   at column 14: '300' needs a unit: write 300W (a power is "
-                              "written in mW or W)\n");
+    expect_contains(err_text, "flare: rule 2 accepted: gpu0.power > 300W");
     expect_contains(err_text, "flare: rule 3 accepted: custom.tokens < 5/s");
     /* Rules do open windows: no note may say otherwise. */
     assert_null(strstr(err_text, "not opened yet"));
 
-    /* Quiet: warnings stay, the rest goes. */
+    /* A refused rule: exit 2, the reason, the rule, the way out; the command
+     * never ran and no session was made. */
+    char refused_dir[512];
+    snprintf(refused_dir, sizeof(refused_dir), "%s/refused", scratch);
+    assert_int_equal(remove(seen), 0);
+    assert_int_equal(FLARE("trace", "-o", refused_dir, "--deep-when",
+                           "kernel_launch_rate < 500/s for 2s", "--deep-when",
+                           "gpu0.power > 300; custom.tokens < 5/s", "--", "sh", "-c", script),
+                     2);
+    expect_contains(err_text, "flare trace: --deep-when rule 2 is refused: at column 14: '300' "
+                              "needs a unit: write 300W (a power is written in mW or W)\n"
+                              "flare trace:   gpu0.power > 300\n"
+                              "flare trace: nothing was run: correct the rule or leave it out "
+                              "('flare rules check RULE' checks one without running anything)\n");
+    assert_null(strstr(err_text, "accepted"));
+    struct stat info;
+    assert_int_not_equal(stat(seen, &info), 0);
+    assert_int_not_equal(stat(refused_dir, &info), 0);
+
+    /* Quiet: the refusal still says why; accepted rules are not listed. */
     snprintf(dir, sizeof(dir), "%s/quiet", scratch);
     assert_int_equal(FLARE("trace", "-q", "-o", dir, "--deep-when", "kernel_launch_rate < 500/s",
                            "--deep-when", "bogus", "--", "true"),
-                     0);
-    expect_contains(err_text, "flare: WARNING: rule 2 refused");
+                     2);
+    expect_contains(err_text, "--deep-when rule 2 is refused: ");
+    assert_int_equal(
+        FLARE("trace", "-q", "-o", dir, "--deep-when", "kernel_launch_rate < 500/s", "--", "true"),
+        0);
     assert_null(strstr(err_text, "accepted"));
     assert_null(strstr(err_text, "not opened yet"));
+
+    /* More rules than one run takes: refused too. */
+    static char many[(RULES_LIST_MAX + 1) * 32];
+    size_t used = 0;
+    for (int i = 0; i <= RULES_LIST_MAX; i++)
+        used += (size_t)snprintf(many + used, sizeof(many) - used, "%skernel_launch_rate < 5/s",
+                                 i ? ";" : "");
+    assert_int_equal(FLARE("trace", "-q", "-o", dir, "--deep-when", many, "--", "true"), 2);
+    expect_contains(err_text, "33 --deep-when rules: at most 32 per run; nothing was run");
 
     /* Without --deep-when, the command's environment is left alone. */
     snprintf(dir, sizeof(dir), "%s/plain", scratch);
