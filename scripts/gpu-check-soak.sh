@@ -3,7 +3,8 @@
 # default mode with the flight recorder's --max-size (tests/gpu/soak.py):
 # database size under the cap, resident memory flat, drops counted, CPU time
 # of flare's threads. FLARE_SOAK_SECONDS (default 600) and FLARE_SOAK_CAP
-# (default 256M).
+# (default 256M); FLARE_SOAK_BESIDE=1 runs the same loop untraced beside it,
+# to tell the program's own memory growth from flare's.
 #
 # A 10-minute soak does not fit in one device call (10 minutes at most, the
 # build included): FLARE_SOAK_DETACH=1 starts it in its own process session
@@ -13,6 +14,8 @@
 # waits for it and copies its log to $OUT. Must never change the build.
 soak_seconds=${FLARE_SOAK_SECONDS:-600}
 soak_cap=${FLARE_SOAK_CAP:-256M}
+soak_beside=()
+[ "${FLARE_SOAK_BESIDE:-0}" = 1 ] && soak_beside=(--beside)
 echo "== soak: $soak_seconds s of PyTorch training under --max-size $soak_cap"
 if [ "${FLARE_SOAK_DETACH:-0}" = 1 ]; then
   rm -rf /tmp/flare-soak && mkdir -p /tmp/flare-soak
@@ -20,7 +23,7 @@ if [ "${FLARE_SOAK_DETACH:-0}" = 1 ]; then
     > /tmp/flare-soak/soak.txt 2>&1; echo \$? > /tmp/flare-soak/done" </dev/null >/dev/null 2>&1 &
   echo "soak started in the background at $(date -u +%T); scripts/gpu-soak-wait.sh collects it"
 else
-  python3 tests/gpu/soak.py "$flare" "$work" "$soak_seconds" "$soak_cap" \
+  python3 tests/gpu/soak.py "$flare" "$work" "$soak_seconds" "$soak_cap" ${soak_beside[@]+"${soak_beside[@]}"} \
     | tee "$OUT/soak.txt" || fail "soak"
   grep -q "OVER" "$OUT/soak.txt" && fail "soak: a target was missed"
 fi

@@ -11,7 +11,12 @@ flight_recorder), per-second totals, every other drop. Prints one line per
 sample and a verdict against the targets: the database under the cap, RSS
 growth after the first minute <= 4 MiB, no drop but evictions.
 
-usage: soak.py FLARE WORK_DIR SECONDS CAP
+With --beside, the same loop also runs untraced, side by side on the same
+GPU for the same time, its resident memory sampled at the same moments: the
+growth a PyTorch program has of its own, so the traced run's growth can be
+split into the program's and flare's (the traced one minus the untraced).
+
+usage: soak.py FLARE WORK_DIR SECONDS CAP [--beside]
 """
 import os
 import sqlite3
@@ -20,6 +25,7 @@ import sys
 import time
 
 flare, work, seconds, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+beside = sys.argv[5:] == ["--beside"]
 here = os.path.dirname(os.path.abspath(__file__))
 session = os.path.join(work, "soak")
 subprocess.run(["rm", "-rf", session])
@@ -27,6 +33,8 @@ command = [flare, "trace", "-q", "-o", session, "--max-size", cap, "--",
            sys.executable, os.path.join(here, "soak_loop.py"), str(seconds)]
 started = time.monotonic()
 launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+untraced = subprocess.Popen([sys.executable, os.path.join(here, "soak_loop.py"), str(seconds)],
+                            stdout=subprocess.DEVNULL) if beside else None
 
 
 def traced_pid():
@@ -73,6 +81,7 @@ def size(path):
 
 
 samples = []
+untraced_samples = []
 pid = None
 while launcher.poll() is None:
     time.sleep(10)
@@ -83,11 +92,17 @@ while launcher.poll() is None:
         rss, cpu = rss_kib(pid), flare_cpu_s(pid)
     except OSError:
         break
+    try:
+        plain = rss_kib(untraced.pid) if untraced is not None and untraced.poll() is None else 0
+    except OSError:
+        plain = 0
     db, wal = size(os.path.join(session, "session.db")), size(os.path.join(session, "session.db-wal"))
     elapsed = time.monotonic() - started
     samples.append((elapsed, db, wal, rss, cpu))
-    print("t %6.0f s  session.db %7.1f MB  -wal %6.1f MB  RSS %7.1f MiB  flare CPU %s" % (
+    untraced_samples.append((elapsed, plain))
+    print("t %6.0f s  session.db %7.1f MB  -wal %6.1f MB  RSS %7.1f MiB%s  flare CPU %s" % (
         elapsed, db / 1e6, wal / 1e6, rss / 1024.0,
+        "  untraced %7.1f MiB" % (plain / 1024.0) if untraced is not None else "",
         ", ".join("%s %.1f s" % item for item in sorted(cpu.items()))), flush=True)
 # The sampling loop also ends when the program is gone but the launcher is
 # still writing the session's end: wait for it (its status is None until then).
@@ -119,6 +134,14 @@ print("peak session.db + -wal %.1f MB of a %.1f MB cap: %s" % (
     peak / 1e6, cap_bytes / 1e6, "under" if peak <= cap_bytes else "OVER"))
 print("RSS growth after the first minute: %.1f MiB (target <= 4 MiB): %s" % (
     growth_mib, "ok" if growth_mib <= 4 else "OVER"))
+if untraced is not None:
+    untraced.wait()
+    plain_after = [rss for elapsed, rss in untraced_samples if elapsed >= 60 and rss > 0]
+    plain_mib = (max(plain_after) - plain_after[0]) / 1024.0 if plain_after else float("nan")
+    print("RSS growth after the first minute of the same loop untraced beside it: %.1f MiB; "
+          "the traced run's beyond it (flare's share): %.1f MiB (target <= 4 MiB): %s" % (
+              plain_mib, growth_mib - plain_mib,
+              "ok" if growth_mib - plain_mib <= 4 else "OVER"))
 print("flare threads' CPU time: %.1f s of %.0f s (%s)" % (
     sum(final_cpu.values()), wall, ", ".join("%s %.1f s" % i for i in sorted(final_cpu.items()))))
 print("kernels accounted (detail + totals) %d of %s launched" % (kept + totals, launched))
