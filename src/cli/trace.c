@@ -307,8 +307,7 @@ int cli_trace(int argc, char **argv)
             deep_after != NULL ? deep_after : deep_for,
             deep_after != NULL ? "--deep-for" : "--deep-after",
             deep_after != NULL ? "--deep-for" : "--deep-after");
-    /* Rules are checked before anything is set or prepared: a refused one
-     * stops here, as a mistyped option does. */
+    /* Before anything is set: a refused rule stops here, as a bad option does. */
     int rules = cli_deep_when_export(quiet);
     if (rules != CLI_EXIT_OK)
         return rules;
