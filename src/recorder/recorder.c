@@ -100,6 +100,7 @@ static struct {
 } state;
 
 static _Atomic uint64_t stat_passes, stat_until_ns, stat_rows, stat_kernels, stat_used;
+static _Atomic int64_t stat_kernel_rowid;
 
 /* ---- begin and end ---- */
 
@@ -113,6 +114,7 @@ void recorder_begin_with(const recorder_settings *settings, uint64_t now_ns)
     atomic_store(&stat_rows, 0);
     atomic_store(&stat_kernels, 0);
     atomic_store(&stat_used, 0);
+    atomic_store(&stat_kernel_rowid, 0);
     if (!recorder_settings_on(settings)) {
         if (state.capability_set)
             core_capability_set(RECORDER_FEATURE, 0, CORE_CAPABILITY_OFF,
@@ -171,6 +173,7 @@ void recorder_stats_get(recorder_stats *stats)
     stats->evicted_rows = atomic_load(&stat_rows);
     stats->evicted_kernels = atomic_load(&stat_kernels);
     stats->used_bytes = atomic_load(&stat_used);
+    stats->evicted_kernel_rowid = atomic_load(&stat_kernel_rowid);
 }
 
 /* ---- protection ---- */
@@ -544,4 +547,5 @@ void recorder_committed(int committed)
     atomic_store(&stat_rows, sum_evicted(&state.committed, -1));
     atomic_store(&stat_kernels, sum_evicted(&state.committed, STORE_EVICT_KERNELS));
     atomic_store(&stat_used, state.committed.used);
+    atomic_store(&stat_kernel_rowid, state.committed.cursor.rowid[STORE_EVICT_KERNELS]);
 }

@@ -62,6 +62,10 @@ typedef struct recorder_stats {
     uint64_t evicted_rows;     /* every table, both reasons */
     uint64_t evicted_kernels;
     uint64_t used_bytes; /* the database's used size after the last pass (with --max-size) */
+    /* The cursor's rowid in kernels: every kernel row at or below it is gone
+     * unless a protected interval holds it (or it was the table's newest
+     * row when its pass ran, which the store never evicts). */
+    int64_t evicted_kernel_rowid;
 } recorder_stats;
 void recorder_stats_get(recorder_stats *stats);
 
