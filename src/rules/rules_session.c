@@ -390,9 +390,9 @@ static void request_window(deepwin_coordinator *coordinator, size_t index, uint6
                   result.message);
 }
 
-/* Writes rule index's triggered_replays row: status "replayed", "declined"
- * or "cancelled", with the trigger's outcome when it has one (taken,
- * finished) and done_ns when it ended. */
+/* Writes rule index's triggered_replays row: status "replayed", "declined",
+ * "cancelled" or "unfinished", with the trigger's outcome when it has one
+ * (taken, finished) and done_ns when it ended. */
 static void record_triggered(store *database, int64_t pid, size_t index, const char *status,
                              const char *reason, const replay_trigger_result *result,
                              uint64_t done_ns)
@@ -550,9 +550,10 @@ static void request_replay(store *database, int64_t pid, size_t index, uint64_t 
         core_log(CORE_LOG_INFO, "deep-profiling rule %zu: replay declined: %s", index + 1,
                  source->ended_reason);
         source->replay_ended = 1;
-        if (rule->action == RULES_ACTION_RANGE)
+        if (rule->action == RULES_ACTION_RANGE) {
             snprintf(source->target, sizeof(source->target), "%s", rule->range_name);
-        else
+            snprintf(source->why, sizeof(source->why), "the rule's range");
+        } else
             replay_target(index, now_ns, source->target, sizeof(source->target), source->why,
                           sizeof(source->why));
         record_triggered(database, pid, index, "declined", source->ended_reason, NULL, now_ns);
