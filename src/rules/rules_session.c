@@ -559,6 +559,15 @@ static void request_replay(store *database, int64_t pid, size_t index, uint64_t 
         record_triggered(database, pid, index, "declined", source->ended_reason, NULL, now_ns);
         return;
     }
+    /* One replay at a time: while another rule's trigger is held (armed,
+     * replaying, or finished but not yet read by its rule at this beat),
+     * this one is turned down, so no rule's outcome is overwritten unread. */
+    for (size_t other = 0; other < evaluator.count; other++) {
+        if (other != index && sources[other].trigger_id != 0) {
+            source->turned_down = 1;
+            return;
+        }
+    }
     char *target = source->target, *why = source->why, error[256];
     int status;
     if (rule->action == RULES_ACTION_RANGE) {
@@ -656,6 +665,27 @@ void rules_session_cancel(void)
     evaluator.count = 0;
 }
 
+/* At session end, after trigger_view and a cancel that may have come too
+ * late: a trigger still held was taken meanwhile. What it is now decides
+ * its row: finished (replayed or declined, as trigger_view records it) or
+ * still replaying (unfinished). */
+static void end_trigger(store *database, int64_t pid, size_t index, uint64_t end_ns,
+                        rules_coordinator_view *view)
+{
+    replay_trigger_result result;
+    if (sources[index].trigger_id == 0 ||
+        replay_trigger_status(sources[index].trigger_id, &result) != FLARE_OK)
+        return;
+    if (result.state == REPLAY_TRIGGER_DONE) {
+        trigger_view(database, pid, index, end_ns, view);
+        return;
+    }
+    record_triggered(database, pid, index, "unfinished", "the session ended while it replayed",
+                     &result, end_ns);
+    sources[index].trigger_id = 0;
+    view->outcome = RULES_OUTCOME_OPENED;
+}
+
 void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
 {
     if (evaluator.count == 0)
@@ -670,11 +700,7 @@ void rules_session_end(store *database, int64_t pid, uint64_t end_ns)
             if (view.outcome == RULES_OUTCOME_QUEUED &&
                 cancel_trigger(database, pid, i, "the session ended first", end_ns))
                 view.outcome = RULES_OUTCOME_CANCELLED;
-            replay_trigger_result result;
-            if (view.outcome == RULES_OUTCOME_OPENED &&
-                replay_trigger_status(sources[i].trigger_id, &result) == FLARE_OK)
-                record_triggered(database, pid, i, "unfinished",
-                                 "the session ended while it replayed", &result, end_ns);
+            end_trigger(database, pid, i, end_ns, &view);
             view.blackout = 1;
             rules_evaluator_step(&evaluator, i, NULL, end_ns, &view);
         }

@@ -512,6 +512,41 @@ static void test_cooldown_spaces_the_replays(void **state)
     assert_int_equal(launched.fast_value, launched.fast);
 }
 
+/* Two replay rules holding at once: one replay at a time, and neither
+ * rule's outcome is lost. Rule 2 fires first (its `for` is shorter) and
+ * replays slow_add (40 ms, run again in every pass); rule 1, firing while
+ * that replay runs, is turned down until rule 2 has read its result, then
+ * replays in turn. Each ends exhausted with its own row. */
+static void test_two_rules_replay_in_turn(void **state)
+{
+    (void)state;
+    workload work = {.slow_ms = 40,
+                     .slow_per_round = 1,
+                     .fast_per_round = 2,
+                     .slow_rounds = UINT64_MAX,
+                     .until_ms = 60000,
+                     .until = "exhausted",
+                     .rule_id = 1};
+    counts launched;
+    outcome out;
+    run("kernel_launch_rate > 5/s for 200ms over 500ms bucket 100ms deep_for 5s "
+        "max_windows 1 action replay; "
+        "kernel_duration_p99 > 1ms for 100ms over 500ms bucket 100ms deep_for 5s "
+        "max_windows 1 action replay",
+        &work, "replaying the next launch of slow_add", &launched, &out);
+    assert_string_equal(out.rule_status, "exhausted");
+    assert_int_equal(out.triggered_count, 2);
+    assert_int_equal(out.replays, 2);
+    int rules_seen = 0;
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(out.triggered[i].status, "replayed");
+        rules_seen |= 1 << out.triggered[i].rule_id;
+    }
+    assert_int_equal(rules_seen, (1 << 1) | (1 << 2));
+    assert_int_equal(launched.slow_value, launched.slow);
+    assert_int_equal(launched.fast_value, launched.fast);
+}
+
 /* A replay that cannot run (here the kernel's device holds more memory than
  * FLARE_REPLAY_FOOTPRINT_BUDGET allows) is declined as flare replay
  * declines one: the launch runs once, and the rule's row says why. */
@@ -558,6 +593,7 @@ int main(void)
                                         reset_all),
         cmocka_unit_test_setup_teardown(test_cooldown_spaces_the_replays, reset_all, reset_all),
         cmocka_unit_test_setup_teardown(test_declined_replay_is_recorded, reset_all, reset_all),
+        cmocka_unit_test_setup_teardown(test_two_rules_replay_in_turn, reset_all, reset_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
