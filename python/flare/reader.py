@@ -466,7 +466,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6, 7 or 8), notice (what the reader wants you to know about
+    schema_version (6 to 10), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):

@@ -403,7 +403,7 @@ static void data_rules(report_data *data)
 static void data_triggered_replays(report_data *data)
 {
     report_triggered triggered;
-    int status = report_triggered_collect(data->database, &triggered);
+    int status = report_triggered_collect(data->database, SIZE_MAX, &triggered);
     report_emit_table_begin(data->emit, data->section);
     if (status == 0)
         report_triggered_emit(data->emit, &triggered);

@@ -103,7 +103,7 @@ static void write_item(html_report *report, const report_triggered_item *item)
 void html_section_triggered(html_report *report)
 {
     report_triggered triggered;
-    int status = report_triggered_collect(report->database, &triggered);
+    int status = report_triggered_collect(report->database, REPORT_TRIGGERED_MAX, &triggered);
     if (status == FLARE_ERR_NO_MEMORY)
         html_report_failed(report, "out of memory");
     else

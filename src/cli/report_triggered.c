@@ -5,7 +5,7 @@
  * section; the JSON/CSV and HTML forms read the same gathering.
  *
  * Three walks, each over rows the store already orders: the triggered
- * rows (copied, at most REPORT_TRIGGERED_MAX), the replayed launches and
+ * rows (copied, at most the caller's limit), the replayed launches and
  * spans (only the ones a triggered row names are kept) and the windows
  * (the one open at the firing, or opened while the replay ran). It must
  * never print half a section when memory runs out (the report fails), nor
@@ -30,6 +30,7 @@
 
 typedef struct gather {
     report_triggered *out;
+    size_t limit;
     size_t capacity;
     int out_of_memory;
 } gather;
@@ -105,7 +106,7 @@ static int take_row(const store_triggered_row *row, void *user)
 {
     gather *state = user;
     report_triggered *out = state->out;
-    if (out->count == REPORT_TRIGGERED_MAX) {
+    if (out->count == state->limit) {
         out->left_out++;
         return 0;
     }
@@ -222,10 +223,10 @@ void report_triggered_free(report_triggered *triggered)
     memset(triggered, 0, sizeof *triggered);
 }
 
-int report_triggered_collect(store *database, report_triggered *out)
+int report_triggered_collect(store *database, size_t limit, report_triggered *out)
 {
     memset(out, 0, sizeof *out);
-    gather state = {.out = out};
+    gather state = {.out = out, .limit = limit};
     int status = store_read_triggered_replays(database, take_row, &state);
     if (status == 0 && state.out_of_memory)
         status = FLARE_ERR_NO_MEMORY;
@@ -324,7 +325,7 @@ static void print_item(const report_triggered_item *item, uint64_t start_ns)
 int cli_report_triggered(cli_report_run *run)
 {
     report_triggered triggered;
-    int status = report_triggered_collect(run->database, &triggered);
+    int status = report_triggered_collect(run->database, REPORT_TRIGGERED_MAX, &triggered);
     if (status == FLARE_ERR_NO_MEMORY) {
         cli_report_failed(run, "out of memory");
         return 0;
@@ -336,7 +337,7 @@ int cli_report_triggered(cli_report_run *run)
     for (size_t i = 0; i < triggered.count; i++, run->rows++)
         print_item(&triggered.items[i], run->summary->start_ns);
     if (triggered.left_out != 0)
-        printf("  %llu more are not listed (SELECT * FROM triggered_replays)\n",
+        printf("  %llu more are not listed (flare report --format json has them all)\n",
                (unsigned long long)triggered.left_out);
     report_triggered_free(&triggered);
     return 0;

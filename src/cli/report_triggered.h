@@ -9,8 +9,8 @@
  * triggered replay's record says").
  *
  * Holds copies (the store's strings live for a callback only); must never
- * change a value, and never hold more than REPORT_TRIGGERED_MAX replays
- * (the rest are counted).
+ * change a value, and never hold more replays than its caller's limit
+ * (REPORT_TRIGGERED_MAX for the text and HTML forms; the rest are counted).
  */
 #ifndef FLARE_CLI_REPORT_TRIGGERED_H
 #define FLARE_CLI_REPORT_TRIGGERED_H
@@ -61,10 +61,12 @@ typedef struct report_triggered {
     uint64_t left_out; /* rows past REPORT_TRIGGERED_MAX */
 } report_triggered;
 
-/* Reads the session's triggered replays into *out (empty for a session
- * with none, or older than schema 10). 0, or a store status (the store's
- * error set) or FLARE_ERR_NO_MEMORY; *out is then empty. */
-int report_triggered_collect(store *database, report_triggered *out);
+/* Reads the session's triggered replays into *out, at most limit of them
+ * (the rest counted in left_out; SIZE_MAX: all, for JSON/CSV, which hold
+ * everything), empty for a session with none or older than schema 10. 0,
+ * or a store status (the store's error set) or FLARE_ERR_NO_MEMORY; *out
+ * is then empty. */
+int report_triggered_collect(store *database, size_t limit, report_triggered *out);
 void report_triggered_free(report_triggered *triggered);
 
 /* The JSON/CSV section triggered_replays (report_data.c): a record per

@@ -21,7 +21,7 @@
 
 typedef struct store_triggered_row {
     int64_t pid;
-    uint64_t id;            /* per process, from 1, in firing order */
+    uint64_t id;            /* per process, from 1, in the order the rows were written */
     uint32_t rule_id;       /* the rule's 1-based position in FLARE_DEEP_WHEN */
     const char *rule_text;  /* as written */
     const char *comparison; /* "<", ">=", ... */

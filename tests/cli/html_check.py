@@ -14,7 +14,8 @@ section is there with its JSON data block, each block parses, no block holds
 --expect spans     range replay with a span's kernels in a table
 --expect triggered a replay a rule asked for, with speed-of-light bars that
                    have values and a PM window drawn in the pm section whose
-                   time axis holds the firing
+                   time axis holds the firing; and one that was not replayed,
+                   with its reason
 --expect storms    a launch storm on the timeline
 --expect metrics   NVML metrics on the timeline
 --expect kernels   top kernels and GPU time per scope

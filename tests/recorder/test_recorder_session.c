@@ -198,7 +198,7 @@ static void test_keep_one_second_with_a_window(void **unused)
     uint64_t opened_about = test_now_ns();
     /* Until the cutoff has moved well past the window and its margin. */
     TEST_WAIT_UNTIL(
-        (recorder_stats_get(&stats), stats.evicted_until_ns > opened_about + 200 * MS + 1500 * MS));
+        (recorder_stats_get(&stats), stats.evicted_until_ns > opened_about + 200 * MS + 3000 * MS));
     workload_stop(&work);
 
     sqlite3 *db = open_session_db(dir);
@@ -209,7 +209,8 @@ static void test_keep_one_second_with_a_window(void **unused)
     /* Old detail is gone but around the window: 1 s each side of it, from
      * the collector's batch before it was asked for to the one after it
      * closed (the recorder sees the window open at its batches, before its
-     * row is written). Judged by the cursor's rowid, not by time: a row
+     * row is written; 1.5 s more are allowed for batches late on a loaded
+     * machine). Judged by the cursor's rowid, not by time: a row
      * written late (a loaded machine delays the collector by seconds) is
      * evicted by a later pass, once the cursor's rowid passes it. The store
      * keeps a table's newest row, so one may stay. */
@@ -217,15 +218,15 @@ static void test_keep_one_second_with_a_window(void **unused)
         queryf(db,
                "SELECT COUNT(*) FROM kernels WHERE rowid <= %lld AND NOT (start_ns <= "
                "%lld AND end_ns >= %lld)",
-               (long long)stats.evicted_kernel_rowid, (long long)(closed + 1250 * (int64_t)MS),
-               (long long)(opened - 1250 * (int64_t)MS));
+               (long long)stats.evicted_kernel_rowid, (long long)(closed + 2500 * (int64_t)MS),
+               (long long)(opened - 2500 * (int64_t)MS));
     assert_true(stale <= 1);
     /* Not vacuous: the cursor (its time past the window by the wait above)
      * covers rows from after the window. */
     assert_true(queryf(db,
                        "SELECT COUNT(*) FROM v_kernel_seconds s WHERE s.second * 1000000000 + "
                        "(SELECT start_ns FROM session) > %lld",
-                       (long long)(closed + 1250 * (int64_t)MS)) > 0);
+                       (long long)(closed + 2500 * (int64_t)MS)) > 0);
     /* Everything the window launched is still there, and more around it. */
     int64_t launches = queryf(db, "SELECT launches FROM windows");
     int64_t around =

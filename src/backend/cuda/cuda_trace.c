@@ -816,7 +816,8 @@ int cuda_trace_start(const backend_host *host)
      * mode then costs what the standard mode does (docs/cli.md, --mode). */
     core_capability_set("mode", 1, CORE_CAPABILITY_ACTIVE, "%s: %s%s",
                         core_mode_spec_of(mode)->name, core_mode_spec_of(mode)->records,
-                        replay_needs_launches && !core_mode_spec_of(mode)->launch_callbacks
+                        want_launch_callbacks && replay_needs_launches &&
+                                !core_mode_spec_of(mode)->launch_callbacks
                             ? "; launch callbacks on for replay"
                             : "");
     const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");

@@ -763,7 +763,8 @@
       else empty(sol, r.status === 'replayed' ? 'No throughput among the launch\'s metrics.' : 'Nothing was replayed.');
       renderTriggeredWindow(add(grid, el('div', 'triggered-col')), r);
     });
-    if (d.left_out > 0) note(body, fmtCount(d.left_out) + ' more are not listed (flare report lists them).');
+    if (d.left_out > 0) note(body, fmtCount(d.left_out) + ' more are not listed (flare report --format json has ' +
+      'them all, as does SELECT * FROM triggered_replays).');
   }
 
   /* ---- drops and warnings ---- */
