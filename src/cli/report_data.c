@@ -147,15 +147,6 @@ static void data_check(report_data *data, int status)
         data_failed(data, store_last_error(data->database));
 }
 
-/* value, or null when it is not present. */
-static void emit_u64_if(report_emit *emit, const char *key, uint64_t value, int present)
-{
-    if (present)
-        report_emit_u64(emit, key, value);
-    else
-        report_emit_null(emit, key);
-}
-
 static void emit_i64_if(report_emit *emit, const char *key, int64_t value, int present)
 {
     if (present)
@@ -178,21 +169,22 @@ static void data_session(report_data *data)
     report_emit_i64(emit, "database_schema_version", summary->schema_version);
     report_emit_u64(emit, "start_ns", summary->start_ns);
     /* end_ns 0: the session never ended (killed, or still running). */
-    emit_u64_if(emit, "end_ns", summary->end_ns, summary->end_ns != 0);
-    emit_u64_if(emit, "duration_ns", summary->end_ns - summary->start_ns,
-                summary->end_ns > summary->start_ns);
+    report_emit_u64_if(emit, "end_ns", summary->end_ns, summary->end_ns != 0);
+    report_emit_u64_if(emit, "duration_ns", summary->end_ns - summary->start_ns,
+                       summary->end_ns > summary->start_ns);
     emit_i64_if(emit, "start_unix_ns", summary->start_unix_ns, summary->start_unix_ns > 0);
     emit_i64_if(emit, "exit_status", summary->exit_status, summary->has_exit_status);
     report_emit_i64(emit, "process_count", summary->process_count);
     report_emit_i64(emit, "kernel_count", summary->kernel_count);
     report_emit_i64(emit, "copy_count", summary->copy_count);
     report_emit_i64(emit, "scope_count", summary->scope_count);
-    emit_u64_if(emit, "kernel_gpu_ns", data->kernels.all_ns, data->kernels_failure[0] == '\0');
+    report_emit_u64_if(emit, "kernel_gpu_ns", data->kernels.all_ns,
+                       data->kernels_failure[0] == '\0');
     /* Unreadable drops leave these null; the drops section says why. */
     cli_report_untimed_work untimed;
     int read = cli_report_untimed(data->database, &untimed) == 0;
-    emit_u64_if(emit, "untimed_kernel_launches", untimed.launches, read);
-    emit_u64_if(emit, "untimed_copies", untimed.copies, read);
+    report_emit_u64_if(emit, "untimed_kernel_launches", untimed.launches, read);
+    report_emit_u64_if(emit, "untimed_copies", untimed.copies, read);
     report_emit_object_end(emit);
 }
 
@@ -331,7 +323,7 @@ static int emit_counter_row(const store_counter_row *row, void *user)
     report_emit_string(emit, "name", row->name);
     report_emit_u64(emit, "value", row->value);
     report_emit_i64(emit, "samples", row->samples);
-    emit_u64_if(emit, "last_ns", row->last_ns, row->samples > 0);
+    report_emit_u64_if(emit, "last_ns", row->last_ns, row->samples > 0);
     report_emit_row_end(emit);
     return 0;
 }
@@ -419,13 +411,13 @@ static void data_triggered_replays(report_data *data)
 static void emit_window_cause(report_emit *emit, const store_window_row *row)
 {
     int cause = row->has_cause;
-    emit_u64_if(emit, "rule_id", row->rule_id, cause);
+    report_emit_u64_if(emit, "rule_id", row->rule_id, cause);
     report_emit_string(emit, "rule_text", cause ? row->rule_text : NULL);
     report_emit_string(emit, "comparison", cause ? row->comparison : NULL);
     report_emit_double(emit, "threshold", cause ? row->threshold : NAN);
-    emit_u64_if(emit, "rate_window_ns", row->rate_window_ns, cause);
-    emit_u64_if(emit, "sustained_ns", row->sustained_ns, cause);
-    emit_u64_if(emit, "first_true_ns", row->first_true_ns, cause);
+    report_emit_u64_if(emit, "rate_window_ns", row->rate_window_ns, cause);
+    report_emit_u64_if(emit, "sustained_ns", row->sustained_ns, cause);
+    report_emit_u64_if(emit, "first_true_ns", row->first_true_ns, cause);
     report_emit_double(emit, "observed_value", cause ? row->observed_value : NAN);
     if (cause)
         report_emit_bool(emit, "observed_partial", row->observed_partial);
@@ -443,11 +435,11 @@ static int emit_window_row(const store_window_row *row, void *user)
     report_emit_string(emit, "label", row->label);
     emit_window_cause(emit, row);
     report_emit_u64(emit, "max_duration_ns", row->max_duration_ns);
-    emit_u64_if(emit, "max_launches", row->max_launches, row->max_launches != 0);
+    report_emit_u64_if(emit, "max_launches", row->max_launches, row->max_launches != 0);
     report_emit_u64(emit, "requested_ns", row->requested_ns);
     /* 0: the window never opened (refused), or never closed. */
-    emit_u64_if(emit, "opened_ns", row->opened_ns, row->opened_ns != 0);
-    emit_u64_if(emit, "closed_ns", row->closed_ns, row->closed_ns != 0);
+    report_emit_u64_if(emit, "opened_ns", row->opened_ns, row->opened_ns != 0);
+    report_emit_u64_if(emit, "closed_ns", row->closed_ns, row->closed_ns != 0);
     report_emit_string(emit, "close_reason", row->close_reason);
     report_emit_u64(emit, "launches", row->launches);
     report_emit_string(emit, "engine", row->engine);
@@ -552,10 +544,10 @@ static void emit_replay_run(report_emit *emit, replay_run run)
     report_emit_bool(emit, "declined", run.declined);
     report_emit_string(emit, "reason", run.reason);
     /* Planned 0: until a continue callback stopped it. */
-    emit_u64_if(emit, "passes_planned", run.passes_planned, run.passes_planned != 0);
+    report_emit_u64_if(emit, "passes_planned", run.passes_planned, run.passes_planned != 0);
     report_emit_u64(emit, "passes_run", run.passes_run);
     report_emit_u64(emit, "passes_kept", run.passes_kept);
-    emit_u64_if(emit, "pass_mean_ns", run.pass_mean_ns, run.passes_kept > 0);
+    report_emit_u64_if(emit, "pass_mean_ns", run.pass_mean_ns, run.passes_kept > 0);
     report_emit_u64(emit, "begin_ns", run.begin_ns);
     report_emit_u64(emit, "end_ns", run.end_ns);
     report_emit_u64(emit, "drain_ns", run.drain_ns);
@@ -578,7 +570,7 @@ static void emit_launch(report_emit *emit, const store_replay_launch_row *row)
     report_emit_row_begin(emit);
     report_emit_i64(emit, "pid", row->pid);
     report_emit_u64(emit, "launch_id", row->launch_id);
-    emit_u64_if(emit, "span_id", row->span_id, row->span_id != 0);
+    report_emit_u64_if(emit, "span_id", row->span_id, row->span_id != 0);
     report_emit_string(emit, "kernel", row->kernel);
     report_emit_u64(emit, "launch_index", row->launch_index);
     report_emit_i64(emit, "device", row->device);
@@ -610,7 +602,7 @@ static int emit_span_row(const store_replay_span_row *row, void *user)
     report_emit_u64(emit, "span_id", row->span_id);
     report_emit_string(emit, "name", row->name);
     /* Explicit spans (flare_replay_range_begin) have no occurrence. */
-    emit_u64_if(emit, "occurrence", row->occurrence, row->occurrence != 0);
+    report_emit_u64_if(emit, "occurrence", row->occurrence, row->occurrence != 0);
     emit_i64_if(emit, "device", row->device, row->device >= 0);
     report_emit_u64(emit, "kernels", row->kernels);
     report_emit_u64(emit, "copies", row->copies);
@@ -651,7 +643,7 @@ static void emit_launch_metrics(report_emit *emit, const store_replay_launch_row
         report_emit_row_begin(emit);
         report_emit_i64(emit, "pid", row->pid);
         report_emit_u64(emit, "launch_id", row->launch_id);
-        emit_u64_if(emit, "span_id", row->span_id, row->span_id != 0);
+        report_emit_u64_if(emit, "span_id", row->span_id, row->span_id != 0);
         report_emit_string(emit, "kernel", row->kernel);
         report_emit_string(emit, "metric", row->metric_names[metric]);
         report_emit_double(emit, "value",

@@ -182,6 +182,14 @@ void report_emit_null(report_emit *emit, const char *key)
     emit->format->field_end(emit);
 }
 
+void report_emit_u64_if(report_emit *emit, const char *key, uint64_t value, int present)
+{
+    if (present)
+        report_emit_u64(emit, key, value);
+    else
+        report_emit_null(emit, key);
+}
+
 /* ---- json ---- */
 
 static void json_begin(report_emit *emit, const char *flare_version, unsigned schema_version)

@@ -77,5 +77,7 @@ void report_emit_double(report_emit *emit, const char *key, double value);
 void report_emit_string(report_emit *emit, const char *key, const char *text);
 void report_emit_bool(report_emit *emit, const char *key, int value);
 void report_emit_null(report_emit *emit, const char *key);
+/* value under key when present, else null. */
+void report_emit_u64_if(report_emit *emit, const char *key, uint64_t value, int present);
 
 #endif /* FLARE_CLI_REPORT_EMIT_H */

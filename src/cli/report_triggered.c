@@ -345,15 +345,6 @@ int cli_report_triggered(cli_report_run *run)
 
 /* ---- the JSON/CSV section's records ---- */
 
-/* value under key, or null when it is not present. */
-static void emit_optional(report_emit *emit, const char *key, uint64_t value, int present)
-{
-    if (present)
-        report_emit_u64(emit, key, value);
-    else
-        report_emit_null(emit, key);
-}
-
 void report_triggered_emit(report_emit *emit, const report_triggered *triggered)
 {
     for (size_t i = 0; i < triggered->count; i++) {
@@ -373,18 +364,18 @@ void report_triggered_emit(report_emit *emit, const report_triggered *triggered)
         report_emit_string(emit, "target", row->target);
         report_emit_string(emit, "why", row->why);
         report_emit_u64(emit, "fired_ns", row->fired_ns);
-        emit_optional(emit, "taken_ns", row->taken_ns, row->taken_ns != 0);
+        report_emit_u64_if(emit, "taken_ns", row->taken_ns, row->taken_ns != 0);
         report_emit_u64(emit, "done_ns", row->done_ns);
         report_emit_string(emit, "status", row->status);
         report_emit_string(emit, "reason", row->reason);
-        emit_optional(emit, "launch_id", row->launch_id, row->launch_id != 0);
-        emit_optional(emit, "stored_after_ns", row->done_ns - row->fired_ns,
-                      replayed && row->done_ns >= row->fired_ns);
+        report_emit_u64_if(emit, "launch_id", row->launch_id, row->launch_id != 0);
+        report_emit_u64_if(emit, "stored_after_ns", row->done_ns - row->fired_ns,
+                           replayed && row->done_ns >= row->fired_ns);
         char throughputs[512];
         format_throughputs(item, throughputs, sizeof throughputs);
         report_emit_string(emit, "speed_of_light", throughputs);
-        emit_optional(emit, "window_id", item->window.id, item->window.found);
-        emit_optional(emit, "window_samples", item->window.samples, item->window.found);
+        report_emit_u64_if(emit, "window_id", item->window.id, item->window.found);
+        report_emit_u64_if(emit, "window_samples", item->window.samples, item->window.found);
         report_emit_row_end(emit);
     }
 }
