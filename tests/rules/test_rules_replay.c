@@ -308,6 +308,14 @@ static void expect_replayed_row(const triggered *row, int rule_id, const char *a
     assert_int_equal(row->launch_id, launch_id);
 }
 
+/* Each buffer holds exactly its launches: the replays' passes left no
+ * trace in them. */
+static void expect_buffers_exact(const counts *launched)
+{
+    assert_int_equal(launched->slow_value, launched->slow);
+    assert_int_equal(launched->fast_value, launched->fast);
+}
+
 /* The rule ran out its max_windows with exactly one replay, of slow_add,
  * which ran; the log said why that kernel; the buffers hold exactly their
  * launches: the replay's passes left no trace in them. */
@@ -318,8 +326,7 @@ static void expect_one_replay_of_slow_add(const outcome *out, const counts *laun
     assert_string_equal(out->kernel, "slow_add");
     assert_int_equal(out->declined, 0);
     assert_int_equal(out->log_lines_matching, 1);
-    assert_int_equal(launched->slow_value, launched->slow);
-    assert_int_equal(launched->fast_value, launched->fast);
+    expect_buffers_exact(launched);
 }
 
 /* The slow kernel (3 ms) crosses 1 ms, and is the longest to: its next
@@ -437,8 +444,7 @@ static void test_range_action_replays_the_next_step(void **state)
     assert_int_equal(out.triggered_count, 1);
     expect_replayed_row(&out.triggered[0], 1, "range", "step", out.first_span_id);
     assert_int_equal(out.log_lines_matching, 1);
-    assert_int_equal(launched.slow_value, launched.slow);
-    assert_int_equal(launched.fast_value, launched.fast);
+    expect_buffers_exact(&launched);
 }
 
 /* The slow kernel runs in one burst of 20 launches (at least 1.5 s in,
@@ -508,8 +514,7 @@ static void test_cooldown_spaces_the_replays(void **state)
         assert_string_equal(out.triggered[i].target, "slow_add");
     }
     assert_true(out.triggered[1].fired_ns - out.triggered[0].done_ns >= (int64_t)(3000 * MS));
-    assert_int_equal(launched.slow_value, launched.slow);
-    assert_int_equal(launched.fast_value, launched.fast);
+    expect_buffers_exact(&launched);
 }
 
 /* Two replay rules holding at once: one replay at a time, and neither
@@ -543,8 +548,7 @@ static void test_two_rules_replay_in_turn(void **state)
         rules_seen |= 1 << out.triggered[i].rule_id;
     }
     assert_int_equal(rules_seen, (1 << 1) | (1 << 2));
-    assert_int_equal(launched.slow_value, launched.slow);
-    assert_int_equal(launched.fast_value, launched.fast);
+    expect_buffers_exact(&launched);
 }
 
 /* A replay that cannot run (here the kernel's device holds more memory than
