@@ -25,10 +25,25 @@ paired difference of the block medians over the kernels per step
 (--kernels-per-step, default 28, measured for launch_loop.py's default
 loop). Exits non-zero when a state has fewer than 5 paired blocks.
 
+--flare-ready FLARE runs the same analysis on flare itself (issue 23, item
+2): launch_loop.py under `flare trace` (the default mode) with a rule that
+never fires and may range-replay (`kernel_duration_p99 > 1h for 1s over 1s
+action range step`), and FLARE_REPLAY_READY_ALTERNATE_MS/_LOG set, so
+flare's flare-ready-alt thread (src/backend/cuda/cuda_ready_alternate.c)
+turns off and on, every BLOCK_MS, the one thing such a trace does at a
+launch that a plain trace does not. States: none (a plain trace's launch
+path) and ready; the rule must still be "never fired" at the end, else the
+run is refused.
+
 usage: gpu_cupti_alternate.py INJECT_SO WORK_DIR [STEPS=20000] [BLOCK_MS=250]
                               [--kernels-per-step N]
+       gpu_cupti_alternate.py --flare-ready FLARE WORK_DIR [STEPS=20000] [BLOCK_MS=250]
+                              [--kernels-per-step N]
        gpu_cupti_alternate.py --analyse-only STEPS_FILE SWITCHES_FILE [--kernels-per-step N]
-(--analyse-only: the analysis alone, of files from an earlier run.)
+                              [--states none,ready]
+(--analyse-only: the analysis alone, of files from an earlier run; --states:
+the states the switch log holds, the first the baseline, default
+none,kernel,light,standard.)
 """
 import bisect
 import os
@@ -37,6 +52,8 @@ import subprocess
 import sys
 
 STATES = ("none", "kernel", "light", "standard")  # cupti_bare_inject.c's, in its order
+READY_STATES = ("none", "ready")  # cuda_ready_alternate.c's
+READY_RULE = "kernel_duration_p99 > 1h for 1s over 1s action range step"
 WARMUP = 20  # launch_loop.py's warm-up steps, before the first logged one
 SETTLE_NS = 20_000_000  # steps starting this soon after a switch are left out
 MIN_BLOCK_STEPS = 10  # a block with fewer usable steps has no median
@@ -64,17 +81,18 @@ def read_pairs(path, convert):
     return [(int(row[0]), convert(row[1])) for row in rows]
 
 
-def read_switches(path):
+def read_switches(path, states):
     switches = read_pairs(path, str)
-    unknown = {state for _, state in switches} - set(STATES)
+    unknown = {state for _, state in switches} - set(states)
     if unknown:
         raise SystemExit(f"{path}: unknown states {sorted(unknown)}")
     if any(b[0] < a[0] for a, b in zip(switches, switches[1:])):
         raise SystemExit(f"{path}: switch times go backwards")
-    for start in range(0, len(switches) - len(STATES) + 1, len(STATES)):
-        cycle = [state for _, state in switches[start:start + len(STATES)]]
-        if sorted(cycle) != sorted(STATES):
-            raise SystemExit(f"{path}: switches {start}..{start + 3} are not one cycle: {cycle}")
+    for start in range(0, len(switches) - len(states) + 1, len(states)):
+        cycle = [state for _, state in switches[start:start + len(states)]]
+        if sorted(cycle) != sorted(states):
+            raise SystemExit(f"{path}: switches {start}..{start + len(states) - 1} are not one "
+                             f"cycle: {cycle}")
     return switches
 
 
@@ -99,23 +117,24 @@ def assign_steps(steps, switches):
     return blocks, skipped
 
 
-def pair_blocks(switches, medians):
-    """Per state, (state median, none median) of each block paired with its cycle's none."""
+def pair_blocks(switches, medians, states):
+    """Per state, (state median, baseline median) of each block paired with its
+    cycle's baseline (the first state, none)."""
     cycle_none = {}
     for block, median in medians.items():
-        if switches[block][1] == "none":
-            cycle_none[block // len(STATES)] = median
-    pairs = {state: [] for state in STATES}
+        if switches[block][1] == states[0]:
+            cycle_none[block // len(states)] = median
+    pairs = {state: [] for state in states}
     for block in sorted(medians):
-        none = cycle_none.get(block // len(STATES))
+        none = cycle_none.get(block // len(states))
         if none is not None:
             pairs[switches[block][1]].append((medians[block], none))
     return pairs
 
 
-def analyse(steps_path, switches_path, kernels_per_step):
+def analyse(steps_path, switches_path, kernels_per_step, states=STATES):
     steps = read_pairs(steps_path, int)
-    switches = read_switches(switches_path)
+    switches = read_switches(switches_path, states)
     if not switches:
         raise SystemExit(f"{switches_path}: no switch (did the library alternate?)")
     blocks, skipped = assign_steps(steps, switches)
@@ -126,13 +145,13 @@ def analyse(steps_path, switches_path, kernels_per_step):
           + ", ".join(f"{n} {why}" for why, n in skipped.items())
           + f", {short} in {len(blocks) - len(medians)} blocks of fewer than "
           f"{MIN_BLOCK_STEPS} usable steps)")
-    print(f"switches: {len(switches)} ({len(switches) // len(STATES)} whole cycles); "
+    print(f"switches: {len(switches)} ({len(switches) // len(states)} whole cycles); "
           f"blocks with a median: {len(medians)}; kernels per step: {kernels_per_step:g}")
-    pairs = pair_blocks(switches, medians)
-    print(f"{'state':<9} {'median step_ms':>15} {'speed vs none':>14} {'(min-max)':>13} "
+    pairs = pair_blocks(switches, medians, states)
+    print(f"{'state':<9} {'median step_ms':>15} {'speed vs ' + states[0]:>14} {'(min-max)':>13} "
           f"{'blocks':>7} {'added ns/kernel':>16}")
     short_states = []
-    for state in STATES:
+    for state in states:
         paired = pairs[state]
         if len(paired) < MIN_BLOCKS:
             short_states.append(f"{state} ({len(paired)})")
@@ -184,25 +203,81 @@ def run(inject, work, steps, block_ms):
     return steps_path, switches_path
 
 
+def run_flare_ready(flare, work, steps, block_ms):
+    """launch_loop.py once under `flare trace` with the range rule and the
+    alternation switched on; checks the rule never fired; returns the logs."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    loop = os.path.join(here, "..", "tests", "gpu", "launch_loop.py")
+    os.makedirs(work, exist_ok=True)
+    session = os.path.join(work, "ready-session")
+    steps_path, switches_path = os.path.join(work, "steps.txt"), os.path.join(work, "switches.txt")
+    for path in (steps_path, switches_path):
+        if os.path.exists(path):
+            os.remove(path)
+    subprocess.run(["rm", "-rf", session], check=True)
+    cpus = os.environ.get("FLARE_BENCH_CPUS", "2-5")
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("FLARE_PM", "FLARE_DEEP_", "FLARE_REPLAY_"))}
+    environment.update(FLARE_REPLAY_READY_ALTERNATE_MS=str(block_ms),
+                       FLARE_REPLAY_READY_ALTERNATE_LOG=switches_path)
+    command = ((["taskset", "-c", cpus] if cpus else [])
+               + [flare, "trace", "-q", "-o", session, "--deep-when", READY_RULE, "--",
+                  sys.executable, loop, str(steps), "--step-log", steps_path])
+    print(f"== flare's replay-ready launch path in one process: launch_loop.py {steps} under "
+          f"flare trace --deep-when '{READY_RULE}', blocks of {block_ms} ms, pinned to CPUs "
+          f"{cpus or 'any'}")
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, env=environment,
+                                timeout=180 + steps * 0.01)
+    except subprocess.TimeoutExpired:
+        raise SystemExit("launch_loop.py under flare trace timed out")
+    if result.returncode != 0:
+        raise SystemExit(f"flare trace failed ({result.returncode}): {result.stderr[-1500:]}")
+    for line in result.stdout.splitlines():
+        if line.startswith(("step_ms", "steps ")):
+            print(line)
+    import sqlite3  # here: the bare-CUPTI mode needs no session
+    db = sqlite3.connect(f"file:{os.path.join(session, 'session.db')}?mode=ro", uri=True)
+    rules = db.execute("SELECT status, windows_fired FROM rules").fetchall()
+    db.close()
+    if not rules or any(status == "refused" or fired for status, fired in rules):
+        raise SystemExit(f"the rule was refused or fired: {rules}")
+    subprocess.run(["rm", "-rf", session], check=True)
+    if not os.path.exists(switches_path) or not os.path.exists(steps_path):
+        raise SystemExit("no switch or step log came back (see the session's flare.log)")
+    return steps_path, switches_path
+
+
 def main():
     args = sys.argv[1:]
     kernels = take_option(args, "--kernels-per-step", 1)
     kernels_per_step = float(kernels[0]) if kernels else 28.0
     if kernels_per_step <= 0:
         raise SystemExit("--kernels-per-step must be positive")
+    states = take_option(args, "--states", 1)
+    states = tuple(states[0].split(",")) if states else STATES
+    if len(states) < 2 or len(set(states)) != len(states):
+        raise SystemExit("--states takes two or more distinct names, the baseline first")
     analyse_only = take_option(args, "--analyse-only", 2)
     if analyse_only:
         if args:
             raise SystemExit(f"unexpected arguments {args}")
-        analyse(*analyse_only, kernels_per_step)
+        analyse(*analyse_only, kernels_per_step, states)
         return
-    if not 2 <= len(args) <= 4:
+    flare = take_option(args, "--flare-ready", 1)
+    if not (1 if flare else 2) <= len(args) <= (3 if flare else 4):
         raise SystemExit(__doc__.split("usage: ")[1])
+    if flare:
+        args = [None] + args
     steps = int(args[2]) if len(args) > 2 else 20000
     block_ms = int(args[3]) if len(args) > 3 else 250
     if steps <= 0 or not 20 <= block_ms <= 5000:
         raise SystemExit("STEPS must be positive and BLOCK_MS 20..5000")
-    analyse(*run(args[0], args[1], steps, block_ms), kernels_per_step)
+    if flare:
+        analyse(*run_flare_ready(flare[0], args[1], steps, block_ms), kernels_per_step,
+                READY_STATES)
+    else:
+        analyse(*run(args[0], args[1], steps, block_ms), kernels_per_step)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 # gpu-check-launchcosts.sh: part "launchcosts" of scripts/gpu-check.sh
 # (sourced there; uses its $flare, $build, $work, $OUT, fail and
-# build_cupti_probes). Where each launch's cost goes (issue 22):
+# build_bare_inject). Where each launch's cost goes (issue 22):
 # bench/gpu_launch_costs.py over the launch-bound PyTorch loop, the CUDA C
 # storm and a GPU-bound loop, flare's modes beside bare CUPTI with the same
 # features (bench/cupti_bare_inject.c) and torch.profiler.
@@ -12,10 +12,7 @@
 # 30 s; outside the budget) into launch-costs-alternate.txt. Must never
 # change the build.
 echo "== where each launch's cost goes (bench/gpu_launch_costs.py)"
-cupti_lib=${cupti_lib:-$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")}
-if cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I/usr/local/cuda/include \
-    -o "$build/gpu/libcupti_bare_inject.so" bench/cupti_bare_inject.c \
-    -L"$cupti_lib" -lcupti -lpthread -ldl -Wl,-rpath,"$cupti_lib"; then
+if build_bare_inject; then
   workloads=${FLARE_COSTS_WORKLOADS:-loop,storm,gpubound}
   budget=${FLARE_COSTS_BUDGET_S:-430}
   # Shares of the budget, by weight among the workloads asked for: the

@@ -4,7 +4,10 @@
 # database size under the cap, resident memory flat, drops counted, CPU time
 # of flare's threads. FLARE_SOAK_SECONDS (default 600) and FLARE_SOAK_CAP
 # (default 256M); FLARE_SOAK_BESIDE=1 runs the same loop untraced beside it,
-# to tell the program's own memory growth from flare's.
+# to tell the program's own memory growth from flare's; FLARE_SOAK_BARE=1
+# runs it a third time under bare CUPTI with the default mode's features and
+# no flare (bench/cupti_bare_inject.c, built by build_bare_inject), to tell
+# CUPTI's growth from flare's code.
 #
 # A 10-minute soak does not fit in one device call (10 minutes at most, the
 # build included): FLARE_SOAK_DETACH=1 starts it in its own process session
@@ -16,6 +19,10 @@ soak_seconds=${FLARE_SOAK_SECONDS:-600}
 soak_cap=${FLARE_SOAK_CAP:-256M}
 soak_beside=()
 [ "${FLARE_SOAK_BESIDE:-0}" = 1 ] && soak_beside=(--beside)
+if [ "${FLARE_SOAK_BARE:-0}" = 1 ]; then
+  build_bare_inject && soak_beside+=(--bare "$build/gpu/libcupti_bare_inject.so") \
+    || fail "soak: cc cupti_bare_inject"
+fi
 echo "== soak: $soak_seconds s of PyTorch training under --max-size $soak_cap"
 if [ "${FLARE_SOAK_DETACH:-0}" = 1 ]; then
   rm -rf /tmp/flare-soak && mkdir -p /tmp/flare-soak

@@ -176,6 +176,16 @@ build_cupti_probes() {
     || fail "nvcc cupti_launch_cost"
 }
 
+# Builds bench/cupti_bare_inject.c (bare CUPTI injected into any CUDA
+# program, no flare) into $build/gpu/libcupti_bare_inject.so; used by the
+# launchcosts and soak parts.
+build_bare_inject() {
+  cupti_lib=${cupti_lib:-$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so 2>/dev/null | head -1)")}
+  cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I/usr/local/cuda/include \
+    -o "$build/gpu/libcupti_bare_inject.so" bench/cupti_bare_inject.c \
+    -L"$cupti_lib" -lcupti -lpthread -ldl -Wl,-rpath,"$cupti_lib"
+}
+
 if [[ ",$what," == *",costs,"* ]]; then
   # What bare CUPTI costs per launch, and what one restore costs, with no
   # flare in the process: the floors the storm and restore targets meet.

@@ -16,7 +16,14 @@ GPU for the same time, its resident memory sampled at the same moments: the
 growth a PyTorch program has of its own, so the traced run's growth can be
 split into the program's and flare's (the traced one minus the untraced).
 
-usage: soak.py FLARE WORK_DIR SECONDS CAP [--beside]
+With --bare LIB (bench/cupti_bare_inject.c's library), the same loop runs
+a third time beside them with bare CUPTI injected in the features flare's
+default mode uses (kernel, copy, memset and external-correlation activity,
+the timestamp callback, launch and copy callbacks, NVTX) and nothing of
+flare: if it grows as the traced run does, the growth is CUPTI's, not
+flare's code.
+
+usage: soak.py FLARE WORK_DIR SECONDS CAP [--beside] [--bare LIB]
 """
 import os
 import sqlite3
@@ -25,7 +32,20 @@ import sys
 import time
 
 flare, work, seconds, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-beside = sys.argv[5:] == ["--beside"]
+extra = sys.argv[5:]
+beside = "--beside" in extra
+bare_lib = None
+if "--bare" in extra:
+    at = extra.index("--bare")
+    if at + 1 >= len(extra):
+        raise SystemExit("--bare takes the bare-CUPTI library's path")
+    bare_lib = os.path.abspath(extra[at + 1])
+    if not os.path.isfile(bare_lib):
+        raise SystemExit("--bare: no library at %s" % bare_lib)
+    del extra[at:at + 2]
+if [word for word in extra if word != "--beside"]:
+    raise SystemExit("unexpected arguments %s" % extra)
+BARE_FEATURES = "kernel,copies,extcorr,clock,callbacks,copy_callbacks,nvtx"
 here = os.path.dirname(os.path.abspath(__file__))
 session = os.path.join(work, "soak")
 subprocess.run(["rm", "-rf", session])
@@ -35,6 +55,11 @@ started = time.monotonic()
 launcher = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 untraced = subprocess.Popen([sys.executable, os.path.join(here, "soak_loop.py"), str(seconds)],
                             stdout=subprocess.DEVNULL) if beside else None
+bare = subprocess.Popen([sys.executable, os.path.join(here, "soak_loop.py"), str(seconds)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        env=dict(os.environ, CUDA_INJECTION64_PATH=bare_lib,
+                                 NVTX_INJECTION64_PATH=bare_lib, BARE_CUPTI=BARE_FEATURES)
+                        ) if bare_lib else None
 
 
 def traced_pid():
@@ -80,8 +105,17 @@ def size(path):
         return 0
 
 
+def beside_rss(process):
+    """The resident memory (KiB) of a process run beside, 0 once it is gone."""
+    try:
+        return rss_kib(process.pid) if process is not None and process.poll() is None else 0
+    except OSError:
+        return 0
+
+
 samples = []
 untraced_samples = []
+bare_samples = []
 pid = None
 while launcher.poll() is None:
     time.sleep(10)
@@ -92,17 +126,16 @@ while launcher.poll() is None:
         rss, cpu = rss_kib(pid), flare_cpu_s(pid)
     except OSError:
         break
-    try:
-        plain = rss_kib(untraced.pid) if untraced is not None and untraced.poll() is None else 0
-    except OSError:
-        plain = 0
+    plain, bare_rss = beside_rss(untraced), beside_rss(bare)
     db, wal = size(os.path.join(session, "session.db")), size(os.path.join(session, "session.db-wal"))
     elapsed = time.monotonic() - started
     samples.append((elapsed, db, wal, rss, cpu))
     untraced_samples.append((elapsed, plain))
-    print("t %6.0f s  session.db %7.1f MB  -wal %6.1f MB  RSS %7.1f MiB%s  flare CPU %s" % (
+    bare_samples.append((elapsed, bare_rss))
+    print("t %6.0f s  session.db %7.1f MB  -wal %6.1f MB  RSS %7.1f MiB%s%s  flare CPU %s" % (
         elapsed, db / 1e6, wal / 1e6, rss / 1024.0,
         "  untraced %7.1f MiB" % (plain / 1024.0) if untraced is not None else "",
+        "  bare CUPTI %7.1f MiB" % (bare_rss / 1024.0) if bare is not None else "",
         ", ".join("%s %.1f s" % item for item in sorted(cpu.items()))), flush=True)
 # The sampling loop also ends when the program is gone but the launcher is
 # still writing the session's end: wait for it (its status is None until then).
@@ -142,6 +175,16 @@ if untraced is not None:
           "the traced run's beyond it (flare's share): %.1f MiB (target <= 4 MiB): %s" % (
               plain_mib, growth_mib - plain_mib,
               "ok" if growth_mib - plain_mib <= 4 else "OVER"))
+if bare is not None:
+    bare_stderr = bare.stderr.read()
+    bare.wait()
+    report = [line for line in bare_stderr.splitlines() if line.startswith("bare_cupti")]
+    bare_after = [rss for elapsed, rss in bare_samples if elapsed >= 60 and rss > 0]
+    bare_mib = (max(bare_after) - bare_after[0]) / 1024.0 if bare_after else float("nan")
+    print("RSS growth after the first minute of the same loop under bare CUPTI (%s), no flare: "
+          "%.1f MiB; the traced run's beyond it: %.1f MiB; bare CUPTI's report: %s" % (
+              BARE_FEATURES, bare_mib, growth_mib - bare_mib, report[-1] if report else
+              "none (exit %d): %s" % (bare.returncode, bare_stderr[-300:])))
 print("flare threads' CPU time: %.1f s of %.0f s (%s)" % (
     sum(final_cpu.values()), wall, ", ".join("%s %.1f s" % i for i in sorted(final_cpu.items()))))
 print("kernels accounted (detail + totals) %d of %s launched" % (kept + totals, launched))

@@ -48,7 +48,7 @@ CUptiResult (*cuda_replay_get_stream_id)(CUcontext context, CUstream stream, uin
                                          uint32_t *id);
 _Atomic int cuda_replay_gates_enabled;
 int cuda_replay_attached;
-int cuda_replay_globals_early;
+_Atomic int cuda_replay_globals_early;
 
 /* Depth of flare's own driver calls on this thread (see cuda_replay_internal). */
 static _Thread_local int internal_depth;
@@ -366,6 +366,8 @@ int cuda_replay_attach(const cuda_cupti_api *cupti_api, CUpti_SubscriberHandle s
     }
     cuda_replay_globals_early =
         (rules_list_actions(getenv("FLARE_DEEP_WHEN")) & RULES_ACTIONS_RANGE) != 0;
+    if (cuda_replay_globals_early)
+        cuda_ready_alternate_start();
     cuda_replay_attached = 1;
     if (replay_configured() || any_replay_variable())
         cuda_replay_enable_gates();

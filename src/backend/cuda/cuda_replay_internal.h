@@ -33,8 +33,12 @@ extern _Atomic int cuda_replay_gates_enabled;
 extern int cuda_replay_attached;
 /* A rule may range-replay (action range): launches resolve their module's
  * __device__ variables before replay is configured, so a span begun later
- * finds them in the inventory (cuda_replay_launch.c). */
-extern int cuda_replay_globals_early;
+ * finds them in the inventory (cuda_replay_launch.c). Atomic: a benchmark
+ * switches it while launches read it (cuda_ready_alternate.c). */
+extern _Atomic int cuda_replay_globals_early;
+/* FLARE_REPLAY_READY_ALTERNATE_MS/_LOG set: starts the thread that turns
+ * cuda_replay_globals_early off and on in blocks (a benchmark's switch). */
+void cuda_ready_alternate_start(void);
 
 /* flare's own driver calls on this thread go between begin and end (they
  * nest): replay's callbacks ignore them, and cuda_replay_internal() is true

@@ -384,7 +384,7 @@ void cuda_replay_launch_call(CUpti_CallbackId id, const CUpti_CallbackData *call
     if (call->callbackSite == CUPTI_API_ENTER) {
         *call->correlationData = 0;
         if (!replay_configured()) {
-            if (cuda_replay_globals_early)
+            if (atomic_load_explicit(&cuda_replay_globals_early, memory_order_relaxed))
                 resolve_globals_early(id, call);
             return;
         }
