@@ -35,15 +35,24 @@ launch that a plain trace does not. States: none (a plain trace's launch
 path) and ready; the rule must still be "never fired" at the end, else the
 run is refused.
 
+--flare-trace FLARE does the same for all of flare's tracing (issue 22):
+flare's flare-trace-alt thread (src/backend/cuda/cuda_trace_alternate.c)
+switches every activity kind and callback the mode set up off (none) and
+on again (flare), with the launch-storm guard off (FLARE_STORM_RATE=0; the
+loop stays under its rate anyway). --flare-mode MODE (default standard)
+picks the mode for either; the speed of flare against none, beside bare
+CUPTI's of the same features against none, says how far flare is from
+CUPTI's floor.
+
 usage: gpu_cupti_alternate.py INJECT_SO WORK_DIR [STEPS=20000] [BLOCK_MS=250]
                               [--kernels-per-step N]
-       gpu_cupti_alternate.py --flare-ready FLARE WORK_DIR [STEPS=20000] [BLOCK_MS=250]
-                              [--kernels-per-step N]
+       gpu_cupti_alternate.py --flare-ready FLARE | --flare-trace FLARE WORK_DIR [STEPS=20000]
+                              [BLOCK_MS=250] [--flare-mode MODE] [--kernels-per-step N]
        gpu_cupti_alternate.py --analyse-only STEPS_FILE SWITCHES_FILE [--kernels-per-step N]
                               [--states none,ready]
 (--analyse-only: the analysis alone, of files from an earlier run; --states:
 the states the switch log holds, the first the baseline, default
-none,kernel,light,standard.)
+none,kernel,light,standard; none,ready and none,flare for flare's.)
 """
 import bisect
 import os
@@ -53,6 +62,7 @@ import sys
 
 STATES = ("none", "kernel", "light", "standard")  # cupti_bare_inject.c's, in its order
 READY_STATES = ("none", "ready")  # cuda_ready_alternate.c's
+TRACE_STATES = ("none", "flare")  # cuda_trace_alternate.c's
 READY_RULE = "kernel_duration_p99 > 1h for 1s over 1s action range step"
 WARMUP = 20  # launch_loop.py's warm-up steps, before the first logged one
 SETTLE_NS = 20_000_000  # steps starting this soon after a switch are left out
@@ -203,9 +213,11 @@ def run(inject, work, steps, block_ms):
     return steps_path, switches_path
 
 
-def run_flare_ready(flare, work, steps, block_ms):
-    """launch_loop.py once under `flare trace` with the range rule and the
-    alternation switched on; checks the rule never fired; returns the logs."""
+def run_flare(flare, work, steps, block_ms, what, mode):
+    """launch_loop.py once under `flare trace` (--mode mode) with flare's
+    alternation of what ("ready": the range-ready launch work, with the
+    range rule, checked never to fire; "trace": all of flare's CUPTI
+    tracing) switched on; returns the two logs' paths."""
     here = os.path.dirname(os.path.abspath(__file__))
     loop = os.path.join(here, "..", "tests", "gpu", "launch_loop.py")
     os.makedirs(work, exist_ok=True)
@@ -218,14 +230,19 @@ def run_flare_ready(flare, work, steps, block_ms):
     cpus = os.environ.get("FLARE_BENCH_CPUS", "2-5")
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("FLARE_PM", "FLARE_DEEP_", "FLARE_REPLAY_"))}
-    environment.update(FLARE_REPLAY_READY_ALTERNATE_MS=str(block_ms),
-                       FLARE_REPLAY_READY_ALTERNATE_LOG=switches_path)
+    variable = "FLARE_REPLAY_READY_ALTERNATE" if what == "ready" else "FLARE_TRACE_ALTERNATE"
+    environment.update({variable + "_MS": str(block_ms), variable + "_LOG": switches_path})
+    options = ["--mode", mode]
+    if what == "ready":
+        options += ["--deep-when", READY_RULE]
+    else:
+        environment["FLARE_STORM_RATE"] = "0"  # the guard switches the same kinds
     command = ((["taskset", "-c", cpus] if cpus else [])
-               + [flare, "trace", "-q", "-o", session, "--deep-when", READY_RULE, "--",
-                  sys.executable, loop, str(steps), "--step-log", steps_path])
-    print(f"== flare's replay-ready launch path in one process: launch_loop.py {steps} under "
-          f"flare trace --deep-when '{READY_RULE}', blocks of {block_ms} ms, pinned to CPUs "
-          f"{cpus or 'any'}")
+               + [flare, "trace", "-q", "-o", session] + options
+               + ["--", sys.executable, loop, str(steps), "--step-log", steps_path])
+    print(f"== flare in one process ({'the replay-ready launch path' if what == 'ready' else 'all its tracing'} "
+          f"off and on): launch_loop.py {steps} under flare trace {' '.join(options)}, blocks "
+          f"of {block_ms} ms, pinned to CPUs {cpus or 'any'}")
     try:
         result = subprocess.run(command, capture_output=True, text=True, env=environment,
                                 timeout=180 + steps * 0.01)
@@ -239,8 +256,11 @@ def run_flare_ready(flare, work, steps, block_ms):
     import sqlite3  # here: the bare-CUPTI mode needs no session
     db = sqlite3.connect(f"file:{os.path.join(session, 'session.db')}?mode=ro", uri=True)
     rules = db.execute("SELECT status, windows_fired FROM rules").fetchall()
+    mode_row = db.execute("SELECT reason FROM capabilities WHERE feature = 'mode'").fetchall()
     db.close()
-    if not rules or any(status == "refused" or fired for status, fired in rules):
+    print(f"mode: {mode_row[0][0] if mode_row else '?'}")
+    if what == "ready" and (not rules or any(status == "refused" or fired
+                                             for status, fired in rules)):
         raise SystemExit(f"the rule was refused or fired: {rules}")
     subprocess.run(["rm", "-rf", session], check=True)
     if not os.path.exists(switches_path) or not os.path.exists(steps_path):
@@ -264,7 +284,11 @@ def main():
             raise SystemExit(f"unexpected arguments {args}")
         analyse(*analyse_only, kernels_per_step, states)
         return
-    flare = take_option(args, "--flare-ready", 1)
+    mode = take_option(args, "--flare-mode", 1)
+    mode = mode[0] if mode else "standard"
+    what, flare = "ready", take_option(args, "--flare-ready", 1)
+    if flare is None:
+        what, flare = "trace", take_option(args, "--flare-trace", 1)
     if not (1 if flare else 2) <= len(args) <= (3 if flare else 4):
         raise SystemExit(__doc__.split("usage: ")[1])
     if flare:
@@ -274,8 +298,8 @@ def main():
     if steps <= 0 or not 20 <= block_ms <= 5000:
         raise SystemExit("STEPS must be positive and BLOCK_MS 20..5000")
     if flare:
-        analyse(*run_flare_ready(flare[0], args[1], steps, block_ms), kernels_per_step,
-                READY_STATES)
+        analyse(*run_flare(flare[0], args[1], steps, block_ms, what, mode), kernels_per_step,
+                READY_STATES if what == "ready" else TRACE_STATES)
     else:
         analyse(*run(args[0], args[1], steps, block_ms), kernels_per_step)
 

@@ -119,6 +119,7 @@ static int try_cupti(cuda_cupti_api *api, const char *path, char *reason, size_t
     RESOLVE(api, library, cuptiActivityRegisterTimestampCallback, optional);
     RESOLVE(api, library, cuptiActivityFlushPeriod, optional);
     RESOLVE(api, library, cuptiGetStreamIdEx, optional);
+    RESOLVE(api, library, cuptiGetCallbackState, optional);
     RESOLVE(api, library, cuptiProfilerInitialize, optional);
     RESOLVE(api, library, cuptiProfilerDeviceSupported, optional);
     RESOLVE(api, library, cuptiDeviceGetChipName, optional);

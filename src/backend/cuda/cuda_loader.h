@@ -116,6 +116,9 @@ typedef struct cuda_cupti_api {
                                        CUpti_CallbackDomain domain, CUpti_CallbackId id);
     CUptiResult (*cuptiEnableDomain)(uint32_t enable, CUpti_SubscriberHandle subscriber,
                                      CUpti_CallbackDomain domain);
+    CUptiResult (*cuptiGetCallbackState)(uint32_t *enable, CUpti_SubscriberHandle subscriber,
+                                         CUpti_CallbackDomain domain,
+                                         CUpti_CallbackId id); /* optional */
     CUptiResult (*cuptiProfilerInitialize)(CUpti_Profiler_Initialize_Params *params);
     CUptiResult (*cuptiProfilerDeviceSupported)(CUpti_Profiler_DeviceSupported_Params *params);
     CUptiResult (*cuptiDeviceGetChipName)(CUpti_Device_GetChipName_Params *params);

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_trace.h"
@@ -95,6 +96,13 @@ void cuda_storm_watch_kind(CUpti_ActivityKind kind)
         return;
     storm_kinds[storm_kind_count] = kind;
     storm_kind_on[storm_kind_count++] = true;
+}
+
+size_t cuda_storm_kinds(CUpti_ActivityKind *out, size_t max)
+{
+    size_t count = storm_kind_count < max ? storm_kind_count : max;
+    memcpy(out, storm_kinds, count * sizeof(*out));
+    return count;
 }
 
 /* The launch-storm guard, when kernels are timed: FLARE_STORM_RATE (the

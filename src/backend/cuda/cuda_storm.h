@@ -26,6 +26,8 @@
  * which a storm switches off and on (kinds past CUDA_STORM_KINDS_MAX are
  * not switched). */
 void cuda_storm_watch_kind(CUpti_ActivityKind kind);
+/* The kinds watched (every kind tracing enabled), up to max into out. */
+size_t cuda_storm_kinds(CUpti_ActivityKind *out, size_t max);
 
 /* At start, when kernels are timed: creates the guard from
  * FLARE_STORM_RATE (a bad value is logged and the default used; 0 switches

@@ -38,6 +38,7 @@
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_api_calls.h"
 #include "backend/cuda/cuda_storm.h"
+#include "backend/cuda/cuda_trace_alternate.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -866,6 +867,7 @@ int cuda_trace_start(const backend_host *host)
     else if (kernels_timed)
         core_capability_set("storm_guard", 0, CORE_CAPABILITY_OFF, "no launch callbacks: %s",
                             off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
+    cuda_trace_alternate_start(&cupti, subscriber);
     pthread_mutex_unlock(&start_lock);
     start_sampler();
     atexit(finish_tracing);
@@ -875,10 +877,9 @@ int cuda_trace_start(const backend_host *host)
 void cuda_trace_deliver(void)
 {
     /* A default flush returns every buffer whose records are all complete,
-     * full or not; CUPTI's own periodic flush (cuptiActivityFlushPeriod)
-     * returns full buffers only, which at a low launch rate means seconds
-     * or never (an 8 MiB buffer holds about 30,000 kernel records). Not in
-     * a forked child: the buffers are the parent's. */
+     * full or not; CUPTI's periodic flush returns full ones only (at a low
+     * launch rate, seconds or never: 8 MiB hold about 30,000 kernel
+     * records). Not in a forked child: the buffers are the parent's. */
     if (getpid() != tracing_pid || !atomic_load(&activity_registered))
         return;
     cupti.cuptiActivityFlushAll(0);
