@@ -32,6 +32,9 @@ struct deepwin_coordinator {
     /* Guarded by state_lock. */
     uint64_t next_id;
     deepwin_record current; /* the pending / open / closing window */
+    /* The engine current arms and disarms (chosen at its request: the one
+     * it asked for, or the fallback), or NULL. */
+    const backend_engine_ops *current_engine;
     uint64_t launches_at_open;
     const char *close_requested; /* a reason, or NULL */
     deepwin_record last_finished;
@@ -39,6 +42,47 @@ struct deepwin_coordinator {
     uint32_t record_head;
     uint32_t record_count;
 };
+
+const char *deepwin_engine_kind_name(deepwin_engine_kind kind)
+{
+    return kind == DEEPWIN_ENGINE_PM ? "pm" : kind == DEEPWIN_ENGINE_PC ? "pc" : "?";
+}
+
+int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind)
+{
+    if (name != NULL && strcmp(name, "pm") == 0)
+        *kind = DEEPWIN_ENGINE_PM;
+    else if (name != NULL && strcmp(name, "pc") == 0)
+        *kind = DEEPWIN_ENGINE_PC;
+    else
+        return -1;
+    return 0;
+}
+
+/* state_lock held: the engine a request gets. A pc window on a coordinator
+ * without a PC sampling engine falls back to the PM one, and says so in
+ * its engine_reason (kept, and prefixed to any reason arm gives). */
+static const backend_engine_ops *choose_engine(deepwin_coordinator *coordinator,
+                                               deepwin_record *record)
+{
+    if (record->token.engine != DEEPWIN_ENGINE_PC)
+        return coordinator->config.engine;
+    if (coordinator->config.pc_engine != NULL)
+        return coordinator->config.pc_engine;
+    snprintf(record->engine_reason, sizeof(record->engine_reason),
+             "asked for pc: no PC sampling engine on this device; fell back to %s",
+             coordinator->config.engine != NULL ? "pm" : "none");
+    return coordinator->config.engine;
+}
+
+/* record's engine_reason: a fallback note already there, then reason. */
+static void set_engine_reason(deepwin_record *record, const char *reason)
+{
+    char note[DEEPWIN_REASON_MAX];
+    snprintf(note, sizeof(note), "%s", record->engine_reason);
+    snprintf(record->engine_reason, sizeof(record->engine_reason), "%s%s%s", note,
+             note[0] != '\0' && reason[0] != '\0' ? "; " : "", reason);
+}
 
 const char *deepwin_token_kind_name(deepwin_token_kind kind)
 {
@@ -174,8 +218,9 @@ int deepwin_request_open(deepwin_coordinator *coordinator, const deepwin_token *
         record->cause.comparison[sizeof(record->cause.comparison) - 1] = '\0';
     }
     record->requested_ns = now_ns;
+    coordinator->current_engine = choose_engine(coordinator, record);
     snprintf(record->engine, sizeof(record->engine), "%s",
-             coordinator->config.engine != NULL ? coordinator->config.engine->name : "none");
+             coordinator->current_engine != NULL ? coordinator->current_engine->name : "none");
     coordinator->close_requested = NULL;
     set_state(coordinator, DEEPWIN_PENDING);
     atomic_fetch_add_explicit(&coordinator->queued_total, 1, memory_order_relaxed);
@@ -242,7 +287,7 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
     pthread_mutex_unlock(&coordinator->state_lock);
 
     /* Still PENDING while the engine arms: requesters keep seeing busy. */
-    const backend_engine_ops *engine = coordinator->config.engine;
+    const backend_engine_ops *engine = coordinator->current_engine;
     char reason[DEEPWIN_REASON_MAX] = "";
     int status = FLARE_OK;
     if (engine != NULL) {
@@ -262,14 +307,14 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
          * and says why. */
         snprintf(current->engine_status, sizeof(current->engine_status), "%s",
                  status == BACKEND_ENGINE_BUSY ? "busy" : "preparing");
-        snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
+        set_engine_reason(current, reason);
         current->opened_ns = now_ns;
         coordinator->launches_at_open = launches;
         set_state(coordinator, DEEPWIN_OPEN);
         atomic_fetch_add_explicit(&coordinator->opened_total, 1, memory_order_relaxed);
     } else if (status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "refused");
-        snprintf(current->engine_reason, sizeof(current->engine_reason), "%s", reason);
+        set_engine_reason(current, reason);
         snprintf(current->close_reason, sizeof(current->close_reason), "%s", DEEPWIN_CLOSE_REFUSED);
         current->closed_ns = now_ns;
         deepwin_record finished = *current;
@@ -299,7 +344,7 @@ static void close_open(deepwin_coordinator *coordinator, const char *reason, uin
     int status = FLARE_OK;
     if (armed)
         status =
-            coordinator->config.engine->disarm(coordinator->config.device, now_ns, &engine_result);
+            coordinator->current_engine->disarm(coordinator->config.device, now_ns, &engine_result);
 
     pthread_mutex_lock(&coordinator->state_lock);
     deepwin_record *current = &coordinator->current;
@@ -311,8 +356,9 @@ static void close_open(deepwin_coordinator *coordinator, const char *reason, uin
      * ever seen while the window is open. */
     if (armed && status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "disarm failed");
-        snprintf(current->engine_reason, sizeof(current->engine_reason), "disarm failed: %s",
-                 flare_strerror(status));
+        char failed[64];
+        snprintf(failed, sizeof(failed), "disarm failed: %s", flare_strerror(status));
+        set_engine_reason(current, failed);
     } else if (armed) {
         snprintf(current->engine_status, sizeof(current->engine_status), "disarmed");
     }
@@ -374,18 +420,31 @@ int deepwin_blackout_active(const deepwin_coordinator *coordinator)
     return get_state(coordinator) != DEEPWIN_IDLE;
 }
 
-int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
+static int set_engine_of(deepwin_coordinator *coordinator, const backend_engine_ops *engine, int pc)
 {
     pthread_mutex_lock(&coordinator->beat_lock);
     pthread_mutex_lock(&coordinator->state_lock);
     int status = FLARE_ERR_STATE;
     if (get_state(coordinator) == DEEPWIN_IDLE) {
-        coordinator->config.engine = engine;
+        if (pc)
+            coordinator->config.pc_engine = engine;
+        else
+            coordinator->config.engine = engine;
         status = FLARE_OK;
     }
     pthread_mutex_unlock(&coordinator->state_lock);
     pthread_mutex_unlock(&coordinator->beat_lock);
     return status;
+}
+
+int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
+{
+    return set_engine_of(coordinator, engine, 0);
+}
+
+int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
+{
+    return set_engine_of(coordinator, engine, 1);
 }
 
 void deepwin_prepare_engine(deepwin_coordinator *coordinator)

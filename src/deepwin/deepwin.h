@@ -62,6 +62,15 @@ typedef enum deepwin_token_kind {
 #define DEEPWIN_REASON_MAX    256
 #define DEEPWIN_MESSAGE_MAX   256
 
+/* The deep engine a window asks for: PM sampling (the default; how busy
+ * the GPU was) or PC sampling (where in its kernels warps stalled). A
+ * window whose engine the coordinator has none of falls back to PM
+ * sampling, and its engine_reason says so. */
+typedef enum deepwin_engine_kind {
+    DEEPWIN_ENGINE_PM = 0,
+    DEEPWIN_ENGINE_PC = 1,
+} deepwin_engine_kind;
+
 /* Who asks. The evaluator tells its own windows apart by kind and rule id,
  * so a manual or scheduled window never spends a rule's budget; cookie is
  * the requester's own value, returned untouched in the record. */
@@ -70,6 +79,7 @@ typedef struct deepwin_token {
     uint32_t rule_id;              /* RULE only */
     uint64_t cookie;               /* the caller's; the coordinator never reads it */
     char label[DEEPWIN_LABEL_MAX]; /* manual label, "deep-after 30s", rule name... */
+    deepwin_engine_kind engine;    /* the engine asked for (0: PM sampling) */
 } deepwin_token;
 
 /* Longest window anyone may ask for: a deep engine is expensive. */
@@ -126,8 +136,11 @@ typedef struct deepwin_coordinator deepwin_coordinator;
 
 typedef struct deepwin_config {
     const backend_engine_ops *engine; /* NULL: windows open with no engine ("none") */
-    int device;                       /* the engine's device; -1: every device */
-    uint32_t record_capacity;         /* finished records held until taken; 0: 64 */
+    /* The PC sampling engine, for windows that ask for pc; NULL: none on
+     * this backend yet (they fall back to engine). */
+    const backend_engine_ops *pc_engine;
+    int device;               /* the engine's device; -1: every device */
+    uint32_t record_capacity; /* finished records held until taken; 0: 64 */
 } deepwin_config;
 
 /* 0 with *out set, FLARE_ERR_INVALID_ARGUMENT or FLARE_ERR_NO_MEMORY. */
@@ -172,6 +185,12 @@ void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uin
  * FLARE_ERR_STATE while a window is pending, open or closing (the engine
  * that armed it must be the one that disarms it). */
 int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
+/* The same for the PC sampling engine of windows that ask for pc. */
+int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
+/* "pm", "pc"; "?" when unknown. */
+const char *deepwin_engine_kind_name(deepwin_engine_kind kind);
+/* The kind named name ("pm" or "pc"): 0 with *kind set, else -1. */
+int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind);
 /* Asks the engine windows arm to get ready for one (its optional prepare
  * op), outside every lock of the coordinator: for a window known to be
  * coming, such as a request for a later time. Returns at once. */

@@ -91,6 +91,14 @@ typedef enum rules_action {
     RULES_ACTION_REPLAY = 1,
     RULES_ACTION_RANGE = 2
 } rules_action;
+/* The deep engine a window rule's window asks for (`engine`): PM sampling
+ * (the default: how busy the GPU was) or PC sampling (where in its kernels
+ * warps stalled). A window whose engine the device cannot run falls back
+ * to PM sampling and says why (docs/windows.md). */
+typedef enum rules_engine {
+    RULES_ENGINE_PM = 0,
+    RULES_ENGINE_PC = 1
+} rules_engine;
 /* Bytes in a range name with its terminating NUL: names are 1..127 bytes. */
 #define RULES_RANGE_NAME_MAX 128
 
@@ -140,6 +148,9 @@ typedef struct rules_rule {
      * by the rule's owner. Only given with action replay or range; 5s (the
      * default) otherwise. */
     uint64_t replay_budget_ns;
+    /* `engine`: the window's deep engine; only with action window (a
+     * replay's counters come from the range profiler). */
+    rules_engine engine;
 } rules_rule;
 
 /*
@@ -193,6 +204,8 @@ rules_unit_kind rules_metric_unit(rules_metric metric);
 const char *rules_comparison_text(rules_comparison comparison);
 /* "window", "replay", "range"; "?" when unknown. */
 const char *rules_action_name(rules_action action);
+/* "pm", "pc"; "?" when unknown. */
+const char *rules_engine_name(rules_engine engine);
 
 /* One rule of a list: parsed, or refused with its reason. */
 typedef struct rules_list_entry {

@@ -124,6 +124,8 @@ void rules_format_metric(const rules_rule *rule, char *buffer, size_t size)
  * window rule keeps the text it had before actions existed. */
 static int written_in_canonical(const rules_rule *rule, const rules_option_info *info)
 {
+    if (info->type == RULES_OPTION_TYPE_ENGINE)
+        return rule->engine != RULES_ENGINE_PM;
     if (rule->action != RULES_ACTION_WINDOW)
         return 1;
     return info->type != RULES_OPTION_TYPE_ACTION && !info->replay_only;
@@ -136,7 +138,7 @@ int rules_format_canonical(const rules_rule *rule, char *buffer, size_t size)
     buffer[0] = '\0';
     if (rule == NULL || (unsigned)rule->metric >= RULES_METRIC_COUNT ||
         (unsigned)rule->comparison >= RULES_COMPARISON_COUNT ||
-        (unsigned)rule->action > RULES_ACTION_RANGE)
+        (unsigned)rule->action > RULES_ACTION_RANGE || (unsigned)rule->engine > RULES_ENGINE_PC)
         return FLARE_ERR_INVALID_ARGUMENT;
     char text[RULES_FORMAT_MAX + 64];
     size_t used = 0;
@@ -170,6 +172,9 @@ int rules_format_canonical(const rules_rule *rule, char *buffer, size_t size)
             else
                 snprintf(value, sizeof(value), "%s", rules_action_name(rule->action));
             break;
+        case RULES_OPTION_TYPE_ENGINE:
+            snprintf(value, sizeof(value), "%s", rules_engine_name(rule->engine));
+            break;
         }
         rules_append(text, sizeof(text), &used, " %s %s", info->key, value);
     }
@@ -191,5 +196,5 @@ int rules_rule_equal(const rules_rule *a, const rules_rule *b)
            a->max_windows == b->max_windows && a->deep_ns == b->deep_ns &&
            a->deep_launches == b->deep_launches && a->action == b->action &&
            strncmp(a->range_name, b->range_name, sizeof(a->range_name)) == 0 &&
-           a->replay_budget_ns == b->replay_budget_ns;
+           a->replay_budget_ns == b->replay_budget_ns && a->engine == b->engine;
 }

@@ -55,6 +55,7 @@ typedef enum rules_option {
     RULES_OPTION_MAX_WINDOWS,
     RULES_OPTION_DEEP_FOR,
     RULES_OPTION_DEEP_LAUNCHES,
+    RULES_OPTION_ENGINE,
     RULES_OPTION_ACTION,
     RULES_OPTION_REPLAY_BUDGET,
     RULES_OPTION_COUNT
@@ -65,6 +66,7 @@ typedef enum rules_option_type {
     RULES_OPTION_TYPE_COUNT,     /* a whole number, no unit */
     RULES_OPTION_TYPE_THRESHOLD, /* a quantity of the threshold's kind (rearm) */
     RULES_OPTION_TYPE_ACTION,    /* window, replay or range NAME (rules_action) */
+    RULES_OPTION_TYPE_ENGINE,    /* pm or pc (rules_engine) */
 } rules_option_type;
 
 typedef struct rules_option_info {

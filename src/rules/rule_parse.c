@@ -513,6 +513,7 @@ static void set_defaults(rules_rule *rule)
             rules_option_set(rule, (rules_option)i, info->fallback);
     }
     rule->action = RULES_ACTION_WINDOW; /* range_name stays all zero */
+    rule->engine = RULES_ENGINE_PM;
 }
 
 static int parse_comparison(parser *p, token t, const rules_rule *rule, const char *metric_text)
@@ -573,6 +574,20 @@ static int parse_action(parser *p, token value, rules_rule *rule)
     return FLARE_OK;
 }
 
+/* `engine pm` or `engine pc`. */
+static int parse_engine(parser *p, token value, rules_rule *rule)
+{
+    if (token_is(p, value, "pm") || token_is(p, value, "pc")) {
+        rule->engine = token_is(p, value, "pm") ? RULES_ENGINE_PM : RULES_ENGINE_PC;
+        return FLARE_OK;
+    }
+    char shown[256];
+    quote_token(p, value, shown, sizeof(shown));
+    return fail(p, value.start,
+                "unknown engine '%s'; use pm (PM sampling, the default) or pc (PC sampling)",
+                shown);
+}
+
 static int parse_option_value(parser *p, rules_option option, token value, rules_rule *rule,
                               const char *metric_text)
 {
@@ -580,6 +595,8 @@ static int parse_option_value(parser *p, rules_option option, token value, rules
     char range[256], wants[256], message[RULES_ERROR_MAX];
     if (info->type == RULES_OPTION_TYPE_ACTION)
         return parse_action(p, value, rule);
+    if (info->type == RULES_OPTION_TYPE_ENGINE)
+        return parse_engine(p, value, rule);
     if (info->type == RULES_OPTION_TYPE_THRESHOLD) {
         const rules_kind_info *kind = rules_kind(rule->threshold.kind);
         rules_describe_quantity_range(metric_text, rule->threshold.kind, range, sizeof(range));
@@ -719,6 +736,10 @@ static int parse_rule(parser *p, rules_rule *rule)
                             rules_option_at((rules_option)i)->key);
         }
     }
+    if (rule->action != RULES_ACTION_WINDOW && given_at[RULES_OPTION_ENGINE] != 0)
+        return fail(p, given_at[RULES_OPTION_ENGINE] - 1,
+                    "engine applies to action window; a replay's counters come from the range "
+                    "profiler");
     if (given_at[RULES_OPTION_REARM] == 0)
         rule->rearm = rule->threshold;
     /* Each term is range-checked above: the sum cannot overflow. */

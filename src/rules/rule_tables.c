@@ -132,6 +132,18 @@ const char *rules_comparison_text(rules_comparison comparison)
     }
 }
 
+const char *rules_engine_name(rules_engine engine)
+{
+    switch (engine) {
+    case RULES_ENGINE_PM:
+        return "pm";
+    case RULES_ENGINE_PC:
+        return "pc";
+    default:
+        return "?";
+    }
+}
+
 const char *rules_action_name(rules_action action)
 {
     switch (action) {
@@ -164,6 +176,9 @@ static const rules_option_info options[RULES_OPTION_COUNT] = {
                                10 * RULES_NS_PER_MINUTE, 2 * RULES_NS_PER_SECOND, "2s", 0},
     [RULES_OPTION_DEEP_LAUNCHES] = {"deep_launches", RULES_OPTION_TYPE_COUNT, 1, 1000000000, 100000,
                                     "10000", 0},
+    /* Written only when not pm, so a window rule keeps the text it had
+     * before engines could be chosen. */
+    [RULES_OPTION_ENGINE] = {"engine", RULES_OPTION_TYPE_ENGINE, 0, 0, RULES_ENGINE_PM, "pc", 0},
     /* Last, so that a window rule's canonical text, which leaves both out,
      * is the one it had before actions existed. */
     [RULES_OPTION_ACTION] = {"action", RULES_OPTION_TYPE_ACTION, 0, 0, RULES_ACTION_WINDOW,
@@ -174,7 +189,7 @@ static const rules_option_info options[RULES_OPTION_COUNT] = {
 };
 
 const char rules_option_list[] = "for, over, bucket, rearm, stale_after, cooldown, max_windows, "
-                                 "deep_for, deep_launches, action, replay_budget";
+                                 "deep_for, deep_launches, engine, action, replay_budget";
 
 int rules_option_is_number(const rules_option_info *info)
 {

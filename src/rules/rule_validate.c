@@ -228,8 +228,15 @@ static int check_action(const rules_rule *rule, char *error, size_t size)
                           "one word, without blanks, ';' or < > = !",
                           (unsigned)(unsigned char)c, i);
     }
-    if (rule->action != RULES_ACTION_WINDOW)
+    if ((unsigned)rule->engine > RULES_ENGINE_PC)
+        return refuse(error, size, "unknown engine number %d; use pm or pc", (int)rule->engine);
+    if (rule->action != RULES_ACTION_WINDOW) {
+        if (rule->engine != RULES_ENGINE_PM)
+            return refuse(error, size,
+                          "engine applies to action window; a replay's counters come from the "
+                          "range profiler");
         return FLARE_OK;
+    }
     for (int i = 0; i < RULES_OPTION_COUNT; i++) {
         const rules_option_info *info = rules_option_at((rules_option)i);
         if (info->replay_only && rules_option_get(rule, (rules_option)i) != info->fallback)

@@ -359,7 +359,10 @@ static void request_window(deepwin_coordinator *coordinator, size_t index, uint6
 {
     const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
     const rules_rule *rule = &entry->rule;
-    deepwin_token token = {.kind = DEEPWIN_TOKEN_RULE, .rule_id = (uint32_t)index + 1};
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_RULE,
+                           .rule_id = (uint32_t)index + 1,
+                           .engine = rule->engine == RULES_ENGINE_PC ? DEEPWIN_ENGINE_PC
+                                                                     : DEEPWIN_ENGINE_PM};
     snprintf(token.label, sizeof(token.label), "rule %zu", index + 1);
     deepwin_bounds bounds = {.max_duration_ns = rule->deep_ns, .max_launches = rule->deep_launches};
     deepwin_cause cause;

@@ -564,23 +564,23 @@ static const refused_row refused[] = {
      "at column 40: option 'rearm' is given twice (first at column 28)"},
     {"kernel_launch_rate < 500/s 2s",
      "at column 28: expected an option (for, over, bucket, rearm, stale_after, cooldown, "
-     "max_windows, deep_for, deep_launches, action, replay_budget), found '2s'"},
+     "max_windows, deep_for, deep_launches, engine, action, replay_budget), found '2s'"},
     {"kernel_launch_rate < 500/s for 2s )",
      "at column 35: expected an option (for, over, bucket, rearm, stale_after, cooldown, "
-     "max_windows, deep_for, deep_launches, action, replay_budget), found ')'"},
+     "max_windows, deep_for, deep_launches, engine, action, replay_budget), found ')'"},
     {"kernel_launch_rate < 500/s < 3/s",
      "at column 28: expected an option (for, over, bucket, rearm, stale_after, cooldown, "
-     "max_windows, deep_for, deep_launches, action, replay_budget), found '<'"},
+     "max_windows, deep_for, deep_launches, engine, action, replay_budget), found '<'"},
     {"kernel_launch_rate < 500/s cooldwn 30s",
      "at column 28: unknown option 'cooldwn'; options: for, over, bucket, rearm, stale_after, "
-     "cooldown, max_windows, deep_for, deep_launches, action, replay_budget"},
+     "cooldown, max_windows, deep_for, deep_launches, engine, action, replay_budget"},
     {"kernel_launch_rate < 500/s window 2s",
      "at column 28: unknown option 'window': the time a reading covers is 'over' (e.g. over 1s); a "
      "deep-profiling window is what 'action window' (the default) opens, bounded by deep_for and "
      "deep_launches"},
     {"kernel_launch_rate < 500/s Cooldown 30s",
      "at column 28: unknown option 'Cooldown'; options: for, over, bucket, rearm, stale_after, "
-     "cooldown, max_windows, deep_for, deep_launches, action, replay_budget"},
+     "cooldown, max_windows, deep_for, deep_launches, engine, action, replay_budget"},
     {"kernel_launch_rate < 500/s cooldown=30s",
      "at column 36: write options as 'cooldown 30s', without '='"},
     {"kernel_launch_rate < 500/s for",
