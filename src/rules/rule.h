@@ -95,10 +95,7 @@ typedef enum rules_action {
  * (the default: how busy the GPU was) or PC sampling (where in its kernels
  * warps stalled). A window whose engine the device cannot run falls back
  * to PM sampling and says why (docs/windows.md). */
-typedef enum rules_engine {
-    RULES_ENGINE_PM = 0,
-    RULES_ENGINE_PC = 1
-} rules_engine;
+typedef enum rules_engine { RULES_ENGINE_PM = 0, RULES_ENGINE_PC = 1 } rules_engine;
 /* Bytes in a range name with its terminating NUL: names are 1..127 bytes. */
 #define RULES_RANGE_NAME_MAX 128
 
