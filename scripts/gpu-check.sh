@@ -33,7 +33,9 @@
 #        flare merge, synchronized windows; scripts/gpu-check-fleet.sh);
 #        triggered (rules with action replay and range, outputs bit-identical, beside flare replay, their latency, the cost of a replay-ready trace; scripts/gpu-check-triggered.sh);
 #        replayready (that cost alone, more rounds: the CUDA C storm, then the loop;
-#        scripts/gpu-check-replayready.sh). Any
+#        scripts/gpu-check-replayready.sh); pmaccuracy (PM samples integrated per kernel
+#        against the range profiler, scripts/gpu-check-pmaccuracy.sh); pcprobe (CUPTI's
+#        PC sampling alone, no flare: scripts/gpu-check-pcprobe.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -274,10 +276,12 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered replayready; do
+for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered replayready \
+            pmaccuracy pcprobe; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
-       [ "$part" != replayready ]; } || [[ ",$what," == *",$part,"* ]]; then
+       [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ]; } ||
+     [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
     else
