@@ -313,6 +313,11 @@ static bool size_watch_done(size_watch *watch)
 static void test_max_size_caps_the_database(void **unused)
 {
     (void)unused;
+    /* Its stop condition weighs evictions against launches: with 64-event
+     * rings (the run that checks drop accounting) most launches never reach
+     * the database, and it would wait forever. */
+    if (getenv("FLARE_RING_EVENTS") != NULL)
+        skip();
     char dir[256];
     test_make_temp_dir(dir, sizeof(dir), "rec-size");
     const long long cap = 4ll << 20;
