@@ -283,6 +283,12 @@ typedef struct flare_window_options {
     uint64_t max_launches;
     /* Recorded with the window (NULL: none); truncated to 63 bytes. */
     const char *label;
+    /* The deep engine: "pm" (PM sampling, the default; NULL means it) or
+     * "pc" (PC sampling: where in its kernels warps stalled). A device
+     * without the one asked for runs the window with PM sampling, and the
+     * window's engine_reason says why (docs/windows.md). Anything else is
+     * FLARE_ERR_INVALID_ARGUMENT. */
+    const char *engine;
 } flare_window_options;
 
 FLARE_API void flare_window_options_init(flare_window_options *options);

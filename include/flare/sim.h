@@ -60,6 +60,22 @@ FLARE_API int flare_sim_memcpy_async(flare_sim_stream *stream, void *destination
 FLARE_API int flare_sim_memset_async(flare_sim_stream *stream, void *destination, int value,
                                      size_t bytes);
 
+/* Where a simulated kernel's warps are, for PC sampling in deep windows
+ * that ask for it (rule option `engine pc`): called from inside a kernel
+ * body, it says the kernel is now at pc_offset (a byte offset in the
+ * function, as a GPU's program counter would be) and, unless issuing
+ * (FLARE_SIM_STALL_SELECTED), why it waits. The simulated sampler reads it
+ * every period; a kernel that never calls it is sampled at offset 0,
+ * selected. Does nothing outside a kernel body. */
+typedef enum flare_sim_stall {
+    FLARE_SIM_STALL_SELECTED = 0,           /* issuing: not stalled */
+    FLARE_SIM_STALL_LONG_SCOREBOARD = 1,    /* waiting for a global memory load */
+    FLARE_SIM_STALL_SHORT_SCOREBOARD = 2,   /* waiting for shared memory or a special op */
+    FLARE_SIM_STALL_MATH_PIPE_THROTTLE = 3, /* the math pipe is busy */
+    FLARE_SIM_STALL_BARRIER = 4,            /* at a barrier */
+} flare_sim_stall;
+FLARE_API void flare_sim_pc_mark(uint64_t pc_offset, flare_sim_stall stall_reason);
+
 /* Waits at most timeout_ms for the stream / device to be idle. */
 FLARE_API int flare_sim_stream_synchronize(flare_sim_stream *stream, uint32_t timeout_ms);
 FLARE_API int flare_sim_device_synchronize(int device, uint32_t timeout_ms);

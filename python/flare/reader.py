@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 10
+SCHEMA_NEWEST = 11
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,22 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 10 lacks: the table version 11 added (src/store/store_schema.c) ----
+
+# The table (empty: an older flare sampled no PCs) and its view, copies of
+# src/store/store_schema.c and store_views.c.
+_COMPAT_V11_DDL = [
+    "CREATE TEMP TABLE pc_samples (pid INTEGER NOT NULL, window_id INTEGER NOT NULL,"
+    " device INTEGER NOT NULL, name_id INTEGER NOT NULL, pc_offset INTEGER NOT NULL,"
+    " stall_reason TEXT NOT NULL, samples INTEGER NOT NULL, first_ns INTEGER NOT NULL,"
+    " last_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, window_id, device, name_id, pc_offset, stall_reason))",
+    "CREATE TEMP VIEW v_pc_samples AS"
+    " SELECT p.pid, p.window_id, p.device, n.name AS function, p.pc_offset, p.stall_reason,"
+    " p.samples, p.first_ns, p.last_ns"
+    " FROM pc_samples p JOIN names n ON n.id = p.name_id",
+]
 
 # ---- what version 9 lacks: the table version 10 added (src/store/store_schema.c) ----
 
@@ -466,7 +482,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6 to 10), notice (what the reader wants you to know about
+    schema_version (6 to 11), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):
@@ -581,6 +597,8 @@ class Session:
                 setup += _COMPAT_V9_DDL
             if version < 10:
                 setup += _COMPAT_V10_DDL
+            if version < 11:
+                setup += _COMPAT_V11_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)
@@ -723,6 +741,19 @@ class Session:
         range chosen and why, status, and launch_id, which leads to
         replay_metrics (the span_id of a range). Filter: pid."""
         return self._select("SELECT * FROM triggered_replays", "triggered replays",
+                            pid=(pid, int))
+
+    def pc_samples(self, function=None, window_id=None, pid=None):
+        """PC samples of the deep-profiling windows that sampled program counters
+        (v_pc_samples, schema 11; empty for older sessions): one row per
+        (pid, window_id, device, function, pc_offset, stall_reason) with
+        samples, the number of samples counted, and first_ns/last_ns, when the
+        first and last of them were taken. function is the kernel's name as
+        kernels() gives it; pc_offset the instruction's byte offset in it;
+        stall_reason what the warp was waiting for ('long_scoreboard', ...,
+        'selected' when it issued). Filters: function, window_id, pid."""
+        return self._select("SELECT * FROM v_pc_samples", "PC samples",
+                            function=(function, str), window_id=(window_id, int),
                             pid=(pid, int))
 
     def replay_metrics(self, kernel=None, metric=None, pid=None):

@@ -153,6 +153,7 @@ typedef struct backend_engine_ops {
  * NULL when that part is unavailable (the capability rows say why).
  */
 struct pm_engine;
+struct pc_engine;
 struct pm_open_scope;
 struct replay_device_ops;
 struct replay_metric_collector;
@@ -201,6 +202,11 @@ typedef struct backend_descriptor {
     /* The PM engine whose samples the session collects, or NULL (the
      * simulated device registers its own, created at its first arm). */
     struct pm_engine *(*pm_engine)(void);
+    /* The PC sampling engine of windows that ask for pc, and the engine
+     * whose aggregates the session collects; NULL: none (such windows fall
+     * back to the deep engine above, src/deepwin). */
+    const backend_engine_ops *(*pc_deep_engine)(void);
+    struct pc_engine *(*pc_engine)(void);
     /* Replay's device operations and metric collector, or NULL. */
     const struct replay_device_ops *(*replay_ops)(void);
     const struct replay_metric_collector *(*metric_collector)(void);

@@ -29,6 +29,7 @@
 #include "cli/report_html.h"
 #include "cli/report_ranks.h"
 #include "cli/report_recorder.h"
+#include "cli/report_pc.h"
 #include "cli/report_triggered.h"
 #include "cli/session.h"
 #include "core/config.h"
@@ -503,6 +504,8 @@ static const report_section report_sections[] = {
     {"triggered replays", NULL, cli_report_triggered, NULL},
     /* Titled by itself, only when a window recorded PM samples. */
     {"pm samples", NULL, table_pm_samples, NULL},
+    /* Titled by itself, only when a window ran PC sampling. */
+    {"pc samples", NULL, cli_report_pc, NULL},
     /* Titled only when the session has replay rows, so a plain trace's
      * report stays as it was; range replay uses what kernel replay read. */
     {"kernel replay", NULL, cli_report_kernel_replay, NULL},

@@ -28,7 +28,8 @@
 
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--mode MODE] [--flush-ms N] [--deep-when RULE]...\n"
-    "                   [--deep-after DURATION --deep-for DURATION] [--storm-rate RATE]\n"
+    "                   [--deep-after DURATION --deep-for DURATION [--deep-engine pm|pc]]\n"
+    "                   [--storm-rate RATE]\n"
     "                   [--keep DURATION] [--max-size BYTES] [--quiet] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under the profiler and saves a session in DIR/session.db: kernels,\n"
@@ -69,6 +70,11 @@ static const char trace_help[] =
     "                     opens DURATION after the process's session starts and\n"
     "                     lasts the --deep-for DURATION (ns, us, ms, s, min, h; e.g.\n"
     "                     --deep-after 30s --deep-for 2s). Both or neither.\n"
+    "  --deep-engine ENGINE\n"
+    "                     the scheduled window's deep engine: pm (PM sampling, the\n"
+    "                     default: how busy the GPU was) or pc (PC sampling: where in\n"
+    "                     its kernels warps waited; a device without it falls back to\n"
+    "                     pm and the window's record says so). Rules take 'engine pc'.\n"
     "  --storm-rate RATE  the launch-storm guard (CUDA): over RATE kernel launches\n"
     "                     per second for 50 ms, kernels, copies and memsets are\n"
     "                     timed only in 20 ms slices each second and in deep\n"
@@ -150,12 +156,35 @@ static int trace_check_inherited_rate(void)
     return CLI_EXIT_OK;
 }
 
-/* --deep-after or --deep-for DURATION at argv[*index]: checked, the text
- * kept in *deep_after or *deep_for. CLI_EXIT_OK, or the usage error. */
-static int trace_schedule_option(int argc, char **argv, int *index, const char **deep_after,
-                                 const char **deep_for)
+/* The scheduled window's options, as given (NULL: not given). */
+typedef struct trace_schedule {
+    const char *after, *length, *engine;
+} trace_schedule;
+
+/* --deep-engine ENGINE at argv[*index]: pm or pc. */
+static int trace_engine_option(int argc, char **argv, int *index, trace_schedule *schedule)
+{
+    if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
+        return cli_usage_error("trace", "option '--deep-engine' needs pm or pc");
+    const char *value = argv[++*index];
+    deepwin_engine_kind kind;
+    if (deepwin_engine_kind_parse(value, &kind) != 0)
+        return cli_usage_error("trace",
+                               "'--deep-engine %s': use pm (PM sampling, the default) or pc (PC "
+                               "sampling)",
+                               value);
+    schedule->engine = value;
+    return CLI_EXIT_OK;
+}
+
+/* --deep-after, --deep-for DURATION or --deep-engine ENGINE at
+ * argv[*index]: checked, the text kept in schedule. CLI_EXIT_OK, or the
+ * usage error. */
+static int trace_schedule_option(int argc, char **argv, int *index, trace_schedule *schedule)
 {
     const char *argument = argv[*index];
+    if (strcmp(argument, "--deep-engine") == 0)
+        return trace_engine_option(argc, argv, index, schedule);
     int is_after = strcmp(argument, "--deep-after") == 0;
     if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
         return cli_usage_error("trace", "option '%s' needs a duration, e.g. %s %s", argument,
@@ -169,8 +198,40 @@ static int trace_schedule_option(int argc, char **argv, int *index, const char *
     if (!is_after && duration_ns > DEEPWIN_DURATION_MAX_NS)
         return cli_usage_error("trace", "'--deep-for %s': a window lasts at most %llu s", value,
                                DEEPWIN_DURATION_MAX_NS / 1000000000ull);
-    *(is_after ? deep_after : deep_for) = value;
+    *(is_after ? &schedule->after : &schedule->length) = value;
     return CLI_EXIT_OK;
+}
+
+/* A scheduled window needs both when and how long, and an engine only with
+ * them; checked after every option, so the answer is the same whichever
+ * came first. */
+static int trace_schedule_check(const trace_schedule *schedule)
+{
+    if ((schedule->after != NULL) != (schedule->length != NULL)) {
+        int after = schedule->after != NULL;
+        return cli_usage_error(
+            "trace",
+            "'%s %s' needs '%s' too: add %s DURATION (e.g. --deep-after 30s --deep-for 2s)",
+            after ? "--deep-after" : "--deep-for", after ? schedule->after : schedule->length,
+            after ? "--deep-for" : "--deep-after", after ? "--deep-for" : "--deep-after");
+    }
+    if (schedule->engine != NULL && schedule->after == NULL)
+        return cli_usage_error("trace",
+                               "'--deep-engine %s' is the scheduled window's engine: "
+                               "add --deep-after DURATION --deep-for DURATION (a "
+                               "rule's window takes 'engine' in the rule)",
+                               schedule->engine);
+    return CLI_EXIT_OK;
+}
+
+static void trace_schedule_export(const trace_schedule *schedule)
+{
+    if (schedule->after == NULL)
+        return;
+    setenv("FLARE_DEEP_AFTER", schedule->after, 1);
+    setenv("FLARE_DEEP_FOR", schedule->length, 1);
+    if (schedule->engine != NULL)
+        setenv("FLARE_DEEP_ENGINE", schedule->engine, 1);
 }
 
 /* --mode MODE at argv[*index]: parsed into *mode, the text kept in
@@ -220,8 +281,8 @@ int cli_trace(int argc, char **argv)
     const char *output = NULL;
     uint32_t flush_ms = 0;
     int quiet = 0;
-    const char *deep_after = NULL, *deep_for = NULL, *storm_rate = NULL, *keep = NULL,
-               *max_size = NULL, *mode_text = NULL;
+    const char *storm_rate = NULL, *keep = NULL, *max_size = NULL, *mode_text = NULL;
+    trace_schedule schedule = {NULL, NULL, NULL};
     core_mode mode = CORE_MODE_DEFAULT;
     int index = 1;
     for (; index < argc; index++) {
@@ -261,8 +322,9 @@ int cli_trace(int argc, char **argv)
             if (status != CLI_EXIT_OK)
                 return status;
             index++;
-        } else if (strcmp(argument, "--deep-after") == 0 || strcmp(argument, "--deep-for") == 0) {
-            int status = trace_schedule_option(argc, argv, &index, &deep_after, &deep_for);
+        } else if (strcmp(argument, "--deep-after") == 0 || strcmp(argument, "--deep-for") == 0 ||
+                   strcmp(argument, "--deep-engine") == 0) {
+            int status = trace_schedule_option(argc, argv, &index, &schedule);
             if (status != CLI_EXIT_OK)
                 return status;
         } else if (strcmp(argument, "--storm-rate") == 0) {
@@ -297,16 +359,9 @@ int cli_trace(int argc, char **argv)
     int command_count = argc - index - 1;
     if (command_count == 0)
         return cli_usage_error("trace", "missing the command after '--'");
-    /* A scheduled window needs both when and how long; checked here, after
-     * every option, so the answer is the same whichever came first. */
-    if ((deep_after != NULL) != (deep_for != NULL))
-        return cli_usage_error(
-            "trace",
-            "'%s %s' needs '%s' too: add %s DURATION (e.g. --deep-after 30s --deep-for 2s)",
-            deep_after != NULL ? "--deep-after" : "--deep-for",
-            deep_after != NULL ? deep_after : deep_for,
-            deep_after != NULL ? "--deep-for" : "--deep-after",
-            deep_after != NULL ? "--deep-for" : "--deep-after");
+    int scheduled = trace_schedule_check(&schedule);
+    if (scheduled != CLI_EXIT_OK)
+        return scheduled;
     /* Before anything is set: a refused rule stops here, as a bad option does. */
     int rules = cli_deep_when_export(quiet);
     if (rules != CLI_EXIT_OK)
@@ -319,10 +374,7 @@ int cli_trace(int argc, char **argv)
         return checked;
     if (mode_text != NULL)
         setenv("FLARE_MODE", mode_text, 1);
-    if (deep_after != NULL) {
-        setenv("FLARE_DEEP_AFTER", deep_after, 1);
-        setenv("FLARE_DEEP_FOR", deep_for, 1);
-    }
+    trace_schedule_export(&schedule);
     if (storm_rate != NULL)
         setenv("FLARE_STORM_RATE", storm_rate, 1);
     trace_recorder_export(keep, max_size);

@@ -269,6 +269,23 @@ static void finish(deepwin_coordinator *coordinator, const deepwin_record *recor
     set_state(coordinator, DEEPWIN_IDLE);
 }
 
+/* beat_lock held, state_lock not: arms engine (NULL: none) for record.
+ * FLARE_OK, BACKEND_ENGINE_BUSY / NOT_READY or an error, with reason. */
+static int arm_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine,
+                      const deepwin_record *record, uint64_t now_ns,
+                      char reason[DEEPWIN_REASON_MAX])
+{
+    if (engine == NULL)
+        return FLARE_OK;
+    backend_engine_config engine_config = {
+        .sample_interval_ns = 0, .label = record->token.label, .window_id = record->id};
+    int status =
+        engine->arm(coordinator->config.device, &engine_config, now_ns, reason, DEEPWIN_REASON_MAX);
+    if (status != FLARE_OK && reason[0] == '\0')
+        snprintf(reason, DEEPWIN_REASON_MAX, "%s: %s", engine->name, flare_strerror(status));
+    return status;
+}
+
 /* beat_lock held, state_lock not: arms the pending window. */
 static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches)
 {
@@ -286,21 +303,28 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
     }
     pthread_mutex_unlock(&coordinator->state_lock);
 
-    /* Still PENDING while the engine arms: requesters keep seeing busy. */
+    /* Still PENDING while the engine arms: requesters keep seeing busy. A
+     * PC sampling engine turned down by the lease (a PM engine or another
+     * tool holds the device) gives way to the PM engine. */
     const backend_engine_ops *engine = coordinator->current_engine;
-    char reason[DEEPWIN_REASON_MAX] = "";
-    int status = FLARE_OK;
-    if (engine != NULL) {
-        backend_engine_config engine_config = {
-            .sample_interval_ns = 0, .label = record.token.label, .window_id = record.id};
-        status =
-            engine->arm(coordinator->config.device, &engine_config, now_ns, reason, sizeof(reason));
-        if (status != FLARE_OK && reason[0] == '\0')
-            snprintf(reason, sizeof(reason), "%s: %s", engine->name, flare_strerror(status));
+    char reason[DEEPWIN_REASON_MAX] = "", pc_busy[DEEPWIN_REASON_MAX] = "";
+    int status = arm_engine(coordinator, engine, &record, now_ns, reason);
+    if (status == BACKEND_ENGINE_BUSY && engine != NULL &&
+        engine == coordinator->config.pc_engine && coordinator->config.engine != NULL) {
+        snprintf(pc_busy, sizeof(pc_busy), "%s", reason);
+        reason[0] = '\0';
+        engine = coordinator->config.engine;
+        status = arm_engine(coordinator, engine, &record, now_ns, reason);
     }
 
     pthread_mutex_lock(&coordinator->state_lock);
     deepwin_record *current = &coordinator->current;
+    if (pc_busy[0] != '\0') {
+        coordinator->current_engine = engine;
+        snprintf(current->engine, sizeof(current->engine), "%s", engine->name);
+        snprintf(current->engine_reason, sizeof(current->engine_reason),
+                 "asked for pc: %.200s; fell back to pm", pc_busy);
+    }
     if (status == BACKEND_ENGINE_BUSY || status == BACKEND_ENGINE_NOT_READY) {
         /* Another context holds the device, or the engine is still being
          * set up: the window runs without the engine (nothing to disarm)

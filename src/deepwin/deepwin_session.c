@@ -34,13 +34,16 @@ static _Atomic uint64_t launch_count;
 static _Atomic int session_running;
 static _Atomic(const backend_engine_ops *) chosen_engine;
 static _Atomic int engine_chosen;
+/* The PC sampling engine of windows that ask for pc (NULL: they fall back). */
+static _Atomic(const backend_engine_ops *) pc_engine;
 
 /* The schedule of this session; written by begin (before the collector
  * runs) and read by the beat on the collector thread. */
 static uint64_t schedule_at_ns; /* 0: no scheduled window */
 static uint64_t schedule_for_ns;
 static char schedule_label[DEEPWIN_LABEL_MAX];
-static uint64_t stored_drops; /* record drops last written; collector only */
+static deepwin_engine_kind schedule_engine; /* FLARE_DEEP_ENGINE */
+static uint64_t stored_drops;               /* record drops last written; collector only */
 /* The deep_windows row without its engine, so a later engine choice
  * (deepwin_session_set_engine, the CUDA engine after injection) can restate
  * it. Guarded by coordinator_lock. */
@@ -68,6 +71,17 @@ void deepwin_session_set_engine(const backend_engine_ops *engine)
         core_capability_set("deep_windows", capability_requested, capability_status,
                             "%s; engine %s", capability_text,
                             engine != NULL ? engine->name : "none");
+    pthread_mutex_unlock(&coordinator_lock);
+}
+
+void deepwin_session_set_pc_engine(const backend_engine_ops *engine)
+{
+    atomic_store(&pc_engine, engine);
+    pthread_mutex_lock(&coordinator_lock);
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    if (coordinator != NULL && deepwin_set_pc_engine(coordinator, engine) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "PC sampling engine %s takes over from the next window session",
+                 engine != NULL ? engine->name : "none");
     pthread_mutex_unlock(&coordinator_lock);
 }
 
@@ -103,7 +117,19 @@ static int parse_schedule_value(const char *variable, const char *text, uint64_t
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
-/* Reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR into the schedule. */
+/* FLARE_DEEP_ENGINE (pm or pc; unset or empty: pm) into schedule_engine. */
+static int read_schedule_engine(char *error, size_t error_size)
+{
+    const char *engine = getenv("FLARE_DEEP_ENGINE");
+    schedule_engine = DEEPWIN_ENGINE_PM;
+    if (engine == NULL || engine[0] == '\0' ||
+        deepwin_engine_kind_parse(engine, &schedule_engine) == 0)
+        return FLARE_OK;
+    snprintf(error, error_size, "FLARE_DEEP_ENGINE=%.48s: use pm or pc", engine);
+    return FLARE_ERR_INVALID_ARGUMENT;
+}
+
+/* Reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR / FLARE_DEEP_ENGINE into the schedule. */
 static void read_schedule(uint64_t start_ns, const char *engine_name)
 {
     schedule_at_ns = 0;
@@ -135,6 +161,8 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
     } else if (for_ns > DEEPWIN_DURATION_MAX_NS) {
         snprintf(error, sizeof(error), "FLARE_DEEP_FOR=%s: a window lasts at most %llu s", length,
                  DEEPWIN_DURATION_MAX_NS / 1000000000ull);
+    } else if (read_schedule_engine(error, sizeof(error)) != FLARE_OK) {
+        /* error says why */
     }
     if (error[0] != '\0') {
         core_log(CORE_LOG_WARNING, "scheduled deep window ignored: %s", error);
@@ -168,7 +196,8 @@ void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_
     pthread_mutex_lock(&coordinator_lock);
     deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (coordinator == NULL) {
-        deepwin_config config = {.engine = engine, .device = -1, .record_capacity = 0};
+        deepwin_config config = {
+            .engine = engine, .pc_engine = atomic_load(&pc_engine), .device = -1};
         if (deepwin_create(&config, &coordinator) != FLARE_OK) {
             pthread_mutex_unlock(&coordinator_lock);
             core_capability_set("deep_windows", 0, CORE_CAPABILITY_UNAVAILABLE,
@@ -184,6 +213,7 @@ void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_
         while (deepwin_take_records(coordinator, discard, DEEPWIN_WRITE_BATCH) > 0) {
         }
         deepwin_set_engine(coordinator, engine);
+        deepwin_set_pc_engine(coordinator, atomic_load(&pc_engine));
     }
     pthread_mutex_unlock(&coordinator_lock);
     stored_drops = deepwin_record_drops(coordinator);
@@ -245,7 +275,7 @@ static void start_scheduled(deepwin_coordinator *coordinator, uint64_t now_ns)
 {
     if (schedule_at_ns == 0 || now_ns < schedule_at_ns)
         return;
-    deepwin_token token = {.kind = DEEPWIN_TOKEN_SCHEDULED};
+    deepwin_token token = {.kind = DEEPWIN_TOKEN_SCHEDULED, .engine = schedule_engine};
     snprintf(token.label, sizeof(token.label), "%s", schedule_label);
     deepwin_bounds bounds = {.max_duration_ns = schedule_for_ns, .max_launches = 0};
     deepwin_request_result result;
@@ -351,6 +381,8 @@ FLARE_API int flare_window_open(const flare_window_options *options)
     if ((uint64_t)settings.max_duration_ms * 1000000ull > DEEPWIN_DURATION_MAX_NS)
         return FLARE_ERR_INVALID_ARGUMENT;
     deepwin_token token = {.kind = DEEPWIN_TOKEN_MANUAL};
+    if (settings.engine != NULL && deepwin_engine_kind_parse(settings.engine, &token.engine) != 0)
+        return FLARE_ERR_INVALID_ARGUMENT;
     if (settings.label != NULL)
         snprintf(token.label, sizeof(token.label), "%s", settings.label);
     deepwin_bounds bounds = {.max_duration_ns = (uint64_t)settings.max_duration_ms * 1000000ull,

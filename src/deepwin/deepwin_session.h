@@ -45,6 +45,9 @@ uint64_t deepwin_session_launches(void);
  * next ones (until then, the default_engine each begin is given). NULL:
  * windows open with no engine. */
 void deepwin_session_set_engine(const backend_engine_ops *engine);
+/* The PC sampling engine for windows that ask for pc, from now on (NULL:
+ * none; such windows fall back to the engine above). */
+void deepwin_session_set_pc_engine(const backend_engine_ops *engine);
 /* The process's coordinator (NULL before the first session). For tests and
  * the evaluator. */
 deepwin_coordinator *deepwin_session_coordinator(void);

@@ -16,7 +16,9 @@
 #include <stddef.h>
 
 #include "counters/counters_session.h"
+#include "core/log.h"
 #include "flare/flare.h"
+#include "pcsamp/pc_session.h"
 #include "pm/pm_session.h"
 #include "recorder/recorder.h"
 #include "replay/replay.h"
@@ -59,8 +61,14 @@ static const backend_engine_ops *deep_engine_of(const backend_descriptor *backen
     return backend->deep_engine != NULL ? backend->deep_engine() : NULL;
 }
 
+static const backend_engine_ops *pc_deep_engine_of(const backend_descriptor *backend)
+{
+    return backend->pc_deep_engine != NULL ? backend->pc_deep_engine() : NULL;
+}
+
 static int deepwin_begin(const session_start *start)
 {
+    deepwin_session_set_pc_engine(pc_deep_engine_of(start->backend));
     deepwin_session_begin(start->now_ns, deep_engine_of(start->backend));
     return FLARE_OK;
 }
@@ -68,6 +76,7 @@ static int deepwin_begin(const session_start *start)
 static void deepwin_backend_started(const backend_descriptor *backend)
 {
     deepwin_session_set_engine(deep_engine_of(backend));
+    deepwin_session_set_pc_engine(pc_deep_engine_of(backend));
 }
 
 static void deepwin_beat(const session_beat *beat)
@@ -193,6 +202,44 @@ static const session_participant pm = {
     .beat = pm_beat,
     .end = pm_end,
     .scope_closed = pm_scope_closed,
+};
+
+/* ---- PC sampling: the aggregates of windows that asked for pc ---- */
+
+static void pc_register(const backend_descriptor *backend)
+{
+    struct pc_engine *engine = backend->pc_engine != NULL ? backend->pc_engine() : NULL;
+    if (engine != NULL && pc_session_register_engine(engine) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "PC sampling: too many engines; this one's samples are lost");
+}
+
+static int pc_begin(const session_start *start)
+{
+    pc_session_begin();
+    pc_register(start->backend);
+    return FLARE_OK;
+}
+
+static void pc_batch(store *database, int64_t pid, uint64_t now_ns)
+{
+    (void)now_ns;
+    pc_session_batch(database, pid);
+}
+
+static void pc_end(store *database, int64_t pid, uint32_t generation, uint64_t end_ns)
+{
+    (void)generation;
+    (void)end_ns;
+    pc_session_end(database, pid);
+}
+
+static const session_participant pc = {
+    .name = "pc",
+    .begin = pc_begin,
+    .backend_started = pc_register,
+    .batch = pc_batch,
+    .committed = pc_session_committed,
+    .end = pc_end,
 };
 
 /* ---- The launch-storm guard over the simulated device's work ---- */
@@ -331,14 +378,14 @@ bool session_device_work_recorded(bool kernel)
 /* The recorder last: its batch sees the replay records written before it.
  * The window control after the windows: it schedules into their coordinator. */
 static const session_participant *const begin_items[] = {
-    &counters, &deepwin, &window_control, &rules, &pm, &storm, &replay, &recorder};
+    &counters, &deepwin, &window_control, &rules, &pm, &pc, &storm, &replay, &recorder};
 /* Rules and the window control first (a window they ask for arms on this
  * beat); the storm guard after the windows (a window armed now holds it);
  * PM last (a window closed on this beat has its samples queued). */
 static const session_participant *const beat_items[] = {&rules, &window_control, &deepwin, &storm,
                                                         &pm};
 /* Windows close first: the rules and PM attribution see them closed. */
-static const session_participant *const end_items[] = {&window_control, &deepwin,  &pm,
+static const session_participant *const end_items[] = {&window_control, &deepwin,  &pm,   &pc,
                                                        &rules,          &counters, &storm};
 
 static const session_order begin_order = {begin_items, COUNT_OF(begin_items)};

@@ -113,6 +113,7 @@ static void store_added_since(int version, char *text, size_t size)
         [8] = "the API calls and launch storms of version 8",
         [9] = "the ranks and clock pairs of version 9",
         [10] = "the triggered replays of version 10",
+        [11] = "the PC samples of version 11",
     };
     _Static_assert(sizeof added / sizeof added[0] == STORE_SCHEMA_VERSION + 1,
                    "say what the new version added");
@@ -337,7 +338,7 @@ static int store_create_schema(store *handle)
         if (status == 0)
             status = store_views_create(handle);
         if (status == 0 && handle->upgrade && handle->schema_version < STORE_SCHEMA_VERSION) {
-            /* Versions 7 to 9 added only what the DDL and
+            /* Versions 7 to 11 added only what the DDL and
              * store_views_create just made. */
             char update[96];
             snprintf(update, sizeof(update),

@@ -65,7 +65,13 @@
                     "stream_id, graph_exec, "                                                      \
                     "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")      \
     X(STORM, "INSERT INTO storms(pid, device, start_ns, end_ns, untimed_launches, still_open) "    \
-             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+             "VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                                                    \
+    X(PC_SAMPLE,                                                                                   \
+      "INSERT INTO pc_samples(pid, window_id, device, name_id, pc_offset, stall_reason, samples, " \
+      "first_ns, last_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(pid, "           \
+      "window_id, device, name_id, pc_offset, stall_reason) DO UPDATE SET samples = samples + "    \
+      "excluded.samples, first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, "     \
+      "excluded.last_ns)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
@@ -212,6 +218,9 @@ void store_writer_finalize(store *store);
  * the whole transaction back by itself (SQLITE_FULL, SQLITE_IOERR) marks
  * the open batch failed: the batch is lost, not just the row. */
 int store_step(store *store, sqlite3_stmt *statement, const char *what);
+/* The names table's id for name (NULL is stored as ""), through the
+ * handle's cache; inserted when new. 0, or FLARE_ERR_STORE recorded. */
+int store_intern(store *store, const char *name, int64_t *id);
 /* Writes every buffered row (commit, and readers on a WRITE handle, call it
  * so they see the whole batch). No-op on a READ handle. */
 int store_flush(store *store);

@@ -256,7 +256,8 @@ static column_role role_of(const char *column)
 {
     static const char *const times[] = {"start_ns",      "end_ns",    "time_ns",   "begin_ns",
                                         "clock_ns",      "opened_ns", "closed_ns", "requested_ns",
-                                        "first_true_ns", "fired_ns",  "taken_ns",  "done_ns"};
+                                        "first_true_ns", "fired_ns",  "taken_ns",  "done_ns",
+                                        "first_ns",      "last_ns"};
     if (strcmp(column, "pid") == 0)
         return ROLE_PID;
     if (strcmp(column, "parent_pid") == 0)

@@ -368,11 +368,27 @@ const char *const store_schema_ddl[] = {
     " launch_id INTEGER,"
     " PRIMARY KEY (pid, id))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 10), ('created_by', 'flare')",
+    /* Version 11: PC samples of deep windows (docs/schema.md), one row
+     * per (window, device, function, pc offset, stall reason) aggregate.
+     * Few rows per window (the engine's table is bounded), written once per
+     * window, read per window: the key is the index. */
+    "CREATE TABLE IF NOT EXISTS pc_samples ("
+    " pid INTEGER NOT NULL,"
+    " window_id INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " pc_offset INTEGER NOT NULL,"
+    " stall_reason TEXT NOT NULL,"
+    " samples INTEGER NOT NULL,"
+    " first_ns INTEGER NOT NULL,"
+    " last_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, window_id, device, name_id, pc_offset, stall_reason))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 11), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 10, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 11, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

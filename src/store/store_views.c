@@ -119,6 +119,12 @@ static const char *const views_ddl[] = {
     " SUM(overflow != 0) AS flagged"
     " FROM pm_samples GROUP BY pid, window_id, device, scope_name, metric",
 
+    /* PC samples with their function named (schema 11). */
+    "CREATE VIEW IF NOT EXISTS v_pc_samples AS"
+    " SELECT p.pid, p.window_id, p.device, n.name AS function, p.pc_offset, p.stall_reason,"
+    " p.samples, p.first_ns, p.last_ns"
+    " FROM pc_samples p JOIN names n ON n.id = p.name_id",
+
     "CREATE VIEW IF NOT EXISTS v_replay_metrics AS"
     " SELECT l.pid, l.launch_id, l.kernel, l.launch_index, l.device, l.stream_id, l.span_id,"
     " m.metric, m.value"

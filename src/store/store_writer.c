@@ -311,7 +311,7 @@ static void store_name_cache_put(store_name_cache *cache, const char *name, size
 }
 
 /* NULL names are stored as the empty string. */
-static int store_intern(store *handle, const char *name, int64_t *id)
+int store_intern(store *handle, const char *name, int64_t *id)
 {
     if (name == NULL)
         name = "";

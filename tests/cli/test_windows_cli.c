@@ -120,6 +120,30 @@ static void test_schedule_reaches_the_command(void **state)
     expect_contains(out_text, "--deep-after DURATION --deep-for DURATION");
 }
 
+static void test_deep_engine_is_checked_and_passed_on(void **state)
+{
+    (void)state;
+    assert_int_equal(FLARE("trace", "-o", "out", "--deep-after", "1s", "--deep-for", "1s",
+                           "--deep-engine", "sass", "--", "true"),
+                     2);
+    expect_contains(err_text, "flare trace: '--deep-engine sass': use pm (PM sampling, the "
+                              "default) or pc (PC sampling)");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--deep-engine", "pc", "--", "true"), 2);
+    expect_contains(err_text, "'--deep-engine pc' is the scheduled window's engine: add "
+                              "--deep-after DURATION --deep-for DURATION");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "--deep-engine"), 2);
+    expect_contains(err_text, "option '--deep-engine' needs pm or pc");
+    expect_nothing_ran();
+    assert_int_equal(FLARE("trace", "-o", "out", "-q", "--deep-engine", "pc", "--deep-after", "1s",
+                           "--deep-for", "1s", "--", "sh", "-c", "echo \"[$FLARE_DEEP_ENGINE]\""),
+                     0);
+    expect_contains(out_text, "[pc]");
+    assert_int_equal(FLARE("trace", "--help"), 0);
+    expect_contains(out_text, "--deep-engine ENGINE");
+}
+
 static void test_storm_rate_is_checked_and_passed_on(void **state)
 {
     (void)state;
@@ -292,6 +316,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_without_the_other_is_refused_in_either_order,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_schedule_reaches_the_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_engine_is_checked_and_passed_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_storm_rate_is_checked_and_passed_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mode_is_checked_and_passed_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_light_mode_records_no_api_calls, setup, teardown),

@@ -132,16 +132,30 @@ static void test_each_window_arms_and_disarms_its_own_engine(void **state)
     deepwin_destroy(coordinator);
 }
 
-static void test_busy_pc_engine_runs_the_window_without_it(void **state)
+static void test_busy_pc_engine_falls_back_to_pm(void **state)
 {
     (void)state;
     pc_busy = 1;
+    /* The lease turns PC sampling down: the window gets PM sampling. */
     deepwin_coordinator *coordinator = make(sim_engine(), &test_pc_engine);
     deepwin_record record = one_window(coordinator, DEEPWIN_ENGINE_PC);
+    assert_string_equal(record.engine, sim_engine()->name);
+    assert_string_equal(record.engine_status, "disarmed");
+    assert_string_equal(record.engine_reason,
+                        "asked for pc: PC sampling busy, held by context 7; fell back to pm");
+    assert_int_equal(pc_disarms, 0); /* nothing of the PC engine's was armed */
+    sim_engine_stats stats;
+    sim_engine_stats_get(&stats);
+    assert_int_equal(stats.arms, 1);
+    assert_int_equal(stats.disarms, 1);
+    deepwin_destroy(coordinator);
+    /* Without a PM engine the window runs without any, and says why. */
+    coordinator = make(NULL, &test_pc_engine);
+    record = one_window(coordinator, DEEPWIN_ENGINE_PC);
     assert_string_equal(record.engine_status, "busy");
     assert_string_equal(record.engine_reason, "PC sampling busy, held by context 7");
     assert_true(record.opened_ns > 0);
-    assert_int_equal(pc_disarms, 0); /* nothing was armed */
+    assert_int_equal(pc_disarms, 0);
     deepwin_destroy(coordinator);
     /* The fallback's note comes first when the fallback is refused too. */
     sim_engine_fault_set(1, "PM sampling unavailable: counters busy");
@@ -225,7 +239,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_pc_without_a_pc_engine_falls_back_to_pm, setup),
         cmocka_unit_test_setup(test_each_window_arms_and_disarms_its_own_engine, setup),
-        cmocka_unit_test_setup(test_busy_pc_engine_runs_the_window_without_it, setup),
+        cmocka_unit_test_setup(test_busy_pc_engine_falls_back_to_pm, setup),
         cmocka_unit_test(test_engine_kind_names),
         cmocka_unit_test(test_rule_option_engine),
     };

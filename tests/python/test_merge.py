@@ -25,7 +25,8 @@ RANKS = []  # three rank sessions recorded together, made once
 
 # Points in time in every table (src/store/store_merge.c's role_of).
 TIME_COLUMNS = ("start_ns", "end_ns", "time_ns", "begin_ns", "clock_ns", "first_true_ns",
-                "opened_ns", "closed_ns", "requested_ns", "fired_ns", "taken_ns", "done_ns")
+                "opened_ns", "closed_ns", "requested_ns", "fired_ns", "taken_ns", "done_ns",
+                "first_ns", "last_ns")
 
 
 def flare(*arguments):
@@ -60,6 +61,11 @@ def db(directory):
 def one(directory, sql, *parameters):
     with db(directory) as connection:
         return connection.execute(sql, parameters).fetchone()[0]
+
+
+def rows(directory, sql, *parameters):
+    with db(directory) as connection:
+        return connection.execute(sql, parameters).fetchall()
 
 
 def copy(source, name):
@@ -99,6 +105,24 @@ def add_collectives(directory, ends_ns, clock_offset_ns=0):
                 " end_ns, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
                 " shared_memory_bytes, registers_per_thread) VALUES (?, 0, 7, ?, ?, ?, ?, 1, 1,"
                 " 1, 1, 1, 1, 0, 0)", (pid, 900000 + index, name_id, end - 50000, end))
+
+
+def add_pc_samples(directory):
+    """Two pc_samples rows (windows 1 and 2) of the session's first process,
+    timed from its first kernel."""
+    with db(directory) as connection:
+        pid, start = connection.execute("SELECT pid, MIN(start_ns) FROM kernels WHERE pid ="
+                                        " (SELECT MIN(pid) FROM processes)").fetchone()
+        ids = []
+        for name in ("saxpy", "_Z4gemmILi128EEvPfS0_"):
+            connection.execute("INSERT OR IGNORE INTO names(name) VALUES (?)", (name,))
+            ids.append(connection.execute("SELECT id FROM names WHERE name = ?",
+                                          (name,)).fetchone()[0])
+        connection.executemany(
+            "INSERT INTO pc_samples(pid, window_id, device, name_id, pc_offset, stall_reason,"
+            " samples, first_ns, last_ns) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)",
+            [(pid, 1, ids[0], 0x40, "long_scoreboard", 17, start + 1000, start + 9000),
+             (pid, 2, ids[1], 0x1f0, "selected", 1, start + 20000, start + 20000)])
 
 
 def digest(directory):
@@ -193,6 +217,29 @@ class Merge(unittest.TestCase):
                          2 * one(RANKS[0], "SELECT COUNT(*) FROM kernels"))
         self.assertEqual(one(out, "SELECT COUNT(DISTINCT pid) FROM process_ranks"), 2)
 
+    def test_pc_samples_follow_their_process(self):
+        """pc_samples rows keep their window and function, take their process's
+        new pid and are shifted in time like its kernels."""
+        first, other = copy(RANKS[0], "pc-first"), copy(RANKS[0], "pc-twin")
+        for directory in (first, other):
+            add_pc_samples(directory)
+        move_clock(other, offset_ns=3 * 10**9)
+        out = os.path.join(WORK, "merged-pc")
+        result = flare("merge", "-o", out, "--align", "wall", first, other)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(one(out, "SELECT COUNT(*) FROM pc_samples"), 4)
+        self.assertEqual(one(out, "SELECT COUNT(DISTINCT pid) FROM pc_samples"), 2)
+        self.assertEqual(one(out, "SELECT group_concat(function) FROM (SELECT DISTINCT function"
+                                  " FROM v_pc_samples ORDER BY function)"),
+                         "_Z4gemmILi128EEvPfS0_,saxpy")
+        for pid in (r[0] for r in rows(out, "SELECT DISTINCT pid FROM pc_samples")):
+            # Each row where its process's first kernel puts it.
+            self.assertEqual(rows(out, "SELECT p.window_id, p.first_ns - k.start_ns,"
+                                       " p.last_ns - k.start_ns FROM pc_samples p,"
+                                       " (SELECT MIN(start_ns) AS start_ns FROM kernels"
+                                       " WHERE pid = ?1) k WHERE p.pid = ?1 ORDER BY 1", pid),
+                             [(1, 1000, 9000), (2, 20000, 20000)])
+
     def test_a_crashed_rank_and_an_older_schema(self):
         crashed = copy(RANKS[2], "crashed")
         with db(crashed) as connection:
@@ -234,10 +281,10 @@ class Merge(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(WORK, "nope", "session.db")))
         newer = copy(RANKS[1], "newer")
         with db(newer) as connection:
-            connection.execute("UPDATE meta SET value = 11 WHERE key = 'schema_version'")
+            connection.execute("UPDATE meta SET value = 12 WHERE key = 'schema_version'")
         result = flare("merge", "-o", os.path.join(WORK, "from-newer"), RANKS[0], newer)
         self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn("has schema version 11; this flare reads versions 6 to 10", result.stderr)
+        self.assertIn("has schema version 12; this flare reads versions 6 to 11", result.stderr)
         self.assertFalse(os.path.exists(os.path.join(WORK, "from-newer", "session.db")))
 
 

@@ -37,13 +37,15 @@ except ImportError:
 BIN = os.environ["FLARE_TEST_BIN_DIR"]
 REPOSITORY = os.path.dirname(os.path.abspath(os.environ["FLARE_TEST_PYTHON_SOURCE"]))
 WORK = None
-TRACE = REPLAY = DEEP = PM = TRIGGERED = None  # session directories, made once
+TRACE = REPLAY = DEEP = PM = TRIGGERED = PC = None  # session directories, made once
 
 KERNEL_COLUMNS = ["pid", "device", "stream_id", "correlation_id", "name", "start_ns", "end_ns",
                   "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "shared_memory_bytes", "registers_per_thread", "graph_id", "graph_node_id"]
 METHODS = ["kernels", "copies", "scopes", "metrics", "pm_samples", "windows", "replay_metrics",
-           "triggered_replays"]
+           "triggered_replays", "pc_samples"]
+PC_COLUMNS = ["pid", "window_id", "device", "function", "pc_offset", "stall_reason", "samples",
+              "first_ns", "last_ns"]
 
 
 def run(*command):
@@ -53,7 +55,7 @@ def run(*command):
 
 
 def setUpModule():
-    global WORK, TRACE, REPLAY, DEEP, PM, TRIGGERED
+    global WORK, TRACE, REPLAY, DEEP, PM, TRIGGERED, PC
     WORK = tempfile.mkdtemp(prefix="flare-test-reader-")
     flare_command, demo = os.path.join(BIN, "flare"), os.path.join(BIN, "flare-demo")
     TRACE, REPLAY, DEEP = (os.path.join(WORK, name) for name in ("trace", "replay", "deep"))
@@ -76,6 +78,24 @@ def setUpModule():
                        [(pid, i, 1000 * i, 1000 * i + 900, "step" if i % 2 else None, flags,
                          "dram__bytes_read.sum" if i < 3 else "sm__cycles_active.avg", 1.5 * i)
                         for i, flags in enumerate([0, 1, 3, 12, 0])])
+    PC = copy_session(DEEP, "pc")
+    add_pc_samples(PC)
+
+
+def add_pc_samples(directory):
+    """PC samples of window 1, written as the store writes them (src/store/
+    store_pc.c): the function interned in names, as the kernels' names are."""
+    with writable(directory) as db:
+        pid = db.execute("SELECT pid FROM processes").fetchone()[0]
+        rows = [("saxpy", 0x40, "long_scoreboard", 120), ("saxpy", 0x40, "selected", 30),
+                ("saxpy", 0x58, "long_scoreboard", 7), ("_Z7stencilILi3EEvPKfPf", 0x1f0,
+                                                       "math_pipe_throttle", 1)]
+        for index, (function, offset, reason, samples) in enumerate(rows):
+            db.execute("INSERT OR IGNORE INTO names(name) VALUES (?)", (function,))
+            db.execute("INSERT INTO pc_samples (pid, window_id, device, name_id, pc_offset,"
+                       " stall_reason, samples, first_ns, last_ns) SELECT ?, 1, 0, id, ?, ?, ?,"
+                       " ?, ? FROM names WHERE name = ?",
+                       (pid, offset, reason, samples, 1000 * index, 1000 * index + 500, function))
 
 
 def tearDownModule():
@@ -233,6 +253,27 @@ class Methods(unittest.TestCase):
                          {row["target"]})
         self.assertEqual(self.trace.triggered_replays(), [])
 
+    def test_pc_samples_name_their_function(self):
+        with flare.open(PC, pandas=False) as session:
+            rows = session.pc_samples()
+            self.assertEqual(len(rows), 4)
+            self.assertEqual(list(rows[0]), PC_COLUMNS)
+            saxpy = session.pc_samples(function="saxpy")
+            self.assertEqual(sorted((r["pc_offset"], r["stall_reason"], r["samples"])
+                                    for r in saxpy),
+                             [(0x40, "long_scoreboard", 120), (0x40, "selected", 30),
+                              (0x58, "long_scoreboard", 7)])
+            # The same name id as the kernel's: one names row for both.
+            self.assertEqual({k["name"] for k in session.kernels(name="saxpy")}, {"saxpy"})
+            self.assertEqual(len(session.pc_samples(window_id=1)), 4)
+            self.assertEqual(session.pc_samples(window_id=2), [])
+            pid = rows[0]["pid"]
+            self.assertEqual(len(session.pc_samples(pid=pid, function="_Z7stencilILi3EEvPKfPf")),
+                             1)
+            with self.assertRaises(TypeError):
+                session.pc_samples(window_id="1")
+        self.assertEqual(self.trace.pc_samples(), [])
+
     def test_replay_metrics(self):
         with flare.open(REPLAY, pandas=False) as session:
             values = session.replay_metrics()
@@ -334,9 +375,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 10)
+            self.assertEqual(session.schema_version, 11)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 10", repr(session))
+            self.assertIn("schema 11", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -385,7 +426,7 @@ class Methods(unittest.TestCase):
 
 @unittest.skipIf(pandas is None, "pandas is not installed (Debian: python3-pandas)")
 class Frames(unittest.TestCase):
-    SESSIONS = property(lambda self: [TRACE, REPLAY, DEEP, PM])
+    SESSIONS = property(lambda self: [TRACE, REPLAY, DEEP, PM, PC])
     QUERIES = [
         ("SELECT 1 AS i, 1.5 AS f, 'text' AS t, x'00ff' AS b, NULL AS n "
          "UNION ALL SELECT NULL, 2, NULL, NULL, NULL UNION ALL SELECT 3, NULL, 'u', x'', NULL", ()),
@@ -522,7 +563,8 @@ def make_version_6(source, name):
                                      "name LIKE 'v\\_%' ESCAPE '\\' OR name LIKE 'enum\\_%' "
                                      "ESCAPE '\\' OR name IN ('kernel_name_stats', "
                                      "'kernels_by_start', 'api_calls', 'storms', "
-                                     "'process_ranks', 'clock_pairs')").fetchall():
+                                     "'process_ranks', 'clock_pairs', 'triggered_replays', "
+                                     "'pc_samples')").fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
         db.execute("UPDATE meta SET value = 6 WHERE key = 'schema_version'")
@@ -534,7 +576,9 @@ def make_version_7(source, name):
     storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
-        for table in ("api_calls", "storms", "process_ranks", "clock_pairs"):
+        db.execute("DROP VIEW v_pc_samples")
+        for table in ("api_calls", "storms", "process_ranks", "clock_pairs", "triggered_replays",
+                      "pc_samples"):
             db.execute("DROP TABLE %s" % table)
         db.execute("UPDATE meta SET value = 7 WHERE key = 'schema_version'")
     return target
@@ -545,8 +589,9 @@ def make_version_8(source, name):
     or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
-        db.execute("DROP TABLE process_ranks")
-        db.execute("DROP TABLE clock_pairs")
+        db.execute("DROP VIEW v_pc_samples")
+        for table in ("process_ranks", "clock_pairs", "triggered_replays", "pc_samples"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("UPDATE meta SET value = 8 WHERE key = 'schema_version'")
     return target
 
@@ -556,16 +601,41 @@ def make_version_9(source, name):
     triggered_replays table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_samples")
         db.execute("DROP TABLE triggered_replays")
+        db.execute("DROP TABLE pc_samples")
         db.execute("UPDATE meta SET value = 9 WHERE key = 'schema_version'")
     return target
+
+
+def make_version_10(source, name):
+    """A copy of a version 11 session as version 10 wrote it: no pc_samples
+    table or v_pc_samples view."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP VIEW v_pc_samples")
+        db.execute("DROP TABLE pc_samples")
+        db.execute("UPDATE meta SET value = 10 WHERE key = 'schema_version'")
+    return target
+
+
+class Version10(unittest.TestCase):
+    def test_table_of_version_11_reads_empty(self):
+        old = make_version_10(PC, os.path.basename(PC) + "-v10")
+        with flare.open(old, pandas=False) as ten, flare.open(PC, pandas=False) as eleven:
+            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 11))
+            self.assertIsNone(ten.notice)
+            self.assertEqual(len(eleven.pc_samples()), 4)
+            self.assertEqual(ten.pc_samples(), [])
+            self.assertEqual(ten.sql("SELECT COUNT(*) AS n FROM pc_samples"), [{"n": 0}])
+            self.assertEqual(ten.kernels(), eleven.kernels())
 
 
 class Version9(unittest.TestCase):
     def test_table_of_version_10_reads_empty(self):
         old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
         with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
-            self.assertEqual((nine.schema_version, ten.schema_version), (9, 10))
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 11))
             self.assertEqual(len(ten.triggered_replays()), 1)
             self.assertEqual(nine.triggered_replays(), [])
             self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
@@ -576,7 +646,7 @@ class Version8(unittest.TestCase):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 10)
+            self.assertEqual(nine.schema_version, 11)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -589,7 +659,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 10)
+            self.assertEqual(eight.schema_version, 11)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -688,11 +758,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((11, r"schema version 11 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 10"),
+        for version, words in ((12, r"schema version 12 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 11"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 10"),
-                               ("'10'", "schema version 10; this reader reads versions 6 to 10")):
+                                   r"versions 6 to 11"),
+                               ("'11'", "schema version 11; this reader reads versions 6 to 11")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -837,7 +907,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 10)
+            self.assertEqual(session.schema_version, 11)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

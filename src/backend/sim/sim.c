@@ -13,6 +13,7 @@
  * lock, then fault lock. A handler must therefore never replace the handler.
  */
 #include "backend/sim/sim_internal.h"
+#include "backend/sim/sim_pc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -315,7 +316,10 @@ static void run_work_item(backend_stream *stream, sim_work_item *item,
         if (item->fault.hang) {
             sim_fault_wait_until_released(item->fault.hang_generation);
         }
+        /* PC sampling sees the kernel while its body runs (sim_pc.h). */
+        sim_pc_kernel_begin(stream->device, sim_kernel_name(item->kernel_id));
         sim_kernel_function(item->kernel_id)(&launch);
+        sim_pc_kernel_end();
         completion->name = sim_kernel_name(item->kernel_id);
         memcpy(completion->grid, item->grid, sizeof completion->grid);
         memcpy(completion->block, item->block, sizeof completion->block);

@@ -71,6 +71,12 @@ int sim_device_stream_count(int device);
  * SIM_ENGINE_SAMPLE_INTERVAL_NS). Process-wide, one arm at a time. */
 #define SIM_ENGINE_SAMPLE_INTERVAL_NS 100000ull /* 100 us, like PM sampling's default */
 const backend_engine_ops *sim_engine(void);
+/* The simulated PC sampling engine for windows that ask for pc
+ * (sim_pc_engine.c), and the engine behind it, whose aggregates the session
+ * collects (created at the first call; NULL when out of memory). */
+struct pc_engine;
+const backend_engine_ops *sim_pc_engine(void);
+struct pc_engine *sim_pc_engine_core(void);
 
 /* Fault injection: while fail is non-zero every arm and probe fails with
  * FLARE_ERR_UNSUPPORTED and reason (NULL: a default text). */

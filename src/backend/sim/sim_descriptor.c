@@ -15,6 +15,16 @@ static const backend_engine_ops *deep_engine(void)
     return sim_engine();
 }
 
+static const backend_engine_ops *pc_deep_engine(void)
+{
+    return sim_pc_engine();
+}
+
+static struct pc_engine *pc_engine(void)
+{
+    return sim_pc_engine_core();
+}
+
 static const struct replay_device_ops *replay_ops(void)
 {
     return sim_replay_ops();
@@ -33,6 +43,8 @@ static const backend_descriptor descriptor = {
     .forward_nvtx = NULL,
     .deep_engine = deep_engine,
     .pm_engine = NULL,
+    .pc_deep_engine = pc_deep_engine,
+    .pc_engine = pc_engine,
     .replay_ops = replay_ops,
     .metric_collector = metric_collector,
     .open_scopes = NULL,

@@ -15,6 +15,7 @@
  * nothing and is not recorded.
  */
 #include "backend/sim/sim_internal.h"
+#include "backend/sim/sim_pc.h"
 #include "core/clock.h"
 #include "core/event.h"
 #include "core/mode.h"
@@ -372,4 +373,17 @@ FLARE_API int flare_sim_stream_synchronize(flare_sim_stream *stream, uint32_t ti
 FLARE_API int flare_sim_device_synchronize(int device, uint32_t timeout_ms)
 {
     return sim_backend()->device_drain(device, (uint64_t)timeout_ms * 1000000u);
+}
+
+/* The public stall codes are the simulated hardware's own. */
+_Static_assert((int)FLARE_SIM_STALL_SELECTED == SIM_PC_STALL_SELECTED &&
+                   (int)FLARE_SIM_STALL_LONG_SCOREBOARD == SIM_PC_STALL_LONG_SCOREBOARD &&
+                   (int)FLARE_SIM_STALL_SHORT_SCOREBOARD == SIM_PC_STALL_SHORT_SCOREBOARD &&
+                   (int)FLARE_SIM_STALL_MATH_PIPE_THROTTLE == SIM_PC_STALL_MATH_PIPE_THROTTLE &&
+                   (int)FLARE_SIM_STALL_BARRIER == SIM_PC_STALL_BARRIER,
+               "flare_sim_stall and sim_pc_stall disagree");
+
+FLARE_API void flare_sim_pc_mark(uint64_t pc_offset, flare_sim_stall stall_reason)
+{
+    sim_pc_mark(pc_offset, (uint32_t)stall_reason);
 }

@@ -1,0 +1,177 @@
+/*
+ * report_pc.c: the PC samples of a session's windows in `flare report`
+ * (issue 26): the text section, per window that ran PC sampling, the stall
+ * reasons by share and the hottest instructions (function+offset, stall
+ * reason, samples, share); the JSON/CSV section pc_samples, every row as
+ * stored (table pc_samples, docs/schema.md).
+ *
+ * Reads the rows in the store's order (pid, window, most samples first)
+ * and holds one window at a time: at most REPORT_PC_TOP rows and
+ * REPORT_PC_REASONS stall reasons (more reasons are summed as "other", and
+ * said). Must never change a value or hide that rows were left out.
+ */
+#include "cli/report_pc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flare/flare.h"
+#include "store/store_pc.h"
+
+#define REPORT_PC_TOP     10
+#define REPORT_PC_REASONS 24
+
+typedef struct pc_line {
+    char function[96];
+    uint64_t pc_offset;
+    char stall_reason[32];
+    uint64_t samples;
+} pc_line;
+
+typedef struct pc_window {
+    int64_t pid;
+    uint64_t window_id;
+    int32_t device;
+    int have;
+    uint64_t total;
+    size_t rows, lines;
+    pc_line top[REPORT_PC_TOP];
+    size_t reasons;
+    char reason_names[REPORT_PC_REASONS][32];
+    uint64_t reason_samples[REPORT_PC_REASONS];
+    uint64_t other_reasons; /* samples of reasons past REPORT_PC_REASONS */
+} pc_window;
+
+typedef struct pc_text {
+    cli_report_run *run;
+    pc_window window;
+    int titled;
+} pc_text;
+
+static double share(uint64_t part, uint64_t total)
+{
+    return total != 0 ? 100.0 * (double)part / (double)total : 0.0;
+}
+
+/* The reasons by samples, most first (insertion sort: at most 24). */
+static void sort_reasons(pc_window *window)
+{
+    for (size_t i = 1; i < window->reasons; i++)
+        for (size_t j = i; j > 0 && window->reason_samples[j] > window->reason_samples[j - 1];
+             j--) {
+            uint64_t samples = window->reason_samples[j];
+            char name[32];
+            memcpy(name, window->reason_names[j], sizeof(name));
+            window->reason_samples[j] = window->reason_samples[j - 1];
+            memcpy(window->reason_names[j], window->reason_names[j - 1], sizeof(name));
+            window->reason_samples[j - 1] = samples;
+            memcpy(window->reason_names[j - 1], name, sizeof(name));
+        }
+}
+
+static void print_window(pc_text *text)
+{
+    pc_window *window = &text->window;
+    if (!window->have)
+        return;
+    if (!text->titled) {
+        printf("\nPC samples (windows with engine pc: where in their kernels warps waited)\n");
+        text->titled = 1;
+    }
+    printf("  window %" PRIu64 " (pid %" PRId64 ", device %d): %" PRIu64 " samples\n",
+           window->window_id, window->pid, window->device, window->total);
+    sort_reasons(window);
+    printf("    stall reasons:");
+    for (size_t i = 0; i < window->reasons; i++)
+        printf("%s %s %.1f%%", i == 0 ? "" : ",", window->reason_names[i],
+               share(window->reason_samples[i], window->total));
+    if (window->other_reasons != 0)
+        printf(", other %.1f%%", share(window->other_reasons, window->total));
+    printf("\n    %10s %7s  %-20s %s\n", "samples", "share", "stall", "function+offset");
+    for (size_t i = 0; i < window->lines; i++) {
+        const pc_line *line = &window->top[i];
+        printf("    %10" PRIu64 " %6.1f%%  %-20s %s+0x%" PRIx64 "\n", line->samples,
+               share(line->samples, window->total), line->stall_reason, line->function,
+               line->pc_offset);
+        text->run->rows++;
+    }
+    if (window->rows > window->lines)
+        printf("    %zu more instructions and reasons (flare report --format json has them "
+               "all)\n",
+               window->rows - window->lines);
+}
+
+static void add_reason(pc_window *window, const char *reason, uint64_t samples)
+{
+    for (size_t i = 0; i < window->reasons; i++)
+        if (strcmp(window->reason_names[i], reason) == 0) {
+            window->reason_samples[i] += samples;
+            return;
+        }
+    if (window->reasons == REPORT_PC_REASONS) {
+        window->other_reasons += samples;
+        return;
+    }
+    snprintf(window->reason_names[window->reasons], sizeof(window->reason_names[0]), "%s", reason);
+    window->reason_samples[window->reasons++] = samples;
+}
+
+static int text_row(const store_pc_sample_row *row, void *user)
+{
+    pc_text *text = user;
+    pc_window *window = &text->window;
+    if (window->have && (window->pid != row->pid || window->window_id != row->window_id ||
+                         window->device != row->device)) {
+        print_window(text);
+        memset(window, 0, sizeof(*window));
+    }
+    window->have = 1;
+    window->pid = row->pid;
+    window->window_id = row->window_id;
+    window->device = row->device;
+    window->total += row->samples;
+    window->rows++;
+    add_reason(window, row->stall_reason, row->samples);
+    if (window->lines < REPORT_PC_TOP) { /* rows come most samples first */
+        pc_line *line = &window->top[window->lines++];
+        snprintf(line->function, sizeof(line->function), "%s", row->function);
+        line->pc_offset = row->pc_offset;
+        snprintf(line->stall_reason, sizeof(line->stall_reason), "%s", row->stall_reason);
+        line->samples = row->samples;
+    }
+    return 0;
+}
+
+int cli_report_pc(cli_report_run *run)
+{
+    static pc_text text; /* about 10 KiB: off the stack */
+    memset(&text, 0, sizeof(text));
+    text.run = run;
+    int status = store_read_pc_samples(run->database, text_row, &text);
+    if (status == FLARE_OK)
+        print_window(&text);
+    return status;
+}
+
+static int emit_row(const store_pc_sample_row *row, void *user)
+{
+    report_emit *emit = user;
+    report_emit_row_begin(emit);
+    report_emit_i64(emit, "pid", row->pid);
+    report_emit_u64(emit, "window_id", row->window_id);
+    report_emit_i64(emit, "device", row->device);
+    report_emit_string(emit, "function", row->function);
+    report_emit_u64(emit, "pc_offset", row->pc_offset);
+    report_emit_string(emit, "stall_reason", row->stall_reason);
+    report_emit_u64(emit, "samples", row->samples);
+    report_emit_u64(emit, "first_ns", row->first_ns);
+    report_emit_u64(emit, "last_ns", row->last_ns);
+    report_emit_row_end(emit);
+    return 0;
+}
+
+int report_pc_emit(store *database, report_emit *emit)
+{
+    return store_read_pc_samples(database, emit_row, emit);
+}

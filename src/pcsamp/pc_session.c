@@ -1,0 +1,157 @@
+/*
+ * pc_session.c: the collector's side of PC sampling (pc_session.h): takes
+ * the aggregates of disarmed windows from every registered engine and
+ * writes them, one row each, into the open batch; keeps the engines' loss
+ * counts in the drops table. Only the collector thread calls in (the
+ * registry alone is shared, under its lock).
+ *
+ * Must never: write an aggregate twice (an engine hands each out once), hold
+ * more than one batch of aggregates (PC_SESSION_BATCH), or lose one without
+ * counting its samples.
+ */
+#include "pcsamp/pc_session.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "flare/flare.h"
+#include "store/store_pc.h"
+
+#define PC_SESSION_ENGINES_MAX 4
+/* Aggregates one take moves (about 80 KiB on the collector's side). */
+#define PC_SESSION_BATCH 256u
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pc_engine *engines[PC_SESSION_ENGINES_MAX];
+static size_t engine_count;
+
+/* Collector thread only. */
+static pc_entry taken[PC_SESSION_BATCH];
+static pc_session_stats stats;
+static uint64_t samples_in_batch;
+static uint64_t stored_lost, stored_dropped, stored_unwritten;
+
+int pc_session_register_engine(pc_engine *engine)
+{
+    int status = FLARE_OK;
+    pthread_mutex_lock(&registry_lock);
+    size_t i = 0;
+    while (i < engine_count && engines[i] != engine)
+        i++;
+    if (i == engine_count) {
+        if (engine_count == PC_SESSION_ENGINES_MAX)
+            status = FLARE_ERR_NO_MEMORY;
+        else
+            engines[engine_count++] = engine;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return status;
+}
+
+static size_t registered(pc_engine **out)
+{
+    pthread_mutex_lock(&registry_lock);
+    size_t count = engine_count;
+    memcpy(out, engines, count * sizeof(*out));
+    pthread_mutex_unlock(&registry_lock);
+    return count;
+}
+
+void pc_session_begin(void)
+{
+    memset(&stats, 0, sizeof(stats));
+    samples_in_batch = 0;
+    stored_lost = stored_dropped = stored_unwritten = 0;
+}
+
+static void write_entry(store *database, int64_t pid, const pc_entry *entry)
+{
+    store_pc_sample_row row = {.pid = pid,
+                               .window_id = entry->window_id,
+                               .device = entry->device,
+                               .function = entry->function,
+                               .pc_offset = entry->pc_offset,
+                               .stall_reason = entry->stall_reason,
+                               .samples = entry->samples,
+                               .first_ns = entry->first_ns,
+                               .last_ns = entry->last_ns};
+    if (store_put_pc_sample(database, &row) != FLARE_OK) {
+        stats.write_failures += entry->samples;
+        CORE_LOG_ONCE("pc_session.write", CORE_LOG_ERROR, "cannot store PC samples: %s",
+                      store_last_error(database));
+        return;
+    }
+    stats.entries_written++;
+    stats.samples_written += entry->samples;
+    samples_in_batch += entry->samples;
+}
+
+/* Every aggregate the engines hand out now. */
+static void take_all(store *database, int64_t pid)
+{
+    pc_engine *list[PC_SESSION_ENGINES_MAX];
+    size_t count = registered(list);
+    for (size_t e = 0; e < count; e++) {
+        size_t got;
+        while ((got = pc_engine_take(list[e], taken, PC_SESSION_BATCH)) > 0)
+            for (size_t i = 0; i < got; i++)
+                write_entry(database, pid, &taken[i]);
+    }
+}
+
+/* The drops rows, when a count changed (or always, at the end). */
+static void write_drops(store *database, int64_t pid, int always)
+{
+    pc_engine *list[PC_SESSION_ENGINES_MAX];
+    size_t count = registered(list);
+    uint64_t lost = 0, dropped = 0;
+    for (size_t e = 0; e < count; e++) {
+        pc_engine_stats engine_stats;
+        pc_engine_stats_get(list[e], &engine_stats);
+        lost += engine_stats.samples_lost;
+        dropped += engine_stats.aggregate_drops;
+    }
+    uint64_t unwritten = stats.samples_uncommitted + stats.write_failures;
+    if ((lost != stored_lost || (always && lost != 0)) &&
+        store_set_drops(database, pid, "pc_sampling", "samples lost (hardware buffer full)",
+                        lost) == FLARE_OK)
+        stored_lost = lost;
+    if ((dropped != stored_dropped || (always && dropped != 0)) &&
+        store_set_drops(database, pid, "pc_sampling", "samples dropped (aggregate table full)",
+                        dropped) == FLARE_OK)
+        stored_dropped = dropped;
+    if ((unwritten != stored_unwritten || (always && unwritten != 0)) &&
+        store_set_drops(database, pid, "pc_sampling",
+                        "samples not stored (a write or its batch failed)", unwritten) == FLARE_OK)
+        stored_unwritten = unwritten;
+}
+
+void pc_session_batch(store *database, int64_t pid)
+{
+    samples_in_batch = 0;
+    take_all(database, pid);
+    write_drops(database, pid, 0);
+}
+
+void pc_session_committed(int committed)
+{
+    if (!committed) {
+        /* Taken from the engines, gone with the batch: counted, and the
+         * drops rows written again with the next batch. */
+        stats.samples_uncommitted += samples_in_batch;
+        stored_lost = stored_dropped = stored_unwritten = 0;
+    }
+    samples_in_batch = 0;
+}
+
+void pc_session_end(store *database, int64_t pid)
+{
+    take_all(database, pid);
+    write_drops(database, pid, 1);
+}
+
+void pc_session_stats_get(pc_session_stats *out)
+{
+    *out = stats;
+}

@@ -1,0 +1,81 @@
+/*
+ * store_pc.c: the pc_samples table (store_pc.h, docs/schema.md): PC samples
+ * of deep windows, one row per (window, device, function, pc offset, stall
+ * reason) aggregate.
+ *
+ * A window hands over up to the engine's aggregate capacity at once (16,384
+ * keys by default), so the insert is one of the writer's persistent
+ * statements (STORE_STATEMENT_PC_SAMPLE), not prepared per row. Must never
+ * run on a launch path or outside the writer's handle; a session older than
+ * version 11 has no such table and reads as none.
+ */
+#include "store/store_pc.h"
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "flare/flare.h"
+#include "store/store_internal.h"
+
+static int pc_row_valid(const store_pc_sample_row *row)
+{
+    return row != NULL && row->function != NULL && row->stall_reason != NULL &&
+           row->stall_reason[0] != '\0' && row->samples > 0 && row->first_ns <= row->last_ns;
+}
+
+int store_put_pc_sample(store *handle, const store_pc_sample_row *row)
+{
+    int status = store_writer_ready(handle, pc_row_valid(row));
+    if (status != 0)
+        return status;
+    int64_t name_id = 0;
+    status = store_intern(handle, row->function, &name_id);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PC_SAMPLE];
+    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)row->window_id);
+    sqlite3_bind_int64(statement, 3, row->device);
+    sqlite3_bind_int64(statement, 4, name_id);
+    sqlite3_bind_int64(statement, 5, (int64_t)row->pc_offset);
+    sqlite3_bind_text(statement, 6, row->stall_reason, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(statement, 7, (int64_t)row->samples);
+    sqlite3_bind_int64(statement, 8, (int64_t)row->first_ns);
+    sqlite3_bind_int64(statement, 9, (int64_t)row->last_ns);
+    status = store_step(handle, statement, "cannot write a PC sample");
+    sqlite3_clear_bindings(statement); /* the stall reason is the caller's */
+    return status;
+}
+
+static const char pc_select_sql[] =
+    "SELECT p.pid, p.window_id, p.device, n.name, p.pc_offset, p.stall_reason, p.samples, "
+    "p.first_ns, p.last_ns FROM pc_samples p JOIN names n ON n.id = p.name_id "
+    "ORDER BY p.pid, p.window_id, p.device, p.samples DESC, n.name, p.pc_offset, "
+    "p.stall_reason";
+
+static int pc_row_handler(sqlite3_stmt *statement, void *user)
+{
+    store_pc_sample_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
+        .device = (int32_t)sqlite3_column_int64(statement, 2),
+        .function = store_column_text_or_empty(statement, 3),
+        .pc_offset = (uint64_t)sqlite3_column_int64(statement, 4),
+        .stall_reason = store_column_text_or_empty(statement, 5),
+        .samples = (uint64_t)sqlite3_column_int64(statement, 6),
+        .first_ns = (uint64_t)sqlite3_column_int64(statement, 7),
+        .last_ns = (uint64_t)sqlite3_column_int64(statement, 8),
+    };
+    return STORE_READER_CALL(store_pc_sample_callback, &row, user);
+}
+
+int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int found = store_has_table(handle, "pc_samples");
+    if (found <= 0)
+        return found < 0 ? FLARE_ERR_STORE : 0;
+    return store_query_each(handle, pc_select_sql, NULL, pc_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the PC samples");
+}

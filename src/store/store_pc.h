@@ -1,0 +1,49 @@
+/*
+ * store_pc.h: PC samples of deep windows (table pc_samples, schema 11,
+ * docs/schema.md): how many PC samples a window's PC sampling engine
+ * (src/pcsamp) counted per (device, function, pc offset, stall reason).
+ * Written by the collector, one call per aggregate the engine hands over
+ * once the window is disarmed, inside its open batch like the other puts;
+ * read by `flare report` and the Python reader (pc_samples()).
+ *
+ * The function name is interned into the names table, as kernel names are
+ * (pc_samples.name_id; the view v_pc_samples names it). Must never be called
+ * on an application thread or a launch path, nor abort: like every store
+ * function it returns a flare_status and reports SQLite's message through
+ * store_last_error. Rows are never evicted (store_evict.c leaves the table
+ * alone, as it does pm_samples).
+ */
+#ifndef FLARE_STORE_STORE_PC_H
+#define FLARE_STORE_STORE_PC_H
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+typedef struct store_pc_sample_row {
+    int64_t pid;
+    uint64_t window_id; /* windows.id of the window that armed the engine */
+    int32_t device;
+    const char *function;     /* kernel (function) name, interned like kernel names */
+    uint64_t pc_offset;       /* byte offset of the instruction in the function */
+    const char *stall_reason; /* "long_scoreboard", "selected", ... */
+    uint64_t samples;
+    uint64_t first_ns, last_ns; /* flare clock (CLOCK_MONOTONIC ns), like every time column */
+} store_pc_sample_row;
+
+/* Writes one aggregate (inside the collector's open batch). FLARE_OK;
+ * FLARE_ERR_INVALID_ARGUMENT (nothing recorded) for a NULL handle, row,
+ * function or stall reason, an empty stall reason, no samples, or
+ * last_ns before first_ns; else what store_writer_ready or SQLite said,
+ * recorded. Writing the same (pid, window, device, function, offset,
+ * reason) again adds its samples and widens first_ns..last_ns. */
+int store_put_pc_sample(store *handle, const store_pc_sample_row *row);
+
+/* Every row, by pid, window and device, most samples first, then
+ * function, offset and stall reason; none (and 0) for a session older than version 11. Strings
+ * are valid during the call only. callback returns non-zero to stop (not
+ * an error). */
+typedef int (*store_pc_sample_callback)(const store_pc_sample_row *row, void *user);
+int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void *user);
+
+#endif /* FLARE_STORE_STORE_PC_H */

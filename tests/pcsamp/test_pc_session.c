@@ -1,0 +1,268 @@
+/*
+ * test_pc_session.c: PC sampling end to end on the simulated device (issue
+ * 26): a thread launches a kernel whose body spends about 90% of its time
+ * at one offset waiting on memory (flare_sim_pc_mark); a window opened with
+ * engine "pc" (the C API) arms the simulated PC sampling engine, and the
+ * session database holds its samples in pc_samples, the hot offset first,
+ * adding up to the window's engine_samples. With the simulated PM engine
+ * prepared (it holds the device for the process), a pc window still gets PC
+ * sampling: both are this process's flare, one profiling context for the
+ * lease. A bad engine name is refused. Waits on conditions, never on times.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/sim/sim.h"
+#include "backend/sim/sim_pm.h"
+#include "flare/flare.h"
+#include "flare/sim.h"
+#include "pcsamp/pc_engine.h"
+#include "test_util.h"
+
+#define HOT_OFFSET  0x100u
+#define COLD_OFFSET 0x40u
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* About 2 ms of the thread's own CPU time: 0.2 ms issuing at the cold
+ * offset, then 1.8 ms waiting on memory at the hot one. */
+static void hot_kernel(const flare_sim_launch *launch)
+{
+    (void)launch;
+    uint64_t start = thread_cpu_ns();
+    flare_sim_pc_mark(COLD_OFFSET, FLARE_SIM_STALL_SELECTED);
+    while (thread_cpu_ns() - start < 200000) {
+    }
+    flare_sim_pc_mark(HOT_OFFSET, FLARE_SIM_STALL_LONG_SCOREBOARD);
+    while (thread_cpu_ns() - start < 2000000) {
+    }
+}
+
+typedef struct launcher {
+    pthread_t thread;
+    int kernel;
+    atomic_bool stop;
+    int failed;
+} launcher;
+
+static void *launch_until_stopped(void *argument)
+{
+    launcher *self = argument;
+    flare_sim_stream *stream = NULL;
+    if (flare_sim_stream_create(0, &stream) != FLARE_OK) {
+        self->failed = 1;
+        return NULL;
+    }
+    const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
+    while (!atomic_load(&self->stop)) {
+        if (flare_sim_launch_kernel(stream, self->kernel, grid, block, NULL, 0) != FLARE_OK ||
+            flare_sim_stream_synchronize(stream, 10000) != FLARE_OK) {
+            self->failed = 1;
+            break;
+        }
+    }
+    if (flare_sim_stream_destroy(stream) != FLARE_OK)
+        self->failed = 1;
+    return NULL;
+}
+
+static int64_t query(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *statement = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &statement, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    int64_t value = -1;
+    if (sqlite3_step(statement) == SQLITE_ROW)
+        value = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    return value;
+}
+
+static uint64_t pc_disarms(void)
+{
+    pc_engine_stats stats;
+    pc_engine_stats_get(sim_pc_engine_core(), &stats);
+    return stats.disarms;
+}
+
+/* One session: the kernel runs, one pc window of 300 ms (opened through the
+ * C API, or scheduled by FLARE_DEEP_AFTER/_FOR/_ENGINE), the database. */
+static sqlite3 *session_with_a_pc_window(char *dir, size_t dir_size, int scheduled)
+{
+    test_make_temp_dir(dir, dir_size, "pc-session");
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    options.flush_interval_ms = 20;
+    uint64_t disarms = pc_disarms();
+    if (scheduled) {
+        setenv("FLARE_DEEP_AFTER", "200ms", 1);
+        setenv("FLARE_DEEP_FOR", "300ms", 1);
+        setenv("FLARE_DEEP_ENGINE", "pc", 1);
+    }
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    unsetenv("FLARE_DEEP_AFTER");
+    unsetenv("FLARE_DEEP_FOR");
+    unsetenv("FLARE_DEEP_ENGINE");
+    launcher work = {0};
+    assert_int_equal(flare_sim_kernel_register("pc_hot_kernel", hot_kernel, &work.kernel),
+                     FLARE_OK);
+    assert_int_equal(pthread_create(&work.thread, NULL, launch_until_stopped, &work), 0);
+
+    flare_window_options window;
+    flare_window_options_init(&window);
+    window.max_duration_ms = 300;
+    window.label = "where";
+    window.engine = "sass";
+    assert_int_equal(flare_window_open(&window), FLARE_ERR_INVALID_ARGUMENT);
+    window.engine = "pc";
+    if (!scheduled)
+        assert_int_equal(flare_window_open(&window), FLARE_OK);
+    TEST_WAIT_UNTIL(pc_disarms() > disarms);
+
+    atomic_store(&work.stop, true);
+    pthread_join(work.thread, NULL);
+    assert_false(work.failed);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    return db;
+}
+
+static void expect_pc_samples(sqlite3 *db)
+{
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM windows"), 1);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM windows WHERE engine = 'sim-pc-sampling' "
+                               "AND engine_status = 'disarmed' AND engine_reason = ''"),
+                     1);
+    int64_t samples = query(db, "SELECT SUM(samples) FROM v_pc_samples");
+    assert_true(samples >= 100);
+    /* Every sample the engine counted is a row's. */
+    assert_int_equal(query(db, "SELECT engine_samples FROM windows"), samples);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM v_pc_samples p JOIN windows w ON w.id = "
+                               "p.window_id WHERE p.function != 'pc_hot_kernel' OR p.first_ns < "
+                               "w.opened_ns OR p.last_ns > w.closed_ns"),
+                     0);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT SUM(samples) FROM v_pc_samples WHERE pc_offset = %u AND stall_reason = "
+             "'long_scoreboard'",
+             HOT_OFFSET);
+    int64_t hot = query(db, sql);
+    if (hot * 10 < samples * 8)
+        fail_msg("%lld of %lld samples at the hot offset: under 80%%", (long long)hot,
+                 (long long)samples);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM drops WHERE source = 'pc_sampling' AND "
+                               "count > 0"),
+                     0);
+}
+
+/* The output of `flare report ARGS dir`, exit status 0. */
+static void report_of(const char *dir, const char *args, char *output, size_t size)
+{
+    char command[700];
+    const char *bin = getenv("FLARE_TEST_BIN_DIR");
+    snprintf(command, sizeof(command), "%s/flare report %s '%s' 2>&1", bin != NULL ? bin : "bin",
+             args, dir);
+    FILE *pipe = popen(command, "r");
+    assert_non_null(pipe);
+    size_t used = fread(output, 1, size - 1, pipe);
+    output[used] = '\0';
+    assert_int_equal(pclose(pipe), 0);
+}
+
+static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
+{
+    (void)unused;
+    char dir[256];
+    sqlite3 *db = session_with_a_pc_window(dir, sizeof(dir), 0);
+    expect_pc_samples(db);
+    sqlite3_close(db);
+    /* The report: the stall reasons, the hot instruction first. */
+    static char output[65536];
+    report_of(dir, "", output, sizeof(output));
+    const char *section = strstr(output, "\nPC samples (windows with engine pc: where in their "
+                                         "kernels warps waited)\n  window 1 (pid ");
+    if (section == NULL || strstr(section, "    stall reasons: long_scoreboard ") == NULL ||
+        strstr(section, "long_scoreboard      pc_hot_kernel+0x100\n") == NULL)
+        fail_msg("no PC samples section as expected:\n%s", output);
+    report_of(dir, "--format json", output, sizeof(output));
+    if (strstr(output, "\"pc_samples\"") == NULL ||
+        strstr(output, "\"function\":\"pc_hot_kernel\"") == NULL)
+        fail_msg("no pc_samples in the JSON report:\n%.2000s", output);
+    test_remove_dir(dir);
+}
+
+static void test_a_scheduled_window_asks_for_pc(void **unused)
+{
+    (void)unused;
+    char dir[256];
+    sqlite3 *db = session_with_a_pc_window(dir, sizeof(dir), 1);
+    expect_pc_samples(db);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM windows WHERE token_kind = 'scheduled'"), 1);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+    /* A bad engine: the schedule is ignored, and the session says why. */
+    test_make_temp_dir(dir, sizeof(dir), "pc-bad-engine");
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    setenv("FLARE_DEEP_AFTER", "1h", 1);
+    setenv("FLARE_DEEP_FOR", "1s", 1);
+    setenv("FLARE_DEEP_ENGINE", "sass", 1);
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    unsetenv("FLARE_DEEP_AFTER");
+    unsetenv("FLARE_DEEP_FOR");
+    unsetenv("FLARE_DEEP_ENGINE");
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = "
+                               "'deep_windows' AND status = 'degraded' AND reason = 'scheduled "
+                               "window ignored: FLARE_DEEP_ENGINE=sass: use pm or pc'"),
+                     1);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+}
+
+static void test_a_prepared_pm_engine_does_not_turn_pc_down(void **unused)
+{
+    (void)unused;
+    char reason[256];
+    assert_int_equal(sim_pm_prepare(0, NULL, 0, reason, sizeof(reason)), FLARE_OK);
+    char dir[256];
+    sqlite3 *db = session_with_a_pc_window(dir, sizeof(dir), 0);
+    expect_pc_samples(db);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_pc_window_stores_where_the_kernel_waits),
+        cmocka_unit_test(test_a_scheduled_window_asks_for_pc),
+        cmocka_unit_test(test_a_prepared_pm_engine_does_not_turn_pc_down),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

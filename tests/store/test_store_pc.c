@@ -1,0 +1,226 @@
+/*
+ * test_store_pc.c: the pc_samples table (src/store/store_pc.c, schema 11):
+ * aggregates written inside a batch read back exact, their function
+ * interned like kernel names (and named by v_pc_samples), the same key
+ * written twice added up, bad arguments refused with nothing written, and
+ * a version 10 session read with no rows, its notice naming what version
+ * 11 added.
+ *
+ * Each test works in its own temporary directory and removes it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "flare/flare.h"
+#include "store/store.h"
+#include "store/store_pc.h"
+#include "test_util.h"
+
+#define PID 4242
+
+static char dir[256];
+
+static store *open_mode(store_open_mode mode)
+{
+    store *handle = NULL;
+    char error[512];
+    if (store_open(dir, mode, &handle, error, sizeof(error)) != 0)
+        fail_msg("%s", error);
+    return handle;
+}
+
+static int64_t query_int(const char *sql)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *statement;
+    if (sqlite3_prepare_v2(db, sql, -1, &statement, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+    int64_t value = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    sqlite3_close(db);
+    return value;
+}
+
+static void exec(const char *sql)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *message = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &message) != SQLITE_OK)
+        fail_msg("%s: %s", sql, message);
+    sqlite3_close(db);
+}
+
+static int set_up(void **state)
+{
+    (void)state;
+    test_make_temp_dir(dir, sizeof(dir), "store-pc");
+    return 0;
+}
+
+static int tear_down(void **state)
+{
+    (void)state;
+    test_remove_dir(dir);
+    return 0;
+}
+
+/* What the reader gave, copied (its strings live during the call only). */
+#define ROWS_MAX 8
+typedef struct readback {
+    int count;
+    int stop_after; /* 0: never */
+    store_pc_sample_row rows[ROWS_MAX];
+    char functions[ROWS_MAX][400];
+    char reasons[ROWS_MAX][32];
+} readback;
+
+static int collect(const store_pc_sample_row *row, void *user)
+{
+    readback *r = user;
+    assert_true(r->count < ROWS_MAX);
+    r->rows[r->count] = *row;
+    snprintf(r->functions[r->count], sizeof(r->functions[0]), "%s", row->function);
+    snprintf(r->reasons[r->count], sizeof(r->reasons[0]), "%s", row->stall_reason);
+    r->count++;
+    return r->stop_after != 0 && r->count >= r->stop_after;
+}
+
+static void test_rows_round_trip(void **state)
+{
+    (void)state;
+    /* A C++ name longer than any fixed buffer of the engine's row. */
+    char long_name[300];
+    memset(long_name, 'x', sizeof(long_name) - 1);
+    memcpy(long_name, "_ZN5flare", 9);
+    long_name[sizeof(long_name) - 1] = '\0';
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    store_kernel_row kernel = {.pid = PID, .name = "gemm", .start_ns = 10, .end_ns = 20};
+    assert_int_equal(store_put_kernel(handle, &kernel), 0);
+    const store_pc_sample_row rows[] = {
+        {PID, 2, 0, "gemm", 0x40, "long_scoreboard", 120, 1000, 5000},
+        {PID, 2, 0, "gemm", 0x40, "selected", 30, 1100, 4000},
+        {PID, 2, 1, long_name, UINT64_MAX, "math_pipe_throttle", 7, 2000, 2000},
+        {PID, 3, 0, "gemm", 0x80, "barrier", 1, 9000, 9000},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
+    /* The same key again: its samples added, its times widened. */
+    const store_pc_sample_row again = {PID, 2, 0, "gemm", 0x40, "selected", 5, 900, 4500};
+    assert_int_equal(store_put_pc_sample(handle, &again), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+
+    /* The function shares the kernel's interned name. */
+    assert_int_equal(query_int("SELECT COUNT(*) FROM pc_samples"), 4);
+    assert_int_equal(query_int("SELECT COUNT(DISTINCT p.name_id) FROM pc_samples p JOIN kernels k"
+                               " ON k.name_id = p.name_id"),
+                     1);
+    assert_int_equal(query_int("SELECT SUM(samples) FROM v_pc_samples WHERE function = 'gemm'"),
+                     156);
+
+    handle = open_mode(STORE_OPEN_READ);
+    readback r = {0};
+    assert_int_equal(store_read_pc_samples(handle, collect, &r), 0);
+    assert_int_equal(r.count, 4);
+    /* By window, most samples first. */
+    assert_int_equal(r.rows[0].window_id, 2);
+    assert_string_equal(r.functions[0], "gemm");
+    assert_string_equal(r.reasons[0], "long_scoreboard");
+    assert_int_equal(r.rows[0].samples, 120);
+    assert_int_equal(r.rows[0].pc_offset, 0x40);
+    assert_int_equal(r.rows[0].first_ns, 1000);
+    assert_int_equal(r.rows[0].last_ns, 5000);
+    assert_string_equal(r.reasons[1], "selected");
+    assert_int_equal(r.rows[1].samples, 35);
+    assert_int_equal(r.rows[1].first_ns, 900);
+    assert_int_equal(r.rows[1].last_ns, 4500);
+    assert_string_equal(r.functions[2], long_name);
+    assert_int_equal(r.rows[2].device, 1);
+    assert_true(r.rows[2].pc_offset == UINT64_MAX); /* through the int64 cast, exact */
+    assert_int_equal(r.rows[3].window_id, 3);
+    assert_int_equal(r.rows[3].pid, PID);
+    /* A callback's non-zero stops the walk, without an error. */
+    readback first = {.stop_after = 1};
+    assert_int_equal(store_read_pc_samples(handle, collect, &first), 0);
+    assert_int_equal(first.count, 1);
+    assert_int_equal(store_read_pc_samples(handle, NULL, NULL), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_pc_samples(NULL, collect, &r), FLARE_ERR_INVALID_ARGUMENT);
+    /* A reader's handle writes nothing. */
+    assert_int_equal(store_put_pc_sample(handle, &rows[0]), FLARE_ERR_STATE);
+    store_close(handle);
+}
+
+static void test_bad_arguments_are_refused(void **state)
+{
+    (void)state;
+    const store_pc_sample_row good = {PID, 1, 0, "k", 16, "selected", 3, 100, 200};
+    assert_int_equal(store_put_pc_sample(NULL, &good), FLARE_ERR_INVALID_ARGUMENT);
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    assert_int_equal(store_put_pc_sample(handle, NULL), FLARE_ERR_INVALID_ARGUMENT);
+    store_pc_sample_row bad[5];
+    for (size_t i = 0; i < 5; i++)
+        bad[i] = good;
+    bad[0].function = NULL;
+    bad[1].stall_reason = NULL;
+    bad[2].stall_reason = "";
+    bad[3].samples = 0;
+    bad[4].last_ns = bad[4].first_ns - 1;
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(store_put_pc_sample(handle, &bad[i]), FLARE_ERR_INVALID_ARGUMENT);
+    /* Refusals leave the batch good: the next row is written. */
+    assert_int_equal(store_put_pc_sample(handle, &good), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM pc_samples"), 1);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM names WHERE name = 'k'"), 1);
+}
+
+/* A session of version 10 (before pc_samples): read with no rows and a
+ * notice; `flare index` adds the empty table. */
+static void test_version_10_session(void **state)
+{
+    (void)state;
+    store_close(open_mode(STORE_OPEN_WRITE));
+    exec("DROP VIEW v_pc_samples; DROP TABLE pc_samples;"
+         "UPDATE meta SET value = 10 WHERE key = 'schema_version'");
+    store *handle = open_mode(STORE_OPEN_READ);
+    const char *notice = store_read_notice(handle);
+    assert_non_null(notice);
+    assert_non_null(strstr(notice, "schema version 10 (an older flare): read without the PC "
+                                   "samples of version 11 (it recorded none)"));
+    readback r = {0};
+    assert_int_equal(store_read_pc_samples(handle, collect, &r), 0);
+    assert_int_equal(r.count, 0);
+    store_close(handle);
+    char error[512];
+    assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
+    store_close(handle);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 11);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_samples"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_rows_round_trip, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_version_10_session, set_up, tear_down),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
