@@ -19,30 +19,21 @@
  * the benchmark's business: a range begun in one state may end in the
  * other. The session is a benchmark's, not a user's.
  *
+ * The thread and its log are cuda_alternate.h's.
+ *
  * Must never: run unless all three variables are set and valid (a bad value
- * is logged and nothing alternates), follow a planted link or write into an
- * existing file (O_EXCL | O_NOFOLLOW), or leave the process in the none
- * state when a switch fails (it switches back and stops).
+ * is logged and nothing alternates), or leave the process in the none state
+ * when a switch fails (it switches back and stops).
  */
 #include "backend/cuda/cuda_trace_alternate.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "backend/cuda/cuda_alternate.h"
 #include "backend/cuda/cuda_storm.h"
-#include "core/clock.h"
-#include "core/config.h"
 #include "core/log.h"
 
-#define ALTERNATE_MS_MIN   20u
-#define ALTERNATE_MS_MAX   5000u
-#define ALTERNATE_SWITCHES 100000u
 /* Callback ids flare may have on, over the three domains it uses. */
 #define ALTERNATE_IDS_MAX 512u
 
@@ -57,11 +48,9 @@ static enabled_id ids[ALTERNATE_IDS_MAX];
 static size_t id_count;
 static CUpti_ActivityKind kinds[CUDA_STORM_KINDS_MAX];
 static size_t kind_count;
-static int log_fd = -1;
-static uint32_t block_ms;
 
 /* The callbacks on now in domain, from id 0 up to size. 0, or -1 when
- * CUPTI cannot say or there are more than fit. */
+ * there are more than fit. */
 static int read_enabled(CUpti_CallbackDomain domain, uint32_t size)
 {
     for (uint32_t id = 0; id < size; id++) {
@@ -78,8 +67,8 @@ static int read_enabled(CUpti_CallbackDomain domain, uint32_t size)
 }
 
 /* Switches everything read at start on or off. 0, or -1 on the first
- * failure (the caller switches back on and stops). */
-static int switch_all(int on)
+ * failure (the thread switches back on and stops). */
+static int switch_to(int on)
 {
     for (size_t i = 0; i < kind_count; i++)
         if ((on ? cupti->cuptiActivityEnable(kinds[i]) : cupti->cuptiActivityDisable(kinds[i])) !=
@@ -92,61 +81,23 @@ static int switch_all(int on)
     return 0;
 }
 
-static void log_switch(int on)
-{
-    char line[48];
-    int length = snprintf(line, sizeof(line), "%llu %s\n", (unsigned long long)core_now_ns(),
-                          on ? "flare" : "none");
-    if (write(log_fd, line, (size_t)length) != length)
-        CORE_LOG_ONCE("cuda.trace_alternate.write", CORE_LOG_WARNING,
-                      "FLARE_TRACE_ALTERNATE_LOG: a switch was not logged");
-}
-
-static void *alternate_main(void *unused)
-{
-    (void)unused;
-    pthread_setname_np(pthread_self(), "flare-trace-alt");
-    struct timespec pause = {block_ms / 1000, (long)(block_ms % 1000) * 1000000L};
-    int on = 1;
-    for (uint32_t switches = 0; switches < ALTERNATE_SWITCHES; switches++) {
-        on = !on;
-        if (switch_all(on) != 0) {
-            switch_all(1);
-            core_log(CORE_LOG_ERROR, "FLARE_TRACE_ALTERNATE_MS: switching %s failed: stopped",
-                     on ? "on" : "off");
-            return NULL;
-        }
-        log_switch(on);
-        nanosleep(&pause, NULL);
-    }
-    return NULL;
-}
-
-/* Whether the three variables ask for the alternation and are valid. */
-static int wanted(const char **path)
-{
-    const char *period = getenv("FLARE_TRACE_ALTERNATE_MS");
-    *path = getenv("FLARE_TRACE_ALTERNATE_LOG");
-    if (period == NULL && *path == NULL)
-        return 0;
-    const char *storm = getenv("FLARE_STORM_RATE");
-    if (period == NULL || *path == NULL || (*path)[0] == '\0' || storm == NULL ||
-        strcmp(storm, "0") != 0 ||
-        core_parse_u32(period, ALTERNATE_MS_MIN, ALTERNATE_MS_MAX, &block_ms) != 0) {
-        core_log(CORE_LOG_ERROR,
-                 "FLARE_TRACE_ALTERNATE_MS (%u..%u), FLARE_TRACE_ALTERNATE_LOG and "
-                 "FLARE_STORM_RATE=0 must all be set: not alternating",
-                 ALTERNATE_MS_MIN, ALTERNATE_MS_MAX);
-        return 0;
-    }
-    return 1;
-}
+static const cuda_alternation trace_alternation = {
+    .variable = "FLARE_TRACE_ALTERNATE",
+    .thread_name = "flare-trace-alt",
+    .on_word = "flare",
+    .switch_to = switch_to,
+};
 
 void cuda_trace_alternate_start(const cuda_cupti_api *api, CUpti_SubscriberHandle handle)
 {
-    const char *path = NULL;
-    if (!wanted(&path))
+    if (!cuda_alternation_asked(&trace_alternation))
         return;
+    const char *storm = getenv("FLARE_STORM_RATE");
+    if (storm == NULL || strcmp(storm, "0") != 0) {
+        core_log(CORE_LOG_ERROR, "FLARE_TRACE_ALTERNATE_MS needs FLARE_STORM_RATE=0 (the "
+                                 "launch-storm guard switches the same kinds): not alternating");
+        return;
+    }
     cupti = api;
     subscriber = handle;
     if (cupti->cuptiGetCallbackState == NULL || subscriber == NULL ||
@@ -158,25 +109,7 @@ void cuda_trace_alternate_start(const cuda_cupti_api *api, CUpti_SubscriberHandl
         return;
     }
     kind_count = cuda_storm_kinds(kinds, CUDA_STORM_KINDS_MAX);
-    log_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (log_fd < 0) {
-        core_log(CORE_LOG_ERROR, "FLARE_TRACE_ALTERNATE_LOG=%s: %s: not alternating", path,
-                 strerror(errno));
-        return;
-    }
-    pthread_t thread;
-    pthread_attr_t attributes;
-    pthread_attr_init(&attributes);
-    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&thread, &attributes, alternate_main, NULL) != 0) {
-        core_log(CORE_LOG_ERROR, "FLARE_TRACE_ALTERNATE_MS: no thread: not alternating");
-        close(log_fd);
-        log_fd = -1;
-    } else {
-        core_log(CORE_LOG_INFO,
-                 "trace alternation: %zu activity kinds and %zu callbacks off and on every %u "
-                 "ms, logged to %s",
-                 kind_count, id_count, block_ms, path);
-    }
-    pthread_attr_destroy(&attributes);
+    if (cuda_alternation_start(&trace_alternation) == 0)
+        core_log(CORE_LOG_INFO, "trace alternation: %zu activity kinds and %zu callbacks",
+                 kind_count, id_count);
 }
