@@ -78,10 +78,13 @@ static const backend_engine_ops *choose_engine(deepwin_coordinator *coordinator,
 /* record's engine_reason: a fallback note already there, then reason. */
 static void set_engine_reason(deepwin_record *record, const char *reason)
 {
-    char note[DEEPWIN_REASON_MAX];
-    snprintf(note, sizeof(note), "%s", record->engine_reason);
-    snprintf(record->engine_reason, sizeof(record->engine_reason), "%s%s%s", note,
-             note[0] != '\0' && reason[0] != '\0' ? "; " : "", reason);
+    size_t size = sizeof(record->engine_reason);
+    size_t used = strnlen(record->engine_reason, size - 1);
+    if (used != 0 && reason[0] != '\0' && used + 2 < size) {
+        memcpy(record->engine_reason + used, "; ", 3);
+        used += 2;
+    }
+    snprintf(record->engine_reason + used, size - used, "%s", reason);
 }
 
 const char *deepwin_token_kind_name(deepwin_token_kind kind)
