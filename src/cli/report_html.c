@@ -342,6 +342,7 @@ static const html_section html_sections[] = {
     {"kernels", "Top kernels by GPU time", section_kernels},
     {"scopes", "GPU time per scope and NVTX range", section_scopes},
     {"pm", "Deep windows: PM samples", html_section_pm},
+    {"pc", "Deep windows: PC samples (where warps waited)", html_section_pc},
     {"triggered", "Triggered replays: rule, speed of light, PM window", html_section_triggered},
     {"replay", "Replay: speed of light", html_section_replay},
     {"drops", "Drops and warnings", section_drops},

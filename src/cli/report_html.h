@@ -88,5 +88,7 @@ void html_section_timeline(html_report *report);
 void html_section_pm(html_report *report);
 void html_section_replay(html_report *report);
 void html_section_triggered(html_report *report);
+/* Per window that ran PC sampling: stall reasons and hottest instructions. */
+void html_section_pc(html_report *report);
 
 #endif /* FLARE_CLI_REPORT_HTML_H */

@@ -14,48 +14,25 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flare/flare.h"
 #include "store/store_pc.h"
 
-#define REPORT_PC_TOP     10
-#define REPORT_PC_REASONS 24
+typedef struct pc_walk {
+    report_pc_window window;
+    void (*done)(report_pc_window *window, void *user);
+    void *user;
+} pc_walk;
 
-typedef struct pc_line {
-    char function[96];
-    uint64_t pc_offset;
-    char stall_reason[32];
-    uint64_t samples;
-} pc_line;
-
-typedef struct pc_window {
-    int64_t pid;
-    uint64_t window_id;
-    int32_t device;
-    int have;
-    uint64_t total;
-    size_t rows, lines;
-    pc_line top[REPORT_PC_TOP];
-    size_t reasons;
-    char reason_names[REPORT_PC_REASONS][32];
-    uint64_t reason_samples[REPORT_PC_REASONS];
-    uint64_t other_reasons; /* samples of reasons past REPORT_PC_REASONS */
-} pc_window;
-
-typedef struct pc_text {
-    cli_report_run *run;
-    pc_window window;
-    int titled;
-} pc_text;
-
-static double share(uint64_t part, uint64_t total)
+double report_pc_share(uint64_t part, uint64_t total)
 {
     return total != 0 ? 100.0 * (double)part / (double)total : 0.0;
 }
 
 /* The reasons by samples, most first (insertion sort: at most 24). */
-static void sort_reasons(pc_window *window)
+static void sort_reasons(report_pc_window *window)
 {
     for (size_t i = 1; i < window->reasons; i++)
         for (size_t j = i; j > 0 && window->reason_samples[j] > window->reason_samples[j - 1];
@@ -70,31 +47,26 @@ static void sort_reasons(pc_window *window)
         }
 }
 
-static void print_window(pc_text *text)
+static void print_window(report_pc_window *window, void *user)
 {
-    pc_window *window = &text->window;
-    if (!window->have)
-        return;
-    if (!text->titled) {
+    cli_report_run *run = user;
+    if (run->rows == 0)
         printf("\nPC samples (windows with engine pc: where in their kernels warps waited)\n");
-        text->titled = 1;
-    }
+    run->rows++;
     printf("  window %" PRIu64 " (pid %" PRId64 ", device %d): %" PRIu64 " samples\n",
            window->window_id, window->pid, window->device, window->total);
-    sort_reasons(window);
     printf("    stall reasons:");
     for (size_t i = 0; i < window->reasons; i++)
         printf("%s %s %.1f%%", i == 0 ? "" : ",", window->reason_names[i],
-               share(window->reason_samples[i], window->total));
+               report_pc_share(window->reason_samples[i], window->total));
     if (window->other_reasons != 0)
-        printf(", other %.1f%%", share(window->other_reasons, window->total));
+        printf(", other %.1f%%", report_pc_share(window->other_reasons, window->total));
     printf("\n    %10s %7s  %-20s %s\n", "samples", "share", "stall", "function+offset");
     for (size_t i = 0; i < window->lines; i++) {
-        const pc_line *line = &window->top[i];
+        const report_pc_line *line = &window->top[i];
         printf("    %10" PRIu64 " %6.1f%%  %-20s %s+0x%" PRIx64 "\n", line->samples,
-               share(line->samples, window->total), line->stall_reason, line->function,
+               report_pc_share(line->samples, window->total), line->stall_reason, line->function,
                line->pc_offset);
-        text->run->rows++;
     }
     if (window->rows > window->lines)
         printf("    %zu more instructions and reasons (flare report --format json has them "
@@ -102,7 +74,7 @@ static void print_window(pc_text *text)
                window->rows - window->lines);
 }
 
-static void add_reason(pc_window *window, const char *reason, uint64_t samples)
+static void add_reason(report_pc_window *window, const char *reason, uint64_t samples)
 {
     for (size_t i = 0; i < window->reasons; i++)
         if (strcmp(window->reason_names[i], reason) == 0) {
@@ -117,15 +89,23 @@ static void add_reason(pc_window *window, const char *reason, uint64_t samples)
     window->reason_samples[window->reasons++] = samples;
 }
 
-static int text_row(const store_pc_sample_row *row, void *user)
+/* A window is finished: its reasons sorted, handed over, cleared. */
+static void finish_window(pc_walk *walk)
 {
-    pc_text *text = user;
-    pc_window *window = &text->window;
+    if (!walk->window.have)
+        return;
+    sort_reasons(&walk->window);
+    walk->done(&walk->window, walk->user);
+    memset(&walk->window, 0, sizeof(walk->window));
+}
+
+static int walk_row(const store_pc_sample_row *row, void *user)
+{
+    pc_walk *walk = user;
+    report_pc_window *window = &walk->window;
     if (window->have && (window->pid != row->pid || window->window_id != row->window_id ||
-                         window->device != row->device)) {
-        print_window(text);
-        memset(window, 0, sizeof(*window));
-    }
+                         window->device != row->device))
+        finish_window(walk);
     window->have = 1;
     window->pid = row->pid;
     window->window_id = row->window_id;
@@ -134,7 +114,7 @@ static int text_row(const store_pc_sample_row *row, void *user)
     window->rows++;
     add_reason(window, row->stall_reason, row->samples);
     if (window->lines < REPORT_PC_TOP) { /* rows come most samples first */
-        pc_line *line = &window->top[window->lines++];
+        report_pc_line *line = &window->top[window->lines++];
         snprintf(line->function, sizeof(line->function), "%s", row->function);
         line->pc_offset = row->pc_offset;
         snprintf(line->stall_reason, sizeof(line->stall_reason), "%s", row->stall_reason);
@@ -143,15 +123,24 @@ static int text_row(const store_pc_sample_row *row, void *user)
     return 0;
 }
 
+int report_pc_windows(store *database, void (*done)(report_pc_window *window, void *user),
+                      void *user)
+{
+    pc_walk *walk = calloc(1, sizeof(*walk)); /* about 10 KiB: off the stack */
+    if (walk == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    walk->done = done;
+    walk->user = user;
+    int status = store_read_pc_samples(database, walk_row, walk);
+    if (status == FLARE_OK)
+        finish_window(walk);
+    free(walk);
+    return status;
+}
+
 int cli_report_pc(cli_report_run *run)
 {
-    static pc_text text; /* about 10 KiB: off the stack */
-    memset(&text, 0, sizeof(text));
-    text.run = run;
-    int status = store_read_pc_samples(run->database, text_row, &text);
-    if (status == FLARE_OK)
-        print_window(&text);
-    return status;
+    return report_pc_windows(run->database, print_window, run);
 }
 
 static int emit_row(const store_pc_sample_row *row, void *user)

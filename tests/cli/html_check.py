@@ -16,6 +16,8 @@ section is there with its JSON data block, each block parses, no block holds
                    have values and a PM window drawn in the pm section whose
                    time axis holds the firing; and one that was not replayed,
                    with its reason
+--expect pc        a window's PC samples: stall reasons that add up to its
+                   samples, and its hottest instructions, most samples first
 --expect storms    a launch storm on the timeline
 --expect metrics   NVML metrics on the timeline
 --expect kernels   top kernels and GPU time per scope
@@ -29,7 +31,7 @@ import json
 import re
 import sys
 
-SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "triggered", "replay", "drops"]
+SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "pc", "triggered", "replay", "drops"]
 
 # What would make a browser fetch something. The page's own script builds
 # no URL, and uPlot (third_party/uplot) has none but the one in its banner
@@ -86,6 +88,15 @@ def check_expectations(data, expects, problems):
         if not any(v["label"] and v["text"] for k in replay.get("kernels", [])
                    for r in k["runs"] for v in r["values"]):
             problems.append("no labelled metric value in kernel replay")
+    if "pc" in expects:
+        windows = data.get("pc", {}).get("windows", [])
+        good = [w for w in windows
+                if w["reasons"] and sum(r["samples"] for r in w["reasons"]) == w["samples"]
+                and w["top"] and [x["samples"] for x in w["top"]]
+                == sorted((x["samples"] for x in w["top"]), reverse=True)]
+        if not good:
+            problems.append("no window with PC samples whose reasons add up and whose top "
+                            "instructions come most samples first")
     if "triggered" in expects:
         replays = data.get("triggered", {}).get("replays", [])
         drawn = {(w["pid"], w["id"]): w for w in pm.get("windows", []) if w.get("drawn")}

@@ -41,6 +41,7 @@
 #include "replay/replay.h"
 #include "store/store.h"
 #include "store/store_pm.h"
+#include "store/store_pc.h"
 #include "store/store_triggered.h"
 #include "cli_run.h"
 #include "test_util.h"
@@ -384,6 +385,33 @@ static void put_replay(store *database)
 
 /* Rules' replays: one of gemm's launch 1, fired inside window 1; one of
  * the hostile kernel, declined, with no window around it. */
+/* Window 1's PC samples: a hostile function name, three stall reasons. */
+static void put_pc_samples(store *database)
+{
+    const struct {
+        const char *function;
+        uint64_t offset;
+        const char *stall;
+        uint64_t samples;
+    } rows[] = {
+        {"gemm_tile<128>", 0x1a0, "long_scoreboard", 700},
+        {HOSTILE_NAME, 0x40, "selected", 200},
+        {"gemm_tile<128>", 0x2c0, "math_pipe_throttle", 100},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        store_pc_sample_row row = {.pid = PID,
+                                   .window_id = 1,
+                                   .device = 0,
+                                   .function = rows[i].function,
+                                   .pc_offset = rows[i].offset,
+                                   .stall_reason = rows[i].stall,
+                                   .samples = rows[i].samples,
+                                   .first_ns = ORIGIN + 20 * MS,
+                                   .last_ns = ORIGIN + 30 * MS};
+        assert_int_equal(store_put_pc_sample(database, &row), 0);
+    }
+}
+
 static void put_triggered(store *database)
 {
     const store_triggered_row rows[] = {
@@ -452,6 +480,7 @@ static void make_crafted_session(const char *name, int ended, int64_t pid, const
     put_window_and_samples(database);
     put_replay(database);
     put_triggered(database);
+    put_pc_samples(database);
     put_the_rest(database);
     if (ended) {
         assert_int_equal(store_process_end(database, PID, ORIGIN + 100 * MS), 0);
@@ -497,9 +526,10 @@ static void test_crafted_session(void **state)
     assert_string_equal(err_text, "");
     CHECK_PAGE("crafted.html", "--expect", "pm", "--expect", "replay", "--expect", "spans",
                "--expect", "storms", "--expect", "metrics", "--expect", "kernels", "--expect",
-               "triggered", "--name", HOSTILE_NAME, "--name", HOSTILE_WARN, "--name",
-               "footprint over budget </script>", "--name", "replay budget 10ms spent </script>",
-               "--note", "counted but not timed", "--note", "flagged");
+               "triggered", "--expect", "pc", "--name", HOSTILE_NAME, "--name", HOSTILE_WARN,
+               "--name", "footprint over budget </script>", "--name",
+               "replay budget 10ms spent </script>", "--note", "counted but not timed", "--note",
+               "flagged");
     keep_page("crafted.html", "crafted.html");
     /* Standard output: the same page. */
     assert_int_equal(FLARE("report", "--html", "-", "crafted"), 0);

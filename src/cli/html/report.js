@@ -687,6 +687,41 @@
     }
   }
 
+  /* ---- PC samples ---- */
+
+  function renderPc(body, d) {
+    if (!d.windows.length) {
+      empty(body, 'No window ran PC sampling in this session (a rule\'s engine pc, flare trace ' +
+        '--deep-engine pc, or flare_window_options.engine = "pc").');
+      return;
+    }
+    note(body, 'Where in their kernels warps waited, per window that ran PC sampling: each ' +
+      'stall reason\'s share of the samples, then the instructions with the most samples.');
+    d.windows.forEach(function (w) {
+      var card = add(body, el('div', 'kernel-card'));
+      add(card, el('h3', '', 'Window ' + w.id + ' of pid ' + w.pid + ', device ' + w.device + ': ' +
+        fmtCount(w.samples) + ' samples'));
+      add(card, el('h4', '', 'Stall reasons'));
+      barChart(card, w.reasons, {
+        label: function (r) { return r.name; },
+        fraction: function (r) { return w.samples ? r.samples / w.samples : 0; },
+        value: function (r) { return (w.samples ? 100 * r.samples / w.samples : 0).toFixed(1) + '%'; },
+        detail: function (r) { return fmtCount(r.samples) + ' samples'; }
+      });
+      add(card, el('h4', '', 'Hottest instructions'));
+      var num = [true, true, false, false];
+      var rows = table(card, ['samples', 'share', 'stall', 'function+offset'], num);
+      w.top.forEach(function (x) {
+        row(rows, [fmtCount(x.samples), (w.samples ? 100 * x.samples / w.samples : 0).toFixed(1) + '%',
+          x.stall, x['function'] + '+' + x.offset], num);
+      });
+      if (w.rows > w.top.length) note(card, fmtCount(w.rows - w.top.length) + ' more (flare report ' +
+        '--format json has them all, as does SELECT * FROM v_pc_samples).');
+    });
+    if (d.left_out > 0) note(body, fmtCount(d.left_out) + ' more windows with PC samples are not ' +
+      'listed (flare report --format json has them all).');
+  }
+
   /* ---- triggered replays ---- */
 
   /* The PM section's data of window (pid, id), or null: its samples are
@@ -803,7 +838,7 @@
 
   var renderers = {
     session: renderSession, timeline: renderTimeline, kernels: renderKernels, scopes: renderScopes,
-    pm: renderPm, triggered: renderTriggered, replay: renderReplay, drops: renderDrops
+    pm: renderPm, pc: renderPc, triggered: renderTriggered, replay: renderReplay, drops: renderDrops
   };
 
   function status(text, isError) {
