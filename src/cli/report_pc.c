@@ -77,7 +77,7 @@ static void print_window(report_pc_window *window, void *user)
 static void add_reason(report_pc_window *window, const char *reason, uint64_t samples)
 {
     for (size_t i = 0; i < window->reasons; i++)
-        if (strcmp(window->reason_names[i], reason) == 0) {
+        if (strncmp(window->reason_names[i], reason, sizeof(window->reason_names[i]) - 1) == 0) {
             window->reason_samples[i] += samples;
             return;
         }

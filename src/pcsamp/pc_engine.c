@@ -333,6 +333,14 @@ void pc_engine_destroy(pc_engine *engine)
     free(engine);
 }
 
+void pc_engine_reload_settings(pc_engine *engine)
+{
+    pthread_mutex_lock(&engine->lock);
+    engine->settings_status = pc_settings_from_environment(
+        &engine->default_period_ns, engine->settings_error, sizeof(engine->settings_error));
+    pthread_mutex_unlock(&engine->lock);
+}
+
 int pc_engine_probe(pc_engine *engine, char *reason, size_t reason_size)
 {
     if (engine->settings_status != FLARE_OK) {
@@ -344,7 +352,8 @@ int pc_engine_probe(pc_engine *engine, char *reason, size_t reason_size)
 
 /* ---- arming ---- */
 
-/* The window's period: config's, else FLARE_PC_PERIOD's (read at create). */
+/* The window's period: config's, else FLARE_PC_PERIOD's (read at create and
+ * at each session's start). */
 static int arm_period(pc_engine *engine, const backend_engine_config *config, uint64_t *period_ns,
                       char *reason, size_t reason_size)
 {

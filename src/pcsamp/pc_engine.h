@@ -193,6 +193,10 @@ const char *pc_engine_name(pc_engine *engine);
  * armed: FLARE_OK, FLARE_ERR_STATE, FLARE_ERR_INVALID_ARGUMENT or
  * FLARE_ERR_NO_MEMORY (the old table is kept). */
 int pc_engine_set_aggregate_capacity(pc_engine *engine, size_t capacity);
+/* Reads FLARE_PC_PERIOD again (a session starts: the engine may outlive the
+ * last one, whose value, good or bad, no longer stands). Not while a window
+ * can arm (the session calls it before its collector starts). */
+void pc_engine_reload_settings(pc_engine *engine);
 /* Test hook: the drain thread skips reading while paused (to make the
  * hardware buffer overflow). Disarm still reads what is left. */
 void pc_engine_pause_drain(pc_engine *engine, int paused);

@@ -12,6 +12,7 @@
 #include "pcsamp/pc_session.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -22,9 +23,21 @@
 /* Aggregates one take moves (about 80 KiB on the collector's side). */
 #define PC_SESSION_BATCH 256u
 
+/* An engine outlives sessions (the simulated one lives for the process):
+ * its loss counters are counted from the session's start (the baseline,
+ * taken when the session registers it), and what an earlier session left
+ * untaken (it could not end) is counted, never written as this one's. */
+typedef struct registered_engine {
+    pc_engine *engine;
+    uint64_t generation; /* the session whose baseline this is */
+    uint64_t base_lost, base_dropped;
+} registered_engine;
+
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pc_engine *engines[PC_SESSION_ENGINES_MAX];
+static registered_engine engines[PC_SESSION_ENGINES_MAX];
 static size_t engine_count;
+static uint64_t generation; /* under registry_lock */
+static _Atomic uint64_t leftover_samples;
 
 /* Collector thread only. */
 static pc_entry taken[PC_SESSION_BATCH];
@@ -32,24 +45,52 @@ static pc_session_stats stats;
 static uint64_t samples_in_batch;
 static uint64_t stored_lost, stored_dropped, stored_unwritten;
 
+/* engine's loss counters since it was made. */
+static void engine_losses(pc_engine *engine, uint64_t *lost, uint64_t *dropped)
+{
+    pc_engine_stats engine_stats;
+    pc_engine_stats_get(engine, &engine_stats);
+    *lost = engine_stats.samples_lost;
+    *dropped = engine_stats.aggregate_drops;
+}
+
+/* registry_lock held: entry's baseline for this session, and the entries
+ * an earlier session left, counted and dropped. */
+static void start_counting(registered_engine *entry)
+{
+    if (entry->generation == generation)
+        return;
+    entry->generation = generation;
+    engine_losses(entry->engine, &entry->base_lost, &entry->base_dropped);
+    pc_entry left[8]; /* not the collector's buffer: any thread may register */
+    size_t got;
+    while ((got = pc_engine_take(entry->engine, left, sizeof(left) / sizeof(left[0]))) > 0)
+        for (size_t i = 0; i < got; i++)
+            atomic_fetch_add(&leftover_samples, left[i].samples);
+}
+
 int pc_session_register_engine(pc_engine *engine)
 {
     int status = FLARE_OK;
     pthread_mutex_lock(&registry_lock);
     size_t i = 0;
-    while (i < engine_count && engines[i] != engine)
+    while (i < engine_count && engines[i].engine != engine)
         i++;
     if (i == engine_count) {
         if (engine_count == PC_SESSION_ENGINES_MAX)
             status = FLARE_ERR_NO_MEMORY;
         else
-            engines[engine_count++] = engine;
+            engines[engine_count++] = (registered_engine){.engine = engine};
+    }
+    if (status == FLARE_OK) {
+        start_counting(&engines[i]);
+        pc_engine_reload_settings(engine);
     }
     pthread_mutex_unlock(&registry_lock);
     return status;
 }
 
-static size_t registered(pc_engine **out)
+static size_t registered(registered_engine *out)
 {
     pthread_mutex_lock(&registry_lock);
     size_t count = engine_count;
@@ -60,6 +101,12 @@ static size_t registered(pc_engine **out)
 
 void pc_session_begin(void)
 {
+    pthread_mutex_lock(&registry_lock);
+    generation++;
+    atomic_store(&leftover_samples, 0); /* the last session's were written there */
+    for (size_t i = 0; i < engine_count; i++)
+        start_counting(&engines[i]);
+    pthread_mutex_unlock(&registry_lock);
     memset(&stats, 0, sizeof(stats));
     samples_in_batch = 0;
     stored_lost = stored_dropped = stored_unwritten = 0;
@@ -90,11 +137,11 @@ static void write_entry(store *database, int64_t pid, const pc_entry *entry)
 /* Every aggregate the engines hand out now. */
 static void take_all(store *database, int64_t pid)
 {
-    pc_engine *list[PC_SESSION_ENGINES_MAX];
+    registered_engine list[PC_SESSION_ENGINES_MAX];
     size_t count = registered(list);
     for (size_t e = 0; e < count; e++) {
         size_t got;
-        while ((got = pc_engine_take(list[e], taken, PC_SESSION_BATCH)) > 0)
+        while ((got = pc_engine_take(list[e].engine, taken, PC_SESSION_BATCH)) > 0)
             for (size_t i = 0; i < got; i++)
                 write_entry(database, pid, &taken[i]);
     }
@@ -103,16 +150,17 @@ static void take_all(store *database, int64_t pid)
 /* The drops rows, when a count changed (or always, at the end). */
 static void write_drops(store *database, int64_t pid, int always)
 {
-    pc_engine *list[PC_SESSION_ENGINES_MAX];
+    registered_engine list[PC_SESSION_ENGINES_MAX];
     size_t count = registered(list);
     uint64_t lost = 0, dropped = 0;
     for (size_t e = 0; e < count; e++) {
-        pc_engine_stats engine_stats;
-        pc_engine_stats_get(list[e], &engine_stats);
-        lost += engine_stats.samples_lost;
-        dropped += engine_stats.aggregate_drops;
+        uint64_t engine_lost = 0, engine_dropped = 0;
+        engine_losses(list[e].engine, &engine_lost, &engine_dropped);
+        lost += engine_lost - list[e].base_lost;
+        dropped += engine_dropped - list[e].base_dropped;
     }
-    uint64_t unwritten = stats.samples_uncommitted + stats.write_failures;
+    uint64_t unwritten =
+        stats.samples_uncommitted + stats.write_failures + atomic_load(&leftover_samples);
     if ((lost != stored_lost || (always && lost != 0)) &&
         store_set_drops(database, pid, "pc_sampling", "samples lost (hardware buffer full)",
                         lost) == FLARE_OK)
@@ -122,8 +170,10 @@ static void write_drops(store *database, int64_t pid, int always)
                         dropped) == FLARE_OK)
         stored_dropped = dropped;
     if ((unwritten != stored_unwritten || (always && unwritten != 0)) &&
-        store_set_drops(database, pid, "pc_sampling",
-                        "samples not stored (a write or its batch failed)", unwritten) == FLARE_OK)
+        store_set_drops(
+            database, pid, "pc_sampling",
+            "samples not stored (a write, its batch or an earlier session's end failed)",
+            unwritten) == FLARE_OK)
         stored_unwritten = unwritten;
 }
 

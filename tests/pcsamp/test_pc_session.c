@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "backend/sim/sim.h"
+#include "backend/sim/sim_pc.h"
 #include "backend/sim/sim_pm.h"
 #include "flare/flare.h"
 #include "flare/sim.h"
@@ -245,6 +246,62 @@ static void test_a_scheduled_window_asks_for_pc(void **unused)
     test_remove_dir(dir);
 }
 
+static int64_t session_query(const char *dir, const char *sql)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/session.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    int64_t value = query(db, sql);
+    sqlite3_close(db);
+    return value;
+}
+
+/* The simulated engine outlives sessions: what it lost in one session is
+ * that session's, never the next one's; FLARE_PC_PERIOD is read again. */
+static void test_losses_and_settings_belong_to_their_session(void **unused)
+{
+    (void)unused;
+    static const char lost_sql[] = "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                   "'pc_sampling' AND detail = 'samples lost (hardware buffer "
+                                   "full)'";
+    sim_pc_set_buffer_samples(64);
+    pc_engine_pause_drain(sim_pc_engine_core(), 1);
+    char dir[256];
+    sqlite3 *db = session_with_a_pc_window(dir, sizeof(dir), 0);
+    sqlite3_close(db);
+    pc_engine_pause_drain(sim_pc_engine_core(), 0);
+    sim_pc_set_buffer_samples(0);
+    assert_true(session_query(dir, lost_sql) > 0);
+    assert_int_equal(session_query(dir, "SELECT SUM(samples) FROM v_pc_samples"),
+                     session_query(dir, "SELECT engine_samples FROM windows"));
+    test_remove_dir(dir);
+    /* A bad period refuses this session's pc windows ... */
+    test_make_temp_dir(dir, sizeof(dir), "pc-next");
+    flare_options options;
+    flare_options_init(&options);
+    options.session_dir = dir;
+    setenv("FLARE_PC_PERIOD", "5", 1);
+    assert_int_equal(flare_init(&options), FLARE_OK);
+    unsetenv("FLARE_PC_PERIOD");
+    flare_window_options window;
+    flare_window_options_init(&window);
+    window.engine = "pc";
+    assert_int_equal(flare_window_open(&window), FLARE_ERR_UNSUPPORTED);
+    assert_int_equal(flare_shutdown(), FLARE_OK);
+    /* ... and nothing lost in the last one is this one's. */
+    assert_int_equal(session_query(dir, lost_sql), 0);
+    assert_int_equal(session_query(dir, "SELECT COUNT(*) FROM windows WHERE engine_status = "
+                                        "'refused' AND engine_reason LIKE 'FLARE_PC_PERIOD=5%'"),
+                     1);
+    test_remove_dir(dir);
+    /* The next session, without it, samples again. */
+    db = session_with_a_pc_window(dir, sizeof(dir), 0);
+    expect_pc_samples(db);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+}
+
 static void test_a_prepared_pm_engine_does_not_turn_pc_down(void **unused)
 {
     (void)unused;
@@ -262,6 +319,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_pc_window_stores_where_the_kernel_waits),
         cmocka_unit_test(test_a_scheduled_window_asks_for_pc),
+        cmocka_unit_test(test_losses_and_settings_belong_to_their_session),
         cmocka_unit_test(test_a_prepared_pm_engine_does_not_turn_pc_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
