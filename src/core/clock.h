@@ -8,6 +8,7 @@
 #ifndef FLARE_CORE_CLOCK_H
 #define FLARE_CORE_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -34,6 +35,18 @@ static inline struct timespec core_deadline_after_ns(uint64_t timeout_ns)
     struct timespec result = {.tv_sec = (time_t)(deadline / 1000000000ull),
                               .tv_nsec = (long)(deadline % 1000000000ull)};
     return result;
+}
+
+/* Initialises a condition variable whose timed waits take deadlines of this
+ * clock (core_deadline_after_ns), so a wall-clock step never stretches or
+ * cuts a bounded wait. */
+static inline void core_cond_init_monotonic(pthread_cond_t *condition)
+{
+    pthread_condattr_t attributes;
+    pthread_condattr_init(&attributes);
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+    pthread_cond_init(condition, &attributes);
+    pthread_condattr_destroy(&attributes);
 }
 
 #endif /* FLARE_CORE_CLOCK_H */

@@ -51,11 +51,7 @@ void deepwin_timer_begin(void)
          * exist here and its lock may have been held at the fork. */
         pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
         timer_lock = fresh;
-        pthread_condattr_t attributes;
-        pthread_condattr_init(&attributes);
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-        pthread_cond_init(&timer_wake, &attributes);
-        pthread_condattr_destroy(&attributes);
+        core_cond_init_monotonic(&timer_wake);
         thread_running = 0;
         timer_owner = getpid();
     }

@@ -255,11 +255,7 @@ int pm_engine_create(const pm_hardware_ops *ops, void *hardware, uint64_t contex
     pthread_mutex_init(&engine->lock, NULL);
     pthread_mutex_init(&engine->hardware_lock, NULL);
     pthread_mutex_init(&engine->stats_lock, NULL);
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(&engine->wake, &attributes);
-    pthread_condattr_destroy(&attributes);
+    core_cond_init_monotonic(&engine->wake);
     *out = engine;
     return FLARE_OK;
 }

@@ -49,11 +49,7 @@ static void gates_init(void)
 {
     for (int device = 0; device < REPLAY_DEVICE_MAX; device++) {
         pthread_mutex_init(&gates[device].lock, NULL);
-        pthread_condattr_t attributes;
-        pthread_condattr_init(&attributes);
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-        pthread_cond_init(&gates[device].changed, &attributes);
-        pthread_condattr_destroy(&attributes);
+        core_cond_init_monotonic(&gates[device].changed);
     }
 }
 

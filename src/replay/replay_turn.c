@@ -42,11 +42,7 @@ static bool unordered;
 
 static void turn_init(void)
 {
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(&turn_changed, &attributes);
-    pthread_condattr_destroy(&attributes);
+    core_cond_init_monotonic(&turn_changed);
 }
 
 /* Moves the queue past abandoned tickets (turn_lock held). */

@@ -539,13 +539,9 @@ int session_collector_start(store *database, const backend_descriptor *backend, 
     collector->pid = pid;
     collector->generation = generation;
     collector->interval_ns = (uint64_t)flush_interval_ms * 1000000ull;
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
     pthread_mutex_init(&collector->lock, NULL);
-    pthread_cond_init(&collector->wake, &attributes);
-    pthread_cond_init(&collector->flushed, &attributes);
-    pthread_condattr_destroy(&attributes);
+    core_cond_init_monotonic(&collector->wake);
+    core_cond_init_monotonic(&collector->flushed);
 
     /* The collector must not take the application's signals. */
     sigset_t all, previous;

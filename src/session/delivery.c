@@ -67,12 +67,8 @@ int session_delivery_start(const backend_descriptor *backend, uint32_t interval_
     atomic_init(&delivery->backend, backend);
     atomic_init(&delivery->deliveries, 0);
     delivery->interval_ns = (uint64_t)interval_ms * 1000000ull;
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
     pthread_mutex_init(&delivery->lock, NULL);
-    pthread_cond_init(&delivery->wake, &attributes);
-    pthread_condattr_destroy(&attributes);
+    core_cond_init_monotonic(&delivery->wake);
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous);

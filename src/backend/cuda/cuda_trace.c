@@ -561,11 +561,7 @@ static void start_sampler(void)
                                 sampler_interval_ms);
         }
     }
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(&sampler_wake, &attributes);
-    pthread_condattr_destroy(&attributes);
+    core_cond_init_monotonic(&sampler_wake);
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous);

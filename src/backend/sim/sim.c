@@ -14,6 +14,7 @@
  */
 #include "backend/sim/sim_internal.h"
 #include "backend/sim/sim_pc.h"
+#include "core/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -117,15 +118,6 @@ struct timespec sim_deadline_after_ns(uint64_t timeout_ns)
                              .tv_nsec = (long)(deadline % NANOSECONDS_PER_SECOND)};
 }
 
-static void monotonic_condition_init(pthread_cond_t *condition)
-{
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(condition, &attributes);
-    pthread_condattr_destroy(&attributes);
-}
-
 /* Invalid text falls back to one device silently: the library must not
  * write to stderr, and a profiler must not refuse to start over this. */
 static int device_count_from_environment(void)
@@ -154,7 +146,7 @@ void sim_state_ensure(void)
                                                     : device_count_from_environment();
         for (int device = 0; device < device_count; device++) {
             pthread_mutex_init(&devices[device].lock, NULL);
-            monotonic_condition_init(&devices[device].idle);
+            core_cond_init_monotonic(&devices[device].idle);
             atomic_init(&devices[device].in_flight, 0);
         }
         atomic_store_explicit(&state_ready, true, memory_order_release);
@@ -458,8 +450,8 @@ static int stream_create(int device, backend_stream **out)
     atomic_init(&stream->in_flight, 0);
     pthread_mutex_init(&stream->lock, NULL);
     pthread_cond_init(&stream->work_available, NULL);
-    monotonic_condition_init(&stream->room_available);
-    monotonic_condition_init(&stream->idle);
+    core_cond_init_monotonic(&stream->room_available);
+    core_cond_init_monotonic(&stream->idle);
 
     /* Application signal handlers belong on application threads; the worker
      * inherits a full mask. */

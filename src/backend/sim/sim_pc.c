@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "backend/sim/sim_internal.h"
+#include "core/clock.h"
 #include "flare/flare.h"
 
 /* Tries a sampler makes to read one slot consistently in one tick. */
@@ -253,23 +254,14 @@ typedef struct sim_pc_unit {
 static sim_pc_unit units[SIM_DEVICE_MAX];
 static pthread_once_t units_once = PTHREAD_ONCE_INIT;
 
-static void monotonic_cond_init(pthread_cond_t *condition)
-{
-    pthread_condattr_t attributes;
-    pthread_condattr_init(&attributes);
-    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-    pthread_cond_init(condition, &attributes);
-    pthread_condattr_destroy(&attributes);
-}
-
 static void units_init(void)
 {
     for (int device = 0; device < SIM_DEVICE_MAX; device++) {
         pthread_mutex_init(&units[device].lock, NULL);
-        monotonic_cond_init(&units[device].wake);
+        core_cond_init_monotonic(&units[device].wake);
         units[device].device = device;
     }
-    monotonic_cond_init(&hold_released);
+    core_cond_init_monotonic(&hold_released);
 }
 
 void *sim_pc_hardware(int device)
