@@ -167,6 +167,11 @@ static int key_matches(const pc_aggregate *entry, uint64_t hash, uint64_t epoch,
            strcmp(entry->function, sample->function) == 0;
 }
 
+static uint64_t sample_count(const pc_raw_sample *sample)
+{
+    return sample->count != 0 ? sample->count : 1;
+}
+
 /* Counts sample into its key's aggregate, making one if there is room.
  * 0, or -1 when the key is new and the table full (the caller counts it). */
 static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
@@ -178,7 +183,7 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
         pc_aggregate *entry = &table->entries[index];
         if (!key_matches(entry, hash, epoch, sample))
             continue;
-        entry->samples++;
+        entry->samples += sample_count(sample);
         if (sample->time_ns < entry->first_ns)
             entry->first_ns = sample->time_ns;
         if (sample->time_ns > entry->last_ns)
@@ -197,7 +202,7 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
                             .window_id = window_id,
                             .pc_offset = sample->pc_offset,
                             .hash = hash,
-                            .samples = 1,
+                            .samples = sample_count(sample),
                             .first_ns = sample->time_ns,
                             .last_ns = sample->time_ns,
                             .device = sample->device,
@@ -493,14 +498,14 @@ static size_t drain_batch(pc_engine *engine)
         pc_raw_sample *sample = &engine->batch[i];
         sample->function[PC_FUNCTION_MAX - 1] = '\0';
         if (table_count(&engine->table, engine->epoch, engine->window_id, sample) == 0)
-            counted++;
+            counted += sample_count(sample);
         else
-            dropped++;
+            dropped += sample_count(sample);
     }
     engine->stats.reads++;
     engine->stats.samples += counted;
     engine->stats.aggregate_drops += dropped;
-    engine->stats.samples_read += count;
+    engine->stats.samples_read += counted + dropped;
     engine->stats.samples_lost += lost;
     pthread_mutex_unlock(&engine->table_lock);
     return count;

@@ -63,8 +63,10 @@
 /* Raw samples one read moves (the engine's read buffer). */
 #define PC_READ_BATCH 256u
 
-/* One sample as the hardware gives it. */
+/* One sample as the hardware gives it, or several of one key: CUPTI's PC
+ * sampling hands over per-PC counts per stall reason, not single samples. */
 typedef struct pc_raw_sample {
+    uint64_t count;   /* samples this record stands for; 0 reads as 1 */
     uint64_t time_ns; /* flare's clock (CLOCK_MONOTONIC): the hardware side converts */
     int32_t device;
     uint32_t stall_reason;          /* the hardware's code; stall_reason_name names it */

@@ -316,6 +316,7 @@ static void sample_slots(sim_pc_unit *unit, uint64_t now_ns)
         }
         pc_raw_sample *sample = &unit->ring[(unit->head + unit->count) % unit->capacity];
         unit->count++;
+        sample->count = 1;
         sample->time_ns = now_ns;
         sample->device = unit->device;
         sample->stall_reason = snapshot.stall;
