@@ -239,6 +239,13 @@ int rules_parse_list(const char *text, rules_list_entry *entries, size_t capacit
 #define RULES_ACTIONS_REPLAY (1u << RULES_ACTION_REPLAY)
 #define RULES_ACTIONS_RANGE  (1u << RULES_ACTION_RANGE)
 unsigned rules_list_actions(const char *text);
+/* The deep engines the window rules of text ask for, as bits
+ * 1 << rules_engine (RULES_ENGINES_PC...): PC sampling must be enabled on a
+ * context before its modules load, so a backend asks before any rule fires.
+ * 0 for NULL or bad text. Pure; reads the items as rules_list_actions does. */
+#define RULES_ENGINES_PM (1u << RULES_ENGINE_PM)
+#define RULES_ENGINES_PC (1u << RULES_ENGINE_PC)
+unsigned rules_list_engines(const char *text);
 /* Whether any of them replays (action replay or range). */
 int rules_list_wants_replay(const char *text);
 

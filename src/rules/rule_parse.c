@@ -841,11 +841,13 @@ int rules_parse_list(const char *text, rules_list_entry *entries, size_t capacit
 
 /* One item at a time, as rules_parse_list splits them, so that one entry
  * is on the stack rather than RULES_LIST_MAX of them (28 KiB). */
-unsigned rules_list_actions(const char *text)
+/* Walks the first RULES_LIST_MAX items of text, one entry on the stack at a
+ * time, and gives each that parses to take. */
+static void list_walk(const char *text, void (*take)(const rules_rule *rule, unsigned *bits),
+                      unsigned *bits)
 {
     if (text == NULL)
-        return 0;
-    unsigned actions = 0;
+        return;
     size_t length = strlen(text);
     size_t start = 0;
     for (size_t item = 0; item < RULES_LIST_MAX; item++) {
@@ -855,12 +857,36 @@ unsigned rules_list_actions(const char *text)
         rules_list_entry entry;
         parse_list_item(text, length, start, end, &entry);
         if (entry.status == FLARE_OK)
-            actions |= 1u << entry.rule.action;
+            take(&entry.rule, bits);
         if (end >= length)
             break;
         start = end + 1;
     }
+}
+
+static void take_action(const rules_rule *rule, unsigned *bits)
+{
+    *bits |= 1u << rule->action;
+}
+
+static void take_engine(const rules_rule *rule, unsigned *bits)
+{
+    if (rule->action == RULES_ACTION_WINDOW)
+        *bits |= 1u << rule->engine;
+}
+
+unsigned rules_list_actions(const char *text)
+{
+    unsigned actions = 0;
+    list_walk(text, take_action, &actions);
     return actions;
+}
+
+unsigned rules_list_engines(const char *text)
+{
+    unsigned engines = 0;
+    list_walk(text, take_engine, &engines);
+    return engines;
 }
 
 int rules_list_wants_replay(const char *text)

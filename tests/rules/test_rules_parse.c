@@ -1281,6 +1281,20 @@ static void test_list_actions(void **state)
                      RULES_ACTIONS_RANGE | RULES_ACTIONS_REPLAY);
 }
 
+static void test_list_engines(void **state)
+{
+    (void)state;
+    assert_int_equal(rules_list_engines(NULL), 0);
+    assert_int_equal(rules_list_engines("kernel_launch_rate < 500/s"), RULES_ENGINES_PM);
+    assert_int_equal(rules_list_engines("kernel_launch_rate < 500/s engine pc"), RULES_ENGINES_PC);
+    /* Replay rules open no window: no engine. A refused item adds nothing. */
+    assert_int_equal(rules_list_engines("kernel_duration_p99 > 5ms action replay; bogus engine pc"),
+                     0);
+    assert_int_equal(rules_list_engines("gpu0.utilization < 20% engine pc; "
+                                        "kernel_launch_rate < 5/s action window"),
+                     RULES_ENGINES_PC | RULES_ENGINES_PM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1291,6 +1305,7 @@ int main(void)
         cmocka_unit_test(test_buffers),           cmocka_unit_test(test_validate_built_rules),
         cmocka_unit_test(test_equality),          cmocka_unit_test(test_lists),
         cmocka_unit_test(test_list_wants_replay), cmocka_unit_test(test_list_actions),
+        cmocka_unit_test(test_list_engines),
     };
     printf("rule tables: %zu accepted, %zu refused\n", COUNT(accepted), COUNT(refused));
     return cmocka_run_group_tests(tests, NULL, NULL);
