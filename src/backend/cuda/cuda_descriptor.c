@@ -2,7 +2,7 @@
  * cuda_descriptor.c: the CUDA backend's descriptor (backend.h).
  *
  * start() is the tracing engine's start (CUPTI activity and callbacks,
- * NVTX, NVML, replay's attach, PM sampling's install, the range
+ * NVTX, NVML, replay's attach, PM and PC sampling's install, the range
  * profiler's install); the getters answer what that start made available,
  * NULL before it or where a part is unavailable. Must never call the
  * driver itself: start runs inside cuInit (InitializeInjection).
@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "backend/cuda/cuda_pc.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_replay.h"
@@ -30,6 +31,8 @@ static const backend_descriptor descriptor = {
     .forward_nvtx = cuda_trace_forward_nvtx,
     .deep_engine = cuda_pm_deep_engine,
     .pm_engine = cuda_pm_core,
+    .pc_deep_engine = cuda_pc_deep_engine,
+    .pc_engine = cuda_pc_core,
     .replay_ops = cuda_replay_device_ops,
     .metric_collector = cuda_rangeprof_collector,
     .open_scopes = cuda_trace_open_ranges,

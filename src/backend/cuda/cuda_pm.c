@@ -97,8 +97,9 @@ static pm_engine *engine;
 static const pm_preset *chosen_preset;
 static uint64_t chosen_interval_ns;
 static _Atomic int setup_started;
-/* Set up at the first context only when a rule (FLARE_DEEP_WHEN) or a
- * scheduled window (FLARE_DEEP_AFTER) will want samples; otherwise at the
+/* Set up at the first context only when a window rule with engine pm
+ * (FLARE_DEEP_WHEN) or a scheduled window (FLARE_DEEP_AFTER, unless its
+ * FLARE_DEEP_ENGINE is pc) will want PM samples; otherwise at the
  * first window. A program that exited while the set-up thread was inside
  * CUPTI crashed at exit on the H200 (SIGSEGV, 8 of 8 short runs under plain
  * `flare trace`; none with FLARE_PM=0), so a plain trace does not start
@@ -795,8 +796,10 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     /* Not disabled at exit: cuptiPmSamplingDisable from an atexit handler
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */
-    eager_setup = (rules_list_actions(getenv("FLARE_DEEP_WHEN")) & RULES_ACTIONS_WINDOW) != 0 ||
-                  getenv("FLARE_DEEP_AFTER") != NULL;
+    const char *schedule_engine = getenv("FLARE_DEEP_ENGINE");
+    eager_setup = (rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_PM) != 0 ||
+                  (getenv("FLARE_DEEP_AFTER") != NULL &&
+                   (schedule_engine == NULL || strcmp(schedule_engine, "pc") != 0));
     /* Requested only when a rule or schedule asks for windows: a plain
      * trace must not end with a warning about a feature nobody used. */
     core_capability_set("pm_sampling", eager_setup ? 1 : 0, CORE_CAPABILITY_DEGRADED,

@@ -5,11 +5,10 @@
  * program initialises CUDA; NVTX calls InitializeInjectionNvtx2
  * (NVTX_INJECTION64_PATH) on its first use. From there: CUPTI activity
  * records (kernels, copies, memsets, external correlations) stamped with
- * flare's clock, driver callbacks on every launch entry point (host launch
- * counts), NVTX push/pop and start/end ranges as scopes, and an NVML
- * sampler thread, which also steps the launch-storm guard (src/storm,
- * driven from cuda_storm.c): during a storm it switches CUPTI's kernel
- * activity off between short sample slices, and the launches left untimed
+ * flare's clock (buffers: cuda_activity_buffers.c), driver callbacks on every launch entry point
+ * (host launch counts), NVTX push/pop and start/end ranges as scopes, and an NVML sampler thread,
+ * which also steps the launch-storm guard (src/storm, driven from cuda_storm.c): during a storm it
+ * switches CUPTI's kernel activity off between short sample slices, and the launches left untimed
  * are reported as a drop.
  * Every CUPTI or NVML failure degrades a capability with the vendor's
  * reason; none may stop or crash the program.
@@ -24,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,10 +30,12 @@
 #include "backend/cuda/cuda_graphs.h"
 #include "backend/cuda/cuda_host.h"
 #include "backend/cuda/cuda_loader.h"
+#include "backend/cuda/cuda_pc.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_activity_buffers.h"
 #include "backend/cuda/cuda_api_calls.h"
 #include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_trace_alternate.h"
@@ -50,10 +50,9 @@
 #include "pm/pm_session.h"
 #include "rules/rule.h"
 
-#define ACTIVITY_BUFFER_DEFAULT_KIB 8192u
-#define PATIENT_WAIT_NS             500000000ull
-#define OPEN_RANGES_MAX             4096
-#define NVML_DEVICES_MAX            64
+#define PATIENT_WAIT_NS  500000000ull
+#define OPEN_RANGES_MAX  4096
+#define NVML_DEVICES_MAX 64
 
 static cuda_cupti_api cupti;
 static cuda_nvml_api nvml;
@@ -72,34 +71,9 @@ static int launches_counted_by_callbacks;
 static CUpti_SubscriberHandle subscriber;
 /* The activity buffers are registered: deliver may flush them. */
 static _Atomic int activity_registered;
-static _Atomic uint64_t cupti_dropped_records;
-static _Atomic uint64_t activity_buffers_lost;
 static _Atomic uint64_t ranges_dropped;
 
 /* ---- Activity records ---- */
-
-static size_t activity_buffer_bytes = (size_t)ACTIVITY_BUFFER_DEFAULT_KIB << 10;
-
-/* Buffers are mapped and unmapped whole rather than taken from malloc:
- * freed 8 MiB chunks stayed resident in glibc's per-thread arenas once the
- * delivery thread made CUPTI hand buffers over part-filled ten times a
- * second (measured on the H200: +43 MiB peak RSS on the training loop).
- * A mapping holds only the pages CUPTI wrote, and unmapping returns them. */
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
-{
-    void *mapping = mmap(NULL, activity_buffer_bytes, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    *buffer = mapping != MAP_FAILED ? mapping : NULL;
-    *size = *buffer != NULL ? activity_buffer_bytes : 0;
-    *max_records = 0;
-    if (*buffer == NULL)
-        atomic_fetch_add(&activity_buffers_lost, 1);
-}
-
-static uint64_t flare_timestamp(void)
-{
-    return core_now_ns();
-}
 
 static cuda_driver_api driver;
 static uint64_t devices_described; /* bit per CUDA ordinal; CUPTI buffer thread only */
@@ -222,8 +196,8 @@ void cuda_trace_emit_metric(int device, const char *name, uint64_t time_ns, int6
     core_emit_commit(thread);
 }
 
-static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t *buffer,
-                                      size_t size, size_t valid_size)
+/* Emits the records of one completed buffer (cuda_activity_buffers.h). */
+static void parse_records(uint8_t *buffer, size_t valid_size)
 {
     CUpti_Activity *record = NULL;
     while (valid_size > 0 &&
@@ -278,15 +252,6 @@ static void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uin
             break;
         }
     }
-    size_t dropped = 0;
-    if (cupti.cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS &&
-        dropped > 0) {
-        atomic_fetch_add(&cupti_dropped_records, dropped);
-        CORE_LOG_ONCE("cuda.cupti_dropped", CORE_LOG_WARNING,
-                      "CUPTI dropped %zu activity records (buffers full)", dropped);
-    }
-    if (buffer != NULL)
-        munmap(buffer, size);
 }
 
 /* ---- Callbacks: launches and NVTX ---- */
@@ -447,12 +412,17 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
         /* Replay: the launch bracket, the gate, the allocation inventory. */
         cuda_replay_on_driver(id, call);
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-        /* PM sampling's set-up needs a context and must not run inside
-         * InitializeInjection: it starts here, on a thread of its own. */
-        if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+        /* PC sampling is enabled here, before the context's modules load;
+         * PM sampling's set-up starts here, on a thread of its own. data is
+         * read in these two only: replay enables the whole domain, whose
+         * other callbacks (cuInit finished...) carry other data or none. */
+        if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+            cuda_pc_context_created(((const CUpti_ResourceData *)data)->context);
             cuda_pm_context_created(((const CUpti_ResourceData *)data)->context);
-        else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+        } else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+            cuda_pc_context_destroying(((const CUpti_ResourceData *)data)->context);
             cuda_pm_context_destroying(((const CUpti_ResourceData *)data)->context);
+        }
         /* The launch-storm guard weighs each executable CUDA graph. */
         if (id == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED ||
             id == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING)
@@ -617,8 +587,10 @@ static void finish_tracing(void)
         cuda_trace_emit_metric(-1, "host_kernel_launches", core_now_ns(),
                                (int64_t)cuda_session_host->launch_count());
     cuda_storm_finish();
-    uint64_t dropped = atomic_load(&cupti_dropped_records);
-    uint64_t lost_buffers = atomic_load(&activity_buffers_lost);
+    cuda_activity_counts counts;
+    cuda_activity_buffers_counts(&counts);
+    uint64_t dropped = counts.cupti_dropped;
+    uint64_t lost_buffers = counts.buffers_lost;
     uint64_t lost_ranges = atomic_load(&ranges_dropped);
     if (dropped != 0)
         core_log(CORE_LOG_WARNING, "CUPTI dropped %llu activity records in total",
@@ -663,7 +635,7 @@ static const char *off_reason(const char *variable, char *text, size_t size)
  * Returns whether kernel activity is on; the capability rows say why not. */
 static int start_activity(void)
 {
-    CUptiResult result = cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult result = cuda_activity_buffers_register(&cupti, parse_records);
     if (result != CUPTI_SUCCESS) {
         core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE,
                             "cuptiActivityRegisterCallbacks: %s",
@@ -769,6 +741,7 @@ static int subscribe_callbacks(int want_launch_callbacks)
                                 off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
         }
         cuda_pm_install(&cupti);
+        cuda_pc_install(&cupti);
         if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
             core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
@@ -817,14 +790,6 @@ int cuda_trace_start(const backend_host *host)
                                 !core_mode_spec_of(mode)->launch_callbacks
                             ? "; launch callbacks on for replay"
                             : "");
-    const char *buffer_kib = getenv("FLARE_CUPTI_BUFFER_KB");
-    uint32_t kib = ACTIVITY_BUFFER_DEFAULT_KIB;
-    if (buffer_kib != NULL && core_parse_u32(buffer_kib, 64, 262144, &kib) != 0) {
-        core_log(CORE_LOG_WARNING, "FLARE_CUPTI_BUFFER_KB='%.16s' is not 64..262144; using %u",
-                 buffer_kib, ACTIVITY_BUFFER_DEFAULT_KIB);
-        kib = ACTIVITY_BUFFER_DEFAULT_KIB;
-    }
-    activity_buffer_bytes = (size_t)kib << 10;
     char reason[512];
     if (cuda_load_cupti(&cupti, reason, sizeof(reason)) != 0) {
         core_capability_set("kernels", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
@@ -838,7 +803,7 @@ int cuda_trace_start(const backend_host *host)
         return -1;
     }
     if (cupti.cuptiActivityRegisterTimestampCallback != NULL)
-        cupti.cuptiActivityRegisterTimestampCallback(flare_timestamp);
+        cupti.cuptiActivityRegisterTimestampCallback(core_now_ns); /* flare's clock */
     else
         core_log(CORE_LOG_WARNING, "this CUPTI cannot take flare's clock; GPU times use CUPTI's");
     int kernels_timed = 0;

@@ -1,0 +1,648 @@
+/*
+ * cuda_pc.c: CUPTI's PC sampling API under flare's PC sampling engine
+ * (cuda_pc.h): the four hardware steps pcsamp/pc_engine.h asks for (start,
+ * stop, read, name a stall reason), the enable at the first context, and
+ * the backend_engine_ops windows arm.
+ *
+ * What the H200 probe (tests/gpu/pc_sampling_probe.cu, docs/PERFORMANCE.md)
+ * settled, and this file follows: continuous collection with start/stop
+ * control, enabled before the context's modules load; a period of 2^N SM
+ * cycles, where N = 5 and 8 filled the hardware buffer faster than CUPTI
+ * drained it and returned nothing at all (so N >= CUDA_PC_PERIOD_EXP_MIN);
+ * the hardware samples at no measurable cost to the kernels (b/a 1.000,
+ * c/a 1.000); cuptiPCSamplingStop decodes what the hardware buffer holds
+ * and takes time in proportion (34 ms for 1.5 M samples, 1.6 s for 74 M).
+ *
+ * CUPTI hands over per-PC counts per stall reason, not single samples: one
+ * pc_raw_sample per (PC, stall reason) with its count. Its function name
+ * strings are left to the process: the header makes freeing them the
+ * client's job once every record that may share one is processed, which
+ * later reads can still be; a wrong free crashes the program, a kept one
+ * costs bytes per function.
+ *
+ * One context: the first created (the device most programs use); later
+ * contexts are not sampled, and the capability says which device is.
+ *
+ * Must never: call CUPTI before the first context or from
+ * InitializeInjection, hold a lock of its own across a CUPTI call (the
+ * engine serialises start, stop and read), or crash on an error (each is a
+ * reason: the capability's, or the failed start's, which makes the window
+ * fall back to PM sampling).
+ */
+#include "backend/cuda/cuda_pc.h"
+
+#include <cupti_pcsampling.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_pm.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "pcsamp/pc_engine.h"
+#include "rules/rule.h"
+
+/* 2^10 cycles (about 0.5 us at 1.98 GHz) is the shortest period the H200
+ * gave samples at; 2^5 and 2^8 overflowed the hardware buffer. */
+#define CUDA_PC_PERIOD_EXP_MIN 10u
+#define CUDA_PC_PERIOD_EXP_MAX 31u
+/* PCs one cuptiPCSamplingGetData call moves (each with room for every
+ * stall reason: about 40 on Hopper, 16 bytes each). */
+#define CUDA_PC_READ_PCS 1024u
+/* GetData calls one read may make while CUPTI says more PCs remain. */
+#define CUDA_PC_FETCHES_MAX 16
+
+#define PC_FUNCTIONS(X)                                                                            \
+    X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                             \
+    X(cuptiGetDeviceId, CUptiResult, (CUcontext, uint32_t *))                                      \
+    X(cuptiPCSamplingEnable, CUptiResult, (CUpti_PCSamplingEnableParams *))                        \
+    X(cuptiPCSamplingDisable, CUptiResult, (CUpti_PCSamplingDisableParams *))                      \
+    X(cuptiPCSamplingSetConfigurationAttribute, CUptiResult,                                       \
+      (CUpti_PCSamplingConfigurationInfoParams *))                                                 \
+    X(cuptiPCSamplingStart, CUptiResult, (CUpti_PCSamplingStartParams *))                          \
+    X(cuptiPCSamplingStop, CUptiResult, (CUpti_PCSamplingStopParams *))                            \
+    X(cuptiPCSamplingGetData, CUptiResult, (CUpti_PCSamplingGetDataParams *))                      \
+    X(cuptiPCSamplingGetNumStallReasons, CUptiResult,                                              \
+      (CUpti_PCSamplingGetNumStallReasonsParams *))                                                \
+    X(cuptiPCSamplingGetStallReasons, CUptiResult, (CUpti_PCSamplingGetStallReasonsParams *))
+
+#define PC_FUNCTION_FIELD_(name, result, arguments) result(*name) arguments;
+typedef struct pc_api {
+    PC_FUNCTIONS(PC_FUNCTION_FIELD_)
+} pc_api;
+#undef PC_FUNCTION_FIELD_
+
+/* Room for CUPTI to write PC records into, and where a read stands in it. */
+typedef struct pc_buffer {
+    CUpti_PCSamplingData data;
+    CUpti_PCSamplingPCData *pcs;
+    CUpti_PCSamplingStallReason *stalls;
+    size_t pcs_capacity, per_pc;
+} pc_buffer;
+
+typedef struct cuda_pc_hardware {
+    pc_api api;
+    _Atomic(CUcontext) context; /* enabled and not destroyed; NULL otherwise */
+    int device;
+    uint32_t period_exp; /* configured */
+    double sm_mhz;
+    size_t stall_count;
+    uint32_t *stall_index;                 /* CUPTI's indexes */
+    char (*stall_name)[PC_STALL_NAME_MAX]; /* flare's names, aligned with them */
+    pc_buffer read_buffer;
+    pc_buffer config_buffer; /* CUPTI's SAMPLING_DATA_BUFFER (filled at disable) */
+    /* The read buffer's records not yet handed over. */
+    size_t pending_pcs, cursor_pc, cursor_stall;
+    size_t remaining; /* CUPTI's remainingNumPcs after the last GetData */
+    uint64_t hardware_full_reads;
+} cuda_pc_hardware;
+
+static cuda_pc_hardware hardware;
+static pc_engine *engine;
+static _Atomic int context_claimed; /* the first context's enable ran (or runs) */
+
+static const char *result_text(CUptiResult result)
+{
+    const char *text = NULL;
+    if (hardware.api.cuptiGetResultString == NULL ||
+        hardware.api.cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == NULL)
+        return "unknown CUPTI error";
+    return text;
+}
+
+static int failed(CUptiResult result, const char *what, char *reason, size_t reason_size)
+{
+    snprintf(reason, reason_size, "%s: %s", what, result_text(result));
+    return FLARE_ERR_BACKEND;
+}
+
+/* ---- buffers and stall reasons ---- */
+
+static void buffer_reset(pc_buffer *buffer)
+{
+    memset(&buffer->data, 0, sizeof(buffer->data));
+    /* No *_STRUCT_SIZE macro exists for these two; CUPTI's samples use sizeof. */
+    buffer->data.size = sizeof(CUpti_PCSamplingData);
+    buffer->data.collectNumPcs = buffer->pcs_capacity;
+    buffer->data.pPcData = buffer->pcs;
+    for (size_t i = 0; i < buffer->pcs_capacity; i++) {
+        memset(&buffer->pcs[i], 0, sizeof(buffer->pcs[i]));
+        buffer->pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+        buffer->pcs[i].stallReason = &buffer->stalls[i * buffer->per_pc];
+    }
+}
+
+static int buffer_make(pc_buffer *buffer, size_t pcs, size_t per_pc)
+{
+    buffer->pcs = calloc(pcs, sizeof(*buffer->pcs));
+    buffer->stalls = calloc(pcs * per_pc, sizeof(*buffer->stalls));
+    if (buffer->pcs == NULL || buffer->stalls == NULL) {
+        free(buffer->pcs);
+        free(buffer->stalls);
+        buffer->pcs = NULL;
+        buffer->stalls = NULL;
+        return FLARE_ERR_NO_MEMORY;
+    }
+    buffer->pcs_capacity = pcs;
+    buffer->per_pc = per_pc;
+    buffer_reset(buffer);
+    return FLARE_OK;
+}
+
+/* "smsp__pcsamp_warps_issue_stalled_long_scoreboard" -> "long_scoreboard":
+ * the names the simulated device and the report use. */
+static void stall_name_of(const char *cupti_name, char out[PC_STALL_NAME_MAX])
+{
+    static const char *const prefixes[] = {"smsp__pcsamp_warps_issue_stalled_",
+                                           "smsp__pcsamp_warps_issue_", "smsp__pcsamp_"};
+    const char *name = cupti_name;
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t length = strlen(prefixes[i]);
+        if (strncmp(name, prefixes[i], length) == 0) {
+            name += length;
+            break;
+        }
+    }
+    snprintf(out, PC_STALL_NAME_MAX, "%s", name[0] != '\0' ? name : "unknown");
+}
+
+static int stall_table_read(cuda_pc_hardware *hw, CUcontext context, char *reason,
+                            size_t reason_size)
+{
+    size_t count = 0;
+    CUpti_PCSamplingGetNumStallReasonsParams number = {
+        .size = CUpti_PCSamplingGetNumStallReasonsParamsSize,
+        .ctx = context,
+        .numStallReasons = &count};
+    CUptiResult result = hw->api.cuptiPCSamplingGetNumStallReasons(&number);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingGetNumStallReasons", reason, reason_size);
+    if (count == 0 || count > 4096) {
+        snprintf(reason, reason_size, "cuptiPCSamplingGetNumStallReasons: %zu reasons", count);
+        return FLARE_ERR_BACKEND;
+    }
+    hw->stall_index = calloc(count, sizeof(*hw->stall_index));
+    hw->stall_name = calloc(count, sizeof(*hw->stall_name));
+    char *text = calloc(count, CUPTI_STALL_REASON_STRING_SIZE);
+    char **names = calloc(count, sizeof(*names));
+    int status = FLARE_OK;
+    if (hw->stall_index == NULL || hw->stall_name == NULL || text == NULL || names == NULL) {
+        snprintf(reason, reason_size, "no memory for %zu stall reasons", count);
+        status = FLARE_ERR_NO_MEMORY;
+    } else {
+        for (size_t i = 0; i < count; i++)
+            names[i] = text + i * CUPTI_STALL_REASON_STRING_SIZE;
+        CUpti_PCSamplingGetStallReasonsParams reasons = {
+            .size = CUpti_PCSamplingGetStallReasonsParamsSize,
+            .ctx = context,
+            .numStallReasons = count,
+            .stallReasonIndex = hw->stall_index,
+            .stallReasons = names};
+        result = hw->api.cuptiPCSamplingGetStallReasons(&reasons);
+        if (result != CUPTI_SUCCESS)
+            status = failed(result, "cuptiPCSamplingGetStallReasons", reason, reason_size);
+        for (size_t i = 0; status == FLARE_OK && i < count; i++) {
+            names[i][CUPTI_STALL_REASON_STRING_SIZE - 1] = '\0';
+            stall_name_of(names[i], hw->stall_name[i]);
+        }
+    }
+    free(text);
+    free(names);
+    if (status == FLARE_OK)
+        hw->stall_count = count;
+    return status;
+}
+
+/* ---- configuration ---- */
+
+/* The exponent N of the 2^N-cycle period nearest period_ns at the SM clock,
+ * within what CUPTI accepts and the H200 delivered samples at. */
+static uint32_t period_exp_of(const cuda_pc_hardware *hw, uint64_t period_ns)
+{
+    double cycles = (double)period_ns * hw->sm_mhz / 1e3;
+    double exponent = cycles > 1.0 ? floor(log2(cycles) + 0.5) : 0.0;
+    if (exponent < CUDA_PC_PERIOD_EXP_MIN)
+        return CUDA_PC_PERIOD_EXP_MIN;
+    if (exponent > CUDA_PC_PERIOD_EXP_MAX)
+        return CUDA_PC_PERIOD_EXP_MAX;
+    return (uint32_t)exponent;
+}
+
+static CUptiResult set_attributes(cuda_pc_hardware *hw, CUcontext context,
+                                  CUpti_PCSamplingConfigurationInfo *infos, size_t count)
+{
+    CUpti_PCSamplingConfigurationInfoParams params = {
+        .size = CUpti_PCSamplingConfigurationInfoParamsSize,
+        .ctx = context,
+        .numAttributes = count,
+        .pPCSamplingConfigurationInfo = infos};
+    return hw->api.cuptiPCSamplingSetConfigurationAttribute(&params);
+}
+
+/* Continuous collection, started and stopped by windows, every stall
+ * reason, the data buffer CUPTI fills at disable, and the period. */
+static int configure(cuda_pc_hardware *hw, CUcontext context, uint32_t period_exp, char *reason,
+                     size_t reason_size)
+{
+    CUpti_PCSamplingConfigurationInfo infos[5];
+    memset(infos, 0, sizeof(infos));
+    infos[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
+    infos[0].attributeData.collectionModeData.collectionMode =
+        CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+    infos[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
+    infos[1].attributeData.enableStartStopControlData.enableStartStopControl = 1;
+    infos[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
+    infos[2].attributeData.stallReasonData.stallReasonCount = hw->stall_count;
+    infos[2].attributeData.stallReasonData.pStallReasonIndex = hw->stall_index;
+    infos[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
+    infos[3].attributeData.samplingDataBufferData.samplingDataBuffer = &hw->config_buffer.data;
+    infos[4].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
+    infos[4].attributeData.samplingPeriodData.samplingPeriod = period_exp;
+    CUptiResult result = set_attributes(hw, context, infos, 5);
+    if (result != CUPTI_SUCCESS) {
+        size_t length =
+            (size_t)snprintf(reason, reason_size, "cuptiPCSamplingSetConfigurationAttribute: %s",
+                             result_text(result));
+        for (size_t i = 0; i < 5 && length < reason_size; i++)
+            if (infos[i].attributeStatus != CUPTI_SUCCESS)
+                length += (size_t)snprintf(reason + length, reason_size - length,
+                                           "; attribute %d: %s", (int)infos[i].attributeType,
+                                           result_text(infos[i].attributeStatus));
+        return FLARE_ERR_BACKEND;
+    }
+    hw->period_exp = period_exp;
+    return FLARE_OK;
+}
+
+/* ---- the hardware steps (serialised by the engine) ---- */
+
+static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, size_t reason_size)
+{
+    cuda_pc_hardware *hw = opaque;
+    CUcontext context = atomic_load(&hw->context);
+    if (context == NULL) {
+        snprintf(reason, reason_size,
+                 "PC sampling is not enabled on a live context (see the "
+                 "pc_sampling capability)");
+        return FLARE_ERR_BACKEND;
+    }
+    if (device != hw->device) {
+        snprintf(reason, reason_size, "PC sampling runs on device %d only (the first context's)",
+                 hw->device);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    uint32_t exponent = period_exp_of(hw, period_ns);
+    if (exponent != hw->period_exp) {
+        CUpti_PCSamplingConfigurationInfo info;
+        memset(&info, 0, sizeof(info));
+        info.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
+        info.attributeData.samplingPeriodData.samplingPeriod = exponent;
+        CUptiResult result = set_attributes(hw, context, &info, 1);
+        if (result != CUPTI_SUCCESS)
+            return failed(result, "cuptiPCSamplingSetConfigurationAttribute (period)", reason,
+                          reason_size);
+        hw->period_exp = exponent;
+    }
+    hw->pending_pcs = hw->cursor_pc = hw->cursor_stall = hw->remaining = 0;
+    CUpti_PCSamplingStartParams params = {.size = CUpti_PCSamplingStartParamsSize, .ctx = context};
+    CUptiResult result = hw->api.cuptiPCSamplingStart(&params);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingStart", reason, reason_size);
+    core_log(CORE_LOG_INFO,
+             "PC sampling started on device %d: every 2^%u cycles (%.1f us at %.0f MHz)",
+             hw->device, hw->period_exp, ldexp(1.0, (int)hw->period_exp) / hw->sm_mhz, hw->sm_mhz);
+    return FLARE_OK;
+}
+
+static int hw_stop(void *opaque, char *reason, size_t reason_size)
+{
+    cuda_pc_hardware *hw = opaque;
+    CUcontext context = atomic_load(&hw->context);
+    if (context == NULL) {
+        snprintf(reason, reason_size, "the sampled context was destroyed");
+        return FLARE_ERR_BACKEND;
+    }
+    CUpti_PCSamplingStopParams params = {.size = CUpti_PCSamplingStopParamsSize, .ctx = context};
+    CUptiResult result = hw->api.cuptiPCSamplingStop(&params);
+    /* What Stop decoded is read after it: more PCs may be waiting. */
+    hw->remaining = 1;
+    if (hw->hardware_full_reads > 0)
+        core_log(CORE_LOG_WARNING,
+                 "PC sampling: %llu reads found the hardware buffer full (samples lost; a "
+                 "longer FLARE_PC_PERIOD keeps up)",
+                 (unsigned long long)hw->hardware_full_reads);
+    hw->hardware_full_reads = 0;
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingStop", reason, reason_size);
+    return FLARE_OK;
+}
+
+/* One GetData into the read buffer; adds what CUPTI could not give as
+ * records to *lost. Returns the PCs it brought. */
+static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost)
+{
+    CUcontext context = atomic_load(&hw->context);
+    hw->pending_pcs = hw->cursor_pc = hw->cursor_stall = 0;
+    hw->remaining = 0;
+    if (context == NULL)
+        return 0;
+    buffer_reset(&hw->read_buffer);
+    CUpti_PCSamplingGetDataParams params = {.size = CUpti_PCSamplingGetDataParamsSize,
+                                            .ctx = context,
+                                            .pcSamplingData = &hw->read_buffer.data};
+    CUptiResult result = hw->api.cuptiPCSamplingGetData(&params);
+    const CUpti_PCSamplingData *data = &hw->read_buffer.data;
+    if (result != CUPTI_SUCCESS && result != CUPTI_ERROR_OUT_OF_MEMORY) {
+        CORE_LOG_ONCE("cuda.pc_getdata", CORE_LOG_WARNING,
+                      "cuptiPCSamplingGetData: %s (PC samples of this read are lost)",
+                      result_text(result));
+        return 0;
+    }
+    /* Out of memory: the hardware buffer filled and CUPTI gives no PC
+     * data for it; what it counted is still in the totals. */
+    if (result == CUPTI_ERROR_OUT_OF_MEMORY || data->hardwareBufferFull)
+        hw->hardware_full_reads++;
+    *lost += data->droppedSamples + data->nonUsrKernelsTotalSamples;
+    if (result != CUPTI_SUCCESS)
+        return 0;
+    hw->pending_pcs = data->totalNumPcs < hw->read_buffer.pcs_capacity
+                          ? data->totalNumPcs
+                          : hw->read_buffer.pcs_capacity;
+    hw->remaining = data->remainingNumPcs;
+    return hw->pending_pcs;
+}
+
+/* Hands over pending (PC, stall reason) counts, from the cursor on. */
+static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max, uint64_t now)
+{
+    size_t moved = 0;
+    while (moved < max && hw->cursor_pc < hw->pending_pcs) {
+        const CUpti_PCSamplingPCData *pc = &hw->read_buffer.pcs[hw->cursor_pc];
+        size_t stalls = pc->stallReasonCount < hw->read_buffer.per_pc ? pc->stallReasonCount
+                                                                      : hw->read_buffer.per_pc;
+        if (hw->cursor_stall >= stalls) {
+            hw->cursor_pc++;
+            hw->cursor_stall = 0;
+            continue;
+        }
+        const CUpti_PCSamplingStallReason *stall = &pc->stallReason[hw->cursor_stall++];
+        if (stall->samples == 0)
+            continue;
+        pc_raw_sample *sample = &out[moved++];
+        sample->count = stall->samples;
+        sample->time_ns = now;
+        sample->device = hw->device;
+        sample->stall_reason = stall->pcSamplingStallReasonIndex;
+        sample->pc_offset = pc->pcOffset;
+        snprintf(sample->function, sizeof(sample->function), "%s",
+                 pc->functionName != NULL ? pc->functionName : "(unknown function)");
+    }
+    return moved;
+}
+
+static size_t hw_read(void *opaque, pc_raw_sample *out, size_t max, uint64_t *lost)
+{
+    cuda_pc_hardware *hw = opaque;
+    uint64_t now = core_now_ns();
+    size_t moved = 0;
+    int fetches = 0;
+    while (moved < max) {
+        if (hw->cursor_pc < hw->pending_pcs) {
+            moved += emit_pending(hw, out + moved, max - moved, now);
+            continue;
+        }
+        /* The first fetch of a read always; more while CUPTI says PCs remain. */
+        if (fetches == CUDA_PC_FETCHES_MAX || (fetches > 0 && hw->remaining == 0))
+            break;
+        fetches++;
+        if (fetch(hw, lost) == 0 && hw->remaining == 0)
+            break;
+    }
+    return moved;
+}
+
+static const char *hw_stall_name(void *opaque, uint32_t reason)
+{
+    const cuda_pc_hardware *hw = opaque;
+    for (size_t i = 0; i < hw->stall_count; i++)
+        if (hw->stall_index[i] == reason)
+            return hw->stall_name[i];
+    return "unknown";
+}
+
+static const pc_hardware_ops cuda_pc_ops = {
+    .name = "cuda-pc-sampling",
+    .start = hw_start,
+    .stop = hw_stop,
+    .read = hw_read,
+    .stall_reason_name = hw_stall_name,
+    /* No release: disabling from an exit handler is what crashed PM
+     * sampling's programs at exit on the H200; the driver cleans up. */
+    .release = NULL,
+};
+
+/* ---- the first context ---- */
+
+static double sm_clock_mhz(int device)
+{
+    /* Zeroed: cuda_load_driver takes a non-NULL library as already loaded
+     * (an uninitialised one crashed every PC-enabled run on the H200). */
+    cuda_driver_api driver = {0};
+    char reason[128];
+    CUdevice handle;
+    int khz = 0;
+    if (cuda_load_driver(&driver, reason, sizeof(reason)) == 0 &&
+        driver.cuDeviceGet(&handle, device) == CUDA_SUCCESS &&
+        driver.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, handle) == CUDA_SUCCESS &&
+        khz > 0)
+        return khz / 1e3;
+    return 1980.0; /* the H200's, for the period's conversion only */
+}
+
+static int enable_on(CUcontext context, char *reason, size_t reason_size)
+{
+    uint32_t device = 0;
+    CUptiResult result = hardware.api.cuptiGetDeviceId(context, &device);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiGetDeviceId", reason, reason_size);
+    hardware.device = (int)device;
+    hardware.sm_mhz = sm_clock_mhz((int)device);
+    uint64_t period_ns = PC_PERIOD_DEFAULT_NS;
+    char ignored[160];
+    if (pc_settings_from_environment(&period_ns, ignored, sizeof(ignored)) != FLARE_OK)
+        period_ns = PC_PERIOD_DEFAULT_NS; /* the engine refuses the windows, saying why */
+    CUpti_PCSamplingEnableParams enable = {.size = CUpti_PCSamplingEnableParamsSize,
+                                           .ctx = context};
+    result = hardware.api.cuptiPCSamplingEnable(&enable);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingEnable", reason, reason_size);
+    int status = stall_table_read(&hardware, context, reason, reason_size);
+    if (status == FLARE_OK &&
+        (buffer_make(&hardware.read_buffer, CUDA_PC_READ_PCS, hardware.stall_count) != FLARE_OK ||
+         buffer_make(&hardware.config_buffer, CUDA_PC_READ_PCS, hardware.stall_count) !=
+             FLARE_OK)) {
+        snprintf(reason, reason_size, "no memory for PC sampling's buffers");
+        status = FLARE_ERR_NO_MEMORY;
+    }
+    if (status == FLARE_OK)
+        status =
+            configure(&hardware, context, period_exp_of(&hardware, period_ns), reason, reason_size);
+    if (status != FLARE_OK) {
+        CUpti_PCSamplingDisableParams disable = {.size = CUpti_PCSamplingDisableParamsSize,
+                                                 .ctx = context};
+        hardware.api.cuptiPCSamplingDisable(&disable);
+        return status;
+    }
+    atomic_store(&hardware.context, context);
+    return FLARE_OK;
+}
+
+void cuda_pc_context_created(CUcontext context)
+{
+    if (engine == NULL || atomic_exchange(&context_claimed, 1))
+        return;
+    char reason[384] = "";
+    uint64_t began = core_now_ns();
+    if (enable_on(context, reason, sizeof(reason)) != FLARE_OK) {
+        core_log(CORE_LOG_WARNING, "PC sampling unavailable: %s", reason);
+        core_capability_set("pc_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return;
+    }
+    core_capability_set("pc_sampling", 1, CORE_CAPABILITY_ACTIVE,
+                        "enabled on device %d at its first context (%.0f ms), idle until a "
+                        "window with engine pc: every 2^%u cycles (%.1f us at %.0f MHz), %zu "
+                        "stall reasons",
+                        hardware.device, (double)(core_now_ns() - began) / 1e6, hardware.period_exp,
+                        ldexp(1.0, (int)hardware.period_exp) / hardware.sm_mhz, hardware.sm_mhz,
+                        hardware.stall_count);
+}
+
+void cuda_pc_context_destroying(CUcontext context)
+{
+    CUcontext expected = context;
+    if (atomic_compare_exchange_strong(&hardware.context, &expected, NULL))
+        core_capability_set("pc_sampling", 1, CORE_CAPABILITY_DEGRADED,
+                            "the sampled context (device %d) was destroyed; no later context "
+                            "is sampled",
+                            hardware.device);
+}
+
+/* ---- install ---- */
+
+/* Why this process's windows may ask for pc, or NULL when none can. */
+static const char *wanted_by(void)
+{
+    /* Opt-in until a window has run through on the H200: there, the first
+     * window's cuptiPCSamplingStart (from flare's coordinator thread, the
+     * program launching meanwhile) left the program hung (session 14,
+     * docs/PERFORMANCE.md). Without it, pc windows fall back to PM. */
+    const char *opt_in = getenv("FLARE_CUDA_PC");
+    if (opt_in == NULL || strcmp(opt_in, "1") != 0)
+        return NULL;
+    const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
+    if (engine_variable != NULL && strcmp(engine_variable, "pc") == 0)
+        return "FLARE_DEEP_ENGINE=pc";
+    if ((rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_PC) != 0)
+        return "a rule with engine pc";
+    return NULL;
+}
+
+static int resolve(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
+{
+    if (cupti == NULL || cupti->library == NULL) {
+        snprintf(reason, reason_size, "libcupti is not loaded");
+        return FLARE_ERR_BACKEND;
+    }
+#define PC_FUNCTION_RESOLVE_(name, result, arguments)                                              \
+    *(void **)(&hardware.api.name) = dlsym(cupti->library, #name);                                 \
+    if (hardware.api.name == NULL) {                                                               \
+        snprintf(reason, reason_size,                                                              \
+                 "symbol %s missing in %.120s (CUPTI too old for PC "                              \
+                 "sampling)",                                                                      \
+                 #name, cupti->path);                                                              \
+        return FLARE_ERR_BACKEND;                                                                  \
+    }
+    PC_FUNCTIONS(PC_FUNCTION_RESOLVE_)
+#undef PC_FUNCTION_RESOLVE_
+    return FLARE_OK;
+}
+
+void cuda_pc_install(const cuda_cupti_api *cupti)
+{
+    if (engine != NULL)
+        return;
+    const char *why = wanted_by();
+    if (why == NULL) {
+        const char *opt_in = getenv("FLARE_CUDA_PC");
+        core_capability_set("pc_sampling", 0, CORE_CAPABILITY_OFF, "%s",
+                            opt_in == NULL || strcmp(opt_in, "1") != 0
+                                ? "experimental on CUDA (FLARE_CUDA_PC=1 turns it on): pc "
+                                  "windows use PM sampling"
+                                : "no window asks for engine pc (--deep-engine pc, or a "
+                                  "rule's engine pc)");
+        return;
+    }
+    char reason[384] = "";
+    if (resolve(cupti, reason, sizeof(reason)) == FLARE_OK &&
+        pc_engine_create(&cuda_pc_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK)
+        snprintf(reason, sizeof(reason), "no memory for the PC sampling engine");
+    if (reason[0] != '\0') {
+        engine = NULL;
+        core_capability_set("pc_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return;
+    }
+    core_capability_set("pc_sampling", 1, CORE_CAPABILITY_DEGRADED,
+                        "installed (%s): enabled at the first context", why);
+}
+
+/* ---- the window coordinator's engine ---- */
+
+static int device_of(int device)
+{
+    /* A window asks for every device (-1): the sampled one. */
+    return device < 0 ? hardware.device : device;
+}
+
+static int engine_arm(int device, const backend_engine_config *config, uint64_t now_ns,
+                      char *reason, size_t reason_size)
+{
+    return pc_engine_arm(engine, device_of(device), config, now_ns, reason, reason_size);
+}
+
+static int engine_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    return pc_engine_disarm(engine, device_of(device), now_ns, result);
+}
+
+static int engine_probe(int device, char *reason, size_t reason_size)
+{
+    (void)device;
+    if (atomic_load(&hardware.context) == NULL) {
+        snprintf(reason, reason_size, "PC sampling is not enabled on a live context");
+        return FLARE_ERR_BACKEND;
+    }
+    return pc_engine_probe(engine, reason, reason_size);
+}
+
+static const backend_engine_ops cuda_pc_engine_ops = {
+    .name = "cuda-pc-sampling",
+    .arm = engine_arm,
+    .disarm = engine_disarm,
+    .probe = engine_probe,
+    .prepare = NULL,
+};
+
+const backend_engine_ops *cuda_pc_deep_engine(void)
+{
+    return engine != NULL ? &cuda_pc_engine_ops : NULL;
+}
+
+struct pc_engine *cuda_pc_core(void)
+{
+    return engine;
+}
