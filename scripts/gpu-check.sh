@@ -35,7 +35,8 @@
 #        replayready (that cost alone, more rounds: the CUDA C storm, then the loop;
 #        scripts/gpu-check-replayready.sh); pmaccuracy (PM samples integrated per kernel
 #        against the range profiler, scripts/gpu-check-pmaccuracy.sh); pcprobe (CUPTI's
-#        PC sampling alone, no flare: scripts/gpu-check-pcprobe.sh). Any
+#        PC sampling alone, no flare: scripts/gpu-check-pcprobe.sh); pcwindow (flare's
+#        PC-sampling deep window on a known hot loop, checked: scripts/gpu-check-pcwindow.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -276,11 +277,12 @@ fi
 
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
-for part in pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered replayready \
+for part in pcwindow pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered replayready \
             pmaccuracy pcprobe; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
-       [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ]; } ||
+       [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ] &&
+       [ "$part" != pcwindow ]; } ||
      [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"

@@ -1,0 +1,89 @@
+# gpu-check-pcwindow.sh: part "pcwindow" of scripts/gpu-check.sh (sourced there;
+# uses its $flare, $build, $work, $OUT and fail; it must not exit). flare's
+# CUDA PC-sampling deep window on a known hot loop (issue 26): builds
+# tests/gpu/pc_hot_loop.cu (hot_chain: dependent global loads in a loop of a
+# few instructions; cheap_math: FMAs in registers; about 5 ms a launch,
+# alternating, for 4 s) and traces it with one scheduled window that asks for
+# PC sampling (--deep-after 1500ms --deep-for 500ms --deep-engine pc, the
+# default FLARE_PC_PERIOD), prints `flare report` of the session (its "PC
+# samples" section) and runs tests/gpu/pc_window_check.py on it, which fails
+# unless the window ran the PC engine (a fallback to pm fails with its
+# engine_reason), hot_chain's top stall reason is long_scoreboard and >= 80% of
+# its samples lie within 256 bytes of code, and cheap_math's top reason is
+# not long_scoreboard. Then the same run with FLARE_PC_PERIOD=20us, only to
+# show that the period matters: both runs' sample totals are printed, the
+# second run's check is shown but not judged. The check's self-test runs
+# first (no GPU). Every run is bounded (timeout -k 10 60). Output goes to
+# $OUT/pc-window.txt; the sessions stay in $work, never in $OUT. Must never
+# change the build or the environment of the parts sourced after it
+# (FLARE_CUDA_PC, set here, is unset at the end).
+# $flare, $build, $work and $OUT are gpu-check.sh's:
+# shellcheck shell=bash disable=SC2154
+echo "== pcwindow: a PC-sampling deep window on a known hot loop (tests/gpu/pc_hot_loop.cu)"
+# The CUDA PC engine is opt-in while it is being brought up (cuda_pc.h).
+export FLARE_CUDA_PC=1
+pcwindow_out="$OUT/pc-window.txt"
+: > "$pcwindow_out"
+mkdir -p "$build/gpu"
+python3 tests/gpu/pc_window_check.py --self-test > "$work/pc-window-self-test.txt" 2>&1 ||
+  { tail -20 "$work/pc-window-self-test.txt"; fail "pcwindow: self-test of tests/gpu/pc_window_check.py"; }
+
+# pcwindow_trace SESSION [VAR=VALUE...]: pc_hot_loop 4 under flare trace with
+# one scheduled PC window, FLARE_PC_PERIOD unset unless VAR=VALUE sets it;
+# returns flare trace's exit status.
+pcwindow_trace() {
+  local session=$1
+  shift
+  rm -rf "$session"
+  echo "-- ${*:-FLARE_PC_PERIOD unset (the default)}: flare trace --deep-after 1500ms --deep-for 500ms" \
+    "--deep-engine pc -- pc_hot_loop 4" | tee -a "$pcwindow_out"
+  env -u FLARE_PC_PERIOD "$@" timeout -k 10 60 "$flare" trace -q -o "$session" --deep-after 1500ms \
+    --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4 2>&1 | tee -a "$pcwindow_out"
+  return "${PIPESTATUS[0]}"
+}
+
+# pcwindow_total CHECK_OUTPUT: the session's sample total the check printed, or "none".
+pcwindow_total() {
+  awk '$1 == "pc_samples_total" && NF == 2 {total = $2} END {print total == "" ? "none" : total}' "$1"
+}
+
+rm -f "$build/gpu/pc_hot_loop"
+if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_hot_loop" tests/gpu/pc_hot_loop.cu \
+     -ldl; then
+  pcwindow_trace "$work/pcwindow" || fail "pcwindow: flare trace of pc_hot_loop exited $?"
+  echo "-- flare report" | tee -a "$pcwindow_out"
+  "$flare" report "$work/pcwindow" 2>&1 | tee -a "$pcwindow_out"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "pcwindow: flare report of the session"
+  echo "-- tests/gpu/pc_window_check.py" | tee -a "$pcwindow_out"
+  python3 tests/gpu/pc_window_check.py "$work/pcwindow" > "$work/pc-window-check.txt" 2>&1
+  pcwindow_status=$?
+  tee -a "$pcwindow_out" < "$work/pc-window-check.txt"
+  [ "$pcwindow_status" -eq 0 ] ||
+    fail "pcwindow: the PC window's check failed (tests/gpu/pc_window_check.py, $OUT/pc-window.txt)"
+
+  pcwindow_trace "$work/pcwindow-20us" FLARE_PC_PERIOD=20us ||
+    fail "pcwindow: flare trace of pc_hot_loop with FLARE_PC_PERIOD=20us exited $?"
+  echo "-- tests/gpu/pc_window_check.py, FLARE_PC_PERIOD=20us (shown, not judged)" | tee -a "$pcwindow_out"
+  python3 tests/gpu/pc_window_check.py "$work/pcwindow-20us" > "$work/pc-window-check-20us.txt" 2>&1
+  tee -a "$pcwindow_out" < "$work/pc-window-check-20us.txt"
+  pcwindow_default=$(pcwindow_total "$work/pc-window-check.txt")
+  pcwindow_20us=$(pcwindow_total "$work/pc-window-check-20us.txt")
+  echo "pcwindow: PC samples in the window: default period $pcwindow_default, FLARE_PC_PERIOD=20us" \
+    "$pcwindow_20us$(awk -v a="$pcwindow_default" -v b="$pcwindow_20us" \
+      'BEGIN {if (a + 0 > 0 && b + 0 > 0) printf " (%.2fx)", b / a}')" | tee -a "$pcwindow_out"
+
+  # A rule's PM window and the scheduled PC window at once on one device:
+  # the lease decides (shown, not judged); the run must end, exit 0.
+  echo "-- a PM rule window beside the PC window (the lease decides)" | tee -a "$pcwindow_out"
+  rm -rf "$work/pcwindow-both"
+  env -u FLARE_PC_PERIOD timeout -k 10 60 "$flare" trace -q -o "$work/pcwindow-both" \
+    --deep-when 'kernel_duration_p99 > 1ms for 1s over 1s deep_for 1500ms max_windows 1' \
+    --deep-after 1500ms --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4 2>&1 |
+    tee -a "$pcwindow_out"
+  pcwindow_status=${PIPESTATUS[0]}
+  [ "$pcwindow_status" -eq 0 ] || fail "pcwindow: PM rule beside the PC window exited $pcwindow_status"
+  "$flare" report "$work/pcwindow-both" 2>&1 | tee -a "$pcwindow_out" | grep -i -A8 "window"
+else
+  fail "pcwindow: nvcc pc_hot_loop"
+fi
+unset FLARE_CUDA_PC
