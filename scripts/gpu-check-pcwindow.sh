@@ -13,7 +13,8 @@
 # not long_scoreboard. Then the same run with FLARE_PC_PERIOD=20us, only to
 # show that the period matters: both runs' sample totals are printed, the
 # second run's check is shown but not judged. The check's self-test runs
-# first (no GPU). Every run is bounded (timeout -k 10 60). Output goes to
+# first (no GPU). A run still going after 40 s has its threads dumped
+# (name, state, wait channel, syscall) and is killed. Output goes to
 # $OUT/pc-window.txt; the sessions stay in $work, never in $OUT. Must never
 # change the build or the environment of the parts sourced after it
 # (FLARE_CUDA_PC, set here, is unset at the end).
@@ -28,18 +29,75 @@ mkdir -p "$build/gpu"
 python3 tests/gpu/pc_window_check.py --self-test > "$work/pc-window-self-test.txt" 2>&1 ||
   { tail -20 "$work/pc-window-self-test.txt"; fail "pcwindow: self-test of tests/gpu/pc_window_check.py"; }
 
+# pcwindow_tree PID: PID and its descendants, one per line.
+# pcwindow_dump PID: every thread of PID and its descendants (name, state,
+# kernel wait channel, syscall) into $pcwindow_out: where a run that does
+# not end is stuck (the first H200 window hung, session 14).
+pcwindow_tree() {
+  local child
+  echo "$1"
+  for child in $(pgrep -P "$1"); do
+    pcwindow_tree "$child"
+  done
+}
+
+pcwindow_dump() {
+  local pid task
+  for pid in $(pcwindow_tree "$1"); do
+    [ -d "/proc/$pid" ] || continue
+    echo "   process $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" | cut -c1-120)"
+    for task in /proc/"$pid"/task/*; do
+      echo "     thread ${task##*/} $(cat "$task/comm") state $(awk '{print $3}' "$task/stat")" \
+        "wchan $(cat "$task/wchan" 2>/dev/null) syscall $(cut -d' ' -f1 "$task/syscall" 2>/dev/null)"
+    done
+  done | tee -a "$pcwindow_out"
+}
+
+# pcwindow_run SESSION_ARGS...: flare trace (its arguments given) in the
+# background; after 40 s still running, its threads are dumped and it is
+# killed (status 124). Returns flare trace's exit status.
+pcwindow_run() {
+  "$flare" trace "$@" >> "$pcwindow_out" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 400 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "   still running after 40 s: its threads" | tee -a "$pcwindow_out"
+    pcwindow_dump "$pid"
+    # shellcheck disable=SC2046 # one pid per word
+    kill -KILL $(pcwindow_tree "$pid") 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 124
+  fi
+  wait "$pid"
+}
+
 # pcwindow_trace SESSION [VAR=VALUE...]: pc_hot_loop 4 under flare trace with
-# one scheduled PC window, FLARE_PC_PERIOD unset unless VAR=VALUE sets it;
-# returns flare trace's exit status.
+# one scheduled PC window, FLARE_PC_PERIOD unset unless VAR=VALUE sets it,
+# CUPTI's PC calls logged to SESSION.pc-calls (printed after); returns flare
+# trace's exit status.
 pcwindow_trace() {
-  local session=$1
+  local session=$1 status
   shift
-  rm -rf "$session"
+  rm -rf "$session" "$session.pc-calls"
   echo "-- ${*:-FLARE_PC_PERIOD unset (the default)}: flare trace --deep-after 1500ms --deep-for 500ms" \
     "--deep-engine pc -- pc_hot_loop 4" | tee -a "$pcwindow_out"
-  env -u FLARE_PC_PERIOD "$@" timeout -k 10 60 "$flare" trace -q -o "$session" --deep-after 1500ms \
-    --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4 2>&1 | tee -a "$pcwindow_out"
-  return "${PIPESTATUS[0]}"
+  (
+    unset FLARE_PC_PERIOD
+    export FLARE_CUDA_PC_LOG="$session.pc-calls"
+    # shellcheck disable=SC2163 # VAR=VALUE words, exported as given
+    [ $# -eq 0 ] || export "$@"
+    pcwindow_run -q -o "$session" --deep-after 1500ms --deep-for 500ms --deep-engine pc -- \
+      "$build/gpu/pc_hot_loop" 4
+  )
+  status=$?
+  echo "   CUPTI PC calls (first 12 and last 12 of $(wc -l 2>/dev/null < "$session.pc-calls") lines):" |
+    tee -a "$pcwindow_out"
+  { head -12 "$session.pc-calls"; echo "   ..."; tail -12 "$session.pc-calls"; } 2>/dev/null |
+    tee -a "$pcwindow_out"
+  return "$status"
 }
 
 # pcwindow_total CHECK_OUTPUT: the session's sample total the check printed, or "none".
@@ -76,14 +134,17 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
   # the lease decides (shown, not judged); the run must end, exit 0.
   echo "-- a PM rule window beside the PC window (the lease decides)" | tee -a "$pcwindow_out"
   rm -rf "$work/pcwindow-both"
-  env -u FLARE_PC_PERIOD timeout -k 10 60 "$flare" trace -q -o "$work/pcwindow-both" \
-    --deep-when 'kernel_duration_p99 > 1ms for 1s over 1s deep_for 1500ms max_windows 1' \
-    --deep-after 1500ms --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4 2>&1 |
-    tee -a "$pcwindow_out"
-  pcwindow_status=${PIPESTATUS[0]}
+  (
+    unset FLARE_PC_PERIOD
+    pcwindow_run -q -o "$work/pcwindow-both" \
+      --deep-when 'kernel_duration_p99 > 1ms for 1s over 1s deep_for 1500ms max_windows 1' \
+      --deep-after 1500ms --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4
+  )
+  pcwindow_status=$?
   [ "$pcwindow_status" -eq 0 ] || fail "pcwindow: PM rule beside the PC window exited $pcwindow_status"
   "$flare" report "$work/pcwindow-both" 2>&1 | tee -a "$pcwindow_out" | grep -i -A8 "window"
 else
   fail "pcwindow: nvcc pc_hot_loop"
 fi
 unset FLARE_CUDA_PC
+unset -f pcwindow_tree pcwindow_dump pcwindow_run

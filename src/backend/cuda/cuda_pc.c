@@ -33,11 +33,14 @@
 
 #include <cupti_pcsampling.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_pm.h"
 #include "core/capability.h"
@@ -119,6 +122,49 @@ static int failed(CUptiResult result, const char *what, char *reason, size_t rea
 {
     snprintf(reason, reason_size, "%s: %s", what, result_text(result));
     return FLARE_ERR_BACKEND;
+}
+
+/* ---- the call log (bring-up) ----
+ * FLARE_CUDA_PC_LOG=PATH (a new file: never an existing one or a link)
+ * gets a line before and after every CUPTI PC sampling call that can
+ * wait, with the time, the calling thread's name and CUPTI's answer: where
+ * a window that never ends is stuck, read after the fact. */
+
+static int call_log_fd = -1;
+
+static void call_log_open(void)
+{
+    const char *path = getenv("FLARE_CUDA_PC_LOG");
+    if (path == NULL || path[0] == '\0')
+        return;
+    call_log_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (call_log_fd < 0)
+        core_log(CORE_LOG_WARNING,
+                 "FLARE_CUDA_PC_LOG=%.200s: cannot create it (it must not "
+                 "exist yet)",
+                 path);
+}
+
+/* One line: "TIME_NS THREAD CALL begin" or "... end RESULT". */
+static void call_log(const char *call, const char *phase, const char *result)
+{
+    if (call_log_fd < 0)
+        return;
+    char thread[32] = "?";
+    pthread_getname_np(pthread_self(), thread, sizeof(thread));
+    dprintf(call_log_fd, "%llu %s %s %s%s%s\n", (unsigned long long)core_now_ns(), thread, call,
+            phase, result != NULL ? " " : "", result != NULL ? result : "");
+}
+
+/* Calls CUPTI's name(params) between two log lines; evaluates to its result. */
+#define PC_LOGGED(hw, name, params)                                                                \
+    (call_log(#name, "begin", NULL), logged_end(#name, (hw)->api.name(params)))
+
+static CUptiResult logged_end(const char *call, CUptiResult result)
+{
+    if (call_log_fd >= 0)
+        call_log(call, "end", result_text(result));
+    return result;
 }
 
 /* ---- buffers and stall reasons ---- */
@@ -241,7 +287,7 @@ static CUptiResult set_attributes(cuda_pc_hardware *hw, CUcontext context,
         .ctx = context,
         .numAttributes = count,
         .pPCSamplingConfigurationInfo = infos};
-    return hw->api.cuptiPCSamplingSetConfigurationAttribute(&params);
+    return PC_LOGGED(hw, cuptiPCSamplingSetConfigurationAttribute, &params);
 }
 
 /* Continuous collection, started and stopped by windows, every stall
@@ -310,7 +356,7 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
     }
     hw->pending_pcs = hw->cursor_pc = hw->cursor_stall = hw->remaining = 0;
     CUpti_PCSamplingStartParams params = {.size = CUpti_PCSamplingStartParamsSize, .ctx = context};
-    CUptiResult result = hw->api.cuptiPCSamplingStart(&params);
+    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStart, &params);
     if (result != CUPTI_SUCCESS)
         return failed(result, "cuptiPCSamplingStart", reason, reason_size);
     core_log(CORE_LOG_INFO,
@@ -328,7 +374,7 @@ static int hw_stop(void *opaque, char *reason, size_t reason_size)
         return FLARE_ERR_BACKEND;
     }
     CUpti_PCSamplingStopParams params = {.size = CUpti_PCSamplingStopParamsSize, .ctx = context};
-    CUptiResult result = hw->api.cuptiPCSamplingStop(&params);
+    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStop, &params);
     /* What Stop decoded is read after it: more PCs may be waiting. */
     hw->remaining = 1;
     if (hw->hardware_full_reads > 0)
@@ -355,7 +401,7 @@ static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost)
     CUpti_PCSamplingGetDataParams params = {.size = CUpti_PCSamplingGetDataParamsSize,
                                             .ctx = context,
                                             .pcSamplingData = &hw->read_buffer.data};
-    CUptiResult result = hw->api.cuptiPCSamplingGetData(&params);
+    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingGetData, &params);
     const CUpti_PCSamplingData *data = &hw->read_buffer.data;
     if (result != CUPTI_SUCCESS && result != CUPTI_ERROR_OUT_OF_MEMORY) {
         CORE_LOG_ONCE("cuda.pc_getdata", CORE_LOG_WARNING,
@@ -478,7 +524,7 @@ static int enable_on(CUcontext context, char *reason, size_t reason_size)
         period_ns = PC_PERIOD_DEFAULT_NS; /* the engine refuses the windows, saying why */
     CUpti_PCSamplingEnableParams enable = {.size = CUpti_PCSamplingEnableParamsSize,
                                            .ctx = context};
-    result = hardware.api.cuptiPCSamplingEnable(&enable);
+    result = PC_LOGGED(&hardware, cuptiPCSamplingEnable, &enable);
     if (result != CUPTI_SUCCESS)
         return failed(result, "cuptiPCSamplingEnable", reason, reason_size);
     int status = stall_table_read(&hardware, context, reason, reason_size);
@@ -587,6 +633,7 @@ void cuda_pc_install(const cuda_cupti_api *cupti)
                                   "rule's engine pc)");
         return;
     }
+    call_log_open();
     char reason[384] = "";
     if (resolve(cupti, reason, sizeof(reason)) == FLARE_OK &&
         pc_engine_create(&cuda_pc_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK)
