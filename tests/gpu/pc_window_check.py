@@ -33,8 +33,8 @@ signature form of it. Prints samples per function, the top 5 reasons of each, ho
 one failed (or the session cannot be read), 2 for a usage error.
 
 --self-test builds synthetic sessions in a temporary directory (the schema from
-src/store/store_schema.c, read by tests/gpu/pm_accuracy.py's schema_statements, and the
-views from src/store/store_views.c; no GPU, no flare binary) and asserts that the checker
+src/store/store_schema.c and the views from src/store/store_views.c, both read by
+tests/gpu/pm_accuracy.py's c_ddl_statements; no GPU, no flare binary) and asserts that the checker
 passes a good one and fails each bad one for its reason.
 
 Must never write to a session (the reader opens it read-only) or anywhere but its own
@@ -266,23 +266,6 @@ def main(argv):
 # self-test: synthetic sessions with the real schema
 
 
-def views_statements():
-    """The views_ddl statements of src/store/store_views.c (string literals only, no macros)."""
-    with open(os.path.join(ROOT, "src", "store", "store_views.c")) as handle:
-        text = re.sub(r"/\*.*?\*/", "", handle.read(), flags=re.S)
-    table = text[text.index("views_ddl[] = {"):]
-    table = table[table.index("{") + 1:table.index("};")]
-    statements, current = [], []
-    for literal, comma in re.findall(r'"((?:[^"\\]|\\.)*)"|(,)', table):
-        if comma:
-            statements.append("".join(current))
-            current = []
-        else:
-            current.append(literal)
-    statements.append("".join(current))
-    return [s for s in statements if s.strip()]
-
-
 PID = 4242
 GOOD_WINDOW = dict(engine="cuda-pc-sampling", engine_status="disarmed", engine_reason="", opened=True)
 # (function, pc_offset, stall_reason, samples): the loop at +0x90..+0xd0, as nvcc builds it.
@@ -353,8 +336,8 @@ def self_test():
 
     # 2. Whole sessions through flare's reader.
     sys.path.insert(0, HERE)
-    from pm_accuracy import schema_statements  # the schema of src/store/store_schema.c
-    statements = schema_statements() + views_statements()
+    from pm_accuracy import c_ddl_statements, schema_statements  # one reader of the C tables
+    statements = schema_statements() + c_ddl_statements("store_views.c", "views_ddl[] = {")
     reader = load_reader()
     cases = [  # name, windows, samples, expected substring of a failure (None: passes)
         ("good", [GOOD_WINDOW], [(1,) + s for s in GOOD_HOT + GOOD_CHEAP], None),

@@ -692,16 +692,19 @@ def main(argv):
 # self-test: a synthetic session with the real schema
 
 
-def schema_statements():
-    """The session schema's CREATE statements, read from src/store/store_schema.c."""
+def c_ddl_statements(file_name, table_start):
+    """The SQL statements of a C table of string literals in src/store/FILE_NAME (the table
+    beginning at TABLE_START, e.g. "store_schema_ddl[] = {"): adjacent literals joined, one
+    statement per comma, a #define'd name standing for its literals. One reader for every
+    such table the self-tests rebuild a session from."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "src", "store", "store_schema.c")) as handle:
+    with open(os.path.join(root, "src", "store", file_name)) as handle:
         text = handle.read()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     macros = {}
     for name, body in re.findall(r"#define\s+(\w+)\s+((?:.*\\\n)*.*)", text):
         macros[name] = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', body))
-    table = text[text.index("store_schema_ddl[] = {"):]
+    table = text[text.index(table_start):]
     table = table[table.index("{") + 1:table.index("};")]
     statements, current = [], []
     for literal, word, comma in re.findall(r'"((?:[^"\\]|\\.)*)"|([A-Za-z_]\w*)|(,)', table):
@@ -715,6 +718,11 @@ def schema_statements():
     if "".join(current).strip():
         statements.append("".join(current))
     return [s for s in statements if s.strip()]
+
+
+def schema_statements():
+    """The session schema's CREATE statements, read from src/store/store_schema.c."""
+    return c_ddl_statements("store_schema.c", "store_schema_ddl[] = {")
 
 
 def self_test():
