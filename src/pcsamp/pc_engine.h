@@ -4,7 +4,7 @@
  * PC sampling takes, every period on every SM, the program counter of one
  * warp and the reason it is stalled (or "selected": issuing). One engine
  * samples one device at a time. The hardware side (CUPTI's PC sampling API
- * on CUDA, later; the simulated device in backend/sim/sim_pc.c now) fills a
+ * in backend/cuda/cuda_pc.c, the simulated device in backend/sim/sim_pc.c) fills a
  * pc_hardware_ops table of four small steps: start, stop, read raw samples
  * out of its finite buffer, name a stall reason. Everything that must behave
  * the same on every device lives here, written once: FLARE_PC_PERIOD, the

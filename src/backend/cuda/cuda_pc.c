@@ -259,8 +259,14 @@ static int stall_table_read(cuda_pc_hardware *hw, CUcontext context, char *reaso
     }
     free(text);
     free(names);
-    if (status == FLARE_OK)
+    if (status == FLARE_OK) {
         hw->stall_count = count;
+    } else {
+        free(hw->stall_index);
+        free(hw->stall_name);
+        hw->stall_index = NULL;
+        hw->stall_name = NULL;
+    }
     return status;
 }
 
