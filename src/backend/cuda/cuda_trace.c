@@ -5,11 +5,12 @@
  * program initialises CUDA; NVTX calls InitializeInjectionNvtx2
  * (NVTX_INJECTION64_PATH) on its first use. From there: CUPTI activity
  * records (kernels, copies, memsets, external correlations) stamped with
- * flare's clock (buffers: cuda_activity_buffers.c), driver callbacks on every launch entry point
- * (host launch counts), NVTX push/pop and start/end ranges as scopes, and an NVML sampler thread,
- * which also steps the launch-storm guard (src/storm, driven from cuda_storm.c): during a storm it
- * switches CUPTI's kernel activity off between short sample slices, and the launches left untimed
- * are reported as a drop.
+ * flare's clock (buffers: cuda_activity_buffers.c), driver callbacks on
+ * every launch entry point (host launch counts), NVTX push/pop and
+ * start/end ranges as scopes, and an NVML sampler thread, which also steps
+ * the launch-storm guard (src/storm, driven from cuda_storm.c): during a
+ * storm it switches CUPTI's kernel activity off between short sample
+ * slices, and the launches left untimed are reported as a drop.
  * Every CUPTI or NVML failure degrades a capability with the vendor's
  * reason; none may stop or crash the program.
  */
