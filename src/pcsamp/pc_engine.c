@@ -262,6 +262,7 @@ struct pc_engine {
     uint64_t epoch;                /* the current (or last) window's number */
     uint64_t window_id;
     uint64_t armed_ns;
+    uint64_t close_ns;    /* disarm's now_ns while it drains; 0 while the window is open */
     pc_raw_sample *batch; /* PC_READ_BATCH samples */
 
     pthread_mutex_t table_lock; /* the table, open_epoch, the counters */
@@ -413,6 +414,7 @@ static int arm_start(pc_engine *engine, int device, const backend_engine_config 
         engine->epoch++;
         engine->window_id = config != NULL ? config->window_id : 0;
         engine->armed_ns = now_ns;
+        engine->close_ns = 0;
         engine->open_epoch = engine->epoch;
         engine->stats.arms++;
         engine->window_base = engine->stats;
@@ -484,6 +486,19 @@ int pc_engine_arm(pc_engine *engine, int device, const backend_engine_config *co
 
 /* ---- draining (hardware_lock held) ---- */
 
+/* A sample's time within its window's open and close: the hardware keeps
+ * sampling between the window's close and its stop (seen under TSan: a
+ * sample a few microseconds after closed_ns), and CUDA's samples carry the
+ * time they were read, after the stop for the last ones. They are the
+ * window's samples; they count at its edge. */
+static void clamp_to_window(const pc_engine *engine, pc_raw_sample *sample)
+{
+    if (sample->time_ns < engine->armed_ns)
+        sample->time_ns = engine->armed_ns;
+    if (engine->close_ns != 0 && sample->time_ns > engine->close_ns)
+        sample->time_ns = engine->close_ns;
+}
+
 /* Reads one batch and counts every sample in it, and the hardware's losses.
  * Returns how many samples the read moved. */
 static size_t drain_batch(pc_engine *engine)
@@ -497,6 +512,7 @@ static size_t drain_batch(pc_engine *engine)
     for (size_t i = 0; i < count; i++) {
         pc_raw_sample *sample = &engine->batch[i];
         sample->function[PC_FUNCTION_MAX - 1] = '\0';
+        clamp_to_window(engine, sample);
         if (table_count(&engine->table, engine->epoch, engine->window_id, sample) == 0)
             counted += sample_count(sample);
         else
@@ -600,6 +616,7 @@ int pc_engine_disarm(pc_engine *engine, int device, uint64_t now_ns, backend_eng
     atomic_store(&engine->disarm_waiting, 1);
     pthread_mutex_lock(&engine->hardware_lock);
     atomic_store(&engine->disarm_waiting, 0);
+    engine->close_ns = now_ns > engine->armed_ns ? now_ns : engine->armed_ns;
     char stop_reason[192] = "";
     int status = stop_and_drain(engine, stop_reason, sizeof(stop_reason));
     pc_engine_stats stats;

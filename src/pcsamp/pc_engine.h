@@ -107,7 +107,10 @@ typedef struct pc_entry {
     uint64_t pc_offset;
     char stall_reason[PC_STALL_NAME_MAX];
     uint64_t samples;
-    uint64_t first_ns, last_ns; /* the first and last sample's time */
+    /* The first and last sample's time, within the window's arm and disarm
+     * times (a sample the hardware took after the disarm's now, before its
+     * stop, or stamped when read, counts at the edge). */
+    uint64_t first_ns, last_ns;
 } pc_entry;
 
 typedef struct pc_engine_stats {

@@ -8,7 +8,9 @@
  *
  * Without the count (every record taken as one sample) the entries would
  * say 1 where the hardware said 1000, and drops would be undercounted: the
- * first two cases fail on such an engine.
+ * first two cases fail on such an engine. The third holds every sample's
+ * time inside its window (a late stamp counts at the close): without that,
+ * test_pc_session's window bounds failed under TSan in CI.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,6 +33,12 @@ typedef struct scripted {
     atomic_int started;
     atomic_int handed; /* the records went out */
     uint64_t lost;     /* reported with them */
+    /* Their times: each record's own when set (as a late stamp would be),
+     * else when read. */
+    const uint64_t *times;
+    /* Hand them over only after the stop, as CUDA's last read does. */
+    int after_stop;
+    atomic_int stopped;
 } scripted;
 
 static const struct {
@@ -54,19 +62,21 @@ static int scripted_start(void *hardware, int device, uint64_t period_ns, char *
 
 static int scripted_stop(void *hardware, char *reason, size_t reason_size)
 {
-    (void)hardware, (void)reason, (void)reason_size;
+    (void)reason, (void)reason_size;
+    atomic_store(&((scripted *)hardware)->stopped, 1);
     return 0;
 }
 
 static size_t scripted_read(void *hardware, pc_raw_sample *out, size_t max, uint64_t *lost)
 {
     scripted *script = hardware;
-    if (!atomic_load(&script->started) || atomic_exchange(&script->handed, 1) || max < RECORDS)
+    if (!atomic_load(&script->started) || (script->after_stop && !atomic_load(&script->stopped)) ||
+        max < RECORDS || atomic_exchange(&script->handed, 1))
         return 0;
     for (size_t i = 0; i < RECORDS; i++) {
         memset(&out[i], 0, sizeof(out[i]));
         out[i].count = records[i].count;
-        out[i].time_ns = test_now_ns();
+        out[i].time_ns = script->times != NULL ? script->times[i] : test_now_ns();
         out[i].pc_offset = records[i].offset;
         out[i].stall_reason = records[i].reason;
         snprintf(out[i].function, sizeof(out[i].function), "%s", records[i].function);
@@ -89,19 +99,28 @@ static const pc_hardware_ops scripted_ops = {
     .stall_reason_name = scripted_stall,
 };
 
-/* Arms, waits until the records went out, disarms, takes every entry. */
-static size_t run_window(pc_engine *engine, scripted *script, pc_entry *entries, size_t max)
+/* Arms at arm_ns, waits until the records went out, disarms at disarm_ns,
+ * takes every entry. */
+static size_t run_window_at(pc_engine *engine, scripted *script, uint64_t arm_ns,
+                            uint64_t disarm_ns, pc_entry *entries, size_t max)
 {
     backend_engine_config config = {.sample_interval_ns = 100000, .label = "t", .window_id = 1};
     char reason[256] = "";
-    assert_int_equal(pc_engine_arm(engine, 0, &config, test_now_ns(), reason, sizeof(reason)),
-                     FLARE_OK);
-    TEST_WAIT_UNTIL(atomic_load(&script->handed));
-    assert_int_equal(pc_engine_disarm(engine, 0, test_now_ns(), NULL), FLARE_OK);
+    assert_int_equal(pc_engine_arm(engine, 0, &config, arm_ns, reason, sizeof(reason)), FLARE_OK);
+    if (!script->after_stop)
+        TEST_WAIT_UNTIL(atomic_load(&script->handed));
+    assert_int_equal(pc_engine_disarm(engine, 0, disarm_ns, NULL), FLARE_OK);
+    assert_true(atomic_load(&script->handed));
     size_t count = 0, taken;
     while (count < max && (taken = pc_engine_take(engine, entries + count, max - count)) > 0)
         count += taken;
     return count;
+}
+
+static size_t run_window(pc_engine *engine, scripted *script, pc_entry *entries, size_t max)
+{
+    uint64_t now = test_now_ns();
+    return run_window_at(engine, script, now, now + 3600000000000ull, entries, max);
 }
 
 static const pc_entry *entry_at(const pc_entry *entries, size_t count, uint64_t offset)
@@ -155,11 +174,33 @@ static void test_drops_count_samples_not_records(void **state)
     pc_engine_destroy(engine);
 }
 
+/* Samples stamped before the arm or after the disarm's now, handed over by
+ * the read after the stop (the hardware sampled on until its stop; CUDA
+ * stamps them when read) count at the window's edges: every entry lies
+ * inside the window. */
+static void test_times_stay_inside_the_window(void **state)
+{
+    (void)state;
+    const uint64_t arm_ns = 1000000000ull, disarm_ns = 2000000000ull;
+    const uint64_t times[] = {arm_ns - 5, disarm_ns + 7, arm_ns + 500};
+    scripted script = {.times = times, .after_stop = 1};
+    pc_engine *engine = NULL;
+    assert_int_equal(pc_engine_create(&scripted_ops, &script, 43, &engine), FLARE_OK);
+    pc_entry entries[8];
+    size_t count = run_window_at(engine, &script, arm_ns, disarm_ns, entries, 8);
+    assert_int_equal(count, 3);
+    assert_int_equal(entry_at(entries, count, 0x10)->first_ns, arm_ns);
+    assert_int_equal(entry_at(entries, count, 0x20)->last_ns, disarm_ns);
+    assert_int_equal(entry_at(entries, count, 0x30)->first_ns, arm_ns + 500);
+    pc_engine_destroy(engine);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_are_weights),
         cmocka_unit_test(test_drops_count_samples_not_records),
+        cmocka_unit_test(test_times_stay_inside_the_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
