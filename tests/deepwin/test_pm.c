@@ -33,6 +33,7 @@
 #include "flare/flare.h"
 #include "pm/pm_engine.h"
 #include "pm/pm_session.h"
+#include "test_sql.h"
 #include "test_util.h"
 #include "tracebuf/lease.h"
 #include "deepwin/deepwin.h"
@@ -47,20 +48,6 @@ static sqlite3 *open_db(const char *dir)
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     return db;
-}
-
-static int64_t query_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &statement, NULL) != SQLITE_OK) {
-        fprintf(stderr, "bad query %s: %s\n", sql, sqlite3_errmsg(db));
-        fail();
-    }
-    int64_t value = -1;
-    if (sqlite3_step(statement) == SQLITE_ROW)
-        value = sqlite3_column_int64(statement, 0);
-    sqlite3_finalize(statement);
-    return value;
 }
 
 static void query_text(sqlite3 *db, const char *sql, char *out, size_t size)
@@ -228,7 +215,7 @@ static void assert_no_sample_after(sqlite3 *db, uint64_t limit_ns)
     char sql[160];
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM pm_samples WHERE end_ns > %llu",
              (unsigned long long)limit_ns);
-    assert_int_equal(query_int(db, sql), 0);
+    assert_int_equal(test_sql_int(db, sql), 0);
 }
 
 /* Every case starts from no session, no faults and a fresh engine, and
@@ -268,47 +255,48 @@ static void test_window_samples_attributed(void **state)
     window_plan plan = {.taken = 3000, .decoded = 1000}; /* 300 ms of samples */
     run_window(&result, &plan, 0);
     sqlite3 *db = open_db(result.dir);
-    int64_t window_samples = query_int(db, "SELECT engine_samples FROM windows");
-    int64_t stored = query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
-    int64_t rows = query_int(db, "SELECT COUNT(*) FROM pm_samples");
+    int64_t window_samples = test_sql_int(db, "SELECT engine_samples FROM windows");
+    int64_t stored = test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
+    int64_t rows = test_sql_int(db, "SELECT COUNT(*) FROM pm_samples");
     assert_true(window_samples >= 1000); /* the decoder delivered 1000 before the close */
     assert_int_equal(stored, window_samples);
     assert_int_equal(rows, stored * 6); /* the overview preset's six metrics */
-    assert_int_equal(query_int(db, "SELECT MAX(sample_index) + 1 FROM pm_samples"), stored);
-    assert_int_equal(query_int(db, "SELECT COUNT(*) FROM pm_samples p, windows w WHERE "
-                                   "p.start_ns < w.opened_ns - 1000000"),
+    assert_int_equal(test_sql_int(db, "SELECT MAX(sample_index) + 1 FROM pm_samples"), stored);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM pm_samples p, windows w WHERE "
+                                      "p.start_ns < w.opened_ns - 1000000"),
                      0);
     assert_no_sample_after(db, result.close_returned_ns);
-    assert_int_equal(query_int(db, "SELECT COUNT(*) FROM pm_samples WHERE overflow != 0"), 0);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM pm_samples WHERE overflow != 0"), 0);
     /* Attributed: nothing escapes the outer scope; the window held a whole
      * step and the gap before it (run_window waits for both), so both get
      * samples; and no sample that fell inside a step is left to "outer". */
     assert_int_equal(
-        query_int(db, "SELECT COUNT(*) FROM pm_samples WHERE scope_instance_id IS NULL"), 0);
-    int64_t steps = query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
-                                  "scope_name = 'step'");
-    int64_t outer = query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
-                                  "scope_name = 'outer'");
+        test_sql_int(db, "SELECT COUNT(*) FROM pm_samples WHERE scope_instance_id IS NULL"), 0);
+    int64_t steps = test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
+                                     "scope_name = 'step'");
+    int64_t outer = test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
+                                     "scope_name = 'outer'");
     assert_true(steps > 0);
     assert_true(outer > 0);
     assert_int_equal(steps + outer, stored);
     assert_int_equal(
-        query_int(db, "SELECT COUNT(*) FROM pm_samples p JOIN scopes s JOIN names n ON n.id = "
-                      "s.name_id WHERE n.name = 'step' AND p.scope_name = 'outer' AND "
-                      "(p.start_ns + p.end_ns) / 2 > s.start_ns AND (p.start_ns + p.end_ns) / 2 < "
-                      "s.end_ns"),
+        test_sql_int(db,
+                     "SELECT COUNT(*) FROM pm_samples p JOIN scopes s JOIN names n ON n.id = "
+                     "s.name_id WHERE n.name = 'step' AND p.scope_name = 'outer' AND "
+                     "(p.start_ns + p.end_ns) / 2 > s.start_ns AND (p.start_ns + p.end_ns) / 2 < "
+                     "s.end_ns"),
         0);
     /* The samples credited to a step lie inside that very step. */
     assert_int_equal(
-        query_int(db, "SELECT COUNT(*) FROM pm_samples p JOIN scopes s ON s.instance_id = "
-                      "p.scope_instance_id WHERE (p.start_ns + p.end_ns) / 2 < s.start_ns OR "
-                      "(p.start_ns + p.end_ns) / 2 > s.end_ns + 1"),
+        test_sql_int(db, "SELECT COUNT(*) FROM pm_samples p JOIN scopes s ON s.instance_id = "
+                         "p.scope_instance_id WHERE (p.start_ns + p.end_ns) / 2 < s.start_ns OR "
+                         "(p.start_ns + p.end_ns) / 2 > s.end_ns + 1"),
         0);
     /* The latency is a real one: the first sample ended inside the window. */
-    assert_int_equal(query_int(db, "SELECT COUNT(*) FROM metrics m JOIN names n ON n.id = "
-                                   "m.name_id, windows w WHERE n.name = "
-                                   "'pm_open_to_first_sample_ns' AND m.value > 0 AND m.value < "
-                                   "w.closed_ns - w.opened_ns"),
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM metrics m JOIN names n ON n.id = "
+                                      "m.name_id, windows w WHERE n.name = "
+                                      "'pm_open_to_first_sample_ns' AND m.value > 0 AND m.value < "
+                                      "w.closed_ns - w.opened_ns"),
                      1);
     char text[512];
     query_text(db, "SELECT status FROM capabilities WHERE feature = 'pm_attribution'", text,
@@ -339,14 +327,14 @@ static void test_counter_data_full_decodes_again(void **state)
     assert_int_equal(result.engine.overflows, 0);
     assert_int_equal(result.engine.samples_lost, 0);
     sqlite3 *db = open_db(result.dir);
-    int64_t stored = query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
-    assert_int_equal(stored, query_int(db, "SELECT engine_samples FROM windows"));
+    int64_t stored = test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
+    assert_int_equal(stored, test_sql_int(db, "SELECT engine_samples FROM windows"));
     assert_true(stored >= 800);
     /* Consecutive samples, no hole: each starts where the previous ended. */
-    assert_int_equal(query_int(db, "SELECT COUNT(*) FROM pm_samples a JOIN pm_samples b ON "
-                                   "b.sample_index = a.sample_index + 1 AND a.metric = b.metric "
-                                   "WHERE a.metric = 'dram__bytes_read.sum' AND b.start_ns != "
-                                   "a.end_ns"),
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM pm_samples a JOIN pm_samples b ON "
+                                      "b.sample_index = a.sample_index + 1 AND a.metric = b.metric "
+                                      "WHERE a.metric = 'dram__bytes_read.sum' AND b.start_ns != "
+                                      "a.end_ns"),
                      0);
     sqlite3_close(db);
     finish(&result);
@@ -373,15 +361,15 @@ static void test_overflow_counted_and_flagged(void **state)
     assert_true(result.engine.overflows >= 1);
     assert_true(result.engine.samples_lost >= 1000);
     sqlite3 *db = open_db(result.dir);
-    assert_true(query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
-                              "(overflow & 1) != 0") >= 300);
-    assert_int_equal(query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
-                                   "(overflow & 2) != 0"),
+    assert_true(test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
+                                 "(overflow & 1) != 0") >= 300);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples WHERE "
+                                      "(overflow & 2) != 0"),
                      1);
-    assert_true(query_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND detail "
-                              "LIKE 'samples lost%'") >= 1000);
-    assert_true(query_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND detail "
-                              "LIKE 'decodes that found%'") >= 1);
+    assert_true(test_sql_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND detail "
+                                 "LIKE 'samples lost%'") >= 1000);
+    assert_true(test_sql_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND detail "
+                                 "LIKE 'decodes that found%'") >= 1);
     sqlite3_close(db);
     finish(&result);
 }
@@ -401,10 +389,10 @@ static void test_close_with_decoder_behind_is_bounded(void **state)
     run_window(&result, &plan, 0);
     assert_true(result.engine.samples_discarded >= 1000);
     sqlite3 *db = open_db(result.dir);
-    int64_t stored = query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
+    int64_t stored = test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples");
     assert_true(stored >= 16 && stored <= 4 * 16);
-    assert_int_equal(query_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND "
-                                   "detail LIKE 'samples discarded%'"),
+    assert_int_equal(test_sql_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND "
+                                      "detail LIKE 'samples discarded%'"),
                      (int64_t)result.engine.samples_discarded);
     sqlite3_close(db);
     finish(&result);
@@ -421,10 +409,10 @@ static void test_failed_decodes_counted(void **state)
     run_window(&result, &plan, 0);
     assert_int_equal(result.engine.decode_failures, 3);
     sqlite3 *db = open_db(result.dir);
-    assert_int_equal(query_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND "
-                                   "detail = 'failed decodes'"),
+    assert_int_equal(test_sql_int(db, "SELECT count FROM drops WHERE source = 'pm_sampling' AND "
+                                      "detail = 'failed decodes'"),
                      3);
-    assert_true(query_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples") >= 500);
+    assert_true(test_sql_int(db, "SELECT COUNT(DISTINCT sample_index) FROM pm_samples") >= 500);
     sqlite3_close(db);
     finish(&result);
 }
@@ -440,13 +428,13 @@ static void test_realtime_clock_converted(void **state)
     run_window(&result, &plan, 0);
     assert_int_equal(result.engine.clock_method, PM_CLOCK_REALTIME);
     sqlite3 *db = open_db(result.dir);
-    assert_true(query_int(db, "SELECT COUNT(*) FROM pm_samples") > 0);
-    assert_int_equal(query_int(db, "SELECT COUNT(*) FROM pm_samples p, windows w WHERE "
-                                   "p.start_ns < w.opened_ns - 2000000"),
+    assert_true(test_sql_int(db, "SELECT COUNT(*) FROM pm_samples") > 0);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM pm_samples p, windows w WHERE "
+                                      "p.start_ns < w.opened_ns - 2000000"),
                      0);
     assert_no_sample_after(db, result.close_returned_ns + 2000000);
     assert_int_equal(
-        query_int(db, "SELECT COUNT(*) FROM pm_samples WHERE scope_instance_id IS NULL"), 0);
+        test_sql_int(db, "SELECT COUNT(*) FROM pm_samples WHERE scope_instance_id IS NULL"), 0);
     sqlite3_close(db);
     finish(&result);
 }
@@ -483,14 +471,14 @@ static void test_busy_lease_window_runs_without(void **state)
     assert_string_equal(text, "busy");
     query_text(db, "SELECT engine_reason FROM windows", text, sizeof(text));
     assert_string_equal(text, "PM sampling busy, held by context 4242 on device 0");
-    assert_int_equal(query_int(db, "SELECT opened_ns IS NOT NULL FROM windows"), 1);
+    assert_int_equal(test_sql_int(db, "SELECT opened_ns IS NOT NULL FROM windows"), 1);
     query_text(db,
                "SELECT status || ': ' || reason FROM capabilities WHERE feature = "
                "'pm_sampling'",
                text, sizeof(text));
     assert_non_null(strstr(text, "degraded"));
     assert_non_null(strstr(text, "PM sampling busy, held by context 4242"));
-    assert_int_equal(query_int(db, "SELECT COUNT(*) FROM pm_samples"), 0);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM pm_samples"), 0);
     sqlite3_close(db);
     /* Re-take the engine's own claim so its teardown releases cleanly. */
     assert_int_equal(tracebuf_lease_acquire(0, SIM_PM_CONTEXT_ID, holder), FLARE_OK);
@@ -519,7 +507,7 @@ static void test_history_cap_evictions_reported(void **state)
                text, sizeof(text));
     assert_non_null(strstr(text, "degraded"));
     assert_non_null(strstr(text, "evicted"));
-    assert_true(query_int(db, "SELECT count FROM drops WHERE source = 'scope_history'") > 0);
+    assert_true(test_sql_int(db, "SELECT count FROM drops WHERE source = 'scope_history'") > 0);
     sqlite3_close(db);
     finish(&result);
 }

@@ -30,6 +30,7 @@
 #include "flare/flare.h"
 #include "flare/sim.h"
 #include "pcsamp/pc_engine.h"
+#include "test_sql.h"
 #include "test_util.h"
 
 #define HOT_OFFSET  0x100u
@@ -82,18 +83,6 @@ static void *launch_until_stopped(void *argument)
     if (flare_sim_stream_destroy(stream) != FLARE_OK)
         self->failed = 1;
     return NULL;
-}
-
-static int64_t query(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &statement, NULL) != SQLITE_OK)
-        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    int64_t value = -1;
-    if (sqlite3_step(statement) == SQLITE_ROW)
-        value = sqlite3_column_int64(statement, 0);
-    sqlite3_finalize(statement);
-    return value;
 }
 
 static uint64_t pc_disarms(void)
@@ -151,29 +140,31 @@ static sqlite3 *session_with_a_pc_window(char *dir, size_t dir_size, int schedul
 
 static void expect_pc_samples(sqlite3 *db)
 {
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM windows"), 1);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM windows WHERE engine = 'sim-pc-sampling' "
-                               "AND engine_status = 'disarmed' AND engine_reason = ''"),
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM windows"), 1);
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM windows WHERE engine = 'sim-pc-sampling' "
+                                  "AND engine_status = 'disarmed' AND engine_reason = ''"),
                      1);
-    int64_t samples = query(db, "SELECT SUM(samples) FROM v_pc_samples");
+    int64_t samples = test_sql_int(db, "SELECT SUM(samples) FROM v_pc_samples");
     assert_true(samples >= 100);
     /* Every sample the engine counted is a row's. */
-    assert_int_equal(query(db, "SELECT engine_samples FROM windows"), samples);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM v_pc_samples p JOIN windows w ON w.id = "
-                               "p.window_id WHERE p.function != 'pc_hot_kernel' OR p.first_ns < "
-                               "w.opened_ns OR p.last_ns > w.closed_ns"),
+    assert_int_equal(test_sql_int(db, "SELECT engine_samples FROM windows"), samples);
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM v_pc_samples p JOIN windows w ON w.id = "
+                                  "p.window_id WHERE p.function != 'pc_hot_kernel' OR p.first_ns < "
+                                  "w.opened_ns OR p.last_ns > w.closed_ns"),
                      0);
     char sql[256];
     snprintf(sql, sizeof(sql),
              "SELECT SUM(samples) FROM v_pc_samples WHERE pc_offset = %u AND stall_reason = "
              "'long_scoreboard'",
              HOT_OFFSET);
-    int64_t hot = query(db, sql);
+    int64_t hot = test_sql_int(db, sql);
     if (hot * 10 < samples * 8)
         fail_msg("%lld of %lld samples at the hot offset: under 80%%", (long long)hot,
                  (long long)samples);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM drops WHERE source = 'pc_sampling' AND "
-                               "count > 0"),
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM drops WHERE source = 'pc_sampling' AND "
+                                      "count > 0"),
                      0);
 }
 
@@ -219,7 +210,8 @@ static void test_a_scheduled_window_asks_for_pc(void **unused)
     char dir[256];
     sqlite3 *db = session_with_a_pc_window(dir, sizeof(dir), 1);
     expect_pc_samples(db);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM windows WHERE token_kind = 'scheduled'"), 1);
+    assert_int_equal(
+        test_sql_int(db, "SELECT COUNT(*) FROM windows WHERE token_kind = 'scheduled'"), 1);
     sqlite3_close(db);
     test_remove_dir(dir);
     /* A bad engine: the schedule is ignored, and the session says why. */
@@ -238,9 +230,10 @@ static void test_a_scheduled_window_asks_for_pc(void **unused)
     char path[400];
     snprintf(path, sizeof(path), "%s/session.db", dir);
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = "
-                               "'deep_windows' AND status = 'degraded' AND reason = 'scheduled "
-                               "window ignored: FLARE_DEEP_ENGINE=sass: use pm or pc'"),
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM capabilities WHERE feature = "
+                                  "'deep_windows' AND status = 'degraded' AND reason = 'scheduled "
+                                  "window ignored: FLARE_DEEP_ENGINE=sass: use pm or pc'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);
@@ -252,7 +245,7 @@ static int64_t session_query(const char *dir, const char *sql)
     snprintf(path, sizeof(path), "%s/session.db", dir);
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    int64_t value = query(db, sql);
+    int64_t value = test_sql_int(db, sql);
     sqlite3_close(db);
     return value;
 }

@@ -26,6 +26,7 @@
 #include "storm/storm_completions.h"
 #include "deepwin/deepwin.h"
 #include "deepwin/deepwin_session.h"
+#include "test_sql.h"
 #include "test_util.h"
 
 #define LAUNCHERS 2
@@ -76,17 +77,6 @@ static void pause_ms(unsigned ms)
 {
     struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&pause, NULL);
-}
-
-static int64_t query(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *statement = NULL;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &statement, NULL), SQLITE_OK);
-    int64_t value = -1;
-    if (sqlite3_step(statement) == SQLITE_ROW)
-        value = sqlite3_column_int64(statement, 0);
-    sqlite3_finalize(statement);
-    return value;
 }
 
 /* The session database of dir, read-only. */
@@ -145,16 +135,16 @@ static void test_storm_on_the_simulated_device(void **unused)
     unsetenv("FLARE_STORM_RATE");
 
     sqlite3 *db = open_session_db(dir);
-    int64_t rows = query(db, "SELECT COUNT(*) FROM kernels");
-    int64_t untimed = query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
-                                "'storm_guard' AND detail LIKE 'kernel launches%'");
+    int64_t rows = test_sql_int(db, "SELECT COUNT(*) FROM kernels");
+    int64_t untimed = test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                       "'storm_guard' AND detail LIKE 'kernel launches%'");
     /* A launcher's ring holds its API calls, kernels complete into the
      * device threads' rings: ring drops split by thread. */
-    int64_t ring = query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
-                             "'event_ring'");
-    int64_t ring_api = query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
-                                 "'event_ring' AND detail IN (SELECT DISTINCT 'thread ' || "
-                                 "thread_id FROM api_calls)");
+    int64_t ring = test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                    "'event_ring'");
+    int64_t ring_api = test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                        "'event_ring' AND detail IN (SELECT DISTINCT 'thread ' || "
+                                        "thread_id FROM api_calls)");
     int64_t ring_kernels = ring - ring_api;
     /* Every launch accounted for, exactly. */
     if ((uint64_t)(rows + untimed + ring_kernels) != launched)
@@ -166,46 +156,50 @@ static void test_storm_on_the_simulated_device(void **unused)
     /* The storm's period (table storms): one or more, in order, the one the
      * window held still running or ended, each with launches left untimed
      * and spanning the moment the test saw the storm. */
-    int64_t storms = query(db, "SELECT COUNT(*) FROM storms");
+    int64_t storms = test_sql_int(db, "SELECT COUNT(*) FROM storms");
     assert_true(storms >= 1);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM storms WHERE end_ns < start_ns OR device != "
-                               "-1"),
-                     0);
-    assert_true(query(db, "SELECT COALESCE(SUM(untimed_launches), 0) FROM storms") > 0);
-    assert_true(query(db, "SELECT COUNT(*) FROM storms WHERE still_open = 1") <= 1);
-    assert_true(query(db, "SELECT COUNT(*) FROM storms s JOIN windows w ON s.start_ns < "
-                          "w.opened_ns") >= 1);
+    assert_int_equal(
+        test_sql_int(db, "SELECT COUNT(*) FROM storms WHERE end_ns < start_ns OR device != "
+                         "-1"),
+        0);
+    assert_true(test_sql_int(db, "SELECT COALESCE(SUM(untimed_launches), 0) FROM storms") > 0);
+    assert_true(test_sql_int(db, "SELECT COUNT(*) FROM storms WHERE still_open = 1") <= 1);
+    assert_true(test_sql_int(db, "SELECT COUNT(*) FROM storms s JOIN windows w ON s.start_ns < "
+                                 "w.opened_ns") >= 1);
     /* Every launch that queued work is an API call on its launching thread
      * (the simulated device records them in storms too), each pointing to
      * its kernel by correlation id when the kernel was timed. */
-    int64_t calls = query(db, "SELECT COUNT(*) FROM api_calls");
+    int64_t calls = test_sql_int(db, "SELECT COUNT(*) FROM api_calls");
     if ((uint64_t)(calls + ring_api) != launched)
         fail_msg("%lld API calls + %lld dropped in rings != %llu launches", (long long)calls,
                  (long long)ring_api, (unsigned long long)launched);
-    assert_int_equal(query(db, "SELECT COUNT(DISTINCT thread_id) FROM api_calls"), LAUNCHERS);
-    int64_t unmatched = query(db, "SELECT COUNT(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM "
-                                  "api_calls a WHERE a.pid = k.pid AND a.correlation_id = "
-                                  "k.correlation_id AND a.start_ns <= k.start_ns)");
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(DISTINCT thread_id) FROM api_calls"),
+                     LAUNCHERS);
+    int64_t unmatched =
+        test_sql_int(db, "SELECT COUNT(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM "
+                         "api_calls a WHERE a.pid = k.pid AND a.correlation_id = "
+                         "k.correlation_id AND a.start_ns <= k.start_ns)");
     if (unmatched > ring_api)
         fail_msg("%lld kernels without their API call (%lld dropped in rings)",
                  (long long)unmatched, (long long)ring_api);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
-                               "AND status = 'active' AND reason LIKE 'over 2000 launches/s: %'"),
-                     1);
+    assert_int_equal(
+        test_sql_int(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                         "AND status = 'active' AND reason LIKE 'over 2000 launches/s: %'"),
+        1);
     /* The window held the guard: kernels that finished in it (after its first
      * beat) were recorded; next to none in the untimed stretch just before it
      * (the storm began at least 100 ms before, its first slice comes a second
      * after; a completion delayed past the switch under load may still be
      * recorded). Counted over the window's own 100 ms: its row closes later. */
-    int64_t opened = query(db, "SELECT opened_ns FROM windows");
+    int64_t opened = test_sql_int(db, "SELECT opened_ns FROM windows");
     assert_true(opened > 0);
     char sql[256];
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
              (long long)(opened + (int64_t)(10 * MS)), (long long)(opened + (int64_t)(100 * MS)));
-    int64_t inside = query(db, sql);
+    int64_t inside = test_sql_int(db, sql);
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
              (long long)(opened - (int64_t)(95 * MS)), (long long)(opened - (int64_t)(5 * MS)));
-    int64_t before = query(db, sql);
+    int64_t before = test_sql_int(db, sql);
     if (inside == 0 || before * 20 > inside)
         fail_msg("%lld kernels recorded in the window, %lld in the 90 ms before it",
                  (long long)inside, (long long)before);
@@ -232,12 +226,13 @@ static void test_storm_on_the_simulated_device(void **unused)
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
     db = open_session_db(dir);
-    assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
-                               "'storm_guard'"),
+    assert_int_equal(test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                      "'storm_guard'"),
                      0);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
-                               "AND status = 'off' AND reason = 'no simulated work in this "
-                               "session'"),
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                                  "AND status = 'off' AND reason = 'no simulated work in this "
+                                  "session'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);
@@ -247,11 +242,12 @@ static void test_storm_on_the_simulated_device(void **unused)
     start_session(dir);
     assert_int_equal(flare_shutdown(), FLARE_OK);
     db = open_session_db(dir);
-    assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
-                               "'storm_guard'"),
+    assert_int_equal(test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                      "'storm_guard'"),
                      0);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
-                               "AND status = 'active'"),
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                                  "AND status = 'active'"),
                      0);
     sqlite3_close(db);
     test_remove_dir(dir);
@@ -278,11 +274,12 @@ static void test_no_simulated_work_leaves_the_rows_alone(void **unused)
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
     sqlite3 *db = open_session_db(dir);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
-                               "AND reason = 'the CUDA tracer''s summary'"),
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                                  "AND reason = 'the CUDA tracer''s summary'"),
                      1);
-    assert_int_equal(query(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
-                               "'storm_guard'"),
+    assert_int_equal(test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                      "'storm_guard'"),
                      42);
     sqlite3_close(db);
     test_remove_dir(dir);
@@ -310,12 +307,13 @@ static void test_guard_only_when_asked(void **unused)
     assert_int_equal(flare_shutdown(), FLARE_OK);
     unsetenv("FLARE_STORM_RATE");
     sqlite3 *db = open_session_db(dir);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
-                               "AND reason LIKE 'over 50000 launches/s: 0 storm(s)%'"),
+    assert_int_equal(test_sql_int(db,
+                                  "SELECT COUNT(*) FROM capabilities WHERE feature = 'storm_guard' "
+                                  "AND reason LIKE 'over 50000 launches/s: 0 storm(s)%'"),
                      1);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM kernels"), 10);
-    assert_int_equal(query(db, "SELECT COUNT(*) FROM log WHERE message LIKE "
-                               "'FLARE_STORM_RATE: ''fast'' is not a number%'"),
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM kernels"), 10);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM log WHERE message LIKE "
+                                      "'FLARE_STORM_RATE: ''fast'' is not a number%'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);
