@@ -586,16 +586,18 @@ void cuda_pc_context_destroying(CUcontext context)
 
 /* ---- install ---- */
 
-/* Why this process's windows may ask for pc, or NULL when none can. */
-static const char *wanted_by(void)
+/* Why this process's windows may ask for pc, or NULL when none can, with
+ * *off saying why not. */
+static const char *wanted_by(const char **off)
 {
     /* Opt-in until a window has run through on the H200: there, the first
-     * window's cuptiPCSamplingStart (from flare's coordinator thread, the
-     * program launching meanwhile) left the program hung (session 14,
+     * window hung the traced program (where is not known yet: session 14,
      * docs/PERFORMANCE.md). Without it, pc windows fall back to PM. */
     const char *opt_in = getenv("FLARE_CUDA_PC");
+    *off = "experimental on CUDA (FLARE_CUDA_PC=1 turns it on): pc windows use PM sampling";
     if (opt_in == NULL || strcmp(opt_in, "1") != 0)
         return NULL;
+    *off = "no window asks for engine pc (--deep-engine pc, or a rule's engine pc)";
     const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
     if (engine_variable != NULL && strcmp(engine_variable, "pc") == 0)
         return "FLARE_DEEP_ENGINE=pc";
@@ -628,15 +630,10 @@ void cuda_pc_install(const cuda_cupti_api *cupti)
 {
     if (engine != NULL)
         return;
-    const char *why = wanted_by();
+    const char *off = NULL;
+    const char *why = wanted_by(&off);
     if (why == NULL) {
-        const char *opt_in = getenv("FLARE_CUDA_PC");
-        core_capability_set("pc_sampling", 0, CORE_CAPABILITY_OFF, "%s",
-                            opt_in == NULL || strcmp(opt_in, "1") != 0
-                                ? "experimental on CUDA (FLARE_CUDA_PC=1 turns it on): pc "
-                                  "windows use PM sampling"
-                                : "no window asks for engine pc (--deep-engine pc, or a "
-                                  "rule's engine pc)");
+        core_capability_set("pc_sampling", 0, CORE_CAPABILITY_OFF, "%s", off);
         return;
     }
     call_log_open();

@@ -10,8 +10,8 @@
  * with engine pc arms it, and only in processes whose deep windows can ask
  * for pc: FLARE_DEEP_ENGINE=pc, or a window rule with `engine pc` in
  * FLARE_DEEP_WHEN; and, until a window has run through on the H200, only
- * with FLARE_CUDA_PC=1 (the first try hung the program at the window's
- * start). Everywhere else nothing here runs.
+ * with FLARE_CUDA_PC=1 (the first try hung the program during its first
+ * window). Everywhere else nothing here runs.
  *
  * Must never: enable PC sampling in a process that did not ask for it, call
  * CUPTI inside InitializeInjection, or crash the program on a CUPTI error
