@@ -16,13 +16,12 @@
 # first (no GPU). A run still going after 40 s has its threads dumped
 # (name, state, wait channel, syscall) and is killed. Output goes to
 # $OUT/pc-window.txt; the sessions stay in $work, never in $OUT. Must never
-# change the build or the environment of the parts sourced after it
-# (FLARE_CUDA_PC, set here, is unset at the end).
+# change the build or the environment of the parts sourced after it.
 # $flare, $build, $work and $OUT are gpu-check.sh's:
 # shellcheck shell=bash disable=SC2154
 echo "== pcwindow: a PC-sampling deep window on a known hot loop (tests/gpu/pc_hot_loop.cu)"
-# The CUDA PC engine is opt-in while it is being brought up (cuda_pc.h).
-export FLARE_CUDA_PC=1
+# The CUDA PC engine is on wherever a window asks for pc (cuda_pc.h) and
+# FLARE_CUDA_PC is not 0.
 pcwindow_out="$OUT/pc-window.txt"
 : > "$pcwindow_out"
 mkdir -p "$build/gpu"
@@ -131,20 +130,42 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
       'BEGIN {if (a + 0 > 0 && b + 0 > 0) printf " (%.2fx)", b / a}')" | tee -a "$pcwindow_out"
 
   # A rule's PM window and the scheduled PC window at once on one device:
-  # the lease decides (shown, not judged); the run must end, exit 0.
+  # PM sampling is then never set up (the rule's window is refused, saying
+  # why), and the run must end, exit 0: enabling PM sampling beside PC
+  # sampling crashed the program inside CUPTI (session 15, SIGSEGV 0.9 s in).
+  # FLARE_CRASH_TRACE=1 prints a crashing thread's backtrace, and a failure
+  # is followed by the same run again and with FLARE_CUDA_PC=0.
+  pcwindow_both() {
+    local session=$1
+    shift
+    rm -rf "$session" "$session.pc-calls"
+    (
+      unset FLARE_PC_PERIOD
+      export FLARE_CRASH_TRACE=1 FLARE_CUDA_PC_LOG="$session.pc-calls"
+      # shellcheck disable=SC2163 # VAR=VALUE words, exported as given
+      [ $# -eq 0 ] || export "$@"
+      pcwindow_run -q -o "$session" \
+        --deep-when 'kernel_duration_p99 > 1ms for 1s over 1s deep_for 1500ms max_windows 1' \
+        --deep-after 1500ms --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4
+    )
+  }
   echo "-- a PM rule window beside the PC window (the lease decides)" | tee -a "$pcwindow_out"
-  rm -rf "$work/pcwindow-both"
-  (
-    unset FLARE_PC_PERIOD
-    pcwindow_run -q -o "$work/pcwindow-both" \
-      --deep-when 'kernel_duration_p99 > 1ms for 1s over 1s deep_for 1500ms max_windows 1' \
-      --deep-after 1500ms --deep-for 500ms --deep-engine pc -- "$build/gpu/pc_hot_loop" 4
-  )
+  pcwindow_both "$work/pcwindow-both"
   pcwindow_status=$?
-  [ "$pcwindow_status" -eq 0 ] || fail "pcwindow: PM rule beside the PC window exited $pcwindow_status"
   "$flare" report "$work/pcwindow-both" 2>&1 | tee -a "$pcwindow_out" | grep -i -A8 "window"
+  if [ "$pcwindow_status" -ne 0 ]; then
+    fail "pcwindow: PM rule beside the PC window exited $pcwindow_status"
+    { echo "   CUPTI PC calls:"; cat "$work/pcwindow-both.pc-calls";
+      echo "   flare.log (last 30 lines):"; tail -30 "$work/pcwindow-both/flare.log"; } 2>&1 |
+      tee -a "$pcwindow_out"
+    for variant in again FLARE_CUDA_PC=0; do
+      echo "-- the same, $variant" | tee -a "$pcwindow_out"
+      if [ "$variant" = again ]; then pcwindow_both "$work/pcwindow-both-$variant"
+      else pcwindow_both "$work/pcwindow-both-pc0" "$variant"; fi
+      echo "   exit $?" | tee -a "$pcwindow_out"
+    done
+  fi
 else
   fail "pcwindow: nvcc pc_hot_loop"
 fi
-unset FLARE_CUDA_PC
-unset -f pcwindow_tree pcwindow_dump pcwindow_run
+unset -f pcwindow_tree pcwindow_dump pcwindow_run pcwindow_both

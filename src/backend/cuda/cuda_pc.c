@@ -23,11 +23,18 @@
  * One context: the first created (the device most programs use); later
  * contexts are not sampled, and the capability says which device is.
  *
+ * Start and stop are made on the application's thread at its next launch
+ * (cuda_app_thread.h): made from flare's collector, cuptiPCSamplingStop
+ * never returned on the H200 (session 15). So PC windows need the launch
+ * callbacks, and a window's bounds are those launches. With PC sampling
+ * enabled, PM sampling is never set up in the process (cuda_pm.c: CUPTI
+ * crashed enabling it beside PC sampling).
+ *
  * Must never: call CUPTI before the first context or from
- * InitializeInjection, hold a lock of its own across a CUPTI call (the
- * engine serialises start, stop and read), or crash on an error (each is a
- * reason: the capability's, or the failed start's, which makes the window
- * fall back to PM sampling).
+ * InitializeInjection, make Start or Stop on a flare thread, hold a lock of
+ * its own across a CUPTI call (the engine serialises start, stop and read),
+ * or crash on an error (each is a reason: the capability's, or the failed
+ * start's, which makes the window fall back to PM sampling).
  */
 #include "backend/cuda/cuda_pc.h"
 
@@ -42,6 +49,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_pm.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -103,11 +111,17 @@ typedef struct cuda_pc_hardware {
     size_t pending_pcs, cursor_pc, cursor_stall;
     size_t remaining; /* CUPTI's remainingNumPcs after the last GetData */
     uint64_t hardware_full_reads;
+    /* Start and stop on the application's thread (cuda_app_thread.h). */
+    uint32_t wanted_exp;   /* the period the next start sets */
+    char call_reason[192]; /* why the last start or stop failed there */
+    int stop_deferred;     /* a stop waits for a launch: its leftovers are dropped */
+    uint64_t stale_lost;   /* samples dropped so, not yet reported by a read */
 } cuda_pc_hardware;
 
 static cuda_pc_hardware hardware;
 static pc_engine *engine;
 static _Atomic int context_claimed; /* the first context's enable ran (or runs) */
+static _Atomic int enabled_once;    /* an enable succeeded */
 
 static const char *result_text(CUptiResult result)
 {
@@ -331,13 +345,95 @@ static int configure(cuda_pc_hardware *hw, CUcontext context, uint32_t period_ex
     return FLARE_OK;
 }
 
-/* ---- the hardware steps (serialised by the engine) ---- */
+/* ---- the hardware steps (serialised by the engine) ----
+ * Start and stop are made on the application's thread, at its next kernel
+ * launch (cuda_app_thread.h): made from flare's collector, Stop never
+ * returned on the H200 and held the program (session 15). GetData stays on
+ * the drain thread: it never synchronises, and ran there throughout. */
 
-static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, size_t reason_size)
+/* How long a window's start or stop waits for the application's next
+ * launch: a start that gets none fails (the window falls back to PM); a
+ * stop stays posted for a later launch, and what the hardware keeps
+ * meanwhile is discarded then, counted as lost. */
+#define CUDA_PC_START_WAIT_NS 1000000000ull
+#define CUDA_PC_STOP_WAIT_NS  2000000000ull
+
+static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost);
+
+/* A stop that ran late (detached) left the samples of after its window in
+ * CUPTI: read and dropped before the next start, counted as lost. */
+static void discard_stale(cuda_pc_hardware *hw)
+{
+    uint64_t lost = 0;
+    for (int i = 0; i < CUDA_PC_FETCHES_MAX; i++) {
+        size_t pcs = fetch(hw, &lost);
+        for (size_t p = 0; p < pcs; p++) {
+            const CUpti_PCSamplingPCData *pc = &hw->read_buffer.pcs[p];
+            for (size_t r = 0; r < pc->stallReasonCount && r < hw->read_buffer.per_pc; r++)
+                lost += pc->stallReason[r].samples;
+        }
+        if (pcs == 0 && hw->remaining == 0)
+            break;
+    }
+    if (lost > 0)
+        core_log(CORE_LOG_WARNING,
+                 "PC sampling: %llu samples taken after a window closed (its stop waited for "
+                 "a launch) dropped",
+                 (unsigned long long)lost);
+    hw->stale_lost += lost;
+    hw->stop_deferred = 0;
+}
+
+/* On the application's thread: the period, then Start. */
+static int start_here(void *opaque)
 {
     cuda_pc_hardware *hw = opaque;
     CUcontext context = atomic_load(&hw->context);
     if (context == NULL) {
+        snprintf(hw->call_reason, sizeof(hw->call_reason), "the sampled context was destroyed");
+        return FLARE_ERR_BACKEND;
+    }
+    if (hw->stop_deferred)
+        discard_stale(hw);
+    if (hw->wanted_exp != hw->period_exp) {
+        CUpti_PCSamplingConfigurationInfo info;
+        memset(&info, 0, sizeof(info));
+        info.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
+        info.attributeData.samplingPeriodData.samplingPeriod = hw->wanted_exp;
+        CUptiResult result = set_attributes(hw, context, &info, 1);
+        if (result != CUPTI_SUCCESS)
+            return failed(result, "cuptiPCSamplingSetConfigurationAttribute (period)",
+                          hw->call_reason, sizeof(hw->call_reason));
+        hw->period_exp = hw->wanted_exp;
+    }
+    hw->pending_pcs = hw->cursor_pc = hw->cursor_stall = hw->remaining = 0;
+    CUpti_PCSamplingStartParams params = {.size = CUpti_PCSamplingStartParamsSize, .ctx = context};
+    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStart, &params);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingStart", hw->call_reason, sizeof(hw->call_reason));
+    return FLARE_OK;
+}
+
+/* On the application's thread: Stop (it decodes what the hardware holds). */
+static int stop_here(void *opaque)
+{
+    cuda_pc_hardware *hw = opaque;
+    CUcontext context = atomic_load(&hw->context);
+    if (context == NULL) {
+        snprintf(hw->call_reason, sizeof(hw->call_reason), "the sampled context was destroyed");
+        return FLARE_ERR_BACKEND;
+    }
+    CUpti_PCSamplingStopParams params = {.size = CUpti_PCSamplingStopParamsSize, .ctx = context};
+    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStop, &params);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingStop", hw->call_reason, sizeof(hw->call_reason));
+    return FLARE_OK;
+}
+
+static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, size_t reason_size)
+{
+    cuda_pc_hardware *hw = opaque;
+    if (atomic_load(&hw->context) == NULL) {
         snprintf(reason, reason_size,
                  "PC sampling is not enabled on a live context (see the "
                  "pc_sampling capability)");
@@ -348,23 +444,21 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
                  hw->device);
         return FLARE_ERR_INVALID_ARGUMENT;
     }
-    uint32_t exponent = period_exp_of(hw, period_ns);
-    if (exponent != hw->period_exp) {
-        CUpti_PCSamplingConfigurationInfo info;
-        memset(&info, 0, sizeof(info));
-        info.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
-        info.attributeData.samplingPeriodData.samplingPeriod = exponent;
-        CUptiResult result = set_attributes(hw, context, &info, 1);
-        if (result != CUPTI_SUCCESS)
-            return failed(result, "cuptiPCSamplingSetConfigurationAttribute (period)", reason,
-                          reason_size);
-        hw->period_exp = exponent;
+    hw->wanted_exp = period_exp_of(hw, period_ns);
+    hw->call_reason[0] = '\0';
+    int status = FLARE_ERR_BACKEND;
+    if (cuda_app_thread_call(start_here, hw, CUDA_PC_START_WAIT_NS, 0, &status) !=
+        CUDA_APP_THREAD_RAN) {
+        snprintf(reason, reason_size,
+                 "no kernel launch within %.0f s to start PC sampling at (CUPTI's start and "
+                 "stop are made on the application's thread, at its launches)",
+                 CUDA_PC_START_WAIT_NS / 1e9);
+        return FLARE_ERR_BACKEND;
     }
-    hw->pending_pcs = hw->cursor_pc = hw->cursor_stall = hw->remaining = 0;
-    CUpti_PCSamplingStartParams params = {.size = CUpti_PCSamplingStartParamsSize, .ctx = context};
-    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStart, &params);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiPCSamplingStart", reason, reason_size);
+    if (status != FLARE_OK) {
+        snprintf(reason, reason_size, "%s", hw->call_reason);
+        return status;
+    }
     core_log(CORE_LOG_INFO,
              "PC sampling started on device %d: every 2^%u cycles (%.1f us at %.0f MHz)",
              hw->device, hw->period_exp, ldexp(1.0, (int)hw->period_exp) / hw->sm_mhz, hw->sm_mhz);
@@ -374,13 +468,14 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
 static int hw_stop(void *opaque, char *reason, size_t reason_size)
 {
     cuda_pc_hardware *hw = opaque;
-    CUcontext context = atomic_load(&hw->context);
-    if (context == NULL) {
+    if (atomic_load(&hw->context) == NULL) {
         snprintf(reason, reason_size, "the sampled context was destroyed");
         return FLARE_ERR_BACKEND;
     }
-    CUpti_PCSamplingStopParams params = {.size = CUpti_PCSamplingStopParamsSize, .ctx = context};
-    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStop, &params);
+    hw->call_reason[0] = '\0';
+    int status = FLARE_ERR_BACKEND;
+    cuda_app_thread_outcome outcome =
+        cuda_app_thread_call(stop_here, hw, CUDA_PC_STOP_WAIT_NS, 1, &status);
     /* What Stop decoded is read after it: more PCs may be waiting. */
     hw->remaining = 1;
     if (hw->hardware_full_reads > 0)
@@ -389,8 +484,20 @@ static int hw_stop(void *opaque, char *reason, size_t reason_size)
                  "longer FLARE_PC_PERIOD keeps up)",
                  (unsigned long long)hw->hardware_full_reads);
     hw->hardware_full_reads = 0;
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiPCSamplingStop", reason, reason_size);
+    if (outcome != CUDA_APP_THREAD_RAN) {
+        /* Posted still (or, withdrawn, never made: the earlier stop never
+         * ran either); the next start discards what it leaves. */
+        hw->stop_deferred = 1;
+        snprintf(reason, reason_size,
+                 "no kernel launch within %.0f s to stop PC sampling at: it stops at the "
+                 "application's next launch, and its samples after this close are dropped",
+                 CUDA_PC_STOP_WAIT_NS / 1e9);
+        return FLARE_ERR_BACKEND;
+    }
+    if (status != FLARE_OK) {
+        snprintf(reason, reason_size, "%s", hw->call_reason);
+        return status;
+    }
     return FLARE_OK;
 }
 
@@ -460,6 +567,11 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
 static size_t hw_read(void *opaque, pc_raw_sample *out, size_t max, uint64_t *lost)
 {
     cuda_pc_hardware *hw = opaque;
+    *lost += hw->stale_lost;
+    hw->stale_lost = 0;
+    /* A stop posted for a later launch: CUPTI is left alone until it ran. */
+    if (hw->stop_deferred && cuda_app_thread_pending())
+        return 0;
     uint64_t now = core_now_ns();
     size_t moved = 0;
     int fetches = 0;
@@ -565,6 +677,7 @@ void cuda_pc_context_created(CUcontext context)
         core_capability_set("pc_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
         return;
     }
+    atomic_store(&enabled_once, 1);
     core_capability_set("pc_sampling", 1, CORE_CAPABILITY_ACTIVE,
                         "enabled on device %d at its first context (%.0f ms), idle until a "
                         "window with engine pc: every 2^%u cycles (%.1f us at %.0f MHz), %zu "
@@ -572,6 +685,11 @@ void cuda_pc_context_created(CUcontext context)
                         hardware.device, (double)(core_now_ns() - began) / 1e6, hardware.period_exp,
                         ldexp(1.0, (int)hardware.period_exp) / hardware.sm_mhz, hardware.sm_mhz,
                         hardware.stall_count);
+}
+
+int cuda_pc_enabled(void)
+{
+    return atomic_load(&enabled_once);
 }
 
 void cuda_pc_context_destroying(CUcontext context)
@@ -590,12 +708,11 @@ void cuda_pc_context_destroying(CUcontext context)
  * *off saying why not. */
 static const char *wanted_by(const char **off)
 {
-    /* Opt-in until a window has run through on the H200: there, the first
-     * window hung the traced program (where is not known yet: session 14,
-     * docs/PERFORMANCE.md). Without it, pc windows fall back to PM. */
-    const char *opt_in = getenv("FLARE_CUDA_PC");
-    *off = "experimental on CUDA (FLARE_CUDA_PC=1 turns it on): pc windows use PM sampling";
-    if (opt_in == NULL || strcmp(opt_in, "1") != 0)
+    /* The switch for a program where PC sampling misbehaves: its windows
+     * then fall back to PM sampling. */
+    const char *setting = getenv("FLARE_CUDA_PC");
+    *off = "switched off (FLARE_CUDA_PC=0): pc windows use PM sampling";
+    if (setting != NULL && strcmp(setting, "0") == 0)
         return NULL;
     *off = "no window asks for engine pc (--deep-engine pc, or a rule's engine pc)";
     const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
@@ -626,7 +743,7 @@ static int resolve(const cuda_cupti_api *cupti, char *reason, size_t reason_size
     return FLARE_OK;
 }
 
-void cuda_pc_install(const cuda_cupti_api *cupti)
+void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks)
 {
     if (engine != NULL)
         return;
@@ -634,6 +751,13 @@ void cuda_pc_install(const cuda_cupti_api *cupti)
     const char *why = wanted_by(&off);
     if (why == NULL) {
         core_capability_set("pc_sampling", 0, CORE_CAPABILITY_OFF, "%s", off);
+        return;
+    }
+    if (!launch_callbacks) {
+        core_capability_set("pc_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "needs the launch callbacks (CUPTI's PC start and stop are made at "
+                            "the application's launches), which this mode has off: pc windows "
+                            "use PM sampling");
         return;
     }
     call_log_open();

@@ -9,9 +9,9 @@
  * in the context-created callback, idle (start/stop control) until a window
  * with engine pc arms it, and only in processes whose deep windows can ask
  * for pc: FLARE_DEEP_ENGINE=pc, or a window rule with `engine pc` in
- * FLARE_DEEP_WHEN; and, until a window has run through on the H200, only
- * with FLARE_CUDA_PC=1 (the first try hung the program during its first
- * window). Everywhere else nothing here runs.
+ * FLARE_DEEP_WHEN, unless FLARE_CUDA_PC=0 switches it off, and only with
+ * the launch callbacks on (start and stop are made at launches). Everywhere
+ * else nothing here runs.
  *
  * Must never: enable PC sampling in a process that did not ask for it, call
  * CUPTI inside InitializeInjection, or crash the program on a CUPTI error
@@ -29,9 +29,10 @@
 struct pc_engine;
 
 /* After libcupti is loaded (cuda_trace_start): resolves the PC sampling
- * functions and makes the engine when the process's windows may ask for pc;
- * otherwise records why PC sampling is off. */
-void cuda_pc_install(const cuda_cupti_api *cupti);
+ * functions and makes the engine when the process's windows may ask for pc
+ * and launch_callbacks (launches are hooked: start and stop are made there,
+ * cuda_app_thread.h); otherwise records why PC sampling is off. */
+void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks);
 
 /* The CUPTI resource callback saw a context created: the first one gets PC
  * sampling enabled and configured, on the application's thread, before any
@@ -39,6 +40,9 @@ void cuda_pc_install(const cuda_cupti_api *cupti);
 void cuda_pc_context_created(CUcontext context);
 /* That context is being destroyed: the engine stops using it. */
 void cuda_pc_context_destroying(CUcontext context);
+/* 1 once PC sampling was enabled on a context of this process (it stays
+ * 1): PM sampling is then never set up (cuda_pm.c says why). */
+int cuda_pc_enabled(void);
 
 /* The window coordinator's engine, and the engine the PC collector takes
  * aggregates from: NULL unless installed. */

@@ -7,6 +7,7 @@
  * Every step returns a flare status with CUPTI's own words in the reason.
  */
 #include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_pc.h"
 
 #include <cupti_pmsampling.h>
 #include <dlfcn.h>
@@ -667,6 +668,19 @@ static void start_setup(void)
 {
     if (engine == NULL || atomic_load(&first_context) == NULL)
         return;
+    /* Enabling PM sampling on a context with PC sampling enabled crashed
+     * the program inside CUPTI on the H200 (SIGSEGV, 2 of 2 runs, session
+     * 15): one or the other per process, and PC sampling is enabled first
+     * (at context creation) when a window asks for it. */
+    if (cuda_pc_enabled()) {
+        if (!atomic_exchange(&setup_started, 1)) {
+            const char *why = "off: PC sampling is enabled in this process (a window asks for "
+                              "engine pc), and CUPTI crashed setting PM sampling up beside it";
+            pm_engine_mark_failed(engine, why);
+            core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", why);
+        }
+        return;
+    }
     /* Marked running before the exit flag is read: the exit wait either
      * sees this thread coming or this sees the exit, never neither. */
     atomic_fetch_add(&setup_running, 1);

@@ -31,6 +31,8 @@
 #include "backend/cuda/cuda_graphs.h"
 #include "backend/cuda/cuda_host.h"
 #include "backend/cuda/cuda_loader.h"
+#include "backend/cuda/cuda_app_thread.h"
+#include "backend/cuda/cuda_crash_trace.h"
 #include "backend/cuda/cuda_pc.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_rangeprof.h"
@@ -388,8 +390,10 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                 cuda_replay_note_internal_work(call->correlationId);
             } else if (cuda_replay_is_launch(id)) {
                 /* Host launches feed the launch rate and the deep windows'
-                 * launch bound (one process-wide counter). */
+                 * launch bound (one process-wide counter). A PC window's
+                 * start or stop runs here, on the program's thread. */
                 cuda_session_host->count_launch();
+                cuda_app_thread_at_launch();
                 if (id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
                     id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz)
                     cuda_graphs_launched(&cupti, id, call);
@@ -742,7 +746,7 @@ static int subscribe_callbacks(int want_launch_callbacks)
                                 off_reason("FLARE_CUDA_LAUNCH_CALLBACKS", why, sizeof(why)));
         }
         cuda_pm_install(&cupti);
-        cuda_pc_install(&cupti);
+        cuda_pc_install(&cupti, launches_counted);
         if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
             core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
@@ -771,6 +775,7 @@ int cuda_trace_start(const backend_host *host)
     }
     tracing_started = 1;
     tracing_pid = getpid();
+    cuda_crash_trace_install();
     char mode_why[128];
     if (core_mode_from_environment(&mode, mode_why, sizeof(mode_why)) != FLARE_OK)
         core_log(CORE_LOG_WARNING, "%s; using the %s mode", mode_why,
