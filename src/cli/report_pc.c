@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/report_pc_scopes.h"
 #include "flare/flare.h"
 #include "store/store_pc.h"
 
@@ -47,9 +48,16 @@ static void sort_reasons(report_pc_window *window)
         }
 }
 
+/* The text section's walk: the run, and the windows' samples by scope. */
+typedef struct pc_print {
+    cli_report_run *run;
+    report_pc_scopes scopes;
+} pc_print;
+
 static void print_window(report_pc_window *window, void *user)
 {
-    cli_report_run *run = user;
+    pc_print *print = user;
+    cli_report_run *run = print->run;
     if (run->rows == 0)
         printf("\nPC samples (windows with engine pc: where in their kernels warps waited)\n");
     run->rows++;
@@ -61,7 +69,10 @@ static void print_window(report_pc_window *window, void *user)
                report_pc_share(window->reason_samples[i], window->total));
     if (window->other_reasons != 0)
         printf(", other %.1f%%", report_pc_share(window->other_reasons, window->total));
-    printf("\n    %10s %7s  %-20s %s\n", "samples", "share", "stall", "function+offset");
+    printf("\n");
+    report_pc_scopes_print(&print->scopes, window->pid, window->window_id, window->device,
+                           window->total);
+    printf("    %10s %7s  %-20s %s\n", "samples", "share", "stall", "function+offset");
     for (size_t i = 0; i < window->lines; i++) {
         const report_pc_line *line = &window->top[i];
         printf("    %10" PRIu64 " %6.1f%%  %-20s %s+0x%" PRIx64 "\n", line->samples,
@@ -140,7 +151,13 @@ int report_pc_windows(store *database, void (*done)(report_pc_window *window, vo
 
 int cli_report_pc(cli_report_run *run)
 {
-    return report_pc_windows(run->database, print_window, run);
+    /* The samples are shown even when their attribution cannot be read
+     * (a damaged session); that failure is reported after them. */
+    pc_print print = {.run = run};
+    int scopes_status = report_pc_scopes_load(run->database, &print.scopes);
+    int status = report_pc_windows(run->database, print_window, &print);
+    report_pc_scopes_free(&print.scopes);
+    return status != FLARE_OK ? status : scopes_status;
 }
 
 static int emit_row(const store_pc_sample_row *row, void *user)

@@ -46,4 +46,28 @@ int store_put_pc_sample(store *handle, const store_pc_sample_row *row);
 typedef int (*store_pc_sample_callback)(const store_pc_sample_row *row, void *user);
 int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void *user);
 
+/* PC samples attributed to the scopes (flare scopes and NVTX ranges) they
+ * ran in: per window, device, scope name and stall reason. A function's
+ * samples in a window are split over the scopes its kernels ran in during
+ * the window, in proportion to their kernel time there, each kernel
+ * credited to the deepest scope of its process open at the middle of its
+ * time in the window
+ * (the rule attrib.h applies to PM samples); "(no range)" where none was
+ * open, "(no kernel in the window)" for a function with no kernel record in
+ * its window. So samples are fractional, and sum per window to its total. */
+typedef struct store_pc_scope_row {
+    int64_t pid;
+    uint64_t window_id;
+    int32_t device;
+    const char *scope_name;
+    const char *stall_reason;
+    double samples;
+} store_pc_scope_row;
+
+/* Every row, by pid, window, device and scope name, most samples first;
+ * none for a session older than version 11. Strings are valid during the
+ * call only; callback returns non-zero to stop (not an error). */
+typedef int (*store_pc_scope_callback)(const store_pc_scope_row *row, void *user);
+int store_read_pc_by_scope(store *handle, store_pc_scope_callback callback, void *user);
+
 #endif /* FLARE_STORE_STORE_PC_H */

@@ -7,7 +7,8 @@
  * adding up to the window's engine_samples. With the simulated PM engine
  * prepared (it holds the device for the process), a pc window still gets PC
  * sampling: both are this process's flare, one profiling context for the
- * lease. A bad engine name is refused. Waits on conditions, never on times.
+ * lease. The report credits the samples to the scope each launch ran in.
+ * A bad engine name is refused. Waits on conditions, never on times.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,8 +75,12 @@ static void *launch_until_stopped(void *argument)
     }
     const uint32_t grid[3] = {1, 1, 1}, block[3] = {32, 1, 1};
     while (!atomic_load(&self->stop)) {
-        if (flare_sim_launch_kernel(stream, self->kernel, grid, block, NULL, 0) != FLARE_OK ||
-            flare_sim_stream_synchronize(stream, 10000) != FLARE_OK) {
+        /* Each launch inside a scope: the report credits it the samples. */
+        int failed =
+            flare_scope_begin("pc_step") != FLARE_OK ||
+            flare_sim_launch_kernel(stream, self->kernel, grid, block, NULL, 0) != FLARE_OK ||
+            flare_sim_stream_synchronize(stream, 10000) != FLARE_OK;
+        if (flare_scope_end() != FLARE_OK || failed) {
             self->failed = 1;
             break;
         }
@@ -195,12 +200,15 @@ static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
     const char *section = strstr(output, "\nPC samples (windows with engine pc: where in their "
                                          "kernels warps waited)\n  window 1 (pid ");
     if (section == NULL || strstr(section, "    stall reasons: long_scoreboard ") == NULL ||
-        strstr(section, "long_scoreboard      pc_hot_kernel+0x100\n") == NULL)
+        strstr(section, "long_scoreboard      pc_hot_kernel+0x100\n") == NULL ||
+        strstr(section, "    by scope (samples split by kernel time): pc_step ") == NULL)
         fail_msg("no PC samples section as expected:\n%s", output);
     report_of(dir, "--format json", output, sizeof(output));
     if (strstr(output, "\"pc_samples\"") == NULL ||
-        strstr(output, "\"function\":\"pc_hot_kernel\"") == NULL)
-        fail_msg("no pc_samples in the JSON report:\n%.2000s", output);
+        strstr(output, "\"function\":\"pc_hot_kernel\"") == NULL ||
+        strstr(output, "\"pc_by_scope\":[\n{\"pid\":") == NULL ||
+        strstr(output, "\"scope\":\"pc_step\",\"stall_reason\":\"long_scoreboard\"") == NULL)
+        fail_msg("no pc_samples and pc_by_scope in the JSON report:\n%.2000s", output);
     test_remove_dir(dir);
 }
 

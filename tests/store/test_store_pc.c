@@ -2,9 +2,10 @@
  * test_store_pc.c: the pc_samples table (src/store/store_pc.c, schema 11):
  * aggregates written inside a batch read back exact, their function
  * interned like kernel names (and named by v_pc_samples), the same key
- * written twice added up, bad arguments refused with nothing written, and
- * a version 10 session read with no rows, its notice naming what version
- * 11 added.
+ * written twice added up, bad arguments refused with nothing written, a
+ * version 10 session read with no rows, its notice naming what version 11
+ * added, and the samples attributed to scopes by kernel time
+ * (store_read_pc_by_scope).
  *
  * Each test works in its own temporary directory and removes it.
  */
@@ -215,12 +216,108 @@ static void test_version_10_session(void **state)
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_samples"), 0);
 }
 
+/* What store_read_pc_by_scope gave, copied. */
+typedef struct scope_readback {
+    int count;
+    char scopes[ROWS_MAX][48];
+    char reasons[ROWS_MAX][32];
+    double samples[ROWS_MAX];
+    uint64_t windows[ROWS_MAX];
+} scope_readback;
+
+static int collect_scope(const store_pc_scope_row *row, void *user)
+{
+    scope_readback *r = user;
+    assert_true(r->count < ROWS_MAX);
+    snprintf(r->scopes[r->count], sizeof(r->scopes[0]), "%s", row->scope_name);
+    snprintf(r->reasons[r->count], sizeof(r->reasons[0]), "%s", row->stall_reason);
+    r->samples[r->count] = row->samples;
+    r->windows[r->count] = row->window_id;
+    r->count++;
+    return 0;
+}
+
+static void put_kernel(store *handle, int device, const char *name, uint64_t start, uint64_t end)
+{
+    store_kernel_row kernel = {
+        .pid = PID, .device = device, .name = name, .start_ns = start, .end_ns = end};
+    assert_int_equal(store_put_kernel(handle, &kernel), 0);
+}
+
+/* Window 1 (1000..2000 ns) samples gemm and relu on device 0. gemm's kernels
+ * in it: 1000..1300 once clipped (midpoint in scope forward), 1500..1600 (in
+ * backward, inside step), 1800..1900 (after step ended: no scope); one
+ * outside the window and one on device 1 count for nothing. relu ran only
+ * after the window. So gemm's samples split 3:1:1, relu's go to "(no kernel
+ * in the window)". */
+static void test_samples_split_over_scopes_by_kernel_time(void **state)
+{
+    (void)state;
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    put_kernel(handle, 0, "gemm", 900, 1300);
+    put_kernel(handle, 0, "gemm", 1500, 1600);
+    put_kernel(handle, 0, "gemm", 1800, 1900);
+    put_kernel(handle, 0, "gemm", 2500, 2600);
+    put_kernel(handle, 1, "gemm", 1000, 2000);
+    put_kernel(handle, 0, "relu", 3000, 3100);
+    const store_pc_sample_row rows[] = {
+        {PID, 1, 0, "gemm", 0x40, "long_scoreboard", 400, 1000, 2000},
+        {PID, 1, 0, "gemm", 0x80, "selected", 100, 1000, 2000},
+        {PID, 1, 0, "relu", 0x10, "selected", 10, 1000, 2000},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
+         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
+         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
+         " 2000, 'duration', 0, 'sim-pc-sampling', 'disarmed', '', 510);"
+         "INSERT OR IGNORE INTO names (name) VALUES ('step'), ('forward'), ('backward');"
+         "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 0, 1750, 0 FROM names WHERE name = 'step';"
+         "INSERT INTO scopes SELECT 4242, 7, 2, id, 1, 1100, 1400, 0 FROM names"
+         " WHERE name = 'forward';"
+         "INSERT INTO scopes SELECT 4242, 7, 3, id, 1, 1500, 1700, 0 FROM names"
+         " WHERE name = 'backward';");
+
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback r = {0};
+    assert_int_equal(store_read_pc_by_scope(handle, collect_scope, &r), 0);
+    store_close(handle);
+    const struct {
+        const char *scope, *reason;
+        double samples;
+    } want[] = {
+        {"(no kernel in the window)", "selected", 10},
+        {"(no range)", "long_scoreboard", 80},
+        {"(no range)", "selected", 20},
+        {"backward", "long_scoreboard", 80},
+        {"backward", "selected", 20},
+        {"forward", "long_scoreboard", 240},
+        {"forward", "selected", 60},
+    };
+    assert_int_equal(r.count, (int)(sizeof(want) / sizeof(want[0])));
+    double total = 0;
+    for (int i = 0; i < r.count; i++) {
+        assert_string_equal(r.scopes[i], want[i].scope);
+        assert_string_equal(r.reasons[i], want[i].reason);
+        assert_true(r.samples[i] > want[i].samples - 1e-9 && r.samples[i] < want[i].samples + 1e-9);
+        assert_int_equal(r.windows[i], 1);
+        total += r.samples[i];
+    }
+    assert_true(total > 510 - 1e-6 && total < 510 + 1e-6);
+    assert_int_equal(store_read_pc_by_scope(NULL, collect_scope, &r), FLARE_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rows_round_trip, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_version_10_session, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_samples_split_over_scopes_by_kernel_time, set_up,
+                                        tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,48 @@
+/*
+ * report_pc_scopes.h: the PC samples of each window attributed to the
+ * scopes (flare scopes, NVTX ranges) their kernels ran in
+ * (store_read_pc_by_scope): a "by scope" line per window in the text
+ * report, and the JSON/CSV section pc_by_scope. Must never change a value
+ * or hide that rows were left out.
+ */
+#ifndef FLARE_CLI_REPORT_PC_SCOPES_H
+#define FLARE_CLI_REPORT_PC_SCOPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/report_emit.h"
+#include "store/store.h"
+
+#define REPORT_PC_SCOPE_ROWS   4096 /* rows the text report holds; more are counted */
+#define REPORT_PC_SCOPES_SHOWN 6    /* scopes printed per window, most samples first */
+
+typedef struct report_pc_scope_row {
+    int64_t pid;
+    uint64_t window_id;
+    int32_t device;
+    char scope_name[64];   /* cut to fit */
+    char stall_reason[32]; /* the scope's first row of a window has its top reason */
+    double samples;
+} report_pc_scope_row;
+
+typedef struct report_pc_scopes {
+    report_pc_scope_row *rows; /* in the store's order: window, scope, samples */
+    size_t count;
+    size_t left_out; /* rows past REPORT_PC_SCOPE_ROWS */
+} report_pc_scopes;
+
+/* Reads every window's rows (at most REPORT_PC_SCOPE_ROWS held). FLARE_OK,
+ * FLARE_ERR_NO_MEMORY or the store's status; free with report_pc_scopes_free. */
+int report_pc_scopes_load(store *database, report_pc_scopes *scopes);
+void report_pc_scopes_free(report_pc_scopes *scopes);
+
+/* The window's "by scope" line (nothing when it has no rows): its scopes by
+ * share of total, each with its top stall reason. */
+void report_pc_scopes_print(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
+                            int32_t device, uint64_t total);
+
+/* Every row as a record of the open table. FLARE_OK or the store's status. */
+int report_pc_scopes_emit(store *database, report_emit *emit);
+
+#endif /* FLARE_CLI_REPORT_PC_SCOPES_H */
