@@ -1,10 +1,10 @@
 /*
  * report_html_pc.c: the PC samples section of `flare report --html`
  * (report_html.h, docs/windows.md): per window that ran PC sampling, its
- * stall reasons by share and its hottest instructions (function+offset,
- * stall reason, samples), gathered by report_pc_windows as the text report
- * shows them; the page draws the reasons as bars and the instructions as a
- * table.
+ * stall reasons by share, the scopes its samples ran in (report_pc_scopes.h:
+ * split by kernel time) and its hottest instructions (function+offset, stall
+ * reason, samples), gathered as the text report shows them; the page draws
+ * the reasons and the scopes as bars and the instructions as a table.
  *
  * Must never present a value other than the stored one, nor hide that rows
  * were left out (each window says how many rows it has; past 256 windows
@@ -14,15 +14,40 @@
 
 #include "cli/report_html.h"
 #include "cli/report_pc.h"
+#include "cli/report_pc_scopes.h"
 #include "flare/flare.h"
 
 /* Windows a page lists, as for PM samples; the rest are counted. */
 #define HTML_PC_WINDOWS_MAX 256
 
+/* Scopes a window lists, most samples first; the rest are counted. */
+#define HTML_PC_SCOPES_MAX 24
+
 typedef struct pc_section {
     html_report *report;
+    report_pc_scopes scopes;
     uint64_t written, left_out;
 } pc_section;
+
+static void write_scopes(pc_section *section, const report_pc_window *window)
+{
+    html_page *page = section->report->page;
+    report_pc_scope_sum sums[64];
+    size_t more = 0;
+    size_t count = report_pc_scopes_of_window(&section->scopes, window->pid, window->window_id,
+                                              window->device, sums, 64, &more);
+    html_json_array(page, "scopes");
+    for (size_t i = 0; i < count && i < HTML_PC_SCOPES_MAX; i++) {
+        html_json_object(page, NULL);
+        html_json_string(page, "name", sums[i].name);
+        html_json_double(page, "samples", sums[i].samples);
+        html_json_string(page, "stall", sums[i].top_reason);
+        html_json_end(page);
+    }
+    html_json_end(page);
+    html_json_u64(page, "scopes_left_out",
+                  (count > HTML_PC_SCOPES_MAX ? count - HTML_PC_SCOPES_MAX : 0) + more);
+}
 
 static void write_window(report_pc_window *window, void *user)
 {
@@ -53,6 +78,7 @@ static void write_window(report_pc_window *window, void *user)
         html_json_end(page);
     }
     html_json_end(page);
+    write_scopes(section, window);
     html_json_array(page, "top");
     for (size_t i = 0; i < window->lines; i++) {
         const report_pc_line *line = &window->top[i];
@@ -72,10 +98,15 @@ static void write_window(report_pc_window *window, void *user)
 void html_section_pc(html_report *report)
 {
     pc_section section = {.report = report};
+    /* The windows are drawn even when their scopes cannot be read. */
+    int scopes_status = report_pc_scopes_load(report->database, &section.scopes);
     html_json_array(report->page, "windows");
     int status = report_pc_windows(report->database, write_window, &section);
     html_json_end(report->page);
     html_json_u64(report->page, "left_out", section.left_out);
+    report_pc_scopes_free(&section.scopes);
+    if (status == FLARE_OK)
+        status = scopes_status;
     if (status == FLARE_ERR_NO_MEMORY)
         html_report_failed(report, "out of memory");
     else

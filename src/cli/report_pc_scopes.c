@@ -56,17 +56,10 @@ void report_pc_scopes_free(report_pc_scopes *scopes)
     memset(scopes, 0, sizeof(*scopes));
 }
 
-/* One scope of a window: its samples and its top stall reason. */
-typedef struct scope_sum {
-    const char *name;
-    const char *top_reason;
-    double samples;
-} scope_sum;
-
 /* The window's scopes, summed (rows of a scope are adjacent, its first the
- * top reason). Returns how many, at most max. */
+ * top reason), in the store's order. */
 static size_t sum_scopes(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
-                         int32_t device, scope_sum *sums, size_t max, size_t *more)
+                         int32_t device, report_pc_scope_sum *sums, size_t max, size_t *more)
 {
     size_t count = 0;
     *more = 0;
@@ -79,31 +72,38 @@ static size_t sum_scopes(const report_pc_scopes *scopes, int64_t pid, uint64_t w
             continue;
         }
         if (count == max) {
-            (*more)++;
+            if (i == 0 || strcmp(scopes->rows[i - 1].scope_name, row->scope_name) != 0)
+                (*more)++;
             continue;
         }
-        sums[count++] = (scope_sum){row->scope_name, row->stall_reason, row->samples};
+        sums[count++] = (report_pc_scope_sum){row->scope_name, row->stall_reason, row->samples};
     }
     return count;
 }
 
 static int by_samples(const void *a, const void *b)
 {
-    double x = ((const scope_sum *)a)->samples, y = ((const scope_sum *)b)->samples;
-    return x < y   ? 1
-           : x > y ? -1
-                   : strcmp(((const scope_sum *)a)->name, ((const scope_sum *)b)->name);
+    const report_pc_scope_sum *x = a, *y = b;
+    return x->samples < y->samples ? 1 : x->samples > y->samples ? -1 : strcmp(x->name, y->name);
+}
+
+size_t report_pc_scopes_of_window(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
+                                  int32_t device, report_pc_scope_sum *sums, size_t max,
+                                  size_t *more)
+{
+    size_t count = sum_scopes(scopes, pid, window_id, device, sums, max, more);
+    qsort(sums, count, sizeof(sums[0]), by_samples);
+    return count;
 }
 
 void report_pc_scopes_print(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
                             int32_t device, uint64_t total)
 {
-    scope_sum sums[64];
+    report_pc_scope_sum sums[64];
     size_t more = 0;
-    size_t count = sum_scopes(scopes, pid, window_id, device, sums, 64, &more);
+    size_t count = report_pc_scopes_of_window(scopes, pid, window_id, device, sums, 64, &more);
     if (count == 0)
         return;
-    qsort(sums, count, sizeof(sums[0]), by_samples);
     printf("    by scope (samples split by kernel time):");
     for (size_t i = 0; i < count && i < REPORT_PC_SCOPES_SHOWN; i++)
         printf("%s %s %.1f%% (%s)", i == 0 ? "" : ",", sums[i].name,

@@ -37,6 +37,20 @@ typedef struct report_pc_scopes {
 int report_pc_scopes_load(store *database, report_pc_scopes *scopes);
 void report_pc_scopes_free(report_pc_scopes *scopes);
 
+/* One scope of a window: its samples (fractional) and its top stall reason;
+ * the strings are the held rows'. */
+typedef struct report_pc_scope_sum {
+    const char *name;
+    const char *top_reason;
+    double samples;
+} report_pc_scope_sum;
+
+/* The window's scopes, most samples first: at most max in sums, *more
+ * counting those left out. Returns how many are in sums. */
+size_t report_pc_scopes_of_window(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
+                                  int32_t device, report_pc_scope_sum *sums, size_t max,
+                                  size_t *more);
+
 /* The window's "by scope" line (nothing when it has no rows): its scopes by
  * share of total, each with its top stall reason. */
 void report_pc_scopes_print(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,

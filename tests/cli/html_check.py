@@ -97,6 +97,16 @@ def check_expectations(data, expects, problems):
         if not good:
             problems.append("no window with PC samples whose reasons add up and whose top "
                             "instructions come most samples first")
+        # Scopes: every sample credited somewhere (a scope, "(no range)" or
+        # "(no kernel in the window)"), most samples first.
+        scoped = [w for w in windows
+                  if w.get("scopes") and w.get("scopes_left_out") == 0
+                  and abs(sum(x["samples"] for x in w["scopes"]) - w["samples"]) < 1e-6 * w["samples"]
+                  and [x["samples"] for x in w["scopes"]]
+                  == sorted((x["samples"] for x in w["scopes"]), reverse=True)]
+        if not scoped:
+            problems.append("no window with PC samples whose scopes add up to its samples, "
+                            "most first")
     if "triggered" in expects:
         replays = data.get("triggered", {}).get("replays", [])
         drawn = {(w["pid"], w["id"]): w for w in pm.get("windows", []) if w.get("drawn")}

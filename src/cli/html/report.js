@@ -696,7 +696,8 @@
       return;
     }
     note(body, 'Where in their kernels warps waited, per window that ran PC sampling: each ' +
-      'stall reason\'s share of the samples, then the instructions with the most samples.');
+      'stall reason\'s share of the samples, the scopes they ran in (a function\'s samples split ' +
+      'over the scopes its kernels ran in, by kernel time), then the instructions with the most samples.');
     d.windows.forEach(function (w) {
       var card = add(body, el('div', 'kernel-card'));
       add(card, el('h3', '', 'Window ' + w.id + ' of pid ' + w.pid + ', device ' + w.device + ': ' +
@@ -708,6 +709,17 @@
         value: function (r) { return (w.samples ? 100 * r.samples / w.samples : 0).toFixed(1) + '%'; },
         detail: function (r) { return fmtCount(r.samples) + ' samples'; }
       });
+      if (w.scopes && w.scopes.length) {
+        add(card, el('h4', '', 'By scope (samples split by kernel time)'));
+        barChart(card, w.scopes, {
+          label: function (r) { return r.name; },
+          fraction: function (r) { return w.samples ? r.samples / w.samples : 0; },
+          value: function (r) { return (w.samples ? 100 * r.samples / w.samples : 0).toFixed(1) + '%'; },
+          detail: function (r) { return fmtCount(Math.round(r.samples)) + ' samples, mostly ' + r.stall; }
+        });
+        if (w.scopes_left_out > 0) note(card, fmtCount(w.scopes_left_out) + ' more scopes (flare ' +
+          'report --format json has them all, section pc_by_scope).');
+      }
       add(card, el('h4', '', 'Hottest instructions'));
       var num = [true, true, false, false];
       var rows = table(card, ['samples', 'share', 'stall', 'function+offset'], num);
