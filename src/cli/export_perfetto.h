@@ -91,6 +91,10 @@ typedef struct perfetto_context {
     store_export_replay_window_row *replay_windows; /* by pid, device, start */
     size_t replay_window_count;
     size_t replay_window_capacity;
+    /* PC sampling windows' summaries (export_perfetto_pc.c). */
+    struct perfetto_pc_window *pc_windows; /* by pid, window */
+    size_t pc_window_count;
+    size_t pc_window_capacity;
     /* PM counter tracks (export_perfetto_counters.c). */
     cli_pair_map pm_track_index; /* (trace pid, hash of metric) -> index + 1 */
     perfetto_pm_track *pm_tracks;
@@ -159,6 +163,13 @@ int perfetto_replay_rerun(const perfetto_context *context, int64_t pid, int devi
                           uint64_t start_ns);
 void perfetto_replay_free(perfetto_context *context);
 int perfetto_write_windows(perfetto_context *context);
+/* export_perfetto_pc.c: the PC samples of each window, summed for its
+ * slice's args (pc_samples, pc_stalls, pc_hottest, pc_by_scope). load
+ * returns FLARE_OK or the store's status (an error leaves none loaded);
+ * args writes nothing for a window without PC samples. */
+int perfetto_pc_load(perfetto_context *context);
+void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t window_id);
+void perfetto_pc_free(perfetto_context *context);
 int perfetto_write_storms(perfetto_context *context);
 int perfetto_write_replay(perfetto_context *context);
 

@@ -1,7 +1,8 @@
 /*
  * export_perfetto_flare.c: flare's own tracks in a Perfetto export, in each
  * process's track group: deep-profiling windows (table windows) as slices
- * named by what opened them, rule firings as instants, launch storms
+ * named by what opened them (a PC window's findings in its args,
+ * export_perfetto_pc.c), rule firings as instants, launch storms
  * (table storms) as slices, and kernel and range replay (tables
  * replay_launches, replay_metrics, replay_passes, replay_spans).
  *
@@ -395,8 +396,9 @@ static void perfetto_window_name(cli_output *output, const store_window_row *row
     cli_output_char(output, '"');
 }
 
-static void perfetto_window_args(cli_output *output, const store_window_row *row)
+static void perfetto_window_args(perfetto_context *context, const store_window_row *row)
 {
+    cli_output *output = context->output;
     cli_output_text(output, ",\"args\":{\"window_id\":");
     cli_output_u64(output, row->id);
     cli_output_json_member_string(output, "kind", text_or_empty(row->token_kind));
@@ -416,6 +418,7 @@ static void perfetto_window_args(cli_output *output, const store_window_row *row
         cli_output_json_member_u64(output, "queued_ns", row->opened_ns - row->requested_ns);
     if (row->has_cause)
         cli_output_json_member_u64(output, "rule_id", row->rule_id);
+    perfetto_pc_window_args(context, row->pid, row->id);
     perfetto_member_bool(output, "still_open", 0);
     cli_output_text(output, "}}");
 }
@@ -476,7 +479,7 @@ static int perfetto_window_row(const store_window_row *row, void *user)
                                  ? " (refused)"
                                  : " (never opened)");
     }
-    perfetto_window_args(output, row);
+    perfetto_window_args(context, row);
     return perfetto_stopped(context);
 }
 
@@ -504,11 +507,15 @@ static int perfetto_unrecorded_window(const store_export_unrecorded_window_row *
 int perfetto_write_windows(perfetto_context *context)
 {
     store *database = context->session->database;
-    return perfetto_failed(context, "windows",
-                           store_read_windows(database, perfetto_window_row, context)) ||
-           perfetto_failed(
-               context, "windows",
-               store_export_unrecorded_windows(database, perfetto_unrecorded_window, context));
+    /* The windows are written even when their PC samples cannot be read. */
+    int pc_status = perfetto_pc_load(context);
+    int stopped = perfetto_failed(context, "windows",
+                                  store_read_windows(database, perfetto_window_row, context)) ||
+                  perfetto_failed(context, "windows",
+                                  store_export_unrecorded_windows(
+                                      database, perfetto_unrecorded_window, context));
+    perfetto_pc_free(context);
+    return stopped || perfetto_failed(context, "pc samples", pc_status);
 }
 
 /* ---- launch storms ---- */

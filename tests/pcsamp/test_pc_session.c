@@ -209,6 +209,23 @@ static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
         strstr(output, "\"pc_by_scope\":[\n{\"pid\":") == NULL ||
         strstr(output, "\"scope\":\"pc_step\",\"stall_reason\":\"long_scoreboard\"") == NULL)
         fail_msg("no pc_samples and pc_by_scope in the JSON report:\n%.2000s", output);
+    /* The Perfetto export: the window's slice carries the summary. */
+    char command[700];
+    const char *bin = getenv("FLARE_TEST_BIN_DIR");
+    snprintf(command, sizeof(command),
+             "%s/flare export --format perfetto -o - '%s' | grep '\"cat\":\"flare_window\"'",
+             bin != NULL ? bin : "bin", dir);
+    FILE *pipe = popen(command, "r");
+    assert_non_null(pipe);
+    size_t used = fread(output, 1, sizeof(output) - 1, pipe);
+    output[used] = '\0';
+    assert_int_equal(pclose(pipe), 0);
+    const char *window_args = strstr(output, "\"engine\":\"sim-pc-sampling\"");
+    if (window_args == NULL || strstr(window_args, "\"pc_stalls\":\"long_scoreboard ") == NULL ||
+        strstr(window_args, "\"pc_hottest\":\"pc_hot_kernel+0x100 long_scoreboard ") == NULL ||
+        strstr(window_args, "\"pc_by_scope\":\"pc_step ") == NULL)
+        fail_msg("no PC summary on the window's Perfetto slice:\n%.3000s",
+                 window_args != NULL ? window_args : output);
     test_remove_dir(dir);
 }
 

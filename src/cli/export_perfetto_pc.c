@@ -1,0 +1,154 @@
+/*
+ * export_perfetto_pc.c: a PC sampling window's findings in a Perfetto
+ * export, as args of its window slice (export_perfetto_flare.c): the
+ * samples, the top stall reasons by share, the hottest instructions and the
+ * scopes the samples ran in (split by kernel time, report_pc_scopes.h), the
+ * same numbers `flare report` prints. Every row stays in `flare report
+ * --format json` (sections pc_samples, pc_by_scope): a slice's args hold a
+ * summary, and say how many rows it summarises.
+ *
+ * Must never hold more than a summary per window, or put a window's
+ * numbers on another window's slice.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/export_perfetto.h"
+#include "cli/report_pc.h"
+#include "cli/report_pc_scopes.h"
+#include "flare/flare.h"
+
+#define PC_STALLS_SHOWN  5
+#define PC_HOTTEST_SHOWN 3
+#define PC_SCOPES_SHOWN  5
+
+/* One window's summary, its devices' one after another. */
+typedef struct perfetto_pc_window {
+    int64_t pid;
+    uint64_t window_id;
+    uint64_t samples, rows;
+    char stalls[320], hottest[400], scopes[320];
+} perfetto_pc_window;
+
+typedef struct pc_load {
+    perfetto_context *context;
+    report_pc_scopes scopes;
+    int failed;
+} pc_load;
+
+/* Appends printf(format) to text (size bytes), cut at the end. */
+static void append(char *text, size_t size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *text, size_t size, const char *format, ...)
+{
+    size_t used = strlen(text);
+    if (used + 1 >= size)
+        return;
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(text + used, size - used, format, arguments);
+    va_end(arguments);
+}
+
+static perfetto_pc_window *window_for(pc_load *load, int64_t pid, uint64_t window_id)
+{
+    perfetto_context *context = load->context;
+    if (context->pc_window_count > 0) {
+        perfetto_pc_window *last = &context->pc_windows[context->pc_window_count - 1];
+        if (last->pid == pid && last->window_id == window_id)
+            return last;
+    }
+    if (context->pc_window_count == context->pc_window_capacity) {
+        size_t capacity = context->pc_window_capacity == 0 ? 8 : context->pc_window_capacity * 2;
+        perfetto_pc_window *grown =
+            realloc(context->pc_windows, capacity * sizeof(*context->pc_windows));
+        if (grown == NULL)
+            return NULL;
+        context->pc_windows = grown;
+        context->pc_window_capacity = capacity;
+    }
+    perfetto_pc_window *window = &context->pc_windows[context->pc_window_count++];
+    memset(window, 0, sizeof(*window));
+    window->pid = pid;
+    window->window_id = window_id;
+    return window;
+}
+
+static void add_window(report_pc_window *summary, void *user)
+{
+    pc_load *load = user;
+    perfetto_pc_window *window = window_for(load, summary->pid, summary->window_id);
+    if (window == NULL) {
+        load->failed = 1;
+        return;
+    }
+    int again = window->samples != 0; /* another device of the window */
+    const char *device_prefix = again ? "; device " : "";
+    window->samples += summary->total;
+    window->rows += summary->rows;
+    if (again) {
+        append(window->stalls, sizeof(window->stalls), "%s%d:", device_prefix, summary->device);
+        append(window->hottest, sizeof(window->hottest), "%s%d:", device_prefix, summary->device);
+    }
+    for (size_t i = 0; i < summary->reasons && i < PC_STALLS_SHOWN; i++)
+        append(window->stalls, sizeof(window->stalls), "%s%s %.1f%%", i == 0 ? "" : ", ",
+               summary->reason_names[i],
+               report_pc_share(summary->reason_samples[i], summary->total));
+    for (size_t i = 0; i < summary->lines && i < PC_HOTTEST_SHOWN; i++)
+        append(window->hottest, sizeof(window->hottest), "%s%s+0x%" PRIx64 " %s %.1f%%",
+               i == 0 ? "" : ", ", summary->top[i].function, summary->top[i].pc_offset,
+               summary->top[i].stall_reason,
+               report_pc_share(summary->top[i].samples, summary->total));
+    report_pc_scope_sum sums[64];
+    size_t more = 0;
+    size_t count = report_pc_scopes_of_window(&load->scopes, summary->pid, summary->window_id,
+                                              summary->device, sums, 64, &more);
+    if (again && count > 0)
+        append(window->scopes, sizeof(window->scopes), "%s%d:", device_prefix, summary->device);
+    for (size_t i = 0; i < count && i < PC_SCOPES_SHOWN; i++)
+        append(window->scopes, sizeof(window->scopes), "%s%s %.1f%%", i == 0 ? "" : ", ",
+               sums[i].name,
+               summary->total != 0 ? 100.0 * sums[i].samples / (double)summary->total : 0.0);
+}
+
+int perfetto_pc_load(perfetto_context *context)
+{
+    pc_load load = {.context = context};
+    store *database = context->session->database;
+    int status = report_pc_scopes_load(database, &load.scopes);
+    if (status == FLARE_OK)
+        status = report_pc_windows(database, add_window, &load);
+    report_pc_scopes_free(&load.scopes);
+    if (status == FLARE_OK && load.failed)
+        status = FLARE_ERR_NO_MEMORY;
+    if (status != FLARE_OK)
+        perfetto_pc_free(context);
+    return status;
+}
+
+void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t window_id)
+{
+    cli_output *output = context->output;
+    for (size_t i = 0; i < context->pc_window_count; i++) {
+        const perfetto_pc_window *window = &context->pc_windows[i];
+        if (window->pid != pid || window->window_id != window_id)
+            continue;
+        cli_output_json_member_u64(output, "pc_samples", window->samples);
+        cli_output_json_member_string(output, "pc_stalls", window->stalls);
+        cli_output_json_member_string(output, "pc_hottest", window->hottest);
+        if (window->scopes[0] != '\0')
+            cli_output_json_member_string(output, "pc_by_scope", window->scopes);
+        cli_output_json_member_u64(output, "pc_rows", window->rows);
+        return;
+    }
+}
+
+void perfetto_pc_free(perfetto_context *context)
+{
+    free(context->pc_windows);
+    context->pc_windows = NULL;
+    context->pc_window_count = context->pc_window_capacity = 0;
+}
