@@ -90,16 +90,24 @@ int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void
  * the deepest range of its process open at its clipped midpoint (ties: the
  * latest start, then the greater instance id, as attrib.h decides for PM
  * samples); the function's samples of each stall reason split over those
- * ranges by kernel time. Samples of a function with no kernel in its
- * window go to "(no kernel in the window)". */
+ * ranges by kernel time. A function name of 255 bytes is one the engine
+ * cut (PC_FUNCTION_MAX): it stands for every kernel name it begins. Samples
+ * of a function with no kernel in its window go to "(no kernel in the
+ * window)". */
 static const char pc_by_scope_sql[] =
     "WITH win AS (SELECT pid, id AS window_id, opened_ns AS o, closed_ns AS c FROM windows"
     "  WHERE opened_ns IS NOT NULL AND closed_ns IS NOT NULL),"
     " fn AS (SELECT DISTINCT pid, window_id, device, name_id FROM pc_samples),"
+    " kn AS (SELECT pid, window_id, device, name_id, name_id AS kernel_name_id FROM fn"
+    "  UNION SELECT f.pid, f.window_id, f.device, f.name_id, k.id FROM fn f"
+    "  JOIN names n ON n.id = f.name_id AND length(CAST(n.name AS BLOB)) = 255"
+    "  JOIN names k ON k.id != n.id"
+    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB)),"
     " clipped AS (SELECT f.pid, f.window_id, f.device, f.name_id,"
     "  MAX(k.start_ns, w.o) AS a, MIN(k.end_ns, w.c) AS b"
-    "  FROM fn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"
-    "  JOIN kernels k ON k.pid = f.pid AND k.device = f.device AND k.name_id = f.name_id"
+    "  FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"
+    "  JOIN kernels k ON k.pid = f.pid AND k.device = f.device"
+    "  AND k.name_id = f.kernel_name_id"
     "  AND k.start_ns < w.c AND k.end_ns > w.o),"
     " credited AS (SELECT pid, window_id, device, name_id, b - a AS ns,"
     "  (SELECT s.name_id FROM scopes s WHERE s.pid = clipped.pid"

@@ -310,6 +310,41 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
     assert_int_equal(store_read_pc_by_scope(NULL, collect_scope, &r), FLARE_ERR_INVALID_ARGUMENT);
 }
 
+/* A kernel name longer than the engine keeps (PC_FUNCTION_MAX - 1 = 255
+ * bytes): its PC samples name its first 255 bytes, and are still credited
+ * to the scope its kernel ran in. */
+static void test_a_cut_function_name_finds_its_kernel(void **state)
+{
+    (void)state;
+    char full[400], cut[256];
+    memset(full, 'k', sizeof(full) - 1);
+    full[sizeof(full) - 1] = '\0';
+    memcpy(full, "void at::native::kernel<", 24);
+    memcpy(cut, full, 255);
+    cut[255] = '\0';
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    put_kernel(handle, 0, full, 1200, 1400);
+    const store_pc_sample_row row = {PID, 1, 0, cut, 0x20, "long_scoreboard", 50, 1000, 2000};
+    assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
+         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
+         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
+         " 2000, 'duration', 0, 'cuda-pc-sampling', 'disarmed', '', 50);"
+         "INSERT OR IGNORE INTO names (name) VALUES ('layer');"
+         "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 1100, 1500, 0 FROM names WHERE name = "
+         "'layer';");
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback r = {0};
+    assert_int_equal(store_read_pc_by_scope(handle, collect_scope, &r), 0);
+    store_close(handle);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.scopes[0], "layer");
+    assert_true(r.samples[0] > 50 - 1e-9 && r.samples[0] < 50 + 1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +352,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_version_10_session, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_samples_split_over_scopes_by_kernel_time, set_up,
+                                        tear_down),
+        cmocka_unit_test_setup_teardown(test_a_cut_function_name_finds_its_kernel, set_up,
                                         tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,9 +4,12 @@
  *
  * The demangler is the C++ runtime's __cxa_demangle, found at run time in
  * the process (CUDA programs carry libstdc++); flare itself stays C and
- * links no C++ runtime. Runs on CUPTI's buffer thread only.
+ * links no C++ runtime. Runs on CUPTI's buffer thread and on PC sampling's
+ * reading thread (cuda_pc.c, so PC samples name a kernel as its records
+ * do): the buffer is per thread, the look-up once.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,23 +21,26 @@ typedef char *(*demangle_function)(const char *mangled, char *buffer, size_t *le
 static _Thread_local char *demangle_buffer;
 static _Thread_local size_t demangle_length;
 
+static demangle_function demangle;
+static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
+
+static void demangle_look_up(void)
+{
+    /* A C++ runtime loaded privately (PyTorch's extensions load theirs
+     * RTLD_LOCAL) is not in the global scope: open it by name. */
+    *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (demangle == NULL) {
+        void *runtime = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+        if (runtime != NULL)
+            *(void **)&demangle = dlsym(runtime, "__cxa_demangle");
+    }
+}
+
 const char *cuda_demangle(const char *mangled)
 {
-    static demangle_function demangle;
-    static int looked_up;
     if (mangled == NULL)
         return NULL;
-    if (!looked_up) {
-        /* A C++ runtime loaded privately (PyTorch's extensions load theirs
-         * RTLD_LOCAL) is not in the global scope: open it by name. */
-        *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        if (demangle == NULL) {
-            void *runtime = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
-            if (runtime != NULL)
-                *(void **)&demangle = dlsym(runtime, "__cxa_demangle");
-        }
-        looked_up = 1;
-    }
+    pthread_once(&demangle_once, demangle_look_up);
     if (demangle == NULL || strncmp(mangled, "_Z", 2) != 0)
         return mangled;
     int status = 0;

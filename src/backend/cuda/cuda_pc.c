@@ -51,6 +51,7 @@
 
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -558,8 +559,10 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->device = hw->device;
         sample->stall_reason = stall->pcSamplingStallReasonIndex;
         sample->pc_offset = pc->pcOffset;
+        /* Demangled as kernel records are, so both name one kernel alike. */
+        const char *function = cuda_demangle(pc->functionName);
         snprintf(sample->function, sizeof(sample->function), "%s",
-                 pc->functionName != NULL ? pc->functionName : "(unknown function)");
+                 function != NULL ? function : "(unknown function)");
     }
     return moved;
 }
