@@ -95,8 +95,18 @@ int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void
  * of a function with no kernel in its window go to "(no kernel in the
  * window)". */
 static const char pc_by_scope_sql[] =
-    "WITH win AS (SELECT pid, id AS window_id, opened_ns AS o, closed_ns AS c FROM windows"
-    "  WHERE opened_ns IS NOT NULL AND closed_ns IS NOT NULL),"
+    "WITH win AS MATERIALIZED (SELECT pid, id AS window_id, opened_ns AS o, closed_ns AS c,"
+    /* The earliest start a kernel overlapping the window can have (the
+     * longest kernel, kept in meta by the index build): the kernels index
+     * then answers each window with a short range. */
+    "  opened_ns - COALESCE((SELECT value FROM meta WHERE key = 'kernel_duration_max_ns'),"
+    "   (SELECT MAX(end_ns - start_ns) FROM kernels), 0) AS lo"
+    "  FROM windows WHERE opened_ns IS NOT NULL AND closed_ns IS NOT NULL"
+    "  AND id IN (SELECT window_id FROM pc_samples)),"
+    /* The scopes each window can credit: those overlapping it. */
+    " sw AS MATERIALIZED (SELECT w.pid, w.window_id, s.name_id, s.depth, s.start_ns, s.end_ns,"
+    "  s.still_open, s.instance_id FROM win w JOIN scopes s ON s.pid = w.pid"
+    "  AND s.start_ns <= w.c AND (s.end_ns >= w.o OR s.still_open != 0)),"
     " fn AS (SELECT DISTINCT pid, window_id, device, name_id FROM pc_samples),"
     " kn AS (SELECT pid, window_id, device, name_id, name_id AS kernel_name_id FROM fn"
     "  UNION SELECT f.pid, f.window_id, f.device, f.name_id, k.id FROM fn f"
@@ -108,9 +118,9 @@ static const char pc_by_scope_sql[] =
     "  FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"
     "  JOIN kernels k ON k.pid = f.pid AND k.device = f.device"
     "  AND k.name_id = f.kernel_name_id"
-    "  AND k.start_ns < w.c AND k.end_ns > w.o),"
+    "  AND k.start_ns >= w.lo AND k.start_ns < w.c AND k.end_ns > w.o),"
     " credited AS (SELECT pid, window_id, device, name_id, b - a AS ns,"
-    "  (SELECT s.name_id FROM scopes s WHERE s.pid = clipped.pid"
+    "  (SELECT s.name_id FROM sw s WHERE s.pid = clipped.pid AND s.window_id = clipped.window_id"
     "   AND s.start_ns <= (a + b) / 2 AND (s.end_ns >= (a + b) / 2 OR s.still_open != 0)"
     "   ORDER BY s.depth DESC, s.start_ns DESC, s.instance_id DESC LIMIT 1) AS scope_id"
     "  FROM clipped),"
