@@ -141,6 +141,13 @@ typedef struct backend_engine_ops {
      * running without it ("preparing"). Returns at once, arms nothing;
      * calling it again, or while set-up runs, does nothing more. */
     void (*prepare)(int device);
+    /* Optional (NULL: nothing to do). Called over and over by an
+     * application thread that waits on a window (flare_window_open/close):
+     * runs the engine's work that must be made on an application thread
+     * (CUDA's PC start and stop, cuda_app_thread.h), which that thread's
+     * next launch would otherwise make, and which may never come while it
+     * waits. Returns at once when there is none. */
+    void (*serve)(void);
 } backend_engine_ops;
 
 /* ---- The backend descriptor ----

@@ -165,8 +165,9 @@ void perfetto_replay_free(perfetto_context *context);
 int perfetto_write_windows(perfetto_context *context);
 /* export_perfetto_pc.c: the PC samples of each window, summed for its
  * slice's args (pc_samples, pc_stalls, pc_hottest, pc_by_scope). load
- * returns FLARE_OK or the store's status (an error leaves none loaded);
- * args writes nothing for a window without PC samples. */
+ * returns FLARE_OK or the store's status (the samples' failure leaves none
+ * loaded; the scopes' alone leaves the rest); args writes nothing for a
+ * window without PC samples. */
 int perfetto_pc_load(perfetto_context *context);
 void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t window_id);
 void perfetto_pc_free(perfetto_context *context);

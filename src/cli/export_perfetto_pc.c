@@ -85,14 +85,12 @@ static void add_window(report_pc_window *summary, void *user)
         load->failed = 1;
         return;
     }
-    int again = window->samples != 0; /* another device of the window */
-    const char *device_prefix = again ? "; device " : "";
+    /* Each device's part says which device it is. */
+    const char *separator = window->samples != 0 || window->rows != 0 ? "; " : "";
     window->samples += summary->total;
     window->rows += summary->rows;
-    if (again) {
-        append(window->stalls, sizeof(window->stalls), "%s%d:", device_prefix, summary->device);
-        append(window->hottest, sizeof(window->hottest), "%s%d:", device_prefix, summary->device);
-    }
+    append(window->stalls, sizeof(window->stalls), "%sdevice %d: ", separator, summary->device);
+    append(window->hottest, sizeof(window->hottest), "%sdevice %d: ", separator, summary->device);
     for (size_t i = 0; i < summary->reasons && i < PC_STALLS_SHOWN; i++)
         append(window->stalls, sizeof(window->stalls), "%s%s %.1f%%", i == 0 ? "" : ", ",
                summary->reason_names[i],
@@ -102,13 +100,14 @@ static void add_window(report_pc_window *summary, void *user)
                i == 0 ? "" : ", ", summary->top[i].function, summary->top[i].pc_offset,
                summary->top[i].stall_reason,
                report_pc_share(summary->top[i].samples, summary->total));
-    report_pc_scope_sum sums[64];
+    report_pc_scope_sum sums[PC_SCOPES_SHOWN];
     size_t more = 0;
     size_t count = report_pc_scopes_of_window(&load->scopes, summary->pid, summary->window_id,
-                                              summary->device, sums, 64, &more);
-    if (again && count > 0)
-        append(window->scopes, sizeof(window->scopes), "%s%d:", device_prefix, summary->device);
-    for (size_t i = 0; i < count && i < PC_SCOPES_SHOWN; i++)
+                                              summary->device, sums, PC_SCOPES_SHOWN, &more);
+    if (count > 0)
+        append(window->scopes, sizeof(window->scopes),
+               "%sdevice %d: ", window->scopes[0] != '\0' ? "; " : "", summary->device);
+    for (size_t i = 0; i < count; i++)
         append(window->scopes, sizeof(window->scopes), "%s%s %.1f%%", i == 0 ? "" : ", ",
                sums[i].name,
                summary->total != 0 ? 100.0 * sums[i].samples / (double)summary->total : 0.0);
@@ -118,15 +117,18 @@ int perfetto_pc_load(perfetto_context *context)
 {
     pc_load load = {.context = context};
     store *database = context->session->database;
-    int status = report_pc_scopes_load(database, &load.scopes);
-    if (status == FLARE_OK)
-        status = report_pc_windows(database, add_window, &load);
+    /* The samples go on the slices even when their scopes cannot be read
+     * (that failure is still returned, for the export to report). */
+    int scopes_status = report_pc_scopes_load(database, &load.scopes);
+    int status = report_pc_windows(database, add_window, &load);
     report_pc_scopes_free(&load.scopes);
     if (status == FLARE_OK && load.failed)
         status = FLARE_ERR_NO_MEMORY;
-    if (status != FLARE_OK)
+    if (status != FLARE_OK) {
         perfetto_pc_free(context);
-    return status;
+        return status;
+    }
+    return scopes_status;
 }
 
 void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t window_id)

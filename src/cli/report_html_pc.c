@@ -10,6 +10,7 @@
  * were left out (each window says how many rows it has; past 256 windows
  * the page says how many more there are).
  */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cli/report_html.h"
@@ -32,12 +33,14 @@ typedef struct pc_section {
 static void write_scopes(pc_section *section, const report_pc_window *window)
 {
     html_page *page = section->report->page;
-    report_pc_scope_sum sums[64];
+    report_pc_scope_sum sums[HTML_PC_SCOPES_MAX];
     size_t more = 0;
     size_t count = report_pc_scopes_of_window(&section->scopes, window->pid, window->window_id,
-                                              window->device, sums, 64, &more);
+                                              window->device, sums, HTML_PC_SCOPES_MAX, &more);
+    if (more == SIZE_MAX)
+        html_report_failed(section->report, "out of memory");
     html_json_array(page, "scopes");
-    for (size_t i = 0; i < count && i < HTML_PC_SCOPES_MAX; i++) {
+    for (size_t i = 0; i < count; i++) {
         html_json_object(page, NULL);
         html_json_string(page, "name", sums[i].name);
         html_json_double(page, "samples", sums[i].samples);
@@ -45,8 +48,7 @@ static void write_scopes(pc_section *section, const report_pc_window *window)
         html_json_end(page);
     }
     html_json_end(page);
-    html_json_u64(page, "scopes_left_out",
-                  (count > HTML_PC_SCOPES_MAX ? count - HTML_PC_SCOPES_MAX : 0) + more);
+    html_json_u64(page, "scopes_left_out", more == SIZE_MAX ? 0 : more);
 }
 
 static void write_window(report_pc_window *window, void *user)

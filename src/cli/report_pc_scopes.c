@@ -17,16 +17,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrib/attrib.h"
 #include "cli/report_pc.h"
 #include "flare/flare.h"
 #include "store/store_pc.h"
 
+/* The store's resolver: attrib.h's rule (the deepest scope holding the
+ * time; scopes of every thread compete). */
+static int resolve_scopes(const store_pc_scope_span *spans, size_t span_count,
+                          const uint64_t *times, size_t count, int64_t *winners)
+{
+    attrib_scope *scopes = calloc(span_count > 0 ? span_count : 1, sizeof(*scopes));
+    if (scopes == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    for (size_t i = 0; i < span_count; i++)
+        scopes[i] = (attrib_scope){.start_ns = spans[i].start_ns,
+                                   .end_ns = spans[i].end_ns, /* UINT64_MAX: ATTRIB_OPEN */
+                                   .instance_id = spans[i].instance_id,
+                                   .depth = spans[i].depth};
+    int status = attrib_resolve(scopes, span_count, times, count, winners, NULL);
+    free(scopes);
+    return status;
+}
+
 static int hold_row(const store_pc_scope_row *row, void *user)
 {
     report_pc_scopes *scopes = user;
-    if (scopes->count == REPORT_PC_SCOPE_ROWS) {
-        scopes->left_out++;
-        return 0;
+    if (scopes->count == scopes->capacity) {
+        size_t capacity = scopes->capacity == 0 ? 256 : scopes->capacity * 2;
+        report_pc_scope_row *grown = realloc(scopes->rows, capacity * sizeof(*grown));
+        if (grown == NULL)
+            return FLARE_ERR_NO_MEMORY;
+        scopes->rows = grown;
+        scopes->capacity = capacity;
     }
     report_pc_scope_row *held = &scopes->rows[scopes->count++];
     held->pid = row->pid;
@@ -41,12 +64,9 @@ static int hold_row(const store_pc_scope_row *row, void *user)
 int report_pc_scopes_load(store *database, report_pc_scopes *scopes)
 {
     memset(scopes, 0, sizeof(*scopes));
-    scopes->rows = calloc(REPORT_PC_SCOPE_ROWS, sizeof(*scopes->rows));
-    if (scopes->rows == NULL)
-        return FLARE_ERR_NO_MEMORY;
-    int status = store_read_pc_by_scope(database, hold_row, scopes);
+    int status = store_read_pc_by_scope(database, resolve_scopes, hold_row, scopes);
     if (status != FLARE_OK)
-        scopes->count = scopes->left_out = 0; /* nothing half-read is shown */
+        report_pc_scopes_free(scopes); /* nothing half-read is shown */
     return status;
 }
 
@@ -54,31 +74,6 @@ void report_pc_scopes_free(report_pc_scopes *scopes)
 {
     free(scopes->rows);
     memset(scopes, 0, sizeof(*scopes));
-}
-
-/* The window's scopes, summed (rows of a scope are adjacent, its first the
- * top reason), in the store's order. */
-static size_t sum_scopes(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
-                         int32_t device, report_pc_scope_sum *sums, size_t max, size_t *more)
-{
-    size_t count = 0;
-    *more = 0;
-    for (size_t i = 0; i < scopes->count; i++) {
-        const report_pc_scope_row *row = &scopes->rows[i];
-        if (row->pid != pid || row->window_id != window_id || row->device != device)
-            continue;
-        if (count > 0 && strcmp(sums[count - 1].name, row->scope_name) == 0) {
-            sums[count - 1].samples += row->samples;
-            continue;
-        }
-        if (count == max) {
-            if (i == 0 || strcmp(scopes->rows[i - 1].scope_name, row->scope_name) != 0)
-                (*more)++;
-            continue;
-        }
-        sums[count++] = (report_pc_scope_sum){row->scope_name, row->stall_reason, row->samples};
-    }
-    return count;
 }
 
 static int by_samples(const void *a, const void *b)
@@ -91,31 +86,61 @@ size_t report_pc_scopes_of_window(const report_pc_scopes *scopes, int64_t pid, u
                                   int32_t device, report_pc_scope_sum *sums, size_t max,
                                   size_t *more)
 {
-    size_t count = sum_scopes(scopes, pid, window_id, device, sums, max, more);
-    qsort(sums, count, sizeof(sums[0]), by_samples);
-    return count;
+    /* The window's rows are adjacent, a scope's rows too (its first the top
+     * reason): one pass sums them all, then they are ranked. */
+    size_t first = 0;
+    while (first < scopes->count &&
+           (scopes->rows[first].pid != pid || scopes->rows[first].window_id != window_id ||
+            scopes->rows[first].device != device))
+        first++;
+    size_t end = first;
+    while (end < scopes->count && scopes->rows[end].pid == pid &&
+           scopes->rows[end].window_id == window_id && scopes->rows[end].device == device)
+        end++;
+    *more = 0;
+    if (end == first)
+        return 0;
+    report_pc_scope_sum *all = malloc((end - first) * sizeof(*all));
+    if (all == NULL) {
+        *more = SIZE_MAX;
+        return 0;
+    }
+    size_t count = 0;
+    for (size_t i = first; i < end; i++) {
+        const report_pc_scope_row *row = &scopes->rows[i];
+        if (count > 0 && strcmp(all[count - 1].name, row->scope_name) == 0)
+            all[count - 1].samples += row->samples;
+        else
+            all[count++] = (report_pc_scope_sum){row->scope_name, row->stall_reason, row->samples};
+    }
+    qsort(all, count, sizeof(*all), by_samples);
+    size_t shown = count < max ? count : max;
+    memcpy(sums, all, shown * sizeof(*sums));
+    *more = count - shown;
+    free(all);
+    return shown;
 }
 
 void report_pc_scopes_print(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
                             int32_t device, uint64_t total)
 {
-    report_pc_scope_sum sums[64];
+    report_pc_scope_sum sums[REPORT_PC_SCOPES_SHOWN];
     size_t more = 0;
-    size_t count = report_pc_scopes_of_window(scopes, pid, window_id, device, sums, 64, &more);
+    size_t count = report_pc_scopes_of_window(scopes, pid, window_id, device, sums,
+                                              REPORT_PC_SCOPES_SHOWN, &more);
+    if (count == 0 && more == SIZE_MAX) {
+        printf("    by scope: not shown (out of memory)\n");
+        return;
+    }
     if (count == 0)
         return;
     printf("    by scope (samples split by kernel time):");
-    for (size_t i = 0; i < count && i < REPORT_PC_SCOPES_SHOWN; i++)
+    for (size_t i = 0; i < count; i++)
         printf("%s %s %.1f%% (%s)", i == 0 ? "" : ",", sums[i].name,
                total != 0 ? 100.0 * sums[i].samples / (double)total : 0.0, sums[i].top_reason);
-    size_t hidden = (count > REPORT_PC_SCOPES_SHOWN ? count - REPORT_PC_SCOPES_SHOWN : 0) + more;
-    if (hidden > 0)
-        printf(", %zu more", hidden);
+    if (more > 0)
+        printf(", %zu more (flare report --format json: section pc_by_scope)", more);
     printf("\n");
-    if (scopes->left_out > 0)
-        printf("    (%zu scope rows past the first %d not read: flare report --format json has "
-               "them all)\n",
-               scopes->left_out, REPORT_PC_SCOPE_ROWS);
 }
 
 static int emit_row(const store_pc_scope_row *row, void *user)
@@ -134,5 +159,5 @@ static int emit_row(const store_pc_scope_row *row, void *user)
 
 int report_pc_scopes_emit(store *database, report_emit *emit)
 {
-    return store_read_pc_by_scope(database, emit_row, emit);
+    return store_read_pc_by_scope(database, resolve_scopes, emit_row, emit);
 }

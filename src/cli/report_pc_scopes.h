@@ -14,26 +14,25 @@
 #include "cli/report_emit.h"
 #include "store/store.h"
 
-#define REPORT_PC_SCOPE_ROWS   4096 /* rows the text report holds; more are counted */
-#define REPORT_PC_SCOPES_SHOWN 6    /* scopes printed per window, most samples first */
+#define REPORT_PC_SCOPES_SHOWN 6 /* scopes printed per window, most samples first */
 
 typedef struct report_pc_scope_row {
     int64_t pid;
     uint64_t window_id;
     int32_t device;
-    char scope_name[64];   /* cut to fit */
+    char scope_name[256];  /* cut to fit (names of 255 bytes and more share one) */
     char stall_reason[32]; /* the scope's first row of a window has its top reason */
     double samples;
 } report_pc_scope_row;
 
 typedef struct report_pc_scopes {
     report_pc_scope_row *rows; /* in the store's order: window, scope, samples */
-    size_t count;
-    size_t left_out; /* rows past REPORT_PC_SCOPE_ROWS */
+    size_t count, capacity;
 } report_pc_scopes;
 
-/* Reads every window's rows (at most REPORT_PC_SCOPE_ROWS held). FLARE_OK,
- * FLARE_ERR_NO_MEMORY or the store's status; free with report_pc_scopes_free. */
+/* Reads every window's rows (memory in proportion: the windows' scopes
+ * times their stall reasons). FLARE_OK, FLARE_ERR_NO_MEMORY or the store's
+ * status (then none are held); free with report_pc_scopes_free. */
 int report_pc_scopes_load(store *database, report_pc_scopes *scopes);
 void report_pc_scopes_free(report_pc_scopes *scopes);
 
@@ -45,8 +44,9 @@ typedef struct report_pc_scope_sum {
     double samples;
 } report_pc_scope_sum;
 
-/* The window's scopes, most samples first: at most max in sums, *more
- * counting those left out. Returns how many are in sums. */
+/* The window's scopes, all of them summed and ranked, most samples first:
+ * the top max in sums, *more counting the others. Returns how many are in
+ * sums (0 too when memory runs out: *more is then SIZE_MAX). */
 size_t report_pc_scopes_of_window(const report_pc_scopes *scopes, int64_t pid, uint64_t window_id,
                                   int32_t device, report_pc_scope_sum *sums, size_t max,
                                   size_t *more);

@@ -356,6 +356,11 @@ static int wait_for(deepwin_coordinator *coordinator, uint64_t window_id, int wa
             return FLARE_OK;
         if (core_now_ns() >= deadline)
             return FLARE_ERR_TIMEOUT;
+        /* This thread may be the one the engine waits for (a start or stop
+         * made at the program's next launch). */
+        const backend_engine_ops *pc = atomic_load(&pc_engine);
+        if (pc != NULL && pc->serve != NULL)
+            pc->serve();
         pause_briefly();
     }
 }

@@ -47,14 +47,15 @@ typedef int (*store_pc_sample_callback)(const store_pc_sample_row *row, void *us
 int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void *user);
 
 /* PC samples attributed to the scopes (flare scopes and NVTX ranges) they
- * ran in: per window, device, scope name and stall reason. A function's
- * samples in a window are split over the scopes its kernels ran in during
- * the window, in proportion to their kernel time there, each kernel
- * credited to the deepest scope of its process open at the middle of its
- * time in the window
- * (the rule attrib.h applies to PM samples); "(no range)" where none was
- * open, "(no kernel in the window)" for a function with no kernel record in
- * its window. So samples are fractional, and sum per window to its total. */
+ * ran in (store_pc_scope.c): per window, device, scope name and stall
+ * reason. A function's samples in a window are split over the scopes its
+ * kernels ran in during the window, in proportion to their kernel time
+ * there, each kernel credited to the scope resolve picks for the middle of
+ * its time in the window (attrib.h's rule: the deepest open scope of the
+ * process); "(no range)" where none was open, "(no kernel in the window)"
+ * for a function with no kernel record in its window. A function name of
+ * 255 bytes (cut by the engine) stands for every kernel name it begins. So
+ * samples are fractional, and sum per window to its total. */
 typedef struct store_pc_scope_row {
     int64_t pid;
     uint64_t window_id;
@@ -64,10 +65,26 @@ typedef struct store_pc_scope_row {
     double samples;
 } store_pc_scope_row;
 
+/* A scope as the resolver sees it (end_ns UINT64_MAX: still open). */
+typedef struct store_pc_scope_span {
+    uint64_t start_ns, end_ns;
+    uint64_t instance_id;
+    uint32_t depth;
+} store_pc_scope_span;
+
+/* For each of count times, the index into spans of the scope that gets it,
+ * or -1 for none; FLARE_OK or a negative flare_status. The store stays
+ * below the attribution module: the caller passes it (cli: attrib_resolve). */
+typedef int (*store_pc_scope_resolver)(const store_pc_scope_span *spans, size_t span_count,
+                                       const uint64_t *times, size_t count, int64_t *winners);
+
 /* Every row, by pid, window, device and scope name, most samples first;
  * none for a session older than version 11. Strings are valid during the
- * call only; callback returns non-zero to stop (not an error). */
+ * call only; callback returns non-zero to stop (not an error). Memory in
+ * proportion to the windows' kernels and scopes; FLARE_ERR_NO_MEMORY when
+ * it cannot be had. */
 typedef int (*store_pc_scope_callback)(const store_pc_scope_row *row, void *user);
-int store_read_pc_by_scope(store *handle, store_pc_scope_callback callback, void *user);
+int store_read_pc_by_scope(store *handle, store_pc_scope_resolver resolve,
+                           store_pc_scope_callback callback, void *user);
 
 #endif /* FLARE_STORE_STORE_PC_H */

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_app_thread.h"
 #include "core/clock.h"
+#include "test_util.h"
 
 #define LONG_WAIT_NS  30000000000ull /* a bound never reached when launches come */
 #define SHORT_WAIT_NS 50000000ull    /* the bound a test lets pass, with no launch */
@@ -222,6 +223,79 @@ static void test_many_launching_threads_run_each_once(void **state)
     assert_int_equal(cuda_app_thread_pending(), 0);
 }
 
+/* A request that runs until released: the bound passes while it runs. */
+static _Atomic int blocking_started, blocking_release;
+
+static int block_until_released(void *argument)
+{
+    atomic_store(&blocking_started, 1);
+    while (!atomic_load(&blocking_release))
+        sched_yield();
+    return (int)(intptr_t)argument;
+}
+
+typedef struct blocking_call {
+    int detach;
+    cuda_app_thread_outcome outcome;
+    int result;
+} blocking_call;
+
+static void *flare_blocking_caller(void *argument)
+{
+    blocking_call *c = argument;
+    pthread_setname_np(pthread_self(), "flare-blocking");
+    c->result = -1;
+    c->outcome = cuda_app_thread_call(block_until_released, (void *)(intptr_t)42, SHORT_WAIT_NS,
+                                      c->detach, &c->result);
+    return NULL;
+}
+
+static void *launch_once_when_posted(void *unused)
+{
+    (void)unused;
+    pthread_setname_np(pthread_self(), "app-once");
+    while (!cuda_app_thread_pending())
+        sched_yield();
+    cuda_app_thread_at_launch(); /* runs the request (blocks in it) */
+    return NULL;
+}
+
+/* The bound passes while the request runs: a detaching caller leaves (the
+ * request finishes on its own, its result dropped); a withdrawing one
+ * waits for it and gets its result, since it can no longer be withdrawn. */
+static void test_the_bound_passes_while_it_runs(void **state)
+{
+    (void)state;
+    for (int detach = 1; detach >= 0; detach--) {
+        reset();
+        atomic_store(&blocking_started, 0);
+        atomic_store(&blocking_release, 0);
+        pthread_t app, caller;
+        blocking_call c = {.detach = detach};
+        assert_int_equal(pthread_create(&app, NULL, launch_once_when_posted, NULL), 0);
+        assert_int_equal(pthread_create(&caller, NULL, flare_blocking_caller, &c), 0);
+        TEST_WAIT_UNTIL(atomic_load(&blocking_started));
+        if (detach) {
+            pthread_join(caller, NULL); /* returns while the request still runs */
+            assert_int_equal(c.outcome, CUDA_APP_THREAD_DETACHED);
+            assert_int_equal(c.result, -1);
+            assert_int_equal(cuda_app_thread_pending(), 1);
+            atomic_store(&blocking_release, 1);
+        } else {
+            /* Past the bound, still waiting: released, it returns the result. */
+            uint64_t past = core_now_ns() + 2 * SHORT_WAIT_NS;
+            while (core_now_ns() < past)
+                sched_yield();
+            atomic_store(&blocking_release, 1);
+            pthread_join(caller, NULL);
+            assert_int_equal(c.outcome, CUDA_APP_THREAD_RAN);
+            assert_int_equal(c.result, 42);
+        }
+        pthread_join(app, NULL);
+        assert_int_equal(cuda_app_thread_pending(), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_waits_for_a_detached_one_within_its_bound),
         cmocka_unit_test(test_an_application_thread_runs_it_at_once),
         cmocka_unit_test(test_many_launching_threads_run_each_once),
+        cmocka_unit_test(test_the_bound_passes_while_it_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,9 +221,11 @@ static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
     output[used] = '\0';
     assert_int_equal(pclose(pipe), 0);
     const char *window_args = strstr(output, "\"engine\":\"sim-pc-sampling\"");
-    if (window_args == NULL || strstr(window_args, "\"pc_stalls\":\"long_scoreboard ") == NULL ||
-        strstr(window_args, "\"pc_hottest\":\"pc_hot_kernel+0x100 long_scoreboard ") == NULL ||
-        strstr(window_args, "\"pc_by_scope\":\"pc_step ") == NULL)
+    if (window_args == NULL ||
+        strstr(window_args, "\"pc_stalls\":\"device 0: long_scoreboard ") == NULL ||
+        strstr(window_args, "\"pc_hottest\":\"device 0: pc_hot_kernel+0x100 long_scoreboard ") ==
+            NULL ||
+        strstr(window_args, "\"pc_by_scope\":\"device 0: pc_step ") == NULL)
         fail_msg("no PC summary on the window's Perfetto slice:\n%.3000s",
                  window_args != NULL ? window_args : output);
     test_remove_dir(dir);

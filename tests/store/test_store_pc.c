@@ -21,6 +21,7 @@
 
 #include "flare/flare.h"
 #include "store/store.h"
+#include "attrib/attrib.h"
 #include "store/store_pc.h"
 #include "test_util.h"
 
@@ -237,6 +238,26 @@ static int collect_scope(const store_pc_scope_row *row, void *user)
     return 0;
 }
 
+/* The resolver flare report passes: attrib.h's rule, checked against its
+ * reference (the naive resolver) on every call. */
+static int resolve_scopes(const store_pc_scope_span *spans, size_t span_count,
+                          const uint64_t *times, size_t count, int64_t *winners)
+{
+    attrib_scope scopes[16];
+    int64_t naive[64];
+    assert_true(span_count <= 16 && count <= 64);
+    for (size_t i = 0; i < span_count; i++)
+        scopes[i] = (attrib_scope){.start_ns = spans[i].start_ns,
+                                   .end_ns = spans[i].end_ns,
+                                   .instance_id = spans[i].instance_id,
+                                   .depth = spans[i].depth};
+    assert_int_equal(attrib_resolve_naive(scopes, span_count, times, count, naive), 0);
+    int status = attrib_resolve(scopes, span_count, times, count, winners, NULL);
+    for (size_t i = 0; status == 0 && i < count; i++)
+        assert_int_equal(winners[i], naive[i]);
+    return status;
+}
+
 static void put_kernel(store *handle, int device, const char *name, uint64_t start, uint64_t end)
 {
     store_kernel_row kernel = {
@@ -283,7 +304,7 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
 
     handle = open_mode(STORE_OPEN_READ);
     scope_readback r = {0};
-    assert_int_equal(store_read_pc_by_scope(handle, collect_scope, &r), 0);
+    assert_int_equal(store_read_pc_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
     store_close(handle);
     const struct {
         const char *scope, *reason;
@@ -307,7 +328,8 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
         total += r.samples[i];
     }
     assert_true(total > 510 - 1e-6 && total < 510 + 1e-6);
-    assert_int_equal(store_read_pc_by_scope(NULL, collect_scope, &r), FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_pc_by_scope(NULL, resolve_scopes, collect_scope, &r),
+                     FLARE_ERR_INVALID_ARGUMENT);
 }
 
 /* A kernel name longer than the engine keeps (PC_FUNCTION_MAX - 1 = 255
@@ -338,7 +360,7 @@ static void test_a_cut_function_name_finds_its_kernel(void **state)
          "'layer';");
     handle = open_mode(STORE_OPEN_READ);
     scope_readback r = {0};
-    assert_int_equal(store_read_pc_by_scope(handle, collect_scope, &r), 0);
+    assert_int_equal(store_read_pc_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
     store_close(handle);
     assert_int_equal(r.count, 1);
     assert_string_equal(r.scopes[0], "layer");

@@ -28,13 +28,13 @@ static pthread_cond_t done; /* CLOCK_MONOTONIC: a request finished or the slot f
 static struct {
     cuda_app_thread_fn fn;
     void *argument;
+    int *result; /* the waiter's, while it waits; NULL once it left (detached) */
     int posted;  /* set until the request finished (or was withdrawn) */
-    int running; /* taken by a launch, running now */
+    int running; /* taken by a launch (or an application thread's own call), running now */
     uint64_t seq;
 } slot;
 static uint64_t next_seq; /* the last request's number */
 static uint64_t done_seq; /* the last finished request's number */
-static int done_result;   /* its return */
 
 static void done_init(void)
 {
@@ -53,10 +53,13 @@ static void take_and_run(void)
     pthread_mutex_unlock(&lock);
     int result = fn(argument);
     pthread_mutex_lock(&lock);
+    /* Each waiter gets its own request's result, never a later one's. */
+    if (slot.result != NULL)
+        *slot.result = result;
+    slot.result = NULL;
     slot.running = 0;
     slot.posted = 0;
     done_seq = seq;
-    done_result = result;
     pthread_cond_broadcast(&done);
 }
 
@@ -94,19 +97,33 @@ static int wait_for_free_slot(const struct timespec *deadline)
     return 1;
 }
 
-/* An application thread's own call: a request still posted runs first (in
- * order), then fn, at once. */
+/* An application thread's own call: requests posted meanwhile run first
+ * (in order, here), then fn, holding the slot so that no launch on another
+ * thread runs one beside it. */
 static cuda_app_thread_outcome call_here(cuda_app_thread_fn fn, void *argument,
                                          const struct timespec *deadline, int *result)
 {
     pthread_mutex_lock(&lock);
-    if (slot.posted && !slot.running)
-        take_and_run();
-    int free_slot = wait_for_free_slot(deadline);
+    for (;;) {
+        if (slot.posted && !slot.running) {
+            take_and_run();
+            continue;
+        }
+        if (!slot.posted && !slot.running)
+            break;
+        if (pthread_cond_timedwait(&done, &lock, deadline) == ETIMEDOUT &&
+            (slot.posted || slot.running)) {
+            pthread_mutex_unlock(&lock);
+            return CUDA_APP_THREAD_WITHDRAWN;
+        }
+    }
+    slot.running = 1;
     pthread_mutex_unlock(&lock);
-    if (!free_slot)
-        return CUDA_APP_THREAD_WITHDRAWN;
     *result = fn(argument);
+    pthread_mutex_lock(&lock);
+    slot.running = 0;
+    pthread_cond_broadcast(&done);
+    pthread_mutex_unlock(&lock);
     return CUDA_APP_THREAD_RAN;
 }
 
@@ -124,8 +141,10 @@ cuda_app_thread_outcome cuda_app_thread_call(cuda_app_thread_fn fn, void *argume
         return CUDA_APP_THREAD_WITHDRAWN;
     }
     uint64_t seq = ++next_seq;
+    int own_result = 0;
     slot.fn = fn;
     slot.argument = argument;
+    slot.result = &own_result;
     slot.seq = seq;
     slot.posted = 1;
     atomic_store_explicit(&cuda_app_thread_posted, 1, memory_order_relaxed);
@@ -133,10 +152,12 @@ cuda_app_thread_outcome cuda_app_thread_call(cuda_app_thread_fn fn, void *argume
         if (pthread_cond_timedwait(&done, &lock, &deadline) != ETIMEDOUT || done_seq >= seq)
             continue;
         if (detach) {
+            slot.result = NULL; /* own_result goes out of scope */
             pthread_mutex_unlock(&lock);
             return CUDA_APP_THREAD_DETACHED;
         }
         if (!slot.running) {
+            slot.result = NULL;
             slot.posted = 0;
             atomic_store_explicit(&cuda_app_thread_posted, 0, memory_order_relaxed);
             pthread_cond_broadcast(&done);
@@ -147,7 +168,7 @@ cuda_app_thread_outcome cuda_app_thread_call(cuda_app_thread_fn fn, void *argume
         while (done_seq < seq)
             pthread_cond_wait(&done, &lock);
     }
-    *result = done_result;
+    *result = own_result;
     pthread_mutex_unlock(&lock);
     return CUDA_APP_THREAD_RAN;
 }

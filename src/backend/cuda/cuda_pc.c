@@ -34,7 +34,7 @@
  * InitializeInjection, make Start or Stop on a flare thread, hold a lock of
  * its own across a CUPTI call (the engine serialises start, stop and read),
  * or crash on an error (each is a reason: the capability's, or the failed
- * start's, which makes the window fall back to PM sampling).
+ * start's, which the refused window records).
  */
 #include "backend/cuda/cuda_pc.h"
 
@@ -122,7 +122,7 @@ typedef struct cuda_pc_hardware {
 static cuda_pc_hardware hardware;
 static pc_engine *engine;
 static _Atomic int context_claimed; /* the first context's enable ran (or runs) */
-static _Atomic int enabled_once;    /* an enable succeeded */
+static _Atomic int enable_failed;   /* the first context's enable failed */
 
 static const char *result_text(CUptiResult result)
 {
@@ -353,9 +353,9 @@ static int configure(cuda_pc_hardware *hw, CUcontext context, uint32_t period_ex
  * the drain thread: it never synchronises, and ran there throughout. */
 
 /* How long a window's start or stop waits for the application's next
- * launch: a start that gets none fails (the window falls back to PM); a
- * stop stays posted for a later launch, and what the hardware keeps
- * meanwhile is discarded then, counted as lost. */
+ * launch: a start that gets none fails (the window is refused, saying
+ * why); a stop stays posted for a later launch, and what the hardware keeps
+ * meanwhile is discarded at the next start, counted as lost then. */
 #define CUDA_PC_START_WAIT_NS 1000000000ull
 #define CUDA_PC_STOP_WAIT_NS  2000000000ull
 
@@ -676,11 +676,11 @@ void cuda_pc_context_created(CUcontext context)
     char reason[384] = "";
     uint64_t began = core_now_ns();
     if (enable_on(context, reason, sizeof(reason)) != FLARE_OK) {
+        atomic_store(&enable_failed, 1);
         core_log(CORE_LOG_WARNING, "PC sampling unavailable: %s", reason);
         core_capability_set("pc_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
         return;
     }
-    atomic_store(&enabled_once, 1);
     core_capability_set("pc_sampling", 1, CORE_CAPABILITY_ACTIVE,
                         "enabled on device %d at its first context (%.0f ms), idle until a "
                         "window with engine pc: every 2^%u cycles (%.1f us at %.0f MHz), %zu "
@@ -692,7 +692,9 @@ void cuda_pc_context_created(CUcontext context)
 
 int cuda_pc_enabled(void)
 {
-    return atomic_load(&enabled_once);
+    /* From the claim on, not from the enable's end (70-100 ms later): a
+     * second context made meanwhile must not start PM sampling's set-up. */
+    return atomic_load(&context_claimed) && !atomic_load(&enable_failed);
 }
 
 void cuda_pc_context_destroying(CUcontext context)
@@ -812,6 +814,8 @@ static const backend_engine_ops cuda_pc_engine_ops = {
     .disarm = engine_disarm,
     .probe = engine_probe,
     .prepare = NULL,
+    /* flare_window_open/close wait on the program's thread: serve there. */
+    .serve = cuda_app_thread_run_posted,
 };
 
 const backend_engine_ops *cuda_pc_deep_engine(void)

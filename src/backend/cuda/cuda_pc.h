@@ -15,8 +15,8 @@
  *
  * Must never: enable PC sampling in a process that did not ask for it, call
  * CUPTI inside InitializeInjection, or crash the program on a CUPTI error
- * (every failure is the pc_sampling capability's reason and a window that
- * falls back to PM sampling).
+ * (every failure is the pc_sampling capability's reason, or the reason a
+ * refused window records).
  */
 #ifndef FLARE_BACKEND_CUDA_PC_H
 #define FLARE_BACKEND_CUDA_PC_H
@@ -40,8 +40,9 @@ void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks);
 void cuda_pc_context_created(CUcontext context);
 /* That context is being destroyed: the engine stops using it. */
 void cuda_pc_context_destroying(CUcontext context);
-/* 1 once PC sampling was enabled on a context of this process (it stays
- * 1): PM sampling is then never set up (cuda_pm.c says why). */
+/* 1 once PC sampling is being enabled or was enabled on a context of this
+ * process (0 again only when that enable failed): PM sampling is then
+ * never set up (cuda_pm.c says why). */
 int cuda_pc_enabled(void);
 
 /* The window coordinator's engine, and the engine the PC collector takes
