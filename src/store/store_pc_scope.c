@@ -238,7 +238,8 @@ static int by_function_then_scope(const void *a, const void *b)
 /* Sorted, and one entry per (window, device, function, scope) with its time. */
 static void merge_credits(work *w)
 {
-    qsort(w->credits, w->credit_count, sizeof(*w->credits), by_function_then_scope);
+    if (w->credit_count > 1) /* credits is NULL when there are none */
+        qsort(w->credits, w->credit_count, sizeof(*w->credits), by_function_then_scope);
     size_t used = 0;
     for (size_t i = 0; i < w->credit_count; i++) {
         if (used > 0 && by_function_then_scope(&w->credits[used - 1], &w->credits[i]) == 0)
@@ -345,6 +346,8 @@ static int by_out_order(const void *a, const void *b)
 
 static int emit(work *w, store_pc_scope_callback callback, void *user)
 {
+    if (w->out_count == 0) /* out is NULL then */
+        return 0;
     qsort(w->out, w->out_count, sizeof(*w->out), by_out_key);
     size_t used = 0;
     for (size_t i = 0; i < w->out_count; i++) {

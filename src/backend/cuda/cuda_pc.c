@@ -719,6 +719,11 @@ static const char *wanted_by(const char **off)
     *off = "switched off (FLARE_CUDA_PC=0): pc windows use PM sampling";
     if (setting != NULL && strcmp(setting, "0") == 0)
         return NULL;
+    if (setting != NULL && setting[0] != '\0' && strcmp(setting, "1") != 0)
+        core_log(CORE_LOG_WARNING,
+                 "FLARE_CUDA_PC=%.40s: not 0 or 1; PC sampling stays on where a window asks "
+                 "for it (FLARE_CUDA_PC=0 turns it off)",
+                 setting);
     *off = "no window asks for engine pc (--deep-engine pc, or a rule's engine pc)";
     const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
     if (engine_variable != NULL && strcmp(engine_variable, "pc") == 0)
