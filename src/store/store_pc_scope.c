@@ -215,18 +215,22 @@ static int compare_i64(int64_t a, int64_t b)
     return a < b ? -1 : a > b;
 }
 
-/* (pid, window, device, function), then scope. */
+/* (pid, window, device): the order every array here shares first. */
+static inline int by_window(int64_t pid_a, uint64_t window_a, int64_t device_a, int64_t pid_b,
+                            uint64_t window_b, int64_t device_b)
+{
+    int c = compare_i64(pid_a, pid_b);
+    if (c == 0)
+        c = window_a < window_b ? -1 : window_a > window_b;
+    return c != 0 ? c : compare_i64(device_a, device_b);
+}
+
+/* (pid, window, device, function). */
 static int by_function(const void *a, const void *b)
 {
     const credit *x = a, *y = b;
-    int c = compare_i64(x->pid, y->pid);
-    if (c == 0)
-        c = x->window_id < y->window_id ? -1 : x->window_id > y->window_id;
-    if (c == 0)
-        c = compare_i64(x->device, y->device);
-    if (c == 0)
-        c = compare_i64(x->function, y->function);
-    return c;
+    int c = by_window(x->pid, x->window_id, x->device, y->pid, y->window_id, y->device);
+    return c != 0 ? c : compare_i64(x->function, y->function);
 }
 
 static int by_function_then_scope(const void *a, const void *b)
@@ -318,11 +322,7 @@ static int sample_row(sqlite3_stmt *statement, void *user)
 static int by_out_key(const void *a, const void *b)
 {
     const out_row *x = a, *y = b;
-    int c = compare_i64(x->pid, y->pid);
-    if (c == 0)
-        c = x->window_id < y->window_id ? -1 : x->window_id > y->window_id;
-    if (c == 0)
-        c = compare_i64(x->device, y->device);
+    int c = by_window(x->pid, x->window_id, x->device, y->pid, y->window_id, y->device);
     if (c == 0)
         c = strcmp(x->scope, y->scope);
     return c != 0 ? c : strcmp(x->stall, y->stall);
@@ -332,11 +332,7 @@ static int by_out_key(const void *a, const void *b)
 static int by_out_order(const void *a, const void *b)
 {
     const out_row *x = a, *y = b;
-    int c = compare_i64(x->pid, y->pid);
-    if (c == 0)
-        c = x->window_id < y->window_id ? -1 : x->window_id > y->window_id;
-    if (c == 0)
-        c = compare_i64(x->device, y->device);
+    int c = by_window(x->pid, x->window_id, x->device, y->pid, y->window_id, y->device);
     if (c == 0)
         c = strcmp(x->scope, y->scope);
     if (c == 0)

@@ -265,6 +265,15 @@ static void put_kernel(store *handle, int device, const char *name, uint64_t sta
     assert_int_equal(store_put_kernel(handle, &kernel), 0);
 }
 
+/* Window 1 of PID, open from 1000 to 2000 ns, its PC engine disarmed. */
+static void put_window_1(void)
+{
+    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
+         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
+         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
+         " 2000, 'duration', 0, 'sim-pc-sampling', 'disarmed', '', 0)");
+}
+
 /* Window 1 (1000..2000 ns) samples gemm and relu on device 0. gemm's kernels
  * in it: 1000..1300 once clipped (midpoint in scope forward), 1500..1600 (in
  * backward, inside step), 1800..1900 (after step ended: no scope); one
@@ -291,11 +300,8 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
         assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
-    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
-         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
-         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
-         " 2000, 'duration', 0, 'sim-pc-sampling', 'disarmed', '', 510);"
-         "INSERT OR IGNORE INTO names (name) VALUES ('step'), ('forward'), ('backward');"
+    put_window_1();
+    exec("INSERT OR IGNORE INTO names (name) VALUES ('step'), ('forward'), ('backward');"
          "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 0, 1750, 0 FROM names WHERE name = 'step';"
          "INSERT INTO scopes SELECT 4242, 7, 2, id, 1, 1100, 1400, 0 FROM names"
          " WHERE name = 'forward';"
@@ -351,11 +357,8 @@ static void test_a_cut_function_name_finds_its_kernel(void **state)
     assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
-    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
-         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
-         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
-         " 2000, 'duration', 0, 'cuda-pc-sampling', 'disarmed', '', 50);"
-         "INSERT OR IGNORE INTO names (name) VALUES ('layer');"
+    put_window_1();
+    exec("INSERT OR IGNORE INTO names (name) VALUES ('layer');"
          "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 1100, 1500, 0 FROM names WHERE name = "
          "'layer';");
     handle = open_mode(STORE_OPEN_READ);

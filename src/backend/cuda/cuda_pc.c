@@ -117,6 +117,8 @@ typedef struct cuda_pc_hardware {
     char call_reason[192]; /* why the last start or stop failed there */
     int stop_deferred;     /* a stop waits for a launch: its leftovers are dropped */
     uint64_t stale_lost;   /* samples dropped so, not yet reported by a read */
+    /* The last function named (function_name): CUPTI's name, and flare's. */
+    char named_from[PC_FUNCTION_MAX], named[PC_FUNCTION_MAX];
 } cuda_pc_hardware;
 
 static cuda_pc_hardware hardware;
@@ -538,6 +540,27 @@ static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost)
 }
 
 /* Hands over pending (PC, stall reason) counts, from the cursor on. */
+/* CUPTI's name for a PC's function, demangled as kernel records are (so
+ * both name one kernel alike). Consecutive records mostly share a function:
+ * the last name's demangling is kept, not redone per stall reason. */
+static const char *function_name(cuda_pc_hardware *hw, const char *cupti_name)
+{
+    if (cupti_name == NULL)
+        return "(unknown function)";
+    /* Only a name that fits is kept (a longer one is never mistaken for
+     * another that begins alike). */
+    if (hw->named_from[0] != '\0' && strcmp(hw->named_from, cupti_name) == 0)
+        return hw->named;
+    size_t length = strlen(cupti_name);
+    const char *demangled = cuda_demangle(cupti_name);
+    snprintf(hw->named, sizeof(hw->named), "%s", demangled != NULL ? demangled : cupti_name);
+    if (length < sizeof(hw->named_from))
+        memcpy(hw->named_from, cupti_name, length + 1);
+    else
+        hw->named_from[0] = '\0';
+    return hw->named;
+}
+
 static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max, uint64_t now)
 {
     size_t moved = 0;
@@ -559,10 +582,8 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->device = hw->device;
         sample->stall_reason = stall->pcSamplingStallReasonIndex;
         sample->pc_offset = pc->pcOffset;
-        /* Demangled as kernel records are, so both name one kernel alike. */
-        const char *function = cuda_demangle(pc->functionName);
         snprintf(sample->function, sizeof(sample->function), "%s",
-                 function != NULL ? function : "(unknown function)");
+                 function_name(hw, pc->functionName));
     }
     return moved;
 }
