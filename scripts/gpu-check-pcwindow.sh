@@ -15,7 +15,11 @@
 # second run's check is shown but not judged. The check's self-test runs
 # first (no GPU). A run still going after 40 s has its threads dumped
 # (name, state, wait channel, syscall) and is killed. Output goes to
-# $OUT/pc-window.txt; the sessions stay in $work, never in $OUT. Must never
+# $OUT/pc-window.txt; the sessions stay in $work, never in $OUT. Last, where
+# PyTorch has CUDA, tests/gpu/pc_torch.py (cuBLAS's GEMM and torch's
+# element-wise kernels) with one PC window, checked by
+# tests/gpu/pc_torch_check.py: the samples must land, under the kernels'
+# own names, in the kernels that took the window's GPU time. Must never
 # change the build or the environment of the parts sourced after it.
 # $flare, $build, $work and $OUT are gpu-check.sh's:
 # shellcheck shell=bash disable=SC2154
@@ -167,5 +171,30 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
   fi
 else
   fail "pcwindow: nvcc pc_hot_loop"
+fi
+
+# The same for a PyTorch program (tests/gpu/pc_torch.py: cuBLAS's fp32 GEMM and
+# torch's element-wise kernels, C++ names): the window's samples must land in
+# the kernels that took its GPU time, under the names its kernel records have
+# (tests/gpu/pc_torch_check.py). torch's import and CUDA start take seconds,
+# so the window opens 8 s in, while the 12 s of steps run.
+python3 tests/gpu/pc_torch_check.py --self-test > "$work/pc-torch-self-test.txt" 2>&1 ||
+  { tail -20 "$work/pc-torch-self-test.txt"; fail "pcwindow: self-test of tests/gpu/pc_torch_check.py"; }
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "-- PyTorch: flare trace --deep-after 8s --deep-for 1s --deep-engine pc -- pc_torch.py --seconds 12" |
+    tee -a "$pcwindow_out"
+  rm -rf "$work/pcwindow-torch"
+  (
+    unset FLARE_PC_PERIOD
+    pcwindow_run -q -o "$work/pcwindow-torch" --deep-after 8s --deep-for 1s --deep-engine pc -- \
+      python3 tests/gpu/pc_torch.py --seconds 12
+  ) || fail "pcwindow: flare trace of pc_torch.py exited $?"
+  "$flare" report "$work/pcwindow-torch" 2>&1 | tee -a "$pcwindow_out" | grep -i -A12 "PC samples"
+  echo "-- tests/gpu/pc_torch_check.py" | tee -a "$pcwindow_out"
+  python3 tests/gpu/pc_torch_check.py "$work/pcwindow-torch" 2>&1 | tee -a "$pcwindow_out"
+  [ "${PIPESTATUS[0]}" -eq 0 ] ||
+    fail "pcwindow: the PyTorch PC window's check failed (tests/gpu/pc_torch_check.py, $OUT/pc-window.txt)"
+else
+  echo "pcwindow: no PyTorch with CUDA here: the PyTorch PC window is not checked" | tee -a "$pcwindow_out"
 fi
 unset -f pcwindow_tree pcwindow_dump pcwindow_run pcwindow_both

@@ -36,7 +36,9 @@
 #        scripts/gpu-check-replayready.sh); pmaccuracy (PM samples integrated per kernel
 #        against the range profiler, scripts/gpu-check-pmaccuracy.sh); pcprobe (CUPTI's
 #        PC sampling alone, no flare: scripts/gpu-check-pcprobe.sh); pcwindow (flare's
-#        PC-sampling deep window on a known hot loop, checked: scripts/gpu-check-pcwindow.sh). Any
+#        PC-sampling deep window on a known hot loop and on a PyTorch program, checked:
+#        scripts/gpu-check-pcwindow.sh); enginecost (each deep engine's cost prepared but idle
+#        and with its window open, paired against tracing only: bench/gpu_engine_cost.py). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -266,6 +268,20 @@ if [[ ",$what," == *",apicalls,"* ]]; then
   python3 bench/gpu_api_calls.py "$flare" "$work" "$build/gpu/launch_storm" \
     "${FLARE_API_ROUNDS:-5}" "${FLARE_API_LAUNCHES:-200000}" \
     | tee "$OUT/gpu_api_calls.txt" || fail "API call benchmark"
+fi
+
+if [[ ",$what," == *",enginecost,"* ]]; then
+  # Each deep engine's cost prepared-but-idle and with its window open, paired
+  # against tracing only (issue 26: the table `auto` is to use).
+  echo "== deep engines' cost (paired): bench/gpu_engine_cost.py on pm_window bench"
+  mkdir -p "$build/gpu"
+  if nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pm_window" tests/gpu/pm_window.cu -ldl; then
+    PYTHONUNBUFFERED=1 python3 bench/gpu_engine_cost.py "$flare" "$build/gpu/pm_window" "$work" \
+      "${FLARE_ENGINE_COST_ROUNDS:-5}" | tee "$OUT/gpu_engine_cost.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "engine cost benchmark"
+  else
+    fail "enginecost: nvcc pm_window"
+  fi
 fi
 
 if wants bench; then

@@ -1,0 +1,133 @@
+"""gpu_engine_cost.py: what each deep engine costs a program on a real GPU, prepared
+but idle and while its window is open, paired against tracing only (issue 26: "cost of
+each engine while a window is open and while prepared but idle, paired against tracing
+only: the table `auto` uses").
+
+Runs `pm_window bench` (tests/gpu/pm_window.cu: waits 2 s, then times 400 memory-bound
+kernels and 100,000 tiny launches; prints kernels_per_second and launches_per_second)
+under `flare trace` in five configurations, in a rotating order, ROUNDS times:
+
+  trace     tracing only: FLARE_PM=0 and FLARE_CUDA_PC=0, so no engine is set up
+  pm-idle   PM sampling set up at the first context, never armed
+  pm-open   PM sampling, with a window open over the timed part (--deep-after 1s
+            --deep-for 30s --deep-engine pm)
+  pc-idle   PC sampling enabled at the first context, never started
+  pc-open   PC sampling, with a window open over the timed part (--deep-engine pc)
+
+Every configuration carries the same rule, one that never fires (with `engine pc` in
+the pc ones: a rule asking for pc is what enables PC sampling at the first context), so
+the rule's own evaluation cancels out of the ratios. Each run is checked: the engine it
+names was prepared (capabilities) and, for the open ones, its window ran that engine and
+took samples; a run that is not what it says stops the benchmark. Prints, per workload,
+each configuration's median and the median of its per-round ratios to `trace` (1 means
+no cost; below 1, slower), with min and max, and a line per configuration of the
+windows' samples.
+
+usage: gpu_engine_cost.py FLARE_BIN PM_WINDOW_BIN WORK_DIR [ROUNDS]
+
+Must never leave sessions anywhere but WORK_DIR.
+"""
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+
+NEVER_FIRES = "kernel_launch_rate > 1000000000/s for 1s over 1s deep_for 100ms max_windows 1"
+CONFIGS = {
+    "trace": (["FLARE_PM=0", "FLARE_CUDA_PC=0"], NEVER_FIRES, None),
+    "pm-idle": ([], NEVER_FIRES, None),
+    "pm-open": ([], NEVER_FIRES, "pm"),
+    "pc-idle": ([], NEVER_FIRES + " engine pc", None),
+    "pc-open": ([], NEVER_FIRES + " engine pc", "pc"),
+}
+KEYS = ("kernels_per_second", "launches_per_second")
+
+
+def capability(db, feature):
+    row = db.execute("SELECT status, reason FROM capabilities WHERE feature = ?", (feature,)).fetchone()
+    return row if row is not None else ("none", "")
+
+
+def verify(name, session):
+    """Stops the benchmark unless the session is what the configuration says."""
+    db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
+    pm, pc = capability(db, "pm_sampling"), capability(db, "pc_sampling")
+    windows = db.execute("SELECT engine, engine_status, engine_samples, engine_reason FROM windows "
+                         "WHERE opened_ns IS NOT NULL").fetchall()
+    pc_rows = db.execute("SELECT COALESCE(SUM(samples), 0) FROM pc_samples").fetchone()[0]
+    db.close()
+    problem = None
+    if name == "trace" and (pm[0] == "active" or pc[0] == "active"):
+        problem = f"an engine was set up: pm {pm}, pc {pc}"
+    elif name.startswith("pm") and (pm[0] != "active" or pc[0] == "active"):
+        problem = f"PM sampling not prepared alone: pm {pm}, pc {pc}"
+    elif name.startswith("pc") and pc[0] != "active":
+        problem = f"PC sampling not enabled: {pc}"
+    elif name.endswith("idle") and windows:
+        problem = f"a window ran: {windows}"
+    elif name.endswith("open"):
+        engine = "pc-sampling" if name == "pc-open" else "pm"
+        # Its status is not judged: a window still open when the program exits
+        # closes then, which the benchmark does not wait for.
+        if len(windows) != 1 or engine not in (windows[0][0] or "") or "fell back" in (windows[0][3] or ""):
+            problem = f"the window did not run {engine}: {windows}"
+        elif (windows[0][2] or 0) <= 0 and pc_rows <= 0:
+            problem = f"the window took no samples: {windows}"
+    if problem:
+        raise SystemExit(f"{name}: {problem} ({session})")
+    return windows[0][2] if windows else 0, pc_rows
+
+
+def run(flare, program, name, session):
+    shutil.rmtree(session, ignore_errors=True)
+    variables, rule, engine = CONFIGS[name]
+    window = ["--deep-after", "1s", "--deep-for", "30s", "--deep-engine", engine] if engine else []
+    command = (["env"] + variables + [flare, "trace", "-q", "-o", session, "--deep-when", rule] + window +
+               ["--", program, "bench"])
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}): {result.stderr[-2000:]}")
+    values = {}
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in KEYS:
+            values[parts[0]] = float(parts[1])
+    if set(values) != set(KEYS):
+        raise SystemExit(f"{name}: the program printed {result.stdout[-500:]!r}")
+    values["samples"] = verify(name, session)
+    return values
+
+
+def main(argv):
+    if len(argv) not in (3, 4):
+        print(__doc__.split("\n\n")[-2], file=sys.stderr)
+        return 2
+    flare, program, work = argv[:3]
+    rounds = int(argv[3]) if len(argv) > 3 else 5
+    names = list(CONFIGS)
+    results = {name: [] for name in names}
+    for round_index in range(rounds):
+        # A rotating order: no configuration always runs first or after the same one.
+        order = names[round_index % len(names):] + names[:round_index % len(names)]
+        for name in order:
+            results[name].append(run(flare, program, name, f"{work}/engine-cost-{name}"))
+        print(f"round {round_index + 1}/{rounds}: " + ", ".join(
+            f"{name} {results[name][-1]['launches_per_second']:.0f} launches/s" for name in names), flush=True)
+    print(f"paired against tracing only, {rounds} rounds (ratio = configuration / trace; 1 = no cost)")
+    for key in KEYS:
+        base = [r[key] for r in results["trace"]]
+        print(f"{key}: trace median {statistics.median(base):.1f}")
+        for name in names[1:]:
+            mine = [r[key] for r in results[name]]
+            ratios = [m / b for m, b in zip(mine, base)]
+            print(f"  {name:8s} median {statistics.median(mine):.1f}, ratio median {statistics.median(ratios):.4f} "
+                  f"(min {min(ratios):.4f}, max {max(ratios):.4f})")
+    for name in ("pm-open", "pc-open"):
+        samples = [r["samples"] for r in results[name]]
+        print(f"{name}: window samples (engine_samples, pc_samples rows' sum) {samples}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
