@@ -9,7 +9,7 @@ under `flare trace` in five configurations, in a rotating order, ROUNDS times:
 
   trace     tracing only: FLARE_PM=0 and FLARE_CUDA_PC=0, so no engine is set up
   pm-idle   PM sampling set up at the first context, never armed
-  pm-open   PM sampling, with a window open over the timed part (--deep-after 1s
+  pm-open   PM sampling, with a window open over the timed part (--deep-after 2s
             --deep-for 30s --deep-engine pm)
   pc-idle   PC sampling enabled at the first context, never started
   pc-open   PC sampling, with a window open over the timed part (--deep-engine pc)
@@ -82,7 +82,9 @@ def verify(name, session):
 def run(flare, program, name, session):
     shutil.rmtree(session, ignore_errors=True)
     variables, rule, engine = CONFIGS[name]
-    window = ["--deep-after", "1s", "--deep-for", "30s", "--deep-engine", engine] if engine else []
+    # At 2 s: pm_window waits 2 s (no launch) after its start, and a PC window
+    # starts at the first launch within 1 s of its opening (docs/windows.md).
+    window = ["--deep-after", "2s", "--deep-for", "30s", "--deep-engine", engine] if engine else []
     command = (["env"] + variables + [flare, "trace", "-q", "-o", session, "--deep-when", rule] + window +
                ["--", program, "bench"])
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)

@@ -86,6 +86,8 @@ int pc_settings_from_environment(uint64_t *period_ns, char *error, size_t error_
  */
 
 #define NIL UINT32_MAX
+/* What a sample without a function name counts under. */
+#define PC_UNKNOWN_FUNCTION "(unknown function)"
 
 typedef struct pc_aggregate {
     uint64_t epoch; /* the engine's own window number: unique, unlike window ids */
@@ -97,7 +99,7 @@ typedef struct pc_aggregate {
     uint32_t stall_reason;
     uint32_t bucket_next; /* next in its bucket's chain */
     uint32_t order_next;  /* next in arrival order; next free when free */
-    char function[PC_FUNCTION_MAX];
+    const char *function; /* the hardware side's, kept while the engine lives */
 } pc_aggregate;
 
 typedef struct pc_table {
@@ -164,7 +166,7 @@ static int key_matches(const pc_aggregate *entry, uint64_t hash, uint64_t epoch,
 {
     return entry->hash == hash && entry->epoch == epoch && entry->device == sample->device &&
            entry->stall_reason == sample->stall_reason && entry->pc_offset == sample->pc_offset &&
-           strcmp(entry->function, sample->function) == 0;
+           (entry->function == sample->function || strcmp(entry->function, sample->function) == 0);
 }
 
 static uint64_t sample_count(const pc_raw_sample *sample)
@@ -208,8 +210,8 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
                             .device = sample->device,
                             .stall_reason = sample->stall_reason,
                             .bucket_next = *head,
-                            .order_next = NIL};
-    memcpy(entry->function, sample->function, strlen(sample->function) + 1);
+                            .order_next = NIL,
+                            .function = sample->function};
     *head = index;
     if (table->order_tail == NIL)
         table->order_head = index;
@@ -511,7 +513,8 @@ static size_t drain_batch(pc_engine *engine)
     pthread_mutex_lock(&engine->table_lock);
     for (size_t i = 0; i < count; i++) {
         pc_raw_sample *sample = &engine->batch[i];
-        sample->function[PC_FUNCTION_MAX - 1] = '\0';
+        if (sample->function == NULL)
+            sample->function = PC_UNKNOWN_FUNCTION;
         clamp_to_window(engine, sample);
         if (table_count(&engine->table, engine->epoch, engine->window_id, sample) == 0)
             counted += sample_count(sample);
@@ -657,7 +660,7 @@ size_t pc_engine_take(pc_engine *engine, pc_entry *out, size_t max)
         pc_entry *taken = &out[count++];
         taken->window_id = entry->window_id;
         taken->device = entry->device;
-        memcpy(taken->function, entry->function, sizeof(taken->function));
+        taken->function = entry->function;
         taken->pc_offset = entry->pc_offset;
         const char *name = engine->ops->stall_reason_name(engine->hardware, entry->stall_reason);
         snprintf(taken->stall_reason, sizeof(taken->stall_reason), "%s",

@@ -43,10 +43,6 @@
 
 #include "backend/backend.h"
 
-/* Bytes of a function name, NUL included. Longer names (C++ mangled names
- * often are) are truncated, and the truncated name is the key: two functions
- * that differ only past byte 255 count as one. */
-#define PC_FUNCTION_MAX 256
 /* Bytes of a stall reason name in a pc_entry, NUL included. */
 #define PC_STALL_NAME_MAX 32
 
@@ -69,9 +65,13 @@ typedef struct pc_raw_sample {
     uint64_t count;   /* samples this record stands for; 0 reads as 1 */
     uint64_t time_ns; /* flare's clock (CLOCK_MONOTONIC): the hardware side converts */
     int32_t device;
-    uint32_t stall_reason;          /* the hardware's code; stall_reason_name names it */
-    uint64_t pc_offset;             /* within the function */
-    char function[PC_FUNCTION_MAX]; /* NUL-terminated, truncated (see above) */
+    uint32_t stall_reason; /* the hardware's code; stall_reason_name names it */
+    uint64_t pc_offset;    /* within the function */
+    /* The function's whole name (NULL reads as "(unknown function)"), kept
+     * by the hardware side for as long as the engine lives: entries point
+     * at it. C++ kernels' names run to thousands of bytes, and a name cut
+     * short would no longer match its kernel records (pc_names.h). */
+    const char *function;
 } pc_raw_sample;
 
 /* ---- the hardware side ---- */
@@ -103,7 +103,7 @@ typedef struct pc_hardware_ops {
 typedef struct pc_entry {
     uint64_t window_id; /* backend_engine_config.window_id of the window */
     int32_t device;
-    char function[PC_FUNCTION_MAX];
+    const char *function; /* the hardware side's (pc_raw_sample), whole */
     uint64_t pc_offset;
     char stall_reason[PC_STALL_NAME_MAX];
     uint64_t samples;

@@ -39,6 +39,9 @@ typedef struct scripted {
     /* Hand them over only after the stop, as CUDA's last read does. */
     int after_stop;
     atomic_int stopped;
+    /* When set: each record's function instead of records[]'s, all at one
+     * offset and stall reason (so only the name tells them apart). */
+    const char *const *functions;
 } scripted;
 
 static const struct {
@@ -77,9 +80,9 @@ static size_t scripted_read(void *hardware, pc_raw_sample *out, size_t max, uint
         memset(&out[i], 0, sizeof(out[i]));
         out[i].count = records[i].count;
         out[i].time_ns = script->times != NULL ? script->times[i] : test_now_ns();
-        out[i].pc_offset = records[i].offset;
-        out[i].stall_reason = records[i].reason;
-        snprintf(out[i].function, sizeof(out[i].function), "%s", records[i].function);
+        out[i].pc_offset = script->functions != NULL ? 0x10 : records[i].offset;
+        out[i].stall_reason = script->functions != NULL ? 1 : records[i].reason;
+        out[i].function = script->functions != NULL ? script->functions[i] : records[i].function;
     }
     *lost += script->lost;
     return RECORDS;
@@ -195,12 +198,42 @@ static void test_times_stay_inside_the_window(void **state)
     pc_engine_destroy(engine);
 }
 
+/* C++ kernels' names run to thousands of bytes: two that differ only at
+ * their end are two functions, each kept whole. An engine that cut names
+ * at 255 bytes merged them (and PyTorch's samples then matched no kernel
+ * record on the H200, session 16). */
+static void test_long_names_kept_whole(void **state)
+{
+    (void)state;
+    static char first[3000], second[3000];
+    memset(first, 'a', sizeof(first) - 1);
+    memset(second, 'a', sizeof(second) - 1);
+    second[sizeof(second) - 2] = 'b';
+    const char *const functions[] = {first, second, first};
+    scripted script = {.functions = functions};
+    pc_engine *engine = NULL;
+    assert_int_equal(pc_engine_create(&scripted_ops, &script, 44, &engine), FLARE_OK);
+    pc_entry entries[8];
+    size_t count = run_window(engine, &script, entries, 8);
+    assert_int_equal(count, 2);
+    for (size_t i = 0; i < count; i++) {
+        assert_int_equal(strlen(entries[i].function), sizeof(first) - 1);
+        if (strcmp(entries[i].function, first) == 0)
+            assert_int_equal(entries[i].samples, 1001); /* 1000 and the record of count 0 */
+        else
+            assert_int_equal(entries[i].samples, 7);
+    }
+    assert_true(strcmp(entries[0].function, entries[1].function) != 0);
+    pc_engine_destroy(engine);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_are_weights),
         cmocka_unit_test(test_drops_count_samples_not_records),
         cmocka_unit_test(test_times_stay_inside_the_window),
+        cmocka_unit_test(test_long_names_kept_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "pcsamp/pc_engine.h"
+#include "pcsamp/pc_names.h"
 #include "rules/rule.h"
 
 /* 2^10 cycles (about 0.5 us at 1.98 GHz) is the shortest period the H200
@@ -117,8 +118,11 @@ typedef struct cuda_pc_hardware {
     char call_reason[192]; /* why the last start or stop failed there */
     int stop_deferred;     /* a stop waits for a launch: its leftovers are dropped */
     uint64_t stale_lost;   /* samples dropped so, not yet reported by a read */
-    /* The last function named (function_name): CUPTI's name, and flare's. */
-    char named_from[PC_FUNCTION_MAX], named[PC_FUNCTION_MAX];
+    /* Functions named so far (function_name): CUPTI's name -> flare's,
+     * whole; the last one looked up, for the records that follow it. */
+    pc_names *names;
+    const char *last_key, *last_name;
+    uint64_t names_refused_reported;
 } cuda_pc_hardware;
 
 static cuda_pc_hardware hardware;
@@ -541,24 +545,29 @@ static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost)
 
 /* Hands over pending (PC, stall reason) counts, from the cursor on. */
 /* CUPTI's name for a PC's function, demangled as kernel records are (so
- * both name one kernel alike). Consecutive records mostly share a function:
- * the last name's demangling is kept, not redone per stall reason. */
+ * both name one kernel alike), kept whole in hw->names for the engine's
+ * entries to point at. Consecutive records mostly share a function: the
+ * last one is checked first, then the table; demangled once per function.
+ * A function past the table's bounds counts under NAMES_FULL. */
+#define NAMES_FULL "(function name not kept: PC sampling's name table is full)"
 static const char *function_name(cuda_pc_hardware *hw, const char *cupti_name)
 {
     if (cupti_name == NULL)
         return "(unknown function)";
-    /* Only a name that fits is kept (a longer one is never mistaken for
-     * another that begins alike). */
-    if (hw->named_from[0] != '\0' && strcmp(hw->named_from, cupti_name) == 0)
-        return hw->named;
-    size_t length = strlen(cupti_name);
-    const char *demangled = cuda_demangle(cupti_name);
-    snprintf(hw->named, sizeof(hw->named), "%s", demangled != NULL ? demangled : cupti_name);
-    if (length < sizeof(hw->named_from))
-        memcpy(hw->named_from, cupti_name, length + 1);
-    else
-        hw->named_from[0] = '\0';
-    return hw->named;
+    /* By address: CUPTI's name strings are never freed here (cuda_pc.c's
+     * header), so no other name can ever come at this address. */
+    if (cupti_name == hw->last_key)
+        return hw->last_name;
+    const char *name = pc_names_find(hw->names, cupti_name);
+    if (name == NULL) {
+        const char *demangled = cuda_demangle(cupti_name);
+        name = pc_names_add(hw->names, cupti_name, demangled != NULL ? demangled : cupti_name);
+        if (name == NULL)
+            return NAMES_FULL;
+    }
+    hw->last_key = cupti_name;
+    hw->last_name = name;
+    return name;
 }
 
 static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max, uint64_t now)
@@ -582,8 +591,7 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->device = hw->device;
         sample->stall_reason = stall->pcSamplingStallReasonIndex;
         sample->pc_offset = pc->pcOffset;
-        snprintf(sample->function, sizeof(sample->function), "%s",
-                 function_name(hw, pc->functionName));
+        sample->function = function_name(hw, pc->functionName);
     }
     return moved;
 }
@@ -610,6 +618,12 @@ static size_t hw_read(void *opaque, pc_raw_sample *out, size_t max, uint64_t *lo
         fetches++;
         if (fetch(hw, lost) == 0 && hw->remaining == 0)
             break;
+    }
+    uint64_t refused = pc_names_refused(hw->names);
+    if (refused != hw->names_refused_reported) {
+        hw->names_refused_reported = refused;
+        core_drops_set("pc_sampling",
+                       "PC records whose function name was not kept (name table full)", refused);
     }
     return moved;
 }
@@ -794,7 +808,9 @@ void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks)
     call_log_open();
     char reason[384] = "";
     if (resolve(cupti, reason, sizeof(reason)) == FLARE_OK &&
-        pc_engine_create(&cuda_pc_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK)
+        (pc_names_create(PC_NAMES_MAX_DEFAULT, PC_NAMES_MAX_BYTES_DEFAULT, &hardware.names) !=
+             FLARE_OK ||
+         pc_engine_create(&cuda_pc_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK))
         snprintf(reason, sizeof(reason), "no memory for the PC sampling engine");
     if (reason[0] != '\0') {
         engine = NULL;

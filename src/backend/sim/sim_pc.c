@@ -321,7 +321,7 @@ static void sample_slots(sim_pc_unit *unit, uint64_t now_ns)
         sample->device = unit->device;
         sample->stall_reason = snapshot.stall;
         sample->pc_offset = snapshot.pc_offset;
-        snprintf(sample->function, sizeof(sample->function), "%s", snapshot.kernel);
+        sample->function = snapshot.kernel; /* the registry's: lives with the process */
     }
 }
 

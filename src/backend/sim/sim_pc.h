@@ -76,7 +76,7 @@ typedef enum sim_pc_stall {
 /* A kernel starts on device on the calling thread: its slot (claimed now if
  * it has none) becomes busy with pc offset 0, "selected". name must stay
  * valid for the rest of the process (the kernel registry's names do): the
- * sampler copies it while the kernel runs. When all SIM_PC_SLOTS are taken
+ * samples taken while the kernel runs point at it. When all SIM_PC_SLOTS are taken
  * the kernel is not sampled and the miss is counted (sim_pc_stats). */
 void sim_pc_kernel_begin(int device, const char *name);
 /* The kernel on the calling thread ended: its slot is no longer sampled. */
