@@ -148,6 +148,17 @@ typedef struct backend_engine_ops {
      * next launch would otherwise make, and which may never come while it
      * waits. Returns at once when there is none. */
     void (*serve)(void);
+    /* What the engine costs the program while a window of it is open, as
+     * measured, for engine auto (docs/windows.md): the extra host time per
+     * kernel launch, in ns, and the fractional slowdown of GPU-bound work
+     * (0.0006: 0.06%). The window coordinator estimates a window's slowdown
+     * as cost_gpu + cost_launch_ns * launches per second / 1e9. */
+    uint64_t cost_launch_ns;
+    double cost_gpu;
+    /* Where those two numbers come from ("H200 (bench/gpu_engine_cost.py),
+     * docs/PERFORMANCE.md, Session 16"). NULL: not measured; engine auto
+     * never picks the engine then, and its windows' engine_reason says so. */
+    const char *cost_source;
 } backend_engine_ops;
 
 /* ---- The backend descriptor ----

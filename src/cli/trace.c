@@ -24,11 +24,14 @@
 #include "recorder/recorder_plan.h"
 #include "storm/storm_guard.h"
 #include "deepwin/deepwin.h"
+#include "deepwin/deepwin_auto.h"
 #include "deepwin/deepwin_session.h"
+#include "rules/rule.h"
 
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--mode MODE] [--flush-ms N] [--deep-when RULE]...\n"
-    "                   [--deep-after DURATION --deep-for DURATION [--deep-engine pm|pc]]\n"
+    "                   [--deep-after DURATION --deep-for DURATION\n"
+    "                    [--deep-engine pm|pc|auto]] [--deep-budget PCT]\n"
     "                   [--storm-rate RATE]\n"
     "                   [--keep DURATION] [--max-size BYTES] [--quiet] -- CMD [ARGS...]\n"
     "\n"
@@ -72,9 +75,18 @@ static const char trace_help[] =
     "                     --deep-after 30s --deep-for 2s). Both or neither.\n"
     "  --deep-engine ENGINE\n"
     "                     the scheduled window's deep engine: pm (PM sampling, the\n"
-    "                     default: how busy the GPU was) or pc (PC sampling: where in\n"
+    "                     default: how busy the GPU was), pc (PC sampling: where in\n"
     "                     its kernels warps waited; a device without it falls back to\n"
-    "                     pm and the window's record says so). Rules take 'engine pc'.\n"
+    "                     pm and the window's record says so) or auto (the deepest of\n"
+    "                     pc and pm whose estimated cost at the process's launch rate\n"
+    "                     is within the deep budget; when none is, the window is\n"
+    "                     refused and its record says why). Rules take 'engine pc'\n"
+    "                     or 'engine auto'.\n"
+    "  --deep-budget PCT  the deep budget of engine auto: the slowdown its windows\n"
+    "                     may cost the program, a percentage over 0 and at most 100,\n"
+    "                     e.g. 0.5%; default 5%. Only beside engine auto\n"
+    "                     (--deep-engine auto, or a rule's 'engine auto'); reaches\n"
+    "                     the command as FLARE_DEEP_BUDGET.\n"
     "  --storm-rate RATE  the launch-storm guard (CUDA): over RATE kernel launches\n"
     "                     per second for 50 ms, kernels, copies and memsets are\n"
     "                     timed only in 20 ms slices each second and in deep\n"
@@ -156,35 +168,71 @@ static int trace_check_inherited_rate(void)
     return CLI_EXIT_OK;
 }
 
-/* The scheduled window's options, as given (NULL: not given). */
+/* The scheduled window's options and the deep budget, as given (NULL:
+ * not given). */
 typedef struct trace_schedule {
-    const char *after, *length, *engine;
+    const char *after, *length, *engine, *budget;
 } trace_schedule;
 
-/* --deep-engine ENGINE at argv[*index]: pm or pc. */
+/* --deep-engine ENGINE at argv[*index]: pm, pc or auto. */
 static int trace_engine_option(int argc, char **argv, int *index, trace_schedule *schedule)
 {
     if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
-        return cli_usage_error("trace", "option '--deep-engine' needs pm or pc");
+        return cli_usage_error("trace", "option '--deep-engine' needs pm or pc, or auto");
     const char *value = argv[++*index];
     deepwin_engine_kind kind;
     if (deepwin_engine_kind_parse(value, &kind) != 0)
         return cli_usage_error("trace",
                                "'--deep-engine %s': use pm (PM sampling, the default) or pc (PC "
-                               "sampling)",
+                               "sampling), or auto (the deepest within the deep budget)",
                                value);
     schedule->engine = value;
     return CLI_EXIT_OK;
 }
 
-/* --deep-after, --deep-for DURATION or --deep-engine ENGINE at
- * argv[*index]: checked, the text kept in schedule. CLI_EXIT_OK, or the
- * usage error. */
+/* --deep-budget PCT at argv[*index]: a percentage over 0 and at most 100. */
+static int trace_budget_option(int argc, char **argv, int *index, trace_schedule *schedule)
+{
+    if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
+        return cli_usage_error("trace", "option '--deep-budget' needs a percentage, e.g. "
+                                        "--deep-budget 5%%");
+    const char *value = argv[++*index];
+    if (schedule->budget != NULL)
+        return cli_usage_error("trace", "option '--deep-budget' given twice");
+    double budget;
+    char why[160];
+    if (deepwin_budget_parse(value, &budget, why, sizeof(why)) != 0)
+        return cli_usage_error("trace", "'--deep-budget %s': %s", value, why);
+    schedule->budget = value;
+    return CLI_EXIT_OK;
+}
+
+/* --deep-budget is engine auto's: refused (a usage error) when neither the
+ * scheduled window (--deep-engine auto) nor a rule the command will have
+ * (FLARE_DEEP_WHEN, after the --deep-when rules are exported) asks for it. */
+static int trace_budget_check(const trace_schedule *schedule)
+{
+    if (schedule->budget == NULL ||
+        (schedule->engine != NULL && strcmp(schedule->engine, "auto") == 0) ||
+        (rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_AUTO) != 0)
+        return CLI_EXIT_OK;
+    return cli_usage_error("trace",
+                           "'--deep-budget %s' applies only to engine auto: add --deep-engine "
+                           "auto (with --deep-after and --deep-for) or a --deep-when rule with "
+                           "'engine auto'",
+                           schedule->budget);
+}
+
+/* --deep-after, --deep-for DURATION, --deep-engine ENGINE or --deep-budget
+ * PCT at argv[*index]: checked, the text kept in schedule. CLI_EXIT_OK, or
+ * the usage error. */
 static int trace_schedule_option(int argc, char **argv, int *index, trace_schedule *schedule)
 {
     const char *argument = argv[*index];
     if (strcmp(argument, "--deep-engine") == 0)
         return trace_engine_option(argc, argv, index, schedule);
+    if (strcmp(argument, "--deep-budget") == 0)
+        return trace_budget_option(argc, argv, index, schedule);
     int is_after = strcmp(argument, "--deep-after") == 0;
     if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
         return cli_usage_error("trace", "option '%s' needs a duration, e.g. %s %s", argument,
@@ -226,6 +274,8 @@ static int trace_schedule_check(const trace_schedule *schedule)
 
 static void trace_schedule_export(const trace_schedule *schedule)
 {
+    if (schedule->budget != NULL)
+        setenv("FLARE_DEEP_BUDGET", schedule->budget, 1);
     if (schedule->after == NULL)
         return;
     setenv("FLARE_DEEP_AFTER", schedule->after, 1);
@@ -282,7 +332,7 @@ int cli_trace(int argc, char **argv)
     uint32_t flush_ms = 0;
     int quiet = 0;
     const char *storm_rate = NULL, *keep = NULL, *max_size = NULL, *mode_text = NULL;
-    trace_schedule schedule = {NULL, NULL, NULL};
+    trace_schedule schedule = {NULL, NULL, NULL, NULL};
     core_mode mode = CORE_MODE_DEFAULT;
     int index = 1;
     for (; index < argc; index++) {
@@ -323,7 +373,8 @@ int cli_trace(int argc, char **argv)
                 return status;
             index++;
         } else if (strcmp(argument, "--deep-after") == 0 || strcmp(argument, "--deep-for") == 0 ||
-                   strcmp(argument, "--deep-engine") == 0) {
+                   strcmp(argument, "--deep-engine") == 0 ||
+                   strcmp(argument, "--deep-budget") == 0) {
             int status = trace_schedule_option(argc, argv, &index, &schedule);
             if (status != CLI_EXIT_OK)
                 return status;
@@ -366,6 +417,9 @@ int cli_trace(int argc, char **argv)
     int rules = cli_deep_when_export(quiet);
     if (rules != CLI_EXIT_OK)
         return rules;
+    int budget = trace_budget_check(&schedule);
+    if (budget != CLI_EXIT_OK)
+        return budget;
     int inherited = storm_rate == NULL ? trace_check_inherited_rate() : CLI_EXIT_OK;
     if (inherited != CLI_EXIT_OK)
         return inherited;

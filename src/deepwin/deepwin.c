@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deepwin/deepwin_auto.h"
 #include "flare/flare.h"
 
 #define DEEPWIN_RECORD_CAPACITY_DEFAULT 64
@@ -29,12 +30,19 @@ struct deepwin_coordinator {
     _Atomic uint64_t queued_total;
     _Atomic uint64_t opened_total;
     _Atomic uint64_t record_drops;
+    /* The launch rate auto windows are chosen at, in thousandths of a
+     * launch per second: written by the beat, read by requests. */
+    _Atomic uint64_t launch_rate_milli;
+    deepwin_rate rate; /* the beat's points; guarded by beat_lock */
     /* Guarded by state_lock. */
     uint64_t next_id;
     deepwin_record current; /* the pending / open / closing window */
     /* The engine current arms and disarms (chosen at its request: the one
      * it asked for, or the fallback), or NULL. */
     const backend_engine_ops *current_engine;
+    /* An auto request's choice (current.token.engine AUTO only): refused
+     * when no engine fits, and whether PM sampling fits for a busy pc. */
+    deepwin_auto_choice current_auto;
     uint64_t launches_at_open;
     const char *close_requested; /* a reason, or NULL */
     deepwin_record last_finished;
@@ -43,20 +51,38 @@ struct deepwin_coordinator {
     uint32_t record_count;
 };
 
+static const char *const engine_kind_names[] = {
+    [DEEPWIN_ENGINE_PM] = "pm", [DEEPWIN_ENGINE_PC] = "pc", [DEEPWIN_ENGINE_AUTO] = "auto"};
+
 const char *deepwin_engine_kind_name(deepwin_engine_kind kind)
 {
-    return kind == DEEPWIN_ENGINE_PM ? "pm" : kind == DEEPWIN_ENGINE_PC ? "pc" : "?";
+    return (unsigned)kind <= DEEPWIN_ENGINE_AUTO ? engine_kind_names[kind] : "?";
 }
 
 int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind)
 {
-    if (name != NULL && strcmp(name, "pm") == 0)
-        *kind = DEEPWIN_ENGINE_PM;
-    else if (name != NULL && strcmp(name, "pc") == 0)
-        *kind = DEEPWIN_ENGINE_PC;
-    else
-        return -1;
-    return 0;
+    for (unsigned i = 0; name != NULL && i <= DEEPWIN_ENGINE_AUTO; i++)
+        if (strcmp(name, engine_kind_names[i]) == 0) {
+            *kind = (deepwin_engine_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* state_lock held: an auto request's engine: the deepest (pc, then pm)
+ * whose estimated slowdown at the current launch rate is within the deep
+ * budget. The choice and its why go to coordinator->current_auto and the
+ * record's engine_reason; when none fits, NULL, and open_pending refuses
+ * the window with that reason. */
+static const backend_engine_ops *choose_auto(deepwin_coordinator *coordinator,
+                                             deepwin_record *record)
+{
+    deepwin_auto_candidate candidates[] = {{coordinator->config.pc_engine, "pc"},
+                                           {coordinator->config.engine, "pm"}};
+    deepwin_auto_choose(candidates, 2, deepwin_launch_rate(coordinator), coordinator->config.budget,
+                        &coordinator->current_auto, record->engine_reason,
+                        sizeof(record->engine_reason));
+    return coordinator->current_auto.engine;
 }
 
 /* state_lock held: the engine a request gets. A pc window on a coordinator
@@ -65,6 +91,9 @@ int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind)
 static const backend_engine_ops *choose_engine(deepwin_coordinator *coordinator,
                                                deepwin_record *record)
 {
+    memset(&coordinator->current_auto, 0, sizeof(coordinator->current_auto));
+    if (record->token.engine == DEEPWIN_ENGINE_AUTO)
+        return choose_auto(coordinator, record);
     if (record->token.engine != DEEPWIN_ENGINE_PC)
         return coordinator->config.engine;
     if (coordinator->config.pc_engine != NULL)
@@ -109,6 +138,8 @@ int deepwin_create(const deepwin_config *config, deepwin_coordinator **out)
     if (coordinator == NULL)
         return FLARE_ERR_NO_MEMORY;
     coordinator->config = *config;
+    if (coordinator->config.budget == 0)
+        coordinator->config.budget = DEEPWIN_BUDGET_DEFAULT;
     if (coordinator->config.record_capacity == 0)
         coordinator->config.record_capacity = DEEPWIN_RECORD_CAPACITY_DEFAULT;
     coordinator->records =
@@ -294,6 +325,7 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
 {
     pthread_mutex_lock(&coordinator->state_lock);
     deepwin_record record = coordinator->current;
+    deepwin_auto_choice choice = coordinator->current_auto;
     const char *cancelled = coordinator->close_requested;
     if (cancelled != NULL) {
         /* Closed before it opened: nothing was armed, nothing to disarm. */
@@ -308,16 +340,30 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
 
     /* Still PENDING while the engine arms: requesters keep seeing busy. A
      * PC sampling engine turned down by the lease (a PM engine or another
-     * tool holds the device) gives way to the PM engine. */
+     * tool holds the device) gives way to the PM engine; for an auto
+     * window only when PM sampling is within the deep budget. An auto
+     * window that no engine fits is refused without arming anything: its
+     * engine_reason (choose_auto) says why. */
     const backend_engine_ops *engine = coordinator->current_engine;
+    int is_auto = record.token.engine == DEEPWIN_ENGINE_AUTO;
     char reason[DEEPWIN_REASON_MAX] = "", pc_busy[DEEPWIN_REASON_MAX] = "";
-    int status = arm_engine(coordinator, engine, &record, now_ns, reason);
-    if (status == BACKEND_ENGINE_BUSY && engine != NULL &&
-        engine == coordinator->config.pc_engine && coordinator->config.engine != NULL) {
+    int status = is_auto && choice.refused
+                     ? FLARE_ERR_UNSUPPORTED
+                     : arm_engine(coordinator, engine, &record, now_ns, reason);
+    int pc_turned_down = status == BACKEND_ENGINE_BUSY && engine != NULL &&
+                         engine == coordinator->config.pc_engine &&
+                         coordinator->config.engine != NULL;
+    if (pc_turned_down && (!is_auto || choice.fallback_fits)) {
         snprintf(pc_busy, sizeof(pc_busy), "%s", reason);
         reason[0] = '\0';
         engine = coordinator->config.engine;
         status = arm_engine(coordinator, engine, &record, now_ns, reason);
+    } else if (pc_turned_down) {
+        char percent[32];
+        deepwin_auto_format_percent(choice.fallback_estimate, percent, sizeof(percent));
+        size_t used = strnlen(reason, sizeof(reason));
+        snprintf(reason + used, sizeof(reason) - used,
+                 "; pm about %s%% is over the budget: no fallback", percent);
     }
 
     pthread_mutex_lock(&coordinator->state_lock);
@@ -325,8 +371,16 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
     if (pc_busy[0] != '\0') {
         coordinator->current_engine = engine;
         snprintf(current->engine, sizeof(current->engine), "%s", engine->name);
-        snprintf(current->engine_reason, sizeof(current->engine_reason),
-                 "asked for pc: %.200s; fell back to pm", pc_busy);
+        if (is_auto) {
+            char percent[32], busy[DEEPWIN_REASON_MAX];
+            deepwin_auto_format_percent(choice.fallback_estimate, percent, sizeof(percent));
+            snprintf(busy, sizeof(busy), "pc busy: %.120s; fell back to pm, about %s%%", pc_busy,
+                     percent);
+            set_engine_reason(current, busy);
+        } else {
+            snprintf(current->engine_reason, sizeof(current->engine_reason),
+                     "asked for pc: %.200s; fell back to pm", pc_busy);
+        }
     }
     if (status == BACKEND_ENGINE_BUSY || status == BACKEND_ENGINE_NOT_READY) {
         /* Another context holds the device, or the engine is still being
@@ -341,6 +395,7 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
         atomic_fetch_add_explicit(&coordinator->opened_total, 1, memory_order_relaxed);
     } else if (status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "refused");
+        current->over_budget = is_auto && choice.refused && coordinator->config.budget > 0;
         set_engine_reason(current, reason);
         snprintf(current->close_reason, sizeof(current->close_reason), "%s", DEEPWIN_CLOSE_REFUSED);
         current->closed_ns = now_ns;
@@ -398,6 +453,12 @@ static void close_open(deepwin_coordinator *coordinator, const char *reason, uin
 void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far)
 {
     pthread_mutex_lock(&coordinator->beat_lock);
+    double rate = deepwin_rate_note(&coordinator->rate, now_ns, launches_so_far);
+    /* A beat that adds nothing (a timer's tick that read its clock first)
+     * leaves the rate as it was. */
+    if (rate >= 0)
+        atomic_store_explicit(&coordinator->launch_rate_milli, (uint64_t)(rate * 1000.0 + 0.5),
+                              memory_order_relaxed);
     if (get_state(coordinator) == DEEPWIN_PENDING)
         open_pending(coordinator, now_ns, launches_so_far);
     if (get_state(coordinator) == DEEPWIN_OPEN) {
@@ -472,6 +533,19 @@ int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_op
 int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
 {
     return set_engine_of(coordinator, engine, 1);
+}
+
+void deepwin_set_budget(deepwin_coordinator *coordinator, double budget)
+{
+    pthread_mutex_lock(&coordinator->state_lock);
+    coordinator->config.budget = budget == 0 ? DEEPWIN_BUDGET_DEFAULT : budget;
+    pthread_mutex_unlock(&coordinator->state_lock);
+}
+
+double deepwin_launch_rate(const deepwin_coordinator *coordinator)
+{
+    return (double)atomic_load_explicit(&coordinator->launch_rate_milli, memory_order_relaxed) /
+           1000.0;
 }
 
 void deepwin_prepare_engine(deepwin_coordinator *coordinator)

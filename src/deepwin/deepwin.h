@@ -33,6 +33,13 @@
  * state mutex, serialised by a second mutex so engine calls never overlap.
  * The coordinator reads no clock: time comes in as now_ns.
  *
+ * Engine auto (DEEPWIN_ENGINE_AUTO): a request may leave the engine to the
+ * coordinator, which picks at request time the deepest engine (pc, then pm)
+ * whose measured cost at the launch rate the beat has seen over about the
+ * last second fits the deep budget (deepwin_auto.h), or refuses the window
+ * through the ordinary refused path, saying why; it never picks an engine
+ * whose cost was not measured.
+ *
  * It must never arm an engine twice, never report a refused window as open,
  * and never grow: finished records wait in a fixed queue (overflow counted).
  */
@@ -63,12 +70,15 @@ typedef enum deepwin_token_kind {
 #define DEEPWIN_MESSAGE_MAX   256
 
 /* The deep engine a window asks for: PM sampling (the default; how busy
- * the GPU was) or PC sampling (where in its kernels warps stalled). A
- * window whose engine the coordinator has none of falls back to PM
- * sampling, and its engine_reason says so. */
+ * the GPU was), PC sampling (where in its kernels warps stalled), or auto:
+ * the deepest of the two whose estimated cost at the process's launch rate
+ * is within the deep budget (deepwin_auto.h). A window whose engine the
+ * coordinator has none of falls back to PM sampling, and its engine_reason
+ * says so; an auto window that no engine fits is refused, saying why. */
 typedef enum deepwin_engine_kind {
     DEEPWIN_ENGINE_PM = 0,
     DEEPWIN_ENGINE_PC = 1,
+    DEEPWIN_ENGINE_AUTO = 2,
 } deepwin_engine_kind;
 
 /* Who asks. The evaluator tells its own windows apart by kind and rule id,
@@ -122,6 +132,10 @@ typedef struct deepwin_record {
     char engine_status[16];
     char engine_reason[DEEPWIN_REASON_MAX];
     uint64_t engine_samples;
+    /* Refused because, for engine auto, no engine fitted the deep budget at
+     * the launch rate of its request: a refusal of the moment, not of the
+     * engines (a rule may ask again). */
+    int over_budget;
 } deepwin_record;
 
 /* Close reasons, stored as text. */
@@ -141,6 +155,10 @@ typedef struct deepwin_config {
     const backend_engine_ops *pc_engine;
     int device;               /* the engine's device; -1: every device */
     uint32_t record_capacity; /* finished records held until taken; 0: 64 */
+    /* The deep budget of auto windows: the slowdown they may cost, a
+     * fraction (0.05: 5%). 0: DEEPWIN_BUDGET_DEFAULT; negative: none valid
+     * (a malformed FLARE_DEEP_BUDGET), and every auto window is refused. */
+    double budget;
 } deepwin_config;
 
 /* 0 with *out set, FLARE_ERR_INVALID_ARGUMENT or FLARE_ERR_NO_MEMORY. */
@@ -172,7 +190,8 @@ int deepwin_request_close(deepwin_coordinator *coordinator, const char *reason,
 
 /* The beat: arms a pending window, closes an open one whose bound is
  * reached or whose close was asked for. launches_so_far is a cumulative
- * launch count (any origin; only differences matter). */
+ * launch count (any origin; only differences matter); the beat also keeps
+ * the launch rate auto windows are chosen at (deepwin_launch_rate). */
 void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far);
 
 /* Closes whatever exists now with reason (session end): an open window is
@@ -187,9 +206,15 @@ void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uin
 int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
 /* The same for the PC sampling engine of windows that ask for pc. */
 int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
-/* "pm", "pc"; "?" when unknown. */
+/* Replaces the deep budget of auto windows from the next request on (as
+ * deepwin_config.budget: 0 is the default, negative refuses them). */
+void deepwin_set_budget(deepwin_coordinator *coordinator, double budget);
+/* The process's kernel launch rate over about the last second, as the beat
+ * saw it (launches per second; 0 before two beats). One atomic load. */
+double deepwin_launch_rate(const deepwin_coordinator *coordinator);
+/* "pm", "pc", "auto"; "?" when unknown. */
 const char *deepwin_engine_kind_name(deepwin_engine_kind kind);
-/* The kind named name ("pm" or "pc"): 0 with *kind set, else -1. */
+/* The kind named name ("pm", "pc" or "auto"): 0 with *kind set, else -1. */
 int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind);
 /* Asks the engine windows arm to get ready for one (its optional prepare
  * op), outside every lock of the coordinator: for a window known to be

@@ -22,6 +22,7 @@
 #include "core/clock.h"
 #include "core/duration.h"
 #include "core/log.h"
+#include "deepwin/deepwin_auto.h"
 #include "flare/flare.h"
 
 #define DEEPWIN_DEFAULT_DURATION_MS 2000u
@@ -49,7 +50,7 @@ static uint64_t stored_drops;               /* record drops last written; collec
  * it. Guarded by coordinator_lock. */
 static int capability_requested;
 static const char *capability_status = CORE_CAPABILITY_ACTIVE;
-static char capability_text[192] = "on request (flare_window_open)";
+static char capability_text[256] = "on request (flare_window_open)";
 
 deepwin_coordinator *deepwin_session_coordinator(void)
 {
@@ -117,7 +118,7 @@ static int parse_schedule_value(const char *variable, const char *text, uint64_t
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
-/* FLARE_DEEP_ENGINE (pm or pc; unset or empty: pm) into schedule_engine. */
+/* FLARE_DEEP_ENGINE (pm, pc or auto; unset or empty: pm) into schedule_engine. */
 static int read_schedule_engine(char *error, size_t error_size)
 {
     const char *engine = getenv("FLARE_DEEP_ENGINE");
@@ -125,26 +126,59 @@ static int read_schedule_engine(char *error, size_t error_size)
     if (engine == NULL || engine[0] == '\0' ||
         deepwin_engine_kind_parse(engine, &schedule_engine) == 0)
         return FLARE_OK;
-    snprintf(error, error_size, "FLARE_DEEP_ENGINE=%.48s: use pm or pc", engine);
+    snprintf(error, error_size, "FLARE_DEEP_ENGINE=%.48s: use pm, pc or auto", engine);
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
-/* Reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR / FLARE_DEEP_ENGINE into the schedule. */
-static void read_schedule(uint64_t start_ns, const char *engine_name)
+/* FLARE_DEEP_BUDGET (a percentage, "5%"; unset or empty: the default) as
+ * deepwin_config.budget: 0 for the default, the fraction, or -1 when
+ * malformed, with error saying FLARE_DEEP_BUDGET=TEXT: why. */
+static double read_budget(char *error, size_t error_size)
+{
+    const char *text = getenv("FLARE_DEEP_BUDGET");
+    double budget = 0;
+    char why[160];
+    if (text == NULL || text[0] == '\0' ||
+        deepwin_budget_parse(text, &budget, why, sizeof(why)) == 0)
+        return budget;
+    snprintf(error, error_size, "FLARE_DEEP_BUDGET=%.48s: %.100s", text, why);
+    return -1;
+}
+
+/* The deep_windows capability row, kept for a later engine choice to restate. */
+static void set_capability(int requested, const char *status, const char *engine_name,
+                           const char *text)
+{
+    core_capability_set("deep_windows", requested, status, "%s; engine %s", text, engine_name);
+    pthread_mutex_lock(&coordinator_lock);
+    capability_requested = requested;
+    capability_status = status;
+    snprintf(capability_text, sizeof(capability_text), "%.255s", text);
+    pthread_mutex_unlock(&coordinator_lock);
+}
+
+/* Reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR / FLARE_DEEP_ENGINE into the
+ * schedule. budget_error (empty, or why FLARE_DEEP_BUDGET is malformed)
+ * ignores a schedule with engine auto, as a bad FLARE_DEEP_ENGINE does, and
+ * is said in the capability otherwise (auto windows are refused). */
+static void read_schedule(uint64_t start_ns, const char *engine_name, const char *budget_error)
 {
     schedule_at_ns = 0;
     const char *after = getenv("FLARE_DEEP_AFTER");
     const char *length = getenv("FLARE_DEEP_FOR");
     int have_after = after != NULL && after[0] != '\0';
     int have_length = length != NULL && length[0] != '\0';
+    /* A malformed deep budget is said beside whatever else the row says. */
+    char budget_note[160] = "", text[320];
+    if (budget_error[0] != '\0')
+        snprintf(budget_note, sizeof(budget_note), "; %.100s; engine auto windows are refused",
+                 budget_error);
+    const char *status = budget_note[0] != '\0' ? CORE_CAPABILITY_DEGRADED : CORE_CAPABILITY_ACTIVE;
     if (!have_after && !have_length) {
-        core_capability_set("deep_windows", 0, CORE_CAPABILITY_ACTIVE,
-                            "on request (flare_window_open); engine %s", engine_name);
-        pthread_mutex_lock(&coordinator_lock);
-        capability_requested = 0;
-        capability_status = CORE_CAPABILITY_ACTIVE;
-        snprintf(capability_text, sizeof(capability_text), "on request (flare_window_open)");
-        pthread_mutex_unlock(&coordinator_lock);
+        if (budget_note[0] != '\0')
+            core_log(CORE_LOG_WARNING, "%s", budget_note + 2);
+        snprintf(text, sizeof(text), "on request (flare_window_open)%s", budget_note);
+        set_capability(budget_note[0] != '\0', status, engine_name, text);
         return;
     }
     char error[192] = "";
@@ -163,6 +197,8 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
                  DEEPWIN_DURATION_MAX_NS / 1000000000ull);
     } else if (read_schedule_engine(error, sizeof(error)) != FLARE_OK) {
         /* error says why */
+    } else if (schedule_engine == DEEPWIN_ENGINE_AUTO && budget_error[0] != '\0') {
+        snprintf(error, sizeof(error), "%s", budget_error);
     }
     if (error[0] != '\0') {
         core_log(CORE_LOG_WARNING, "scheduled deep window ignored: %s", error);
@@ -179,14 +215,10 @@ static void read_schedule(uint64_t start_ns, const char *engine_name)
     schedule_at_ns = start_ns + after_ns;
     schedule_for_ns = for_ns;
     snprintf(schedule_label, sizeof(schedule_label), "deep-after %s for %s", after, length);
-    core_capability_set("deep_windows", 1, CORE_CAPABILITY_ACTIVE,
-                        "scheduled: after %s for %s; engine %s", after, length, engine_name);
-    pthread_mutex_lock(&coordinator_lock);
-    capability_requested = 1;
-    capability_status = CORE_CAPABILITY_ACTIVE;
-    snprintf(capability_text, sizeof(capability_text), "scheduled: after %.60s for %.60s", after,
-             length);
-    pthread_mutex_unlock(&coordinator_lock);
+    if (budget_note[0] != '\0')
+        core_log(CORE_LOG_WARNING, "%s", budget_note + 2);
+    snprintf(text, sizeof(text), "scheduled: after %.60s for %.60s%s", after, length, budget_note);
+    set_capability(1, status, engine_name, text);
 }
 
 void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_engine)
@@ -217,7 +249,9 @@ void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_
     }
     pthread_mutex_unlock(&coordinator_lock);
     stored_drops = deepwin_record_drops(coordinator);
-    read_schedule(start_ns, engine != NULL ? engine->name : "none");
+    char budget_error[192] = "";
+    deepwin_set_budget(coordinator, read_budget(budget_error, sizeof(budget_error)));
+    read_schedule(start_ns, engine != NULL ? engine->name : "none", budget_error);
     atomic_store(&session_running, 1);
 }
 

@@ -22,7 +22,9 @@
 /* Called by flare_init before the collector starts: resets the coordinator
  * for a new session, arming default_engine (the session backend's deep
  * engine, may be NULL) unless deepwin_session_set_engine chose one, and
- * reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR. A bad value
+ * reads FLARE_DEEP_AFTER / FLARE_DEEP_FOR / FLARE_DEEP_ENGINE and the deep
+ * budget of auto windows, FLARE_DEEP_BUDGET (malformed: auto windows are
+ * refused, and a scheduled auto window is ignored). A bad value
  * is logged and recorded as a degraded "deep_windows" capability; it never
  * stops the session (the CLI refuses bad values before the command runs). */
 void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_engine);

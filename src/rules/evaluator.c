@@ -178,6 +178,18 @@ static int apply_outcome(rules_evaluator_rule *rule, const rules_coordinator_vie
         rule->state = RULES_EVAL_RECOVERY;
         return 0;
     }
+    case RULES_OUTCOME_OVER_BUDGET:
+        /* Engine auto had no engine within the deep budget: as if a window
+         * had closed at once, but none of max_windows is spent. The rule
+         * asks again after its recovery, cooldown and rearm, never at every
+         * beat while the launch rate stays high (each refusal is a record). */
+        rule->outstanding = 0;
+        rule->over_budget_refusals++;
+        rule->after_own = 1;
+        rule->recovery_from_ns = now_ns;
+        rule->cooldown_until_ns = now_ns + rule->rule.cooldown_ns;
+        rule->state = RULES_EVAL_RECOVERY;
+        return 0;
     case RULES_OUTCOME_REFUSED_BUSY:
     case RULES_OUTCOME_CANCELLED:
         /* A turned-down or cancelled request costs nothing. */
@@ -339,11 +351,15 @@ void rules_evaluator_summary(const rules_evaluator *evaluator, size_t index, cha
             snprintf(reason, reason_size, "never true; last value %g", rule->last_value);
         else
             copy_text(reason, reason_size, "never true; no reading yet");
-    } else if (rule->busy_refusals > 0) {
+    } else if (rule->busy_refusals > 0 || rule->over_budget_refusals > 0) {
+        uint64_t turned_down = rule->busy_refusals + rule->over_budget_refusals;
         copy_text(status, status_size, "never fired");
-        snprintf(reason, reason_size, "held %llu time%s; turned down %llu time%s (busy)",
+        snprintf(reason, reason_size, "held %llu time%s; turned down %llu time%s (%s)",
                  (unsigned long long)rule->times_true, rule->times_true == 1 ? "" : "s",
-                 (unsigned long long)rule->busy_refusals, rule->busy_refusals == 1 ? "" : "s");
+                 (unsigned long long)turned_down, turned_down == 1 ? "" : "s",
+                 rule->over_budget_refusals == 0 ? "busy"
+                 : rule->busy_refusals == 0      ? "engine auto: over the deep budget"
+                                                 : "busy, or engine auto over the deep budget");
     } else {
         copy_text(status, status_size, "held, not sustained");
         snprintf(reason, reason_size, "held %llu time%s, never for the `for` time",

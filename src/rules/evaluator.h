@@ -68,6 +68,11 @@ typedef enum rules_request_outcome {
     RULES_OUTCOME_CANCELLED,      /* closed while still queued: costs nothing */
     RULES_OUTCOME_REFUSED_ENGINE, /* the engine could not be armed: costs nothing */
     RULES_OUTCOME_BUDGET_SPENT,   /* action replay: the process's replay budget is spent */
+    /* engine auto: no engine fitted the deep budget at the launch rate of
+     * the moment (the window's record says why): spends none of
+     * max_windows; the rule recovers, cools down and rearms as after a
+     * window, then may ask again (at a lower rate, perhaps). */
+    RULES_OUTCOME_OVER_BUDGET,
 } rules_request_outcome;
 
 typedef struct rules_coordinator_view {
@@ -103,6 +108,7 @@ typedef struct rules_evaluator_rule {
     uint64_t times_true; /* times the comparison started holding */
     uint64_t windows_fired;
     uint64_t busy_refusals;
+    uint64_t over_budget_refusals; /* engine auto: no engine within the deep budget */
     uint64_t stale_readings;
     uint64_t missing_readings;
     uint64_t discarded_readings; /* during blackout */
@@ -149,8 +155,8 @@ int rules_evaluator_holds(const rules_rule *rule, double value);
 /*
  * The rule's outcome for its summary: status is one of "refused",
  * "exhausted", "fired", "stale source", "metric missing", "never true",
- * "held, not sustained", "never fired" (held, turned down busy); reason
- * says more in words.
+ * "held, not sustained", "never fired" (held, turned down busy or, for
+ * engine auto, over the deep budget); reason says more in words.
  */
 void rules_evaluator_summary(const rules_evaluator *evaluator, size_t index, char *status,
                              size_t status_size, char *reason, size_t reason_size);

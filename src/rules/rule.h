@@ -92,10 +92,16 @@ typedef enum rules_action {
     RULES_ACTION_RANGE = 2
 } rules_action;
 /* The deep engine a window rule's window asks for (`engine`): PM sampling
- * (the default: how busy the GPU was) or PC sampling (where in its kernels
- * warps stalled). A window whose engine the device cannot run falls back
- * to PM sampling and says why (docs/windows.md). */
-typedef enum rules_engine { RULES_ENGINE_PM = 0, RULES_ENGINE_PC = 1 } rules_engine;
+ * (the default: how busy the GPU was), PC sampling (where in its kernels
+ * warps stalled), or auto (the deepest of the two whose estimated cost is
+ * within the deep budget, --deep-budget). A window whose engine the device
+ * cannot run falls back to PM sampling and says why; an auto window that no
+ * engine fits is refused, saying why (docs/windows.md). */
+typedef enum rules_engine {
+    RULES_ENGINE_PM = 0,
+    RULES_ENGINE_PC = 1,
+    RULES_ENGINE_AUTO = 2
+} rules_engine;
 /* Bytes in a range name with its terminating NUL: names are 1..127 bytes. */
 #define RULES_RANGE_NAME_MAX 128
 
@@ -201,7 +207,7 @@ rules_unit_kind rules_metric_unit(rules_metric metric);
 const char *rules_comparison_text(rules_comparison comparison);
 /* "window", "replay", "range"; "?" when unknown. */
 const char *rules_action_name(rules_action action);
-/* "pm", "pc"; "?" when unknown. */
+/* "pm", "pc", "auto"; "?" when unknown. */
 const char *rules_engine_name(rules_engine engine);
 
 /* One rule of a list: parsed, or refused with its reason. */
@@ -243,8 +249,9 @@ unsigned rules_list_actions(const char *text);
  * 1 << rules_engine (RULES_ENGINES_PC...): PC sampling must be enabled on a
  * context before its modules load, so a backend asks before any rule fires.
  * 0 for NULL or bad text. Pure; reads the items as rules_list_actions does. */
-#define RULES_ENGINES_PM (1u << RULES_ENGINE_PM)
-#define RULES_ENGINES_PC (1u << RULES_ENGINE_PC)
+#define RULES_ENGINES_PM   (1u << RULES_ENGINE_PM)
+#define RULES_ENGINES_PC   (1u << RULES_ENGINE_PC)
+#define RULES_ENGINES_AUTO (1u << RULES_ENGINE_AUTO)
 unsigned rules_list_engines(const char *text);
 /* Whether any of them replays (action replay or range). */
 int rules_list_wants_replay(const char *text);

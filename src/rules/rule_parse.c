@@ -574,17 +574,19 @@ static int parse_action(parser *p, token value, rules_rule *rule)
     return FLARE_OK;
 }
 
-/* `engine pm` or `engine pc`. */
+/* `engine pm`, `engine pc` or `engine auto`, by their names in rule_tables.c. */
 static int parse_engine(parser *p, token value, rules_rule *rule)
 {
-    if (token_is(p, value, "pm") || token_is(p, value, "pc")) {
-        rule->engine = token_is(p, value, "pm") ? RULES_ENGINE_PM : RULES_ENGINE_PC;
-        return FLARE_OK;
-    }
+    for (rules_engine engine = RULES_ENGINE_PM; engine <= RULES_ENGINE_AUTO; engine++)
+        if (token_is(p, value, rules_engine_name(engine))) {
+            rule->engine = engine;
+            return FLARE_OK;
+        }
     char shown[256];
     quote_token(p, value, shown, sizeof(shown));
     return fail(p, value.start,
-                "unknown engine '%s'; use pm (PM sampling, the default) or pc (PC sampling)",
+                "unknown engine '%s'; use pm (PM sampling, the default) or pc (PC sampling), or "
+                "auto (the deepest within the deep budget)",
                 shown);
 }
 

@@ -139,6 +139,8 @@ const char *rules_engine_name(rules_engine engine)
         return "pm";
     case RULES_ENGINE_PC:
         return "pc";
+    case RULES_ENGINE_AUTO:
+        return "auto";
     default:
         return "?";
     }

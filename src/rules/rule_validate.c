@@ -228,8 +228,9 @@ static int check_action(const rules_rule *rule, char *error, size_t size)
                           "one word, without blanks, ';' or < > = !",
                           (unsigned)(unsigned char)c, i);
     }
-    if ((unsigned)rule->engine > RULES_ENGINE_PC)
-        return refuse(error, size, "unknown engine number %d; use pm or pc", (int)rule->engine);
+    if ((unsigned)rule->engine > RULES_ENGINE_AUTO)
+        return refuse(error, size, "unknown engine number %d; use pm, pc or auto",
+                      (int)rule->engine);
     if (rule->action != RULES_ACTION_WINDOW) {
         if (rule->engine != RULES_ENGINE_PM)
             return refuse(error, size,

@@ -345,6 +345,8 @@ static void view_of(deepwin_coordinator *coordinator, size_t index, rules_coordi
         if (record->opened_ns != 0) {
             view->outcome = RULES_OUTCOME_CLOSED;
             view->closed_ns = record->closed_ns;
+        } else if (record->over_budget) {
+            view->outcome = RULES_OUTCOME_OVER_BUDGET;
         } else if (strcmp(record->close_reason, DEEPWIN_CLOSE_REFUSED) == 0) {
             view->outcome = RULES_OUTCOME_REFUSED_ENGINE;
             view->reason = record->engine_reason;
@@ -355,14 +357,26 @@ static void view_of(deepwin_coordinator *coordinator, size_t index, rules_coordi
     }
 }
 
+/* The coordinator's name for a rule's `engine`. */
+static deepwin_engine_kind engine_kind_of(rules_engine engine)
+{
+    switch (engine) {
+    case RULES_ENGINE_PC:
+        return DEEPWIN_ENGINE_PC;
+    case RULES_ENGINE_AUTO:
+        return DEEPWIN_ENGINE_AUTO;
+    default:
+        return DEEPWIN_ENGINE_PM;
+    }
+}
+
 static void request_window(deepwin_coordinator *coordinator, size_t index, uint64_t now_ns)
 {
     const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, index);
     const rules_rule *rule = &entry->rule;
     deepwin_token token = {.kind = DEEPWIN_TOKEN_RULE,
                            .rule_id = (uint32_t)index + 1,
-                           .engine = rule->engine == RULES_ENGINE_PC ? DEEPWIN_ENGINE_PC
-                                                                     : DEEPWIN_ENGINE_PM};
+                           .engine = engine_kind_of(rule->engine)};
     snprintf(token.label, sizeof(token.label), "rule %zu", index + 1);
     deepwin_bounds bounds = {.max_duration_ns = rule->deep_ns, .max_launches = rule->deep_launches};
     deepwin_cause cause;

@@ -4,7 +4,8 @@
  * engine asked for, or falls back to PM sampling and says why; the engine
  * that armed a window is the one that disarms it. The rule option `engine`
  * that asks: parsed, written in the canonical text only when not pm,
- * refused with a precise message when unknown or on a replay rule.
+ * refused with a precise message when unknown or on a replay rule; and
+ * engine auto's name and rule option (its choice: test_deepwin_auto.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -177,9 +178,13 @@ static void test_engine_kind_names(void **state)
     assert_int_equal(kind, DEEPWIN_ENGINE_PC);
     assert_int_equal(deepwin_engine_kind_parse("pm", &kind), 0);
     assert_int_equal(kind, DEEPWIN_ENGINE_PM);
+    assert_int_equal(deepwin_engine_kind_parse("auto", &kind), 0);
+    assert_int_equal(kind, DEEPWIN_ENGINE_AUTO);
     assert_int_equal(deepwin_engine_kind_parse("sass", &kind), -1);
+    assert_int_equal(deepwin_engine_kind_parse("Auto", &kind), -1);
     assert_int_equal(deepwin_engine_kind_parse(NULL, &kind), -1);
     assert_string_equal(deepwin_engine_kind_name(DEEPWIN_ENGINE_PC), "pc");
+    assert_string_equal(deepwin_engine_kind_name(DEEPWIN_ENGINE_AUTO), "auto");
     assert_string_equal(deepwin_engine_kind_name((deepwin_engine_kind)9), "?");
 }
 
@@ -213,7 +218,7 @@ static void test_rule_option_engine(void **state)
     assert_false(rules_rule_equal(&rule, &again));
     expect_refused("kernel_duration_p99 > 5ms engine sass",
                    "at column 34: unknown engine 'sass'; use pm (PM sampling, the default) or pc "
-                   "(PC sampling)");
+                   "(PC sampling), or auto (the deepest within the deep budget)");
     expect_refused("kernel_duration_p99 > 5ms engine pc action replay",
                    "at column 27: engine applies to action window; a replay's counters come from "
                    "the range profiler");
@@ -231,7 +236,46 @@ static void test_rule_option_engine(void **state)
                                "the range profiler");
     rule.engine = (rules_engine)7;
     assert_int_equal(rules_validate(&rule, error, sizeof(error)), FLARE_ERR_INVALID_ARGUMENT);
-    assert_string_equal(error, "unknown engine number 7; use pm or pc");
+    assert_string_equal(error, "unknown engine number 7; use pm, pc or auto");
+}
+
+static void test_rule_option_engine_auto(void **state)
+{
+    (void)state;
+    rules_rule rule, again;
+    char error[RULES_ERROR_MAX], text[RULES_FORMAT_MAX];
+    assert_int_equal(
+        rules_parse("kernel_launch_rate < 500/s for 2s engine auto", &rule, error, sizeof(error)),
+        FLARE_OK);
+    assert_int_equal(rule.engine, RULES_ENGINE_AUTO);
+    assert_string_equal(rules_engine_name(rule.engine), "auto");
+    /* Canonical: every option spelled out, engine auto after deep_launches. */
+    assert_int_equal(rules_format_canonical(&rule, text, sizeof(text)), FLARE_OK);
+    assert_string_equal(text, "kernel_launch_rate < 500/s for 2s over 1s bucket 100ms rearm 500/s "
+                              "stale_after 4100ms cooldown 10s max_windows 3 deep_for 2s "
+                              "deep_launches 100000 engine auto");
+    assert_int_equal(rules_parse(text, &again, error, sizeof(error)), FLARE_OK);
+    assert_true(rules_rule_equal(&rule, &again));
+    char twice[RULES_FORMAT_MAX];
+    assert_int_equal(rules_format_canonical(&again, twice, sizeof(twice)), FLARE_OK);
+    assert_string_equal(twice, text);
+    /* Where it is written does not matter; a replay rule refuses it. */
+    assert_int_equal(
+        rules_parse("kernel_duration_p99 > 5ms engine auto for 1s", &rule, error, sizeof(error)),
+        FLARE_OK);
+    assert_int_equal(rule.engine, RULES_ENGINE_AUTO);
+    expect_refused("kernel_duration_p99 > 5ms engine auto action replay",
+                   "at column 27: engine applies to action window; a replay's counters come from "
+                   "the range profiler");
+    expect_refused("kernel_duration_p99 > 5ms engine AUTO",
+                   "at column 34: unknown engine 'AUTO'; use pm (PM sampling, the default) or pc "
+                   "(PC sampling), or auto (the deepest within the deep budget)");
+    /* What a backend sets up before any rule fires. */
+    assert_int_equal(rules_list_engines("kernel_launch_rate < 500/s engine auto"),
+                     RULES_ENGINES_AUTO);
+    assert_int_equal(rules_list_engines("kernel_launch_rate < 500/s engine auto; "
+                                        "gpu0.utilization < 20% engine pc"),
+                     RULES_ENGINES_AUTO | RULES_ENGINES_PC);
 }
 
 int main(void)
@@ -242,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup(test_busy_pc_engine_falls_back_to_pm, setup),
         cmocka_unit_test(test_engine_kind_names),
         cmocka_unit_test(test_rule_option_engine),
+        cmocka_unit_test(test_rule_option_engine_auto),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

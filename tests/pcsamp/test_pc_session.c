@@ -260,7 +260,7 @@ static void test_a_scheduled_window_asks_for_pc(void **unused)
     assert_int_equal(test_sql_int(db,
                                   "SELECT COUNT(*) FROM capabilities WHERE feature = "
                                   "'deep_windows' AND status = 'degraded' AND reason = 'scheduled "
-                                  "window ignored: FLARE_DEEP_ENGINE=sass: use pm or pc'"),
+                                  "window ignored: FLARE_DEEP_ENGINE=sass: use pm, pc or auto'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);

@@ -255,6 +255,36 @@ static void test_engine_refusal_refuses_the_rule(void **state)
     assert_int_equal(beat(probed, 1, 5 * S, 0, RULES_OUTCOME_NONE), RULES_STEP_NONE);
 }
 
+/* Engine auto found no engine within the deep budget at that moment: no
+ * window is spent, and the rule asks again only after its recovery,
+ * cooldown and rearm, as after a window (never at every beat). */
+static void test_over_budget_spends_nothing(void **state)
+{
+    (void)state;
+    rules_evaluator_init(&evaluator);
+    size_t rule = add_rule("kernel_launch_rate < 200/s over 200ms cooldown 1s engine auto", 0);
+    assert_int_equal(beat(rule, 100, 200 * MS, 0, RULES_OUTCOME_NONE), RULES_STEP_REQUEST);
+    assert_int_equal(beat(rule, 100, 300 * MS, 0, RULES_OUTCOME_OVER_BUDGET), RULES_STEP_NONE);
+    const rules_evaluator_rule *entry = rules_evaluator_get(&evaluator, rule);
+    assert_int_equal(entry->state, RULES_EVAL_RECOVERY);
+    assert_int_equal(entry->windows_fired, 0);
+    assert_int_equal(entry->busy_refusals, 0);
+    assert_string_equal(entry->reason, "");
+    assert_int_equal(beat(rule, 100, 600 * MS, 0, RULES_OUTCOME_NONE), RULES_STEP_NONE);
+    assert_int_equal(state_of(rule), RULES_EVAL_COOLDOWN);
+    assert_int_equal(beat(rule, 100, 1400 * MS, 0, RULES_OUTCOME_NONE), RULES_STEP_NONE);
+    assert_int_equal(state_of(rule), RULES_EVAL_WAITING_TO_REARM);
+    assert_int_equal(beat(rule, 300, 1500 * MS, 0, RULES_OUTCOME_NONE), RULES_STEP_NONE);
+    assert_int_equal(state_of(rule), RULES_EVAL_ARMED);
+    assert_int_equal(beat(rule, 100, 1600 * MS, 0, RULES_OUTCOME_NONE), RULES_STEP_REQUEST);
+    assert_int_equal(rules_evaluator_get(&evaluator, rule)->windows_fired, 0);
+    char status[64], reason[256];
+    rules_evaluator_summary(&evaluator, rule, status, sizeof(status), reason, sizeof(reason));
+    assert_string_equal(status, "never fired");
+    assert_string_equal(reason, "held 2 times; turned down 1 time (engine auto: over the deep "
+                                "budget)");
+}
+
 static void test_stale_source_never_fires(void **state)
 {
     (void)state;
@@ -392,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_opened_spends_budget_and_blackout_discards),
         cmocka_unit_test(test_exhausted_after_max_windows),
         cmocka_unit_test(test_engine_refusal_refuses_the_rule),
+        cmocka_unit_test(test_over_budget_spends_nothing),
         cmocka_unit_test(test_stale_source_never_fires),
         cmocka_unit_test(test_missing_percentile_never_fires),
         cmocka_unit_test(test_manual_window_spends_no_budget),

@@ -183,6 +183,10 @@ static void test_list_engines(void **state)
     assert_int_equal(rules_list_engines("gpu0.utilization < 20% engine pc; "
                                         "kernel_launch_rate < 5/s action window"),
                      RULES_ENGINES_PC | RULES_ENGINES_PM);
+    /* Engine auto is its own bit: a backend may need both engines ready. */
+    assert_int_equal(rules_list_engines("gpu0.utilization < 20% engine auto; "
+                                        "kernel_launch_rate < 5/s; bogus engine auto"),
+                     RULES_ENGINES_AUTO | RULES_ENGINES_PM);
 }
 
 int main(void)

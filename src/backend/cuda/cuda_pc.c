@@ -50,11 +50,13 @@
 #include <unistd.h>
 
 #include "backend/cuda/cuda_app_thread.h"
+#include "backend/cuda/cuda_engine_costs.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "deepwin/deepwin_auto.h"
 #include "flare/flare.h"
 #include "pcsamp/pc_engine.h"
 #include "pcsamp/pc_names.h"
@@ -763,8 +765,23 @@ static const char *wanted_by(const char **off)
     const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
     if (engine_variable != NULL && strcmp(engine_variable, "pc") == 0)
         return "FLARE_DEEP_ENGINE=pc";
-    if ((rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_PC) != 0)
+    unsigned rule_engines = rules_list_engines(getenv("FLARE_DEEP_WHEN"));
+    if ((rule_engines & RULES_ENGINES_PC) != 0)
         return "a rule with engine pc";
+    /* Engine auto (FLARE_DEEP_ENGINE=auto, or a rule with engine auto) can
+     * choose pc only if PC sampling is enabled here, before any window and
+     * any launch rate: so it is when PC sampling's estimated cost at a
+     * nominal 10,000 launches/s fits the deep budget (FLARE_DEEP_BUDGET,
+     * default 5%). Otherwise PC stays off, and auto windows can use PM
+     * sampling (which enabled PC sampling would keep from being set up). */
+    int auto_asked = (engine_variable != NULL && strcmp(engine_variable, "auto") == 0) ||
+                     (rule_engines & RULES_ENGINES_AUTO) != 0;
+    if (auto_asked && deepwin_auto_fits_nominal(CUDA_PC_COST_LAUNCH_NS, CUDA_PC_COST_GPU,
+                                                getenv("FLARE_DEEP_BUDGET")))
+        return "engine auto: PC sampling fits the deep budget at 10,000 launches/s";
+    if (auto_asked)
+        *off = "engine auto: PC sampling is over the deep budget at 10,000 launches/s, or "
+               "FLARE_DEEP_BUDGET is malformed; auto windows use PM sampling";
     return NULL;
 }
 
@@ -858,6 +875,9 @@ static const backend_engine_ops cuda_pc_engine_ops = {
     .prepare = NULL,
     /* flare_window_open/close wait on the program's thread: serve there. */
     .serve = cuda_app_thread_run_posted,
+    .cost_launch_ns = CUDA_PC_COST_LAUNCH_NS,
+    .cost_gpu = CUDA_PC_COST_GPU,
+    .cost_source = CUDA_ENGINE_COST_SOURCE,
 };
 
 const backend_engine_ops *cuda_pc_deep_engine(void)

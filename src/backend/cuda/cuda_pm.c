@@ -7,6 +7,7 @@
  * Every step returns a flare status with CUPTI's own words in the reason.
  */
 #include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_engine_costs.h"
 #include "backend/cuda/cuda_pc.h"
 
 #include <cupti_pmsampling.h>
@@ -98,8 +99,8 @@ static pm_engine *engine;
 static const pm_preset *chosen_preset;
 static uint64_t chosen_interval_ns;
 static _Atomic int setup_started;
-/* Set up at the first context only when a window rule with engine pm
- * (FLARE_DEEP_WHEN) or a scheduled window (FLARE_DEEP_AFTER, unless its
+/* Set up at the first context only when a window rule with engine pm or
+ * auto (FLARE_DEEP_WHEN) or a scheduled window (FLARE_DEEP_AFTER, unless its
  * FLARE_DEEP_ENGINE is pc) will want PM samples; otherwise at the
  * first window. A program that exited while the set-up thread was inside
  * CUPTI crashed at exit on the H200 (SIGSEGV, 8 of 8 short runs under plain
@@ -602,6 +603,9 @@ static const backend_engine_ops cuda_engine_ops = {
     .disarm = engine_disarm,
     .probe = engine_probe,
     .prepare = engine_prepare,
+    .cost_launch_ns = CUDA_PM_COST_LAUNCH_NS,
+    .cost_gpu = CUDA_PM_COST_GPU,
+    .cost_source = CUDA_ENGINE_COST_SOURCE,
 };
 
 const backend_engine_ops *cuda_pm_engine(void)
@@ -811,7 +815,10 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
      * crashed the program on the H200 (SIGSEGV at exit, CUDA already torn
      * down); the driver releases the counters with the process. */
     const char *schedule_engine = getenv("FLARE_DEEP_ENGINE");
-    eager_setup = (rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_PM) != 0 ||
+    /* An auto window (engine auto, FLARE_DEEP_ENGINE=auto) may get PM
+     * sampling: it wants it ready too. */
+    eager_setup = (rules_list_engines(getenv("FLARE_DEEP_WHEN")) &
+                   (RULES_ENGINES_PM | RULES_ENGINES_AUTO)) != 0 ||
                   (getenv("FLARE_DEEP_AFTER") != NULL &&
                    (schedule_engine == NULL || strcmp(schedule_engine, "pc") != 0));
     /* Requested only when a rule or schedule asks for windows: a plain

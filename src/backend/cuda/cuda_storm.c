@@ -15,6 +15,7 @@
  */
 #include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_host.h"
+#include "backend/cuda/cuda_pc.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -239,6 +240,18 @@ void cuda_storm_step(void)
                  (unsigned long long)storm_guard_untimed_launches(guard));
     if (timed == (activity_on != 0))
         return;
+    if (!timed && cuda_pc_enabled()) {
+        /* Beside PC sampling CUPTI refuses to switch kernel activity back
+         * on (CUPTI_ERROR_NOT_COMPATIBLE on the H200, session 16: every
+         * later kernel went untimed): the guard stands down instead. */
+        guard_broken = 1;
+        core_capability_set("storm_guard", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "PC sampling is enabled in this process, and CUPTI cannot switch "
+                            "kernel activity back on beside it; every kernel stays timed");
+        core_log(CORE_LOG_INFO, "launch storm: the guard stands down beside PC sampling; every "
+                                "kernel stays timed");
+        return;
+    }
     if (!timed) {
         /* Copies are counted from before their activity stops until after
          * it is back: the count may run a switch's worth high, never low. */

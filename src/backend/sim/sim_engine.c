@@ -116,11 +116,20 @@ static int engine_disarm(int device, uint64_t now_ns, backend_engine_result *res
     return FLARE_OK;
 }
 
+/* The simulated device's PM engines cost nothing real: nominal figures, so
+ * engine auto can be exercised (docs/windows.md, "Engine auto"). */
+#define SIM_PM_COST_LAUNCH_NS 500u
+#define SIM_PM_COST_GPU       0.01
+#define SIM_COST_SOURCE       "simulated device (nominal)"
+
 static const backend_engine_ops sim_engine_ops = {
     .name = "sim-pm",
     .arm = engine_arm,
     .disarm = engine_disarm,
     .probe = engine_probe,
+    .cost_launch_ns = SIM_PM_COST_LAUNCH_NS,
+    .cost_gpu = SIM_PM_COST_GPU,
+    .cost_source = SIM_COST_SOURCE,
 };
 
 const backend_engine_ops *sim_engine(void)
@@ -514,6 +523,9 @@ static const backend_engine_ops sim_pm_engine_ops = {
     .disarm = sim_pm_disarm,
     .probe = sim_pm_probe,
     .prepare = sim_pm_prepare_ahead,
+    .cost_launch_ns = SIM_PM_COST_LAUNCH_NS,
+    .cost_gpu = SIM_PM_COST_GPU,
+    .cost_source = SIM_COST_SOURCE,
 };
 
 const backend_engine_ops *sim_pm_engine(void)

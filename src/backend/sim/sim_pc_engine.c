@@ -83,6 +83,10 @@ static const backend_engine_ops sim_pc_engine_ops = {
     .disarm = pc_disarm,
     .probe = pc_probe,
     .prepare = NULL,
+    /* Nominal, for engine auto: the simulated device costs nothing real. */
+    .cost_launch_ns = 1000,
+    .cost_gpu = 0.02,
+    .cost_source = "simulated device (nominal)",
 };
 
 const backend_engine_ops *sim_pc_engine(void)
