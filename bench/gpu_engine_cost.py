@@ -83,7 +83,8 @@ def run(flare, program, name, session):
     shutil.rmtree(session, ignore_errors=True)
     variables, rule, engine = CONFIGS[name]
     # At 2 s: pm_window waits 2 s (no launch) after its start, and a PC window
-    # starts at the first launch within 1 s of its opening (docs/windows.md).
+    # starts at the program's next launch (docs/windows.md): the window then
+    # covers the timed part from its first launch.
     window = ["--deep-after", "2s", "--deep-for", "30s", "--deep-engine", engine] if engine else []
     command = (["env"] + variables + [flare, "trace", "-q", "-o", session, "--deep-when", rule] + window +
                ["--", program, "bench"])

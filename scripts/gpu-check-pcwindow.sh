@@ -173,6 +173,46 @@ else
   fail "pcwindow: nvcc pc_hot_loop"
 fi
 
+# A window opened while the program launches nothing (pm_window bench
+# sleeps 2 s before its first kernel): PC sampling starts at the program's
+# next launch (it used to be refused after 1 s), and a window the program
+# launches nothing in ends with no samples, its start withdrawn (never made
+# later). Checked in the databases and CUPTI's call log.
+pcwindow_pause() {
+  local session=$1 length=$2 expect=$3
+  rm -rf "$session" "$session.pc-calls"
+  echo "-- a window over a pause: --deep-after 300ms --deep-for $length --deep-engine pc -- pm_window" \
+    "bench (expect $expect)" | tee -a "$pcwindow_out"
+  ( unset FLARE_PC_PERIOD; export FLARE_CUDA_PC_LOG="$session.pc-calls"
+    pcwindow_run -q -o "$session" --deep-after 300ms --deep-for "$length" --deep-engine pc -- \
+      "$build/gpu/pm_window" bench ) || fail "pcwindow: pm_window bench under a $length PC window exited $?"
+  python3 - "$session" "$expect" "$session.pc-calls" <<'PY' 2>&1 | tee -a "$pcwindow_out"
+import sqlite3, sys
+session, expect, calls = sys.argv[1:4]
+db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
+windows = db.execute("SELECT engine, engine_status, engine_samples, engine_reason, opened_ns IS NOT NULL "
+                     "FROM windows").fetchall()
+rows = db.execute("SELECT COUNT(*), COALESCE(SUM(samples), 0) FROM pc_samples").fetchone()
+starts = sum("cuptiPCSamplingStart begin" in line for line in open(calls)) if calls else 0
+print(f"   windows {windows}; pc_samples rows {rows[0]}, samples {rows[1]}; cuptiPCSamplingStart calls {starts}")
+ok = len(windows) == 1 and windows[0][0] == "cuda-pc-sampling" and windows[0][1] == "disarmed" and windows[0][4]
+if expect == "samples":
+    ok = ok and rows[1] > 0 and starts == 1
+else:
+    ok = ok and rows[1] == 0 and starts == 0
+print(f"   pause check ({expect}): {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "pcwindow: a PC window over a pause ($expect)"
+}
+if [ -x "$build/gpu/pm_window" ] ||
+   nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pm_window" tests/gpu/pm_window.cu -ldl; then
+  pcwindow_pause "$work/pcwindow-pause" 2500ms samples
+  pcwindow_pause "$work/pcwindow-nolaunch" 500ms none
+else
+  fail "pcwindow: nvcc pm_window"
+fi
+
 # The same for a PyTorch program (tests/gpu/pc_torch.py: cuBLAS's fp32 GEMM and
 # torch's element-wise kernels, C++ names): the window's samples must land in
 # the kernels that took its GPU time, under the names its kernel records have
@@ -197,4 +237,4 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   echo "pcwindow: no PyTorch with CUDA here: the PyTorch PC window is not checked" | tee -a "$pcwindow_out"
 fi
-unset -f pcwindow_tree pcwindow_dump pcwindow_run pcwindow_both
+unset -f pcwindow_tree pcwindow_dump pcwindow_run pcwindow_both pcwindow_pause

@@ -296,6 +296,38 @@ static void test_the_bound_passes_while_it_runs(void **state)
     }
 }
 
+/* A detached request no launch took is withdrawn at the caller's word and
+ * never runs (a PC window whose program launched nothing: its start must
+ * not run at a later launch, after the window). Only that request: one
+ * with another function or argument, or a waited-for one, stays. */
+static void test_a_detached_one_withdrawn_never_runs(void **state)
+{
+    (void)state;
+    reset();
+    call detached = {.tag = 2, .wait_ns = SHORT_WAIT_NS, .detach = 1};
+    call_from_flare(&detached);
+    assert_int_equal(detached.outcome, CUDA_APP_THREAD_DETACHED);
+    assert_int_equal(cuda_app_thread_withdraw(record, (void *)(intptr_t)3), 0);
+    assert_int_equal(cuda_app_thread_pending(), 1);
+    assert_int_equal(cuda_app_thread_withdraw(record, (void *)(intptr_t)2), 1);
+    assert_int_equal(cuda_app_thread_pending(), 0);
+    assert_int_equal(cuda_app_thread_withdraw(record, (void *)(intptr_t)2), 0);
+    for (int i = 0; i < 10; i++)
+        cuda_app_thread_at_launch();
+    assert_int_equal(atomic_load(&runs), 0);
+    /* The slot is free for the next request at once. */
+    pthread_t launcher;
+    start_launchers(&launcher, 1);
+    call next = {.tag = 4, .wait_ns = LONG_WAIT_NS};
+    call_from_flare(&next);
+    stop_launchers(&launcher, 1);
+    assert_int_equal(next.outcome, CUDA_APP_THREAD_RAN);
+    assert_int_equal(next.result, 104);
+    assert_int_equal(atomic_load(&runs), 1);
+    /* A request taken already (ran) is not withdrawn. */
+    assert_int_equal(cuda_app_thread_withdraw(record, (void *)(intptr_t)4), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_an_application_thread_runs_it_at_once),
         cmocka_unit_test(test_many_launching_threads_run_each_once),
         cmocka_unit_test(test_the_bound_passes_while_it_runs),
+        cmocka_unit_test(test_a_detached_one_withdrawn_never_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

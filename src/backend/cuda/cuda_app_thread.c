@@ -87,6 +87,23 @@ int cuda_app_thread_pending(void)
     return pending;
 }
 
+int cuda_app_thread_withdraw(cuda_app_thread_fn fn, void *argument)
+{
+    pthread_mutex_lock(&lock);
+    /* Only a detached one (no waiter: its result pointer is gone). */
+    int withdrawn = slot.posted && !slot.running && slot.result == NULL && slot.fn == fn &&
+                    slot.argument == argument;
+    if (withdrawn) {
+        slot.result = NULL;
+        slot.posted = 0;
+        done_seq = slot.seq;
+        atomic_store_explicit(&cuda_app_thread_posted, 0, memory_order_relaxed);
+        pthread_cond_broadcast(&done);
+    }
+    pthread_mutex_unlock(&lock);
+    return withdrawn;
+}
+
 /* lock held: waits until the deadline for the slot to be free. 1 if it is. */
 static int wait_for_free_slot(const struct timespec *deadline)
 {

@@ -39,6 +39,11 @@ typedef enum cuda_app_thread_outcome {
 cuda_app_thread_outcome cuda_app_thread_call(cuda_app_thread_fn fn, void *argument,
                                              uint64_t wait_ns, int detach, int *result);
 
+/* Withdraws fn(argument) if it was posted detached and no launch has
+ * taken it yet: 1 when it was, and it never runs; 0 when no such request
+ * waits (it ran, runs now, or another is posted). */
+int cuda_app_thread_withdraw(cuda_app_thread_fn fn, void *argument);
+
 /* 1 while a request (a detached one included) is posted or running. */
 int cuda_app_thread_pending(void);
 

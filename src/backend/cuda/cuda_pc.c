@@ -119,7 +119,11 @@ typedef struct cuda_pc_hardware {
     uint32_t wanted_exp;   /* the period the next start sets */
     char call_reason[192]; /* why the last start or stop failed there */
     int stop_deferred;     /* a stop waits for a launch: its leftovers are dropped */
-    uint64_t stale_lost;   /* samples dropped so, not yet reported by a read */
+    /* Where the window's start stands (CUDA_PC_START_*): set by hw_start,
+     * then by start_here on the application's thread (release; read with
+     * acquire, call_reason after it). */
+    _Atomic int start_state;
+    uint64_t stale_lost; /* samples dropped so, not yet reported by a read */
     /* Functions named so far (function_name): CUPTI's name -> flare's,
      * whole; the last one looked up, for the records that follow it. */
     pc_names *names;
@@ -393,10 +397,30 @@ static void discard_stale(cuda_pc_hardware *hw)
     hw->stop_deferred = 0;
 }
 
-/* On the application's thread: the period, then Start. */
+/* hw->start_state: no window's start asked; posted for a launch (none came
+ * within CUDA_PC_START_WAIT_NS); Start made; Start failed (call_reason). */
+enum { CUDA_PC_START_IDLE, CUDA_PC_START_POSTED, CUDA_PC_START_RAN, CUDA_PC_START_FAILED };
+
+static int start_cupti(cuda_pc_hardware *hw);
+
+/* On the application's thread: the period, then Start; its outcome in
+ * start_state (a start made late has no waiter to tell). */
 static int start_here(void *opaque)
 {
     cuda_pc_hardware *hw = opaque;
+    int status = start_cupti(hw);
+    atomic_store_explicit(&hw->start_state,
+                          status == FLARE_OK ? CUDA_PC_START_RAN : CUDA_PC_START_FAILED,
+                          memory_order_release);
+    if (status != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "PC sampling did not start: %s", hw->call_reason);
+    return status;
+}
+
+static int start_cupti(cuda_pc_hardware *hw)
+{
+    /* Written only on the application's thread, one request at a time. */
+    hw->call_reason[0] = '\0';
     CUcontext context = atomic_load(&hw->context);
     if (context == NULL) {
         snprintf(hw->call_reason, sizeof(hw->call_reason), "the sampled context was destroyed");
@@ -427,6 +451,11 @@ static int start_here(void *opaque)
 static int stop_here(void *opaque)
 {
     cuda_pc_hardware *hw = opaque;
+    /* A start that failed at a late launch: nothing to stop (its reason
+     * stays in call_reason). */
+    if (atomic_load_explicit(&hw->start_state, memory_order_acquire) != CUDA_PC_START_RAN)
+        return FLARE_ERR_BACKEND;
+    hw->call_reason[0] = '\0';
     CUcontext context = atomic_load(&hw->context);
     if (context == NULL) {
         snprintf(hw->call_reason, sizeof(hw->call_reason), "the sampled context was destroyed");
@@ -454,15 +483,25 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
         return FLARE_ERR_INVALID_ARGUMENT;
     }
     hw->wanted_exp = period_exp_of(hw, period_ns);
-    hw->call_reason[0] = '\0';
     int status = FLARE_ERR_BACKEND;
-    if (cuda_app_thread_call(start_here, hw, CUDA_PC_START_WAIT_NS, 0, &status) !=
-        CUDA_APP_THREAD_RAN) {
+    atomic_store_explicit(&hw->start_state, CUDA_PC_START_POSTED, memory_order_relaxed);
+    /* Detached: a program between launches (a pause, a slow phase: when a
+     * rule fires) starts sampling at its next launch, not never. */
+    cuda_app_thread_outcome outcome =
+        cuda_app_thread_call(start_here, hw, CUDA_PC_START_WAIT_NS, 1, &status);
+    if (outcome == CUDA_APP_THREAD_WITHDRAWN) {
+        atomic_store_explicit(&hw->start_state, CUDA_PC_START_IDLE, memory_order_relaxed);
         snprintf(reason, reason_size,
-                 "no kernel launch within %.0f s to start PC sampling at (CUPTI's start and "
-                 "stop are made on the application's thread, at its launches)",
-                 CUDA_PC_START_WAIT_NS / 1e9);
+                 "an earlier PC start or stop still waits for a kernel launch (CUPTI's start "
+                 "and stop are made on the application's thread, at its launches)");
         return FLARE_ERR_BACKEND;
+    }
+    if (outcome == CUDA_APP_THREAD_DETACHED) {
+        core_log(CORE_LOG_INFO,
+                 "PC sampling starts at the program's next kernel launch (none within %.0f s "
+                 "of the window's opening)",
+                 CUDA_PC_START_WAIT_NS / 1e9);
+        return FLARE_OK;
     }
     if (status != FLARE_OK) {
         snprintf(reason, reason_size, "%s", hw->call_reason);
@@ -481,7 +520,17 @@ static int hw_stop(void *opaque, char *reason, size_t reason_size)
         snprintf(reason, reason_size, "the sampled context was destroyed");
         return FLARE_ERR_BACKEND;
     }
-    hw->call_reason[0] = '\0';
+    int start_state = atomic_load_explicit(&hw->start_state, memory_order_acquire);
+    if (start_state == CUDA_PC_START_POSTED && cuda_app_thread_withdraw(start_here, hw)) {
+        /* No launch in the whole window: nothing sampled, nothing to stop. */
+        atomic_store_explicit(&hw->start_state, CUDA_PC_START_IDLE, memory_order_relaxed);
+        core_log(CORE_LOG_INFO, "PC sampling never started: no kernel launch during the window");
+        return FLARE_OK;
+    }
+    if (start_state == CUDA_PC_START_FAILED) {
+        snprintf(reason, reason_size, "PC sampling did not start: %s", hw->call_reason);
+        return FLARE_ERR_BACKEND;
+    }
     int status = FLARE_ERR_BACKEND;
     cuda_app_thread_outcome outcome =
         cuda_app_thread_call(stop_here, hw, CUDA_PC_STOP_WAIT_NS, 1, &status);
@@ -603,8 +652,11 @@ static size_t hw_read(void *opaque, pc_raw_sample *out, size_t max, uint64_t *lo
     cuda_pc_hardware *hw = opaque;
     *lost += hw->stale_lost;
     hw->stale_lost = 0;
-    /* A stop posted for a later launch: CUPTI is left alone until it ran. */
+    /* A stop posted for a later launch, or a start that has not been made
+     * (or failed): CUPTI is left alone. */
     if (hw->stop_deferred && cuda_app_thread_pending())
+        return 0;
+    if (atomic_load_explicit(&hw->start_state, memory_order_acquire) != CUDA_PC_START_RAN)
         return 0;
     uint64_t now = core_now_ns();
     size_t moved = 0;
