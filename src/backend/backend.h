@@ -159,6 +159,11 @@ typedef struct backend_engine_ops {
      * docs/PERFORMANCE.md, Session 16"). NULL: not measured; engine auto
      * never picks the engine then, and its windows' engine_reason says so. */
     const char *cost_source;
+    /* Optional (NULL: always usable). Why this engine cannot arm in this
+     * process at all, or NULL when it can (CUDA: PM sampling is never set
+     * up beside PC sampling). Cheap and never blocks: engine auto calls it
+     * under the coordinator's state lock, to pass over such an engine. */
+    const char *(*unusable)(void);
 } backend_engine_ops;
 
 /* ---- The backend descriptor ----

@@ -77,8 +77,11 @@ int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind)
 static const backend_engine_ops *choose_auto(deepwin_coordinator *coordinator,
                                              deepwin_record *record)
 {
-    deepwin_auto_candidate candidates[] = {{coordinator->config.pc_engine, "pc"},
-                                           {coordinator->config.engine, "pm"}};
+    const backend_engine_ops *pc = coordinator->config.pc_engine;
+    const backend_engine_ops *pm = coordinator->config.engine;
+    deepwin_auto_candidate candidates[] = {
+        {pc, "pc", pc != NULL && pc->unusable != NULL ? pc->unusable() : NULL},
+        {pm, "pm", pm != NULL && pm->unusable != NULL ? pm->unusable() : NULL}};
     deepwin_auto_choose(candidates, 2, deepwin_launch_rate(coordinator), coordinator->config.budget,
                         &coordinator->current_auto, record->engine_reason,
                         sizeof(record->engine_reason));
@@ -362,8 +365,14 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
         char percent[32];
         deepwin_auto_format_percent(choice.fallback_estimate, percent, sizeof(percent));
         size_t used = strnlen(reason, sizeof(reason));
-        snprintf(reason + used, sizeof(reason) - used,
-                 "; pm about %s%% is over the budget: no fallback", percent);
+        if (choice.fallback_unusable != NULL)
+            snprintf(reason + used, sizeof(reason) - used, "; pm: %.120s: no fallback",
+                     choice.fallback_unusable);
+        else if (choice.fallback_estimate < 0)
+            snprintf(reason + used, sizeof(reason) - used, "; pm: cost not measured: no fallback");
+        else
+            snprintf(reason + used, sizeof(reason) - used,
+                     "; pm about %s%% is over the budget: no fallback", percent);
     }
 
     pthread_mutex_lock(&coordinator->state_lock);
@@ -395,7 +404,7 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
         atomic_fetch_add_explicit(&coordinator->opened_total, 1, memory_order_relaxed);
     } else if (status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "refused");
-        current->over_budget = is_auto && choice.refused && coordinator->config.budget > 0;
+        current->over_budget = is_auto && choice.over_budget;
         set_engine_reason(current, reason);
         snprintf(current->close_reason, sizeof(current->close_reason), "%s", DEEPWIN_CLOSE_REFUSED);
         current->closed_ns = now_ns;
@@ -540,6 +549,14 @@ void deepwin_set_budget(deepwin_coordinator *coordinator, double budget)
     pthread_mutex_lock(&coordinator->state_lock);
     coordinator->config.budget = budget == 0 ? DEEPWIN_BUDGET_DEFAULT : budget;
     pthread_mutex_unlock(&coordinator->state_lock);
+}
+
+void deepwin_reset_launch_rate(deepwin_coordinator *coordinator)
+{
+    pthread_mutex_lock(&coordinator->beat_lock);
+    memset(&coordinator->rate, 0, sizeof(coordinator->rate));
+    atomic_store_explicit(&coordinator->launch_rate_milli, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&coordinator->beat_lock);
 }
 
 double deepwin_launch_rate(const deepwin_coordinator *coordinator)

@@ -209,6 +209,8 @@ int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine
 /* Replaces the deep budget of auto windows from the next request on (as
  * deepwin_config.budget: 0 is the default, negative refuses them). */
 void deepwin_set_budget(deepwin_coordinator *coordinator, double budget);
+/* Forgets the launch rate (a new session's beat starts afresh). */
+void deepwin_reset_launch_rate(deepwin_coordinator *coordinator);
 /* The process's kernel launch rate over about the last second, as the beat
  * saw it (launches per second; 0 before two beats). One atomic load. */
 double deepwin_launch_rate(const deepwin_coordinator *coordinator);

@@ -96,6 +96,9 @@ static void append_passed_over(const deepwin_auto_candidate *candidates, size_t 
         deepwin_auto_format_percent(estimate, percent, sizeof(percent));
         if (candidates[i].engine == NULL)
             append(reason, size, used, "%s%s: none on this device", separator, candidates[i].kind);
+        else if (candidates[i].unusable != NULL)
+            append(reason, size, used, "%s%s: %s", separator, candidates[i].kind,
+                   candidates[i].unusable);
         else if (estimate < 0)
             append(reason, size, used, "%s%s (%s): cost not measured", separator,
                    candidates[i].kind, candidates[i].engine->name);
@@ -115,11 +118,15 @@ void deepwin_auto_choose(const deepwin_auto_candidate *candidates, size_t count,
     size_t chosen = count;
     for (size_t i = 0; i < count; i++) {
         double estimate = deepwin_auto_estimate(candidates[i].engine, launch_rate_per_s);
-        int fits = estimate >= 0 && budget > 0 && estimate <= budget;
+        int usable = candidates[i].unusable == NULL;
+        int fits = usable && estimate >= 0 && budget > 0 && estimate <= budget;
         engines += candidates[i].engine != NULL;
+        if (usable && estimate > budget && budget > 0)
+            choice->over_budget = 1;
         if (i + 1 == count) {
             choice->fallback_estimate = estimate;
             choice->fallback_fits = fits;
+            choice->fallback_unusable = candidates[i].unusable;
         }
         if (chosen == count && fits) {
             chosen = i;
@@ -128,6 +135,7 @@ void deepwin_auto_choose(const deepwin_auto_candidate *candidates, size_t count,
         }
     }
     choice->refused = engines > 0 && chosen == count;
+    choice->over_budget = choice->over_budget && choice->refused;
     if (reason == NULL || reason_size == 0)
         return;
     reason[0] = '\0';

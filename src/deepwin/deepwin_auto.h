@@ -52,13 +52,22 @@ int deepwin_auto_fits_nominal(uint64_t cost_launch_ns, double cost_gpu, const ch
 typedef struct deepwin_auto_candidate {
     const backend_engine_ops *engine; /* NULL: none on this device */
     const char *kind;                 /* "pc", "pm" */
+    /* NULL, or why engine cannot arm in this process (its unusable()):
+     * passed over, whatever its cost. */
+    const char *unusable;
 } deepwin_auto_candidate;
 
 typedef struct deepwin_auto_choice {
     /* The engine chosen, or NULL: refused (engines exist, none fits) or
      * none at all (no candidate has an engine: the window runs without). */
     const backend_engine_ops *engine;
-    int refused;     /* engines exist and none is within the budget */
+    int refused; /* engines exist and none is within the budget */
+    /* Refused because a usable, measured engine's estimate is over the
+     * budget (a passing launch rate: worth asking again later), not for
+     * want of a usable, measured engine. */
+    int over_budget;
+    /* Why the last candidate (pm) cannot arm in this process, or NULL. */
+    const char *fallback_unusable;
     double estimate; /* the chosen engine's estimated slowdown */
     /* Whether the last candidate (pm) is measured and within the budget: a
      * busy pc window may then give way to it. And its estimate (-1: none). */
@@ -94,7 +103,7 @@ int deepwin_budget_parse(const char *text, double *fraction, char *why, size_t w
 
 /* The process's recent kernel launch rate, from the beat's cumulative
  * launch counts: a point is kept at most every DEEPWIN_RATE_STEP_NS, the
- * rate taken over about the last second. Owned by one thread at a time
+ * rate taken over about the last second (0 until a second beat). Owned by one thread at a time
  * (the coordinator's beat); zero it to start. */
 #define DEEPWIN_RATE_POINTS  8
 #define DEEPWIN_RATE_STEP_NS 250000000ull  /* 250 ms */
@@ -110,7 +119,7 @@ typedef struct deepwin_rate {
  * Takes one beat's (now_ns, cumulative launches) and returns the launch rate
  * per second: over the newest kept point and the newest one at least
  * DEEPWIN_RATE_SPAN_NS older than it (the oldest while none is that old); 0
- * before two points. A beat earlier than the newest point (a timer thread's
+ * until the second beat. A beat earlier than the newest point (a timer thread's
  * tick read its clock first) is ignored and returns -1; a count that goes
  * back starts afresh. Pure on rate; can't fail.
  */

@@ -246,6 +246,8 @@ void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_
         }
         deepwin_set_engine(coordinator, engine);
         deepwin_set_pc_engine(coordinator, atomic_load(&pc_engine));
+        /* The last session's launch rate is not this one's (engine auto). */
+        deepwin_reset_launch_rate(coordinator);
     }
     pthread_mutex_unlock(&coordinator_lock);
     stored_drops = deepwin_record_drops(coordinator);

@@ -54,7 +54,8 @@ int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void
  * its time in the window (attrib.h's rule: the deepest open scope of the
  * process); "(no range)" where none was open, "(no kernel in the window)"
  * for a function with no kernel record in its window. A function name of
- * 255 bytes (cut by the engine) stands for every kernel name it begins. So
+ * 255 bytes that no kernel has (cut by the engine before session 16)
+ * stands for every kernel name it begins. So
  * samples are fractional, and sum per window to its total. */
 typedef struct store_pc_scope_row {
     int64_t pid;

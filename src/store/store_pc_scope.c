@@ -38,7 +38,10 @@
     " FROM windows WHERE opened_ns IS NOT NULL AND closed_ns IS NOT NULL"                          \
     " AND id IN (SELECT window_id FROM pc_samples))"
 
-/* A cut name (255 bytes) stands for the kernel names it begins. */
+/* A name of 255 bytes that no kernel of its process has stands for the
+ * kernel names it begins: sessions written before PC samples kept whole
+ * names (session 16) cut them there. A kernel whose whole name is 255
+ * bytes keeps its own samples. */
 static const char kernels_sql[] = PC_WINDOWS_CTE
     ","
     " fn AS (SELECT DISTINCT pid, window_id, device, name_id FROM pc_samples),"
@@ -46,7 +49,8 @@ static const char kernels_sql[] = PC_WINDOWS_CTE
     "  UNION SELECT f.pid, f.window_id, f.device, f.name_id, k.id FROM fn f"
     "  JOIN names n ON n.id = f.name_id AND length(CAST(n.name AS BLOB)) = 255"
     "  JOIN names k ON k.id != n.id"
-    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"
+    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB)"
+    "  WHERE NOT EXISTS (SELECT 1 FROM kernels x WHERE x.pid = f.pid AND x.name_id = f.name_id))"
     " SELECT f.pid, f.window_id, f.device, f.name_id,"
     "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)"
     " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -233,9 +234,11 @@ static void trace_one_auto_window(const char *name, const char *budget)
     int fd = open(stop, O_WRONLY | O_CREAT, 0644);
     assert_true(fd >= 0);
     close(fd);
-    int status;
-    while (waitpid(pid, &status, 0) < 0) {
+    int status = 0;
+    pid_t waited;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
+    assert_int_equal(waited, pid);
     started = 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         cli_read_file(log, out_text, sizeof(out_text));

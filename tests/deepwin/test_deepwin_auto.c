@@ -111,7 +111,7 @@ static void test_estimate(void **state)
     assert_non_null(sim_engine()->cost_source);
     assert_true(fabs(deepwin_auto_estimate(sim_engine(), 10000) - 0.015) < 1e-12);
     /* What the CUDA backend asks at install: would pc ever fit? At 10,000
-     * launches/s CUDA PC sampling is about 1.3%. */
+     * launches/s CUDA PC sampling is about 0.98%. */
     assert_true(deepwin_auto_fits_nominal(CUDA_PC_COST_LAUNCH_NS, CUDA_PC_COST_GPU, NULL));
     assert_true(deepwin_auto_fits_nominal(CUDA_PC_COST_LAUNCH_NS, CUDA_PC_COST_GPU, ""));
     assert_true(deepwin_auto_fits_nominal(CUDA_PC_COST_LAUNCH_NS, CUDA_PC_COST_GPU, "1.5%"));
@@ -207,7 +207,7 @@ static void test_launch_rate(void **state)
 static void test_choice_alone(void **state)
 {
     (void)state;
-    deepwin_auto_candidate both[] = {{&test_pc, "pc"}, {sim_engine(), "pm"}};
+    deepwin_auto_candidate both[] = {{&test_pc, "pc", NULL}, {sim_engine(), "pm", NULL}};
     deepwin_auto_choice choice;
     char reason[256];
     deepwin_auto_choose(both, 2, 10400, 0.05, &choice, reason, sizeof(reason));
@@ -226,24 +226,51 @@ static void test_choice_alone(void **state)
     assert_string_equal(reason, "auto: no engine fits the 1% budget at 250,000 launches/s: pc "
                                 "about 27%, pm about 14%");
     /* Unmeasured or missing engines are never chosen, and said so. */
-    deepwin_auto_candidate unmeasured[] = {{&unmeasured_pc, "pc"}, {sim_engine(), "pm"}};
+    deepwin_auto_candidate unmeasured[] = {{&unmeasured_pc, "pc", NULL},
+                                           {sim_engine(), "pm", NULL}};
     deepwin_auto_choose(unmeasured, 2, 0, 0.05, &choice, reason, sizeof(reason));
     assert_ptr_equal(choice.engine, sim_engine());
     assert_string_equal(reason, "auto: pm, about 1% at 0 launches/s (budget 5%); pc "
                                 "(test-pc-unmeasured): cost not measured");
-    deepwin_auto_candidate missing[] = {{NULL, "pc"}, {sim_engine(), "pm"}};
+    deepwin_auto_candidate missing[] = {{NULL, "pc", NULL}, {sim_engine(), "pm", NULL}};
     deepwin_auto_choose(missing, 2, 1234567, 1.0, &choice, reason, sizeof(reason));
     assert_ptr_equal(choice.engine, sim_engine());
     assert_string_equal(reason, "auto: pm, about 63% at 1,234,567 launches/s (budget 100%); pc: "
                                 "none on this device");
-    deepwin_auto_candidate none[] = {{NULL, "pc"}, {NULL, "pm"}};
+    deepwin_auto_candidate none[] = {{NULL, "pc", NULL}, {NULL, "pm", NULL}};
     deepwin_auto_choose(none, 2, 10, 0.05, &choice, reason, sizeof(reason));
     assert_null(choice.engine);
     assert_false(choice.refused);
     assert_string_equal(reason, "auto: no deep engine on this device");
-    /* A malformed budget refuses every engine. */
+    /* An unusable engine (CUDA PM sampling beside PC sampling) is passed
+     * over whatever its cost; a refusal is "over budget" (worth asking
+     * again later) only when a usable, measured engine was over it. */
+    assert_true(choice.over_budget == 0);
+    const char *beside = "never set up beside PC sampling (enabled in this process)";
+    deepwin_auto_candidate pm_unusable[] = {{&test_pc, "pc", NULL}, {sim_engine(), "pm", beside}};
+    deepwin_auto_choose(pm_unusable, 2, 10400, 0.05, &choice, reason, sizeof(reason));
+    assert_ptr_equal(choice.engine, &test_pc);
+    deepwin_auto_choose(pm_unusable, 2, 250000, 0.05, &choice, reason, sizeof(reason));
+    assert_null(choice.engine);
+    assert_true(choice.refused);
+    assert_true(choice.over_budget);
+    assert_false(choice.fallback_fits);
+    assert_ptr_equal(choice.fallback_unusable, beside);
+    assert_string_equal(reason, "auto: no engine fits the 5% budget at 250,000 launches/s: pc "
+                                "about 27%, pm: never set up beside PC sampling (enabled in this "
+                                "process)");
+    deepwin_auto_candidate nothing_usable[] = {{&unmeasured_pc, "pc", NULL},
+                                               {sim_engine(), "pm", beside}};
+    deepwin_auto_choose(nothing_usable, 2, 10, 0.05, &choice, reason, sizeof(reason));
+    assert_true(choice.refused);
+    assert_false(choice.over_budget);
+    /* Over the budget, pm as well: over_budget. */
+    deepwin_auto_choose(both, 2, 250000, 0.01, &choice, reason, sizeof(reason));
+    assert_true(choice.over_budget);
+    /* A malformed budget refuses every engine, and not for the budget. */
     deepwin_auto_choose(both, 2, 10, -1, &choice, reason, sizeof(reason));
     assert_true(choice.refused);
+    assert_false(choice.over_budget);
     assert_non_null(strstr(reason, "auto: no valid deep budget (FLARE_DEEP_BUDGET is malformed"));
     /* A small buffer is cut, never overrun. */
     char small[16];

@@ -205,11 +205,12 @@ static void test_times_stay_inside_the_window(void **state)
 static void test_long_names_kept_whole(void **state)
 {
     (void)state;
-    static char first[3000], second[3000];
+    static char first[3000], second[3000], first_again[3000];
     memset(first, 'a', sizeof(first) - 1);
     memset(second, 'a', sizeof(second) - 1);
     second[sizeof(second) - 2] = 'b';
-    const char *const functions[] = {first, second, first};
+    memcpy(first_again, first, sizeof(first)); /* one name at another address */
+    const char *const functions[] = {first, second, first_again};
     scripted script = {.functions = functions};
     pc_engine *engine = NULL;
     assert_int_equal(pc_engine_create(&scripted_ops, &script, 44, &engine), FLARE_OK);

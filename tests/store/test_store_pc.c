@@ -338,9 +338,9 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
                      FLARE_ERR_INVALID_ARGUMENT);
 }
 
-/* A kernel name longer than the engine keeps (PC_FUNCTION_MAX - 1 = 255
- * bytes): its PC samples name its first 255 bytes, and are still credited
- * to the scope its kernel ran in. */
+/* A session written before PC samples kept whole names (the engine cut
+ * them at 255 bytes until session 16): a sample names its kernel's first
+ * 255 bytes, and is still credited to the scope its kernel ran in. */
 static void test_a_cut_function_name_finds_its_kernel(void **state)
 {
     (void)state;
@@ -370,6 +370,41 @@ static void test_a_cut_function_name_finds_its_kernel(void **state)
     assert_true(r.samples[0] > 50 - 1e-9 && r.samples[0] < 50 + 1e-9);
 }
 
+/* A kernel whose whole name is 255 bytes keeps its own samples: another
+ * kernel whose name begins with it (as a cut name would) gets none of
+ * them. Before the fix every such sample was split over both. */
+static void test_a_whole_255_byte_name_is_its_own(void **state)
+{
+    (void)state;
+    char exact[256], longer[400];
+    memset(exact, 'e', 255);
+    exact[255] = '\0';
+    memcpy(longer, exact, 255);
+    memset(longer + 255, 'x', sizeof(longer) - 256);
+    longer[sizeof(longer) - 1] = '\0';
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    put_kernel(handle, 0, exact, 1200, 1400);
+    put_kernel(handle, 0, longer, 1500, 1700);
+    const store_pc_sample_row row = {PID, 1, 0, exact, 0x20, "long_scoreboard", 50, 1000, 2000};
+    assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    put_window_1();
+    exec("INSERT OR IGNORE INTO names (name) VALUES ('first'), ('second');"
+         "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 1100, 1450, 0 FROM names WHERE name = "
+         "'first';"
+         "INSERT INTO scopes SELECT 4242, 7, 2, id, 0, 1450, 1800, 0 FROM names WHERE name = "
+         "'second';");
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback r = {0};
+    assert_int_equal(store_read_pc_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
+    store_close(handle);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.scopes[0], "first");
+    assert_true(r.samples[0] > 50 - 1e-9 && r.samples[0] < 50 + 1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +415,7 @@ int main(void)
                                         tear_down),
         cmocka_unit_test_setup_teardown(test_a_cut_function_name_finds_its_kernel, set_up,
                                         tear_down),
+        cmocka_unit_test_setup_teardown(test_a_whole_255_byte_name_is_its_own, set_up, tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

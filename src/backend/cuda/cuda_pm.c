@@ -597,8 +597,15 @@ static void engine_prepare(int device)
         start_setup();
 }
 
+/* Engine auto passes PM sampling over where it can never be set up. */
+static const char *engine_unusable(void)
+{
+    return cuda_pc_enabled() ? "never set up beside PC sampling (enabled in this process)" : NULL;
+}
+
 static const backend_engine_ops cuda_engine_ops = {
     .name = "cuda-pm",
+    .unusable = engine_unusable,
     .arm = engine_arm,
     .disarm = engine_disarm,
     .probe = engine_probe,
@@ -678,8 +685,9 @@ static void start_setup(void)
      * (at context creation) when a window asks for it. */
     if (cuda_pc_enabled()) {
         if (!atomic_exchange(&setup_started, 1)) {
-            const char *why = "off: PC sampling is enabled in this process (a window asks for "
-                              "engine pc), and CUPTI crashed setting PM sampling up beside it";
+            const char *why = "off: PC sampling is enabled in this process (a window may ask "
+                              "for engine pc or auto), and CUPTI crashed setting PM sampling "
+                              "up beside it";
             pm_engine_mark_failed(engine, why);
             core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", why);
         }
