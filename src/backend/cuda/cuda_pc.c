@@ -40,7 +40,6 @@
 
 #include <cupti_pcsampling.h>
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -51,16 +50,15 @@
 
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_engine_costs.h"
+#include "backend/cuda/cuda_pc_settings.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "deepwin/deepwin_auto.h"
 #include "flare/flare.h"
 #include "pcsamp/pc_engine.h"
 #include "pcsamp/pc_names.h"
-#include "rules/rule.h"
 
 /* 2^10 cycles (about 0.5 us at 1.98 GHz) is the shortest period the H200
  * gave samples at; 2^5 and 2^8 overflowed the hardware buffer. */
@@ -151,46 +149,15 @@ static int failed(CUptiResult result, const char *what, char *reason, size_t rea
     return FLARE_ERR_BACKEND;
 }
 
-/* ---- the call log (bring-up) ----
- * FLARE_CUDA_PC_LOG=PATH (a new file: never an existing one or a link)
- * gets a line before and after every CUPTI PC sampling call that can
- * wait, with the time, the calling thread's name and CUPTI's answer: where
- * a window that never ends is stuck, read after the fact. */
-
-static int call_log_fd = -1;
-
-static void call_log_open(void)
-{
-    const char *path = getenv("FLARE_CUDA_PC_LOG");
-    if (path == NULL || path[0] == '\0')
-        return;
-    call_log_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (call_log_fd < 0)
-        core_log(CORE_LOG_WARNING,
-                 "FLARE_CUDA_PC_LOG=%.200s: cannot create it (it must not "
-                 "exist yet)",
-                 path);
-}
-
-/* One line: "TIME_NS THREAD CALL begin" or "... end RESULT". */
-static void call_log(const char *call, const char *phase, const char *result)
-{
-    if (call_log_fd < 0)
-        return;
-    char thread[32] = "?";
-    pthread_getname_np(pthread_self(), thread, sizeof(thread));
-    dprintf(call_log_fd, "%llu %s %s %s%s%s\n", (unsigned long long)core_now_ns(), thread, call,
-            phase, result != NULL ? " " : "", result != NULL ? result : "");
-}
-
-/* Calls CUPTI's name(params) between two log lines; evaluates to its result. */
+/* Calls CUPTI's name(params) between two lines of the call log
+ * (cuda_pc_settings.h); evaluates to its result. */
 #define PC_LOGGED(hw, name, params)                                                                \
-    (call_log(#name, "begin", NULL), logged_end(#name, (hw)->api.name(params)))
+    (cuda_pc_log_call(#name, "begin", NULL), logged_end(#name, (hw)->api.name(params)))
 
 static CUptiResult logged_end(const char *call, CUptiResult result)
 {
-    if (call_log_fd >= 0)
-        call_log(call, "end", result_text(result));
+    if (cuda_pc_log_on())
+        cuda_pc_log_call(call, "end", result_text(result));
     return result;
 }
 
@@ -798,45 +765,6 @@ void cuda_pc_context_destroying(CUcontext context)
 
 /* ---- install ---- */
 
-/* Why this process's windows may ask for pc, or NULL when none can, with
- * *off saying why not. */
-static const char *wanted_by(const char **off)
-{
-    /* The switch for a program where PC sampling misbehaves: its windows
-     * then fall back to PM sampling. */
-    const char *setting = getenv("FLARE_CUDA_PC");
-    *off = "switched off (FLARE_CUDA_PC=0): pc windows use PM sampling";
-    if (setting != NULL && strcmp(setting, "0") == 0)
-        return NULL;
-    if (setting != NULL && setting[0] != '\0' && strcmp(setting, "1") != 0)
-        core_log(CORE_LOG_WARNING,
-                 "FLARE_CUDA_PC=%.40s: not 0 or 1; PC sampling stays on where a window asks "
-                 "for it (FLARE_CUDA_PC=0 turns it off)",
-                 setting);
-    *off = "no window asks for engine pc (--deep-engine pc, or a rule's engine pc)";
-    const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
-    if (engine_variable != NULL && strcmp(engine_variable, "pc") == 0)
-        return "FLARE_DEEP_ENGINE=pc";
-    unsigned rule_engines = rules_list_engines(getenv("FLARE_DEEP_WHEN"));
-    if ((rule_engines & RULES_ENGINES_PC) != 0)
-        return "a rule with engine pc";
-    /* Engine auto (FLARE_DEEP_ENGINE=auto, or a rule with engine auto) can
-     * choose pc only if PC sampling is enabled here, before any window and
-     * any launch rate: so it is when PC sampling's estimated cost at a
-     * nominal 10,000 launches/s fits the deep budget (FLARE_DEEP_BUDGET,
-     * default 5%). Otherwise PC stays off, and auto windows can use PM
-     * sampling (which enabled PC sampling would keep from being set up). */
-    int auto_asked = (engine_variable != NULL && strcmp(engine_variable, "auto") == 0) ||
-                     (rule_engines & RULES_ENGINES_AUTO) != 0;
-    if (auto_asked && deepwin_auto_fits_nominal(CUDA_PC_COST_LAUNCH_NS, CUDA_PC_COST_GPU,
-                                                getenv("FLARE_DEEP_BUDGET")))
-        return "engine auto: PC sampling fits the deep budget at 10,000 launches/s";
-    if (auto_asked)
-        *off = "engine auto: PC sampling is over the deep budget at 10,000 launches/s, or "
-               "FLARE_DEEP_BUDGET is malformed; auto windows use PM sampling";
-    return NULL;
-}
-
 static int resolve(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
 {
     if (cupti == NULL || cupti->library == NULL) {
@@ -862,7 +790,7 @@ void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks)
     if (engine != NULL)
         return;
     const char *off = NULL;
-    const char *why = wanted_by(&off);
+    const char *why = cuda_pc_wanted_by(&off);
     if (why == NULL) {
         core_capability_set("pc_sampling", 0, CORE_CAPABILITY_OFF, "%s", off);
         return;
@@ -874,7 +802,7 @@ void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks)
                             "use PM sampling");
         return;
     }
-    call_log_open();
+    cuda_pc_log_open();
     char reason[384] = "";
     if (resolve(cupti, reason, sizeof(reason)) == FLARE_OK &&
         (pc_names_create(PC_NAMES_MAX_DEFAULT, PC_NAMES_MAX_BYTES_DEFAULT, &hardware.names) !=
