@@ -173,18 +173,19 @@ else
   fail "pcwindow: nvcc pc_hot_loop"
 fi
 
-# A window opened while the program launches nothing (pm_window bench
-# sleeps 2 s before its first kernel): PC sampling starts at the program's
+# A window opened while the program launches nothing (pm_window bench makes
+# its context, then sleeps 2 s before its first kernel; the window opens 1 s
+# in, after the context, which PC sampling needs): PC sampling starts at the program's
 # next launch (it used to be refused after 1 s), and a window the program
 # launches nothing in ends with no samples, its start withdrawn (never made
 # later). Checked in the databases and CUPTI's call log.
 pcwindow_pause() {
   local session=$1 length=$2 expect=$3
   rm -rf "$session" "$session.pc-calls"
-  echo "-- a window over a pause: --deep-after 300ms --deep-for $length --deep-engine pc -- pm_window" \
+  echo "-- a window over a pause: --deep-after 1s --deep-for $length --deep-engine pc -- pm_window" \
     "bench (expect $expect)" | tee -a "$pcwindow_out"
   ( unset FLARE_PC_PERIOD; export FLARE_CUDA_PC_LOG="$session.pc-calls"
-    pcwindow_run -q -o "$session" --deep-after 300ms --deep-for "$length" --deep-engine pc -- \
+    pcwindow_run -q -o "$session" --deep-after 1s --deep-for "$length" --deep-engine pc -- \
       "$build/gpu/pm_window" bench ) || fail "pcwindow: pm_window bench under a $length PC window exited $?"
   python3 - "$session" "$expect" "$session.pc-calls" <<'PY' 2>&1 | tee -a "$pcwindow_out"
 import sqlite3, sys
