@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 11
+SCHEMA_NEWEST = 12
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,22 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 11 lacks: the table version 12 added (src/store/store_schema.c) ----
+
+# The table (empty: an older flare kept no source lines) and its view,
+# copies of src/store/store_schema.c and store_views.c.
+_COMPAT_V12_DDL = [
+    "CREATE TEMP TABLE pc_lines (pid INTEGER NOT NULL, name_id INTEGER NOT NULL,"
+    " pc_offset INTEGER NOT NULL, file_name_id INTEGER NOT NULL, line INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, name_id, pc_offset))",
+    "CREATE TEMP VIEW v_pc_lines AS"
+    " SELECT p.pid, p.window_id, p.device, n.name AS function, p.pc_offset, f.name AS file,"
+    " l.line, p.stall_reason, p.samples, p.first_ns, p.last_ns"
+    " FROM pc_samples p JOIN pc_lines l"
+    " ON l.pid = p.pid AND l.name_id = p.name_id AND l.pc_offset = p.pc_offset"
+    " JOIN names n ON n.id = p.name_id JOIN names f ON f.id = l.file_name_id",
+]
 
 # ---- what version 10 lacks: the table version 11 added (src/store/store_schema.c) ----
 
@@ -482,7 +498,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6 to 11), notice (what the reader wants you to know about
+    schema_version (6 to 12), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):
@@ -599,6 +615,8 @@ class Session:
                 setup += _COMPAT_V10_DDL
             if version < 11:
                 setup += _COMPAT_V11_DDL
+            if version < 12:
+                setup += _COMPAT_V12_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)
@@ -755,6 +773,16 @@ class Session:
         return self._select("SELECT * FROM v_pc_samples", "PC samples",
                             function=(function, str), window_id=(window_id, int),
                             pid=(pid, int))
+
+    def pc_lines(self, file=None, window_id=None, pid=None):
+        """PC samples on the source lines of their instructions (v_pc_lines,
+        schema 12; empty for older sessions and for code built without line
+        information, e.g. nvcc without -lineinfo or -G): the columns of
+        pc_samples() with file and line. Only instructions whose binary said
+        its line are here; pc_samples() has every sample. Filters: file,
+        window_id, pid."""
+        return self._select("SELECT * FROM v_pc_lines", "PC source lines",
+                            file=(file, str), window_id=(window_id, int), pid=(pid, int))
 
     def replay_metrics(self, kernel=None, metric=None, pid=None):
         """Every replayed kernel launch's metric values (v_replay_metrics): pid,

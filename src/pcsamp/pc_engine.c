@@ -100,6 +100,8 @@ typedef struct pc_aggregate {
     uint32_t bucket_next; /* next in its bucket's chain */
     uint32_t order_next;  /* next in arrival order; next free when free */
     const char *function; /* the hardware side's, kept while the engine lives */
+    const char *file;     /* its source line, as the first sample said (not in the key) */
+    uint32_t line;
 } pc_aggregate;
 
 typedef struct pc_table {
@@ -211,7 +213,9 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
                             .stall_reason = sample->stall_reason,
                             .bucket_next = *head,
                             .order_next = NIL,
-                            .function = sample->function};
+                            .function = sample->function,
+                            .file = sample->file,
+                            .line = sample->file != NULL ? sample->line : 0};
     *head = index;
     if (table->order_tail == NIL)
         table->order_head = index;
@@ -662,6 +666,8 @@ size_t pc_engine_take(pc_engine *engine, pc_entry *out, size_t max)
         taken->device = entry->device;
         taken->function = entry->function;
         taken->pc_offset = entry->pc_offset;
+        taken->file = entry->file;
+        taken->line = entry->line;
         const char *name = engine->ops->stall_reason_name(engine->hardware, entry->stall_reason);
         snprintf(taken->stall_reason, sizeof(taken->stall_reason), "%s",
                  name != NULL ? name : "unknown");

@@ -72,6 +72,11 @@ typedef struct pc_raw_sample {
      * at it. C++ kernels' names run to thousands of bytes, and a name cut
      * short would no longer match its kernel records (pc_names.h). */
     const char *function;
+    /* The instruction's source file and line, where the binary carries
+     * line information (NULL and 0 otherwise): kept by the hardware side
+     * as function is. One (function, pc_offset) has one line. */
+    const char *file;
+    uint32_t line;
 } pc_raw_sample;
 
 /* ---- the hardware side ---- */
@@ -105,6 +110,8 @@ typedef struct pc_entry {
     int32_t device;
     const char *function; /* the hardware side's (pc_raw_sample), whole */
     uint64_t pc_offset;
+    const char *file; /* the instruction's source file, or NULL (pc_raw_sample) */
+    uint32_t line;
     char stall_reason[PC_STALL_NAME_MAX];
     uint64_t samples;
     /* The first and last sample's time, within the window's arm and disarm

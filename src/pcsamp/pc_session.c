@@ -122,7 +122,9 @@ static void write_entry(store *database, int64_t pid, const pc_entry *entry)
                                .stall_reason = entry->stall_reason,
                                .samples = entry->samples,
                                .first_ns = entry->first_ns,
-                               .last_ns = entry->last_ns};
+                               .last_ns = entry->last_ns,
+                               .file = entry->file,
+                               .line = entry->line};
     if (store_put_pc_sample(database, &row) != FLARE_OK) {
         stats.write_failures += entry->samples;
         CORE_LOG_ONCE("pc_session.write", CORE_LOG_ERROR, "cannot store PC samples: %s",

@@ -114,6 +114,7 @@ static void store_added_since(int version, char *text, size_t size)
         [9] = "the ranks and clock pairs of version 9",
         [10] = "the triggered replays of version 10",
         [11] = "the PC samples of version 11",
+        [12] = "the PC source lines of version 12",
     };
     _Static_assert(sizeof added / sizeof added[0] == STORE_SCHEMA_VERSION + 1,
                    "say what the new version added");
@@ -338,7 +339,7 @@ static int store_create_schema(store *handle)
         if (status == 0)
             status = store_views_create(handle);
         if (status == 0 && handle->upgrade && handle->schema_version < STORE_SCHEMA_VERSION) {
-            /* Versions 7 to 11 added only what the DDL and
+            /* Versions 7 to 12 added only what the DDL and
              * store_views_create just made. */
             char update[96];
             snprintf(update, sizeof(update),

@@ -71,7 +71,9 @@
       "first_ns, last_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT(pid, "           \
       "window_id, device, name_id, pc_offset, stall_reason) DO UPDATE SET samples = samples + "    \
       "excluded.samples, first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, "     \
-      "excluded.last_ns)")
+      "excluded.last_ns)")                                                                         \
+    X(PC_LINE, "INSERT OR IGNORE INTO pc_lines(pid, name_id, pc_offset, file_name_id, line) "      \
+               "VALUES (?1, ?2, ?3, ?4, ?5)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,

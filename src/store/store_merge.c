@@ -246,7 +246,7 @@ typedef enum column_role {
     ROLE_VALUE,      /* passed through */
     ROLE_PID,        /* the process: moved when another input had it */
     ROLE_PARENT_PID, /* moved like a pid when it is one of this input's */
-    ROLE_NAME_ID,    /* interned again in the output's names */
+    ROLE_NAME_ID,    /* interned again in the output's names (columns *name_id) */
     ROLE_TIME,       /* a point in time: shifted by its process's shift */
     ROLE_SECOND,     /* a second of the session: shifted by the input's seconds */
 } column_role;
@@ -262,8 +262,9 @@ static column_role role_of(const char *column)
         return ROLE_PID;
     if (strcmp(column, "parent_pid") == 0)
         return ROLE_PARENT_PID;
-    if (strcmp(column, "name_id") == 0)
-        return ROLE_NAME_ID;
+    size_t length = strlen(column);
+    if (length >= 7 && strcmp(column + length - 7, "name_id") == 0)
+        return ROLE_NAME_ID; /* name_id, file_name_id: ids into names */
     if (strcmp(column, "second") == 0)
         return ROLE_SECOND;
     for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++)

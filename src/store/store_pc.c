@@ -7,7 +7,8 @@
  * keys by default), so the insert is one of the writer's persistent
  * statements (STORE_STATEMENT_PC_SAMPLE), not prepared per row. Must never
  * run on a launch path or outside the writer's handle; a session older than
- * version 11 has no such table and reads as none.
+ * version 11 has no such table and reads as none (one older than 12, no
+ * pc_lines).
  *
  * Attribution to scopes (store_read_pc_by_scope) is store_pc_scope.c's.
  */
@@ -23,6 +24,23 @@ static int pc_row_valid(const store_pc_sample_row *row)
 {
     return row != NULL && row->function != NULL && row->stall_reason != NULL &&
            row->stall_reason[0] != '\0' && row->samples > 0 && row->first_ns <= row->last_ns;
+}
+
+/* The instruction's line, once per (pid, function, offset): a later
+ * window's sample of it finds the row there. */
+static int put_line(store *handle, const store_pc_sample_row *row, int64_t name_id)
+{
+    int64_t file_id = 0;
+    int status = store_intern(handle, row->file, &file_id);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PC_LINE];
+    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 2, name_id);
+    sqlite3_bind_int64(statement, 3, (int64_t)row->pc_offset);
+    sqlite3_bind_int64(statement, 4, file_id);
+    sqlite3_bind_int64(statement, 5, row->line);
+    return store_step(handle, statement, "cannot write a PC sample's source line");
 }
 
 int store_put_pc_sample(store *handle, const store_pc_sample_row *row)
@@ -46,6 +64,8 @@ int store_put_pc_sample(store *handle, const store_pc_sample_row *row)
     sqlite3_bind_int64(statement, 9, (int64_t)row->last_ns);
     status = store_step(handle, statement, "cannot write a PC sample");
     sqlite3_clear_bindings(statement); /* the stall reason is the caller's */
+    if (status == 0 && row->file != NULL && row->file[0] != '\0')
+        status = put_line(handle, row, name_id);
     return status;
 }
 
@@ -80,4 +100,57 @@ int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void
         return found < 0 ? FLARE_ERR_STORE : 0;
     return store_query_each(handle, pc_select_sql, NULL, pc_row_handler,
                             &(store_reader_call){&callback, user}, "cannot read the PC samples");
+}
+
+/* Per line: its samples by stall reason, then the line's total, its top
+ * reason and its top function. */
+static const char pc_lines_sql[] =
+    "WITH x AS (SELECT p.pid, p.window_id, p.device, l.file_name_id AS file, l.line,"
+    "  p.name_id, p.stall_reason, p.samples"
+    "  FROM pc_samples p JOIN pc_lines l"
+    "  ON l.pid = p.pid AND l.name_id = p.name_id AND l.pc_offset = p.pc_offset),"
+    " by_reason AS (SELECT pid, window_id, device, file, line, stall_reason, SUM(samples) AS s,"
+    "  ROW_NUMBER() OVER (PARTITION BY pid, window_id, device, file, line"
+    "  ORDER BY SUM(samples) DESC, stall_reason) AS r"
+    "  FROM x GROUP BY pid, window_id, device, file, line, stall_reason),"
+    " by_function AS (SELECT pid, window_id, device, file, line, name_id,"
+    "  ROW_NUMBER() OVER (PARTITION BY pid, window_id, device, file, line"
+    "  ORDER BY SUM(samples) DESC, name_id) AS r"
+    "  FROM x GROUP BY pid, window_id, device, file, line, name_id),"
+    " total AS (SELECT pid, window_id, device, file, line, SUM(samples) AS s FROM x"
+    "  GROUP BY pid, window_id, device, file, line)"
+    " SELECT t.pid, t.window_id, t.device, f.name, t.line, fn.name, t.s, b.stall_reason, b.s"
+    " FROM total t"
+    " JOIN by_reason b USING (pid, window_id, device, file, line)"
+    " JOIN by_function g USING (pid, window_id, device, file, line)"
+    " JOIN names f ON f.id = t.file JOIN names fn ON fn.id = g.name_id"
+    " WHERE b.r = 1 AND g.r = 1"
+    " ORDER BY t.pid, t.window_id, t.device, t.s DESC, f.name, t.line";
+
+static int pc_line_handler(sqlite3_stmt *statement, void *user)
+{
+    store_pc_line_row row = {
+        .pid = sqlite3_column_int64(statement, 0),
+        .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
+        .device = (int32_t)sqlite3_column_int64(statement, 2),
+        .file = store_column_text_or_empty(statement, 3),
+        .line = (uint32_t)sqlite3_column_int64(statement, 4),
+        .function = store_column_text_or_empty(statement, 5),
+        .samples = (uint64_t)sqlite3_column_int64(statement, 6),
+        .top_stall = store_column_text_or_empty(statement, 7),
+        .top_stall_samples = (uint64_t)sqlite3_column_int64(statement, 8),
+    };
+    return STORE_READER_CALL(store_pc_line_callback, &row, user);
+}
+
+int store_read_pc_lines(store *handle, store_pc_line_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int found = store_has_table(handle, "pc_lines");
+    if (found <= 0)
+        return found < 0 ? FLARE_ERR_STORE : 0;
+    return store_query_each(handle, pc_lines_sql, NULL, pc_line_handler,
+                            &(store_reader_call){&callback, user},
+                            "cannot read the PC samples' source lines");
 }

@@ -1,5 +1,6 @@
 /*
  * store_pc.h: PC samples of deep windows (table pc_samples, schema 11,
+ * and the source lines of their instructions, pc_lines, schema 12;
  * docs/schema.md): how many PC samples a window's PC sampling engine
  * (src/pcsamp) counted per (device, function, pc offset, stall reason).
  * Written by the collector, one call per aggregate the engine hands over
@@ -29,6 +30,11 @@ typedef struct store_pc_sample_row {
     const char *stall_reason; /* "long_scoreboard", "selected", ... */
     uint64_t samples;
     uint64_t first_ns, last_ns; /* flare clock (CLOCK_MONOTONIC ns), like every time column */
+    /* The instruction's source line (table pc_lines, schema 12), where its
+     * binary carries line information: file NULL (or empty) when not. Read
+     * back by store_read_pc_lines, not by store_read_pc_samples. */
+    const char *file;
+    uint32_t line;
 } store_pc_sample_row;
 
 /* Writes one aggregate (inside the collector's open batch). FLARE_OK;
@@ -38,6 +44,24 @@ typedef struct store_pc_sample_row {
  * recorded. Writing the same (pid, window, device, function, offset,
  * reason) again adds its samples and widens first_ns..last_ns. */
 int store_put_pc_sample(store *handle, const store_pc_sample_row *row);
+
+/* The hottest source lines: per (pid, window, device, file, line), the
+ * samples of the instructions on it and the stall reason with the most of
+ * them, by pid, window and device, most samples first. None (and 0) for a
+ * session older than version 12 or without line information. */
+typedef struct store_pc_line_row {
+    int64_t pid;
+    uint64_t window_id;
+    int32_t device;
+    const char *file;
+    uint32_t line;
+    const char *function; /* the function with the most samples on the line */
+    uint64_t samples;
+    const char *top_stall; /* the line's most frequent stall reason */
+    uint64_t top_stall_samples;
+} store_pc_line_row;
+typedef int (*store_pc_line_callback)(const store_pc_line_row *row, void *user);
+int store_read_pc_lines(store *handle, store_pc_line_callback callback, void *user);
 
 /* Every row, by pid, window and device, most samples first, then
  * function, offset and stall reason; none (and 0) for a session older than version 11. Strings

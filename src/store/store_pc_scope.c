@@ -44,13 +44,19 @@
  * bytes keeps its own samples. */
 static const char kernels_sql[] = PC_WINDOWS_CTE
     ","
-    " fn AS (SELECT DISTINCT pid, window_id, device, name_id FROM pc_samples),"
+    " fn AS MATERIALIZED (SELECT DISTINCT pid, window_id, device, name_id FROM pc_samples),"
+    /* The few names cut at 255 bytes (one test per distinct name, not per
+     * window's function: kernels has no (pid, name_id) index). */
+    " cut AS MATERIALIZED (SELECT DISTINCT f.pid, f.name_id FROM fn f"
+    "  JOIN names n ON n.id = f.name_id AND length(CAST(n.name AS BLOB)) = 255),"
+    " orphan AS MATERIALIZED (SELECT c.pid, c.name_id FROM cut c WHERE NOT EXISTS"
+    "  (SELECT 1 FROM kernels x WHERE x.pid = c.pid AND x.name_id = c.name_id)),"
     " kn AS (SELECT pid, window_id, device, name_id, name_id AS kernel_name_id FROM fn"
     "  UNION SELECT f.pid, f.window_id, f.device, f.name_id, k.id FROM fn f"
-    "  JOIN names n ON n.id = f.name_id AND length(CAST(n.name AS BLOB)) = 255"
+    "  JOIN orphan o ON o.pid = f.pid AND o.name_id = f.name_id"
+    "  JOIN names n ON n.id = f.name_id"
     "  JOIN names k ON k.id != n.id"
-    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB)"
-    "  WHERE NOT EXISTS (SELECT 1 FROM kernels x WHERE x.pid = f.pid AND x.name_id = f.name_id))"
+    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"
     " SELECT f.pid, f.window_id, f.device, f.name_id,"
     "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)"
     " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"

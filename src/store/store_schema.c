@@ -384,11 +384,23 @@ const char *const store_schema_ddl[] = {
     " last_ns INTEGER NOT NULL,"
     " PRIMARY KEY (pid, window_id, device, name_id, pc_offset, stall_reason))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 11), ('created_by', 'flare')",
+    /* Version 12: the source line of each sampled instruction, where its
+     * binary carries line information (docs/schema.md). A property of the
+     * instruction, not of a window: one row per (process, function, pc
+     * offset), however many windows sampled it. */
+    "CREATE TABLE IF NOT EXISTS pc_lines ("
+    " pid INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " pc_offset INTEGER NOT NULL,"
+    " file_name_id INTEGER NOT NULL REFERENCES names(id),"
+    " line INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, name_id, pc_offset))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 12), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 11, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 12, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

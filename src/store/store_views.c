@@ -125,6 +125,16 @@ static const char *const views_ddl[] = {
     " p.samples, p.first_ns, p.last_ns"
     " FROM pc_samples p JOIN names n ON n.id = p.name_id",
 
+    /* PC samples on the source lines their instructions came from
+     * (schema 12): only instructions whose binary carried line
+     * information; v_pc_samples has every sample. */
+    "CREATE VIEW IF NOT EXISTS v_pc_lines AS"
+    " SELECT p.pid, p.window_id, p.device, n.name AS function, p.pc_offset, f.name AS file,"
+    " l.line, p.stall_reason, p.samples, p.first_ns, p.last_ns"
+    " FROM pc_samples p JOIN pc_lines l"
+    " ON l.pid = p.pid AND l.name_id = p.name_id AND l.pc_offset = p.pc_offset"
+    " JOIN names n ON n.id = p.name_id JOIN names f ON f.id = l.file_name_id",
+
     "CREATE VIEW IF NOT EXISTS v_replay_metrics AS"
     " SELECT l.pid, l.launch_id, l.kernel, l.launch_index, l.device, l.stream_id, l.span_id,"
     " m.metric, m.value"

@@ -43,7 +43,7 @@ KERNEL_COLUMNS = ["pid", "device", "stream_id", "correlation_id", "name", "start
                   "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "shared_memory_bytes", "registers_per_thread", "graph_id", "graph_node_id"]
 METHODS = ["kernels", "copies", "scopes", "metrics", "pm_samples", "windows", "replay_metrics",
-           "triggered_replays", "pc_samples"]
+           "triggered_replays", "pc_samples", "pc_lines"]
 PC_COLUMNS = ["pid", "window_id", "device", "function", "pc_offset", "stall_reason", "samples",
               "first_ns", "last_ns"]
 
@@ -96,6 +96,11 @@ def add_pc_samples(directory):
                        " stall_reason, samples, first_ns, last_ns) SELECT ?, 1, 0, id, ?, ?, ?,"
                        " ?, ? FROM names WHERE name = ?",
                        (pid, offset, reason, samples, 1000 * index, 1000 * index + 500, function))
+        # saxpy's 0x40 on kernels.cu:12 (its other offset has no line).
+        db.execute("INSERT OR IGNORE INTO names(name) VALUES ('kernels.cu')")
+        db.execute("INSERT INTO pc_lines (pid, name_id, pc_offset, file_name_id, line)"
+                   " SELECT ?, s.id, 64, f.id, 12 FROM names s, names f"
+                   " WHERE s.name = 'saxpy' AND f.name = 'kernels.cu'", (pid,))
 
 
 def tearDownModule():
@@ -274,6 +279,19 @@ class Methods(unittest.TestCase):
                 session.pc_samples(window_id="1")
         self.assertEqual(self.trace.pc_samples(), [])
 
+    def test_pc_lines_only_where_the_binary_said(self):
+        with flare.open(PC, pandas=False) as session:
+            rows = session.pc_lines()
+            self.assertEqual(sorted((r["function"], r["pc_offset"], r["file"], r["line"],
+                                     r["stall_reason"], r["samples"]) for r in rows),
+                             [("saxpy", 0x40, "kernels.cu", 12, "long_scoreboard", 120),
+                              ("saxpy", 0x40, "kernels.cu", 12, "selected", 30)])
+            self.assertEqual(len(session.pc_lines(file="kernels.cu", window_id=1)), 2)
+            self.assertEqual(session.pc_lines(file="other.cu"), [])
+            with self.assertRaises(TypeError):
+                session.pc_lines(window_id="1")
+        self.assertEqual(self.trace.pc_lines(), [])
+
     def test_replay_metrics(self):
         with flare.open(REPLAY, pandas=False) as session:
             values = session.replay_metrics()
@@ -375,9 +393,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 11)
+            self.assertEqual(session.schema_version, 12)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 11", repr(session))
+            self.assertIn("schema 12", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -564,7 +582,7 @@ def make_version_6(source, name):
                                      "ESCAPE '\\' OR name IN ('kernel_name_stats', "
                                      "'kernels_by_start', 'api_calls', 'storms', "
                                      "'process_ranks', 'clock_pairs', 'triggered_replays', "
-                                     "'pc_samples')").fetchall():
+                                     "'pc_samples', 'pc_lines')").fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
         db.execute("UPDATE meta SET value = 6 WHERE key = 'schema_version'")
@@ -576,6 +594,8 @@ def make_version_7(source, name):
     storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_lines")
+        db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
         for table in ("api_calls", "storms", "process_ranks", "clock_pairs", "triggered_replays",
                       "pc_samples"):
@@ -589,6 +609,8 @@ def make_version_8(source, name):
     or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_lines")
+        db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
         for table in ("process_ranks", "clock_pairs", "triggered_replays", "pc_samples"):
             db.execute("DROP TABLE %s" % table)
@@ -601,6 +623,8 @@ def make_version_9(source, name):
     triggered_replays table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_lines")
+        db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
         db.execute("DROP TABLE triggered_replays")
         db.execute("DROP TABLE pc_samples")
@@ -609,24 +633,48 @@ def make_version_9(source, name):
 
 
 def make_version_10(source, name):
-    """A copy of a version 11 session as version 10 wrote it: no pc_samples
-    table or v_pc_samples view."""
+    """A copy of a version 12 session as version 10 wrote it: no pc_samples
+    or pc_lines tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_lines")
+        db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
         db.execute("DROP TABLE pc_samples")
         db.execute("UPDATE meta SET value = 10 WHERE key = 'schema_version'")
     return target
 
 
+def make_version_11(source, name):
+    """A copy of a version 12 session as version 11 wrote it: no pc_lines
+    table or v_pc_lines view."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP VIEW v_pc_lines")
+        db.execute("DROP TABLE pc_lines")
+        db.execute("UPDATE meta SET value = 11 WHERE key = 'schema_version'")
+    return target
+
+
+class Version11(unittest.TestCase):
+    def test_table_of_version_12_reads_empty(self):
+        old = make_version_11(PC, os.path.basename(PC) + "-v11")
+        with flare.open(old, pandas=False) as eleven, flare.open(PC, pandas=False) as twelve:
+            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 12))
+            self.assertEqual(len(twelve.pc_lines()), 2)
+            self.assertEqual(eleven.pc_lines(), [])
+            self.assertEqual(eleven.pc_samples(), twelve.pc_samples())
+
+
 class Version10(unittest.TestCase):
     def test_table_of_version_11_reads_empty(self):
         old = make_version_10(PC, os.path.basename(PC) + "-v10")
         with flare.open(old, pandas=False) as ten, flare.open(PC, pandas=False) as eleven:
-            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 11))
+            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 12))
             self.assertIsNone(ten.notice)
             self.assertEqual(len(eleven.pc_samples()), 4)
             self.assertEqual(ten.pc_samples(), [])
+            self.assertEqual(ten.pc_lines(), [])
             self.assertEqual(ten.sql("SELECT COUNT(*) AS n FROM pc_samples"), [{"n": 0}])
             self.assertEqual(ten.kernels(), eleven.kernels())
 
@@ -635,7 +683,7 @@ class Version9(unittest.TestCase):
     def test_table_of_version_10_reads_empty(self):
         old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
         with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
-            self.assertEqual((nine.schema_version, ten.schema_version), (9, 11))
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 12))
             self.assertEqual(len(ten.triggered_replays()), 1)
             self.assertEqual(nine.triggered_replays(), [])
             self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
@@ -646,7 +694,7 @@ class Version8(unittest.TestCase):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 11)
+            self.assertEqual(nine.schema_version, 12)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -659,7 +707,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 11)
+            self.assertEqual(eight.schema_version, 12)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -758,11 +806,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((12, r"schema version 12 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 11"),
+        for version, words in ((13, r"schema version 13 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 12"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 11"),
-                               ("'11'", "schema version 11; this reader reads versions 6 to 11")):
+                                   r"versions 6 to 12"),
+                               ("'12'", "schema version 12; this reader reads versions 6 to 12")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -907,7 +955,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 11)
+            self.assertEqual(session.schema_version, 12)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

@@ -114,15 +114,15 @@ static void test_rows_round_trip(void **state)
     store_kernel_row kernel = {.pid = PID, .name = "gemm", .start_ns = 10, .end_ns = 20};
     assert_int_equal(store_put_kernel(handle, &kernel), 0);
     const store_pc_sample_row rows[] = {
-        {PID, 2, 0, "gemm", 0x40, "long_scoreboard", 120, 1000, 5000},
-        {PID, 2, 0, "gemm", 0x40, "selected", 30, 1100, 4000},
-        {PID, 2, 1, long_name, UINT64_MAX, "math_pipe_throttle", 7, 2000, 2000},
-        {PID, 3, 0, "gemm", 0x80, "barrier", 1, 9000, 9000},
+        {PID, 2, 0, "gemm", 0x40, "long_scoreboard", 120, 1000, 5000, NULL, 0},
+        {PID, 2, 0, "gemm", 0x40, "selected", 30, 1100, 4000, NULL, 0},
+        {PID, 2, 1, long_name, UINT64_MAX, "math_pipe_throttle", 7, 2000, 2000, NULL, 0},
+        {PID, 3, 0, "gemm", 0x80, "barrier", 1, 9000, 9000, NULL, 0},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
     /* The same key again: its samples added, its times widened. */
-    const store_pc_sample_row again = {PID, 2, 0, "gemm", 0x40, "selected", 5, 900, 4500};
+    const store_pc_sample_row again = {PID, 2, 0, "gemm", 0x40, "selected", 5, 900, 4500, NULL, 0};
     assert_int_equal(store_put_pc_sample(handle, &again), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
@@ -170,7 +170,7 @@ static void test_rows_round_trip(void **state)
 static void test_bad_arguments_are_refused(void **state)
 {
     (void)state;
-    const store_pc_sample_row good = {PID, 1, 0, "k", 16, "selected", 3, 100, 200};
+    const store_pc_sample_row good = {PID, 1, 0, "k", 16, "selected", 3, 100, 200, NULL, 0};
     assert_int_equal(store_put_pc_sample(NULL, &good), FLARE_ERR_INVALID_ARGUMENT);
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
@@ -199,13 +199,14 @@ static void test_version_10_session(void **state)
 {
     (void)state;
     store_close(open_mode(STORE_OPEN_WRITE));
-    exec("DROP VIEW v_pc_samples; DROP TABLE pc_samples;"
+    exec("DROP VIEW v_pc_lines; DROP TABLE pc_lines; DROP VIEW v_pc_samples; DROP TABLE pc_samples;"
          "UPDATE meta SET value = 10 WHERE key = 'schema_version'");
     store *handle = open_mode(STORE_OPEN_READ);
     const char *notice = store_read_notice(handle);
     assert_non_null(notice);
     assert_non_null(strstr(notice, "schema version 10 (an older flare): read without the PC "
-                                   "samples of version 11 (it recorded none)"));
+                                   "samples of version 11 and the PC source lines of version 12 "
+                                   "(it recorded none)"));
     readback r = {0};
     assert_int_equal(store_read_pc_samples(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -213,8 +214,77 @@ static void test_version_10_session(void **state)
     char error[512];
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 11);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 12);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_samples"), 0);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_lines"), 0);
+}
+
+/* What store_read_pc_lines gave, copied. */
+typedef struct line_readback {
+    int count;
+    uint64_t windows[ROWS_MAX];
+    char files[ROWS_MAX][32];
+    uint32_t lines[ROWS_MAX];
+    char functions[ROWS_MAX][32];
+    uint64_t samples[ROWS_MAX];
+    char stalls[ROWS_MAX][32];
+    uint64_t stall_samples[ROWS_MAX];
+} line_readback;
+
+static int collect_line(const store_pc_line_row *row, void *user)
+{
+    line_readback *r = user;
+    assert_true(r->count < ROWS_MAX);
+    r->windows[r->count] = row->window_id;
+    snprintf(r->files[r->count], sizeof(r->files[0]), "%s", row->file);
+    r->lines[r->count] = row->line;
+    snprintf(r->functions[r->count], sizeof(r->functions[0]), "%s", row->function);
+    r->samples[r->count] = row->samples;
+    snprintf(r->stalls[r->count], sizeof(r->stalls[0]), "%s", row->top_stall);
+    r->stall_samples[r->count] = row->top_stall_samples;
+    r->count++;
+    return 0;
+}
+
+static void test_source_lines(void **state)
+{
+    (void)state;
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    /* Two instructions of one line (0x40, 0x50), one of another, one with
+     * no line information; a second window samples 0x40 again. */
+    const store_pc_sample_row rows[] = {
+        {PID, 1, 0, "chain", 0x40, "long_scoreboard", 70, 100, 200, "hot.cu", 12},
+        {PID, 1, 0, "chain", 0x40, "selected", 5, 100, 200, "hot.cu", 12},
+        {PID, 1, 0, "chain", 0x50, "long_scoreboard", 20, 100, 200, "hot.cu", 12},
+        {PID, 1, 0, "chain", 0x90, "wait", 30, 100, 200, "hot.cu", 20},
+        {PID, 1, 0, "other", 0x10, "selected", 500, 100, 200, NULL, 0},
+        {PID, 2, 0, "chain", 0x40, "long_scoreboard", 9, 300, 400, "hot.cu", 12},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    /* One row per instruction with a line, whatever the windows. */
+    assert_int_equal(query_int("SELECT COUNT(*) FROM pc_lines"), 3);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_lines"), 5);
+    handle = open_mode(STORE_OPEN_READ);
+    line_readback r = {0};
+    assert_int_equal(store_read_pc_lines(handle, collect_line, &r), 0);
+    store_close(handle);
+    assert_int_equal(r.count, 3);
+    assert_int_equal(r.windows[0], 1);
+    assert_string_equal(r.files[0], "hot.cu");
+    assert_int_equal(r.lines[0], 12);
+    assert_int_equal(r.samples[0], 95);
+    assert_string_equal(r.stalls[0], "long_scoreboard");
+    assert_int_equal(r.stall_samples[0], 90);
+    assert_string_equal(r.functions[0], "chain");
+    assert_int_equal(r.lines[1], 20);
+    assert_int_equal(r.samples[1], 30);
+    assert_string_equal(r.stalls[1], "wait");
+    assert_int_equal(r.windows[2], 2);
+    assert_int_equal(r.samples[2], 9);
 }
 
 /* What store_read_pc_by_scope gave, copied. */
@@ -292,9 +362,9 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
     put_kernel(handle, 1, "gemm", 1000, 2000);
     put_kernel(handle, 0, "relu", 3000, 3100);
     const store_pc_sample_row rows[] = {
-        {PID, 1, 0, "gemm", 0x40, "long_scoreboard", 400, 1000, 2000},
-        {PID, 1, 0, "gemm", 0x80, "selected", 100, 1000, 2000},
-        {PID, 1, 0, "relu", 0x10, "selected", 10, 1000, 2000},
+        {PID, 1, 0, "gemm", 0x40, "long_scoreboard", 400, 1000, 2000, NULL, 0},
+        {PID, 1, 0, "gemm", 0x80, "selected", 100, 1000, 2000, NULL, 0},
+        {PID, 1, 0, "relu", 0x10, "selected", 10, 1000, 2000, NULL, 0},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
@@ -353,7 +423,8 @@ static void test_a_cut_function_name_finds_its_kernel(void **state)
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
     put_kernel(handle, 0, full, 1200, 1400);
-    const store_pc_sample_row row = {PID, 1, 0, cut, 0x20, "long_scoreboard", 50, 1000, 2000};
+    const store_pc_sample_row row = {PID, 1,    0,    cut,  0x20, "long_scoreboard",
+                                     50,  1000, 2000, NULL, 0};
     assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
@@ -386,7 +457,8 @@ static void test_a_whole_255_byte_name_is_its_own(void **state)
     assert_int_equal(store_begin(handle), 0);
     put_kernel(handle, 0, exact, 1200, 1400);
     put_kernel(handle, 0, longer, 1500, 1700);
-    const store_pc_sample_row row = {PID, 1, 0, exact, 0x20, "long_scoreboard", 50, 1000, 2000};
+    const store_pc_sample_row row = {PID, 1,    0,    exact, 0x20, "long_scoreboard",
+                                     50,  1000, 2000, NULL,  0};
     assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
@@ -411,6 +483,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rows_round_trip, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_version_10_session, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_source_lines, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_samples_split_over_scopes_by_kernel_time, set_up,
                                         tear_down),
         cmocka_unit_test_setup_teardown(test_a_cut_function_name_finds_its_kernel, set_up,

@@ -32,13 +32,14 @@
  *
  * Must never: call CUPTI before the first context or from
  * InitializeInjection, make Start or Stop on a flare thread, hold a lock of
- * its own across a CUPTI call (the engine serialises start, stop and read),
- * or crash on an error (each is a reason: the capability's, or the failed
- * start's, which the refused window records).
+ * its own across a CUPTI call, or crash on an error (each is a reason: the
+ * capability's, or the failed start's, which the refused window records).
+ * The engine serialises hw_start, hw_stop and hw_read; start_here and
+ * stop_here run beside them on the application's thread, so what both
+ * sides touch is atomic or handed over by start_state (release/acquire).
  */
 #include "backend/cuda/cuda_pc.h"
 
-#include <cupti_pcsampling.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <math.h>
@@ -50,6 +51,7 @@
 
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_engine_costs.h"
+#include "backend/cuda/cuda_pc_hw.h"
 #include "backend/cuda/cuda_pc_settings.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_trace.h"
@@ -60,269 +62,20 @@
 #include "pcsamp/pc_engine.h"
 #include "pcsamp/pc_names.h"
 
-/* 2^10 cycles (about 0.5 us at 1.98 GHz) is the shortest period the H200
- * gave samples at; 2^5 and 2^8 overflowed the hardware buffer. */
-#define CUDA_PC_PERIOD_EXP_MIN 10u
-#define CUDA_PC_PERIOD_EXP_MAX 31u
-/* PCs one cuptiPCSamplingGetData call moves (each with room for every
- * stall reason: about 40 on Hopper, 16 bytes each). */
-#define CUDA_PC_READ_PCS 1024u
-/* GetData calls one read may make while CUPTI says more PCs remain. */
-#define CUDA_PC_FETCHES_MAX 16
-
-#define PC_FUNCTIONS(X)                                                                            \
-    X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                             \
-    X(cuptiGetDeviceId, CUptiResult, (CUcontext, uint32_t *))                                      \
-    X(cuptiPCSamplingEnable, CUptiResult, (CUpti_PCSamplingEnableParams *))                        \
-    X(cuptiPCSamplingDisable, CUptiResult, (CUpti_PCSamplingDisableParams *))                      \
-    X(cuptiPCSamplingSetConfigurationAttribute, CUptiResult,                                       \
-      (CUpti_PCSamplingConfigurationInfoParams *))                                                 \
-    X(cuptiPCSamplingStart, CUptiResult, (CUpti_PCSamplingStartParams *))                          \
-    X(cuptiPCSamplingStop, CUptiResult, (CUpti_PCSamplingStopParams *))                            \
-    X(cuptiPCSamplingGetData, CUptiResult, (CUpti_PCSamplingGetDataParams *))                      \
-    X(cuptiPCSamplingGetNumStallReasons, CUptiResult,                                              \
-      (CUpti_PCSamplingGetNumStallReasonsParams *))                                                \
-    X(cuptiPCSamplingGetStallReasons, CUptiResult, (CUpti_PCSamplingGetStallReasonsParams *))
-
-#define PC_FUNCTION_FIELD_(name, result, arguments) result(*name) arguments;
-typedef struct pc_api {
-    PC_FUNCTIONS(PC_FUNCTION_FIELD_)
-} pc_api;
-#undef PC_FUNCTION_FIELD_
-
-/* Room for CUPTI to write PC records into, and where a read stands in it. */
-typedef struct pc_buffer {
-    CUpti_PCSamplingData data;
-    CUpti_PCSamplingPCData *pcs;
-    CUpti_PCSamplingStallReason *stalls;
-    size_t pcs_capacity, per_pc;
-} pc_buffer;
-
-typedef struct cuda_pc_hardware {
-    pc_api api;
-    _Atomic(CUcontext) context; /* enabled and not destroyed; NULL otherwise */
-    int device;
-    uint32_t period_exp; /* configured */
-    double sm_mhz;
-    size_t stall_count;
-    uint32_t *stall_index;                 /* CUPTI's indexes */
-    char (*stall_name)[PC_STALL_NAME_MAX]; /* flare's names, aligned with them */
-    pc_buffer read_buffer;
-    pc_buffer config_buffer; /* CUPTI's SAMPLING_DATA_BUFFER (filled at disable) */
-    /* The read buffer's records not yet handed over. */
-    size_t pending_pcs, cursor_pc, cursor_stall;
-    size_t remaining; /* CUPTI's remainingNumPcs after the last GetData */
-    uint64_t hardware_full_reads;
-    /* Start and stop on the application's thread (cuda_app_thread.h). */
-    uint32_t wanted_exp;   /* the period the next start sets */
-    char call_reason[192]; /* why the last start or stop failed there */
-    int stop_deferred;     /* a stop waits for a launch: its leftovers are dropped */
-    /* Where the window's start stands (CUDA_PC_START_*): set by hw_start,
-     * then by start_here on the application's thread (release; read with
-     * acquire, call_reason after it). */
-    _Atomic int start_state;
-    uint64_t stale_lost; /* samples dropped so, not yet reported by a read */
-    /* Functions named so far (function_name): CUPTI's name -> flare's,
-     * whole; the last one looked up, for the records that follow it. */
-    pc_names *names;
-    const char *last_key, *last_name;
-    uint64_t names_refused_reported;
-} cuda_pc_hardware;
-
 static cuda_pc_hardware hardware;
 static pc_engine *engine;
 static _Atomic int context_claimed; /* the first context's enable ran (or runs) */
 static _Atomic int enable_failed;   /* the first context's enable failed */
+static _Atomic int context_ready;   /* the first context's enable succeeded */
 
 static const char *result_text(CUptiResult result)
 {
-    const char *text = NULL;
-    if (hardware.api.cuptiGetResultString == NULL ||
-        hardware.api.cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == NULL)
-        return "unknown CUPTI error";
-    return text;
+    return cuda_pc_result_text(&hardware.api, result);
 }
 
 static int failed(CUptiResult result, const char *what, char *reason, size_t reason_size)
 {
-    snprintf(reason, reason_size, "%s: %s", what, result_text(result));
-    return FLARE_ERR_BACKEND;
-}
-
-/* Calls CUPTI's name(params) between two lines of the call log
- * (cuda_pc_settings.h); evaluates to its result. */
-#define PC_LOGGED(hw, name, params)                                                                \
-    (cuda_pc_log_call(#name, "begin", NULL), logged_end(#name, (hw)->api.name(params)))
-
-static CUptiResult logged_end(const char *call, CUptiResult result)
-{
-    if (cuda_pc_log_on())
-        cuda_pc_log_call(call, "end", result_text(result));
-    return result;
-}
-
-/* ---- buffers and stall reasons ---- */
-
-static void buffer_reset(pc_buffer *buffer)
-{
-    memset(&buffer->data, 0, sizeof(buffer->data));
-    /* No *_STRUCT_SIZE macro exists for these two; CUPTI's samples use sizeof. */
-    buffer->data.size = sizeof(CUpti_PCSamplingData);
-    buffer->data.collectNumPcs = buffer->pcs_capacity;
-    buffer->data.pPcData = buffer->pcs;
-    for (size_t i = 0; i < buffer->pcs_capacity; i++) {
-        memset(&buffer->pcs[i], 0, sizeof(buffer->pcs[i]));
-        buffer->pcs[i].size = sizeof(CUpti_PCSamplingPCData);
-        buffer->pcs[i].stallReason = &buffer->stalls[i * buffer->per_pc];
-    }
-}
-
-static int buffer_make(pc_buffer *buffer, size_t pcs, size_t per_pc)
-{
-    buffer->pcs = calloc(pcs, sizeof(*buffer->pcs));
-    buffer->stalls = calloc(pcs * per_pc, sizeof(*buffer->stalls));
-    if (buffer->pcs == NULL || buffer->stalls == NULL) {
-        free(buffer->pcs);
-        free(buffer->stalls);
-        buffer->pcs = NULL;
-        buffer->stalls = NULL;
-        return FLARE_ERR_NO_MEMORY;
-    }
-    buffer->pcs_capacity = pcs;
-    buffer->per_pc = per_pc;
-    buffer_reset(buffer);
-    return FLARE_OK;
-}
-
-/* "smsp__pcsamp_warps_issue_stalled_long_scoreboard" -> "long_scoreboard":
- * the names the simulated device and the report use. */
-static void stall_name_of(const char *cupti_name, char out[PC_STALL_NAME_MAX])
-{
-    static const char *const prefixes[] = {"smsp__pcsamp_warps_issue_stalled_",
-                                           "smsp__pcsamp_warps_issue_", "smsp__pcsamp_"};
-    const char *name = cupti_name;
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
-        size_t length = strlen(prefixes[i]);
-        if (strncmp(name, prefixes[i], length) == 0) {
-            name += length;
-            break;
-        }
-    }
-    snprintf(out, PC_STALL_NAME_MAX, "%s", name[0] != '\0' ? name : "unknown");
-}
-
-static int stall_table_read(cuda_pc_hardware *hw, CUcontext context, char *reason,
-                            size_t reason_size)
-{
-    size_t count = 0;
-    CUpti_PCSamplingGetNumStallReasonsParams number = {
-        .size = CUpti_PCSamplingGetNumStallReasonsParamsSize,
-        .ctx = context,
-        .numStallReasons = &count};
-    CUptiResult result = hw->api.cuptiPCSamplingGetNumStallReasons(&number);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiPCSamplingGetNumStallReasons", reason, reason_size);
-    if (count == 0 || count > 4096) {
-        snprintf(reason, reason_size, "cuptiPCSamplingGetNumStallReasons: %zu reasons", count);
-        return FLARE_ERR_BACKEND;
-    }
-    hw->stall_index = calloc(count, sizeof(*hw->stall_index));
-    hw->stall_name = calloc(count, sizeof(*hw->stall_name));
-    char *text = calloc(count, CUPTI_STALL_REASON_STRING_SIZE);
-    char **names = calloc(count, sizeof(*names));
-    int status = FLARE_OK;
-    if (hw->stall_index == NULL || hw->stall_name == NULL || text == NULL || names == NULL) {
-        snprintf(reason, reason_size, "no memory for %zu stall reasons", count);
-        status = FLARE_ERR_NO_MEMORY;
-    } else {
-        for (size_t i = 0; i < count; i++)
-            names[i] = text + i * CUPTI_STALL_REASON_STRING_SIZE;
-        CUpti_PCSamplingGetStallReasonsParams reasons = {
-            .size = CUpti_PCSamplingGetStallReasonsParamsSize,
-            .ctx = context,
-            .numStallReasons = count,
-            .stallReasonIndex = hw->stall_index,
-            .stallReasons = names};
-        result = hw->api.cuptiPCSamplingGetStallReasons(&reasons);
-        if (result != CUPTI_SUCCESS)
-            status = failed(result, "cuptiPCSamplingGetStallReasons", reason, reason_size);
-        for (size_t i = 0; status == FLARE_OK && i < count; i++) {
-            names[i][CUPTI_STALL_REASON_STRING_SIZE - 1] = '\0';
-            stall_name_of(names[i], hw->stall_name[i]);
-        }
-    }
-    free(text);
-    free(names);
-    if (status == FLARE_OK) {
-        hw->stall_count = count;
-    } else {
-        free(hw->stall_index);
-        free(hw->stall_name);
-        hw->stall_index = NULL;
-        hw->stall_name = NULL;
-    }
-    return status;
-}
-
-/* ---- configuration ---- */
-
-/* The exponent N of the 2^N-cycle period nearest period_ns at the SM clock,
- * within what CUPTI accepts and the H200 delivered samples at. */
-static uint32_t period_exp_of(const cuda_pc_hardware *hw, uint64_t period_ns)
-{
-    double cycles = (double)period_ns * hw->sm_mhz / 1e3;
-    double exponent = cycles > 1.0 ? floor(log2(cycles) + 0.5) : 0.0;
-    if (exponent < CUDA_PC_PERIOD_EXP_MIN)
-        return CUDA_PC_PERIOD_EXP_MIN;
-    if (exponent > CUDA_PC_PERIOD_EXP_MAX)
-        return CUDA_PC_PERIOD_EXP_MAX;
-    return (uint32_t)exponent;
-}
-
-static CUptiResult set_attributes(cuda_pc_hardware *hw, CUcontext context,
-                                  CUpti_PCSamplingConfigurationInfo *infos, size_t count)
-{
-    CUpti_PCSamplingConfigurationInfoParams params = {
-        .size = CUpti_PCSamplingConfigurationInfoParamsSize,
-        .ctx = context,
-        .numAttributes = count,
-        .pPCSamplingConfigurationInfo = infos};
-    return PC_LOGGED(hw, cuptiPCSamplingSetConfigurationAttribute, &params);
-}
-
-/* Continuous collection, started and stopped by windows, every stall
- * reason, the data buffer CUPTI fills at disable, and the period. */
-static int configure(cuda_pc_hardware *hw, CUcontext context, uint32_t period_exp, char *reason,
-                     size_t reason_size)
-{
-    CUpti_PCSamplingConfigurationInfo infos[5];
-    memset(infos, 0, sizeof(infos));
-    infos[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
-    infos[0].attributeData.collectionModeData.collectionMode =
-        CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
-    infos[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
-    infos[1].attributeData.enableStartStopControlData.enableStartStopControl = 1;
-    infos[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
-    infos[2].attributeData.stallReasonData.stallReasonCount = hw->stall_count;
-    infos[2].attributeData.stallReasonData.pStallReasonIndex = hw->stall_index;
-    infos[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
-    infos[3].attributeData.samplingDataBufferData.samplingDataBuffer = &hw->config_buffer.data;
-    infos[4].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
-    infos[4].attributeData.samplingPeriodData.samplingPeriod = period_exp;
-    CUptiResult result = set_attributes(hw, context, infos, 5);
-    if (result != CUPTI_SUCCESS) {
-        size_t length =
-            (size_t)snprintf(reason, reason_size, "cuptiPCSamplingSetConfigurationAttribute: %s",
-                             result_text(result));
-        for (size_t i = 0; i < 5 && length < reason_size; i++)
-            if (infos[i].attributeStatus != CUPTI_SUCCESS)
-                length += (size_t)snprintf(reason + length, reason_size - length,
-                                           "; attribute %d: %s", (int)infos[i].attributeType,
-                                           result_text(infos[i].attributeStatus));
-        return FLARE_ERR_BACKEND;
-    }
-    hw->period_exp = period_exp;
-    return FLARE_OK;
+    return cuda_pc_failed(&hardware.api, result, what, reason, reason_size);
 }
 
 /* ---- the hardware steps (serialised by the engine) ----
@@ -332,9 +85,9 @@ static int configure(cuda_pc_hardware *hw, CUcontext context, uint32_t period_ex
  * the drain thread: it never synchronises, and ran there throughout. */
 
 /* How long a window's start or stop waits for the application's next
- * launch: a start that gets none fails (the window is refused, saying
- * why); a stop stays posted for a later launch, and what the hardware keeps
- * meanwhile is discarded at the next start, counted as lost then. */
+ * launch: past it, either stays posted for a later launch (a start then
+ * samples from that launch on; a stop's leftovers are discarded at the
+ * next start, counted as lost then). */
 #define CUDA_PC_START_WAIT_NS 1000000000ull
 #define CUDA_PC_STOP_WAIT_NS  2000000000ull
 
@@ -360,8 +113,8 @@ static void discard_stale(cuda_pc_hardware *hw)
                  "PC sampling: %llu samples taken after a window closed (its stop waited for "
                  "a launch) dropped",
                  (unsigned long long)lost);
-    hw->stale_lost += lost;
-    hw->stop_deferred = 0;
+    atomic_fetch_add(&hw->stale_lost, lost);
+    atomic_store(&hw->stop_deferred, 0);
 }
 
 /* hw->start_state: no window's start asked; posted for a launch (none came
@@ -369,6 +122,7 @@ static void discard_stale(cuda_pc_hardware *hw)
 enum { CUDA_PC_START_IDLE, CUDA_PC_START_POSTED, CUDA_PC_START_RAN, CUDA_PC_START_FAILED };
 
 static int start_cupti(cuda_pc_hardware *hw);
+static int stop_cupti(cuda_pc_hardware *hw, CUcontext context);
 
 /* On the application's thread: the period, then Start; its outcome in
  * start_state (a start made late has no waiter to tell). */
@@ -393,14 +147,18 @@ static int start_cupti(cuda_pc_hardware *hw)
         snprintf(hw->call_reason, sizeof(hw->call_reason), "the sampled context was destroyed");
         return FLARE_ERR_BACKEND;
     }
-    if (hw->stop_deferred)
+    /* A window's stop that was never posted (an earlier request held the
+     * slot past its bound): CUPTI is still started; stop it here. */
+    if (hw->cupti_started && stop_cupti(hw, context) != FLARE_OK)
+        return FLARE_ERR_BACKEND;
+    if (atomic_load(&hw->stop_deferred))
         discard_stale(hw);
     if (hw->wanted_exp != hw->period_exp) {
         CUpti_PCSamplingConfigurationInfo info;
         memset(&info, 0, sizeof(info));
         info.attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD;
         info.attributeData.samplingPeriodData.samplingPeriod = hw->wanted_exp;
-        CUptiResult result = set_attributes(hw, context, &info, 1);
+        CUptiResult result = cuda_pc_set_attributes(hw, context, &info, 1);
         if (result != CUPTI_SUCCESS)
             return failed(result, "cuptiPCSamplingSetConfigurationAttribute (period)",
                           hw->call_reason, sizeof(hw->call_reason));
@@ -411,6 +169,17 @@ static int start_cupti(cuda_pc_hardware *hw)
     CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStart, &params);
     if (result != CUPTI_SUCCESS)
         return failed(result, "cuptiPCSamplingStart", hw->call_reason, sizeof(hw->call_reason));
+    hw->cupti_started = 1;
+    return FLARE_OK;
+}
+
+static int stop_cupti(cuda_pc_hardware *hw, CUcontext context)
+{
+    CUpti_PCSamplingStopParams params = {.size = CUpti_PCSamplingStopParamsSize, .ctx = context};
+    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStop, &params);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiPCSamplingStop", hw->call_reason, sizeof(hw->call_reason));
+    hw->cupti_started = 0;
     return FLARE_OK;
 }
 
@@ -418,21 +187,20 @@ static int start_cupti(cuda_pc_hardware *hw)
 static int stop_here(void *opaque)
 {
     cuda_pc_hardware *hw = opaque;
-    /* A start that failed at a late launch: nothing to stop (its reason
-     * stays in call_reason). */
-    if (atomic_load_explicit(&hw->start_state, memory_order_acquire) != CUDA_PC_START_RAN)
+    /* Never started (a start that failed at a late launch keeps its
+     * reason in call_reason), or already stopped: nothing to stop. */
+    if (!hw->cupti_started) {
+        if (hw->call_reason[0] == '\0')
+            snprintf(hw->call_reason, sizeof(hw->call_reason), "PC sampling was not running");
         return FLARE_ERR_BACKEND;
+    }
     hw->call_reason[0] = '\0';
     CUcontext context = atomic_load(&hw->context);
     if (context == NULL) {
         snprintf(hw->call_reason, sizeof(hw->call_reason), "the sampled context was destroyed");
         return FLARE_ERR_BACKEND;
     }
-    CUpti_PCSamplingStopParams params = {.size = CUpti_PCSamplingStopParamsSize, .ctx = context};
-    CUptiResult result = PC_LOGGED(hw, cuptiPCSamplingStop, &params);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiPCSamplingStop", hw->call_reason, sizeof(hw->call_reason));
-    return FLARE_OK;
+    return stop_cupti(hw, context);
 }
 
 static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, size_t reason_size)
@@ -449,7 +217,7 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
                  hw->device);
         return FLARE_ERR_INVALID_ARGUMENT;
     }
-    hw->wanted_exp = period_exp_of(hw, period_ns);
+    hw->wanted_exp = cuda_pc_period_exp_of(hw, period_ns);
     int status = FLARE_ERR_BACKEND;
     atomic_store_explicit(&hw->start_state, CUDA_PC_START_POSTED, memory_order_relaxed);
     /* Detached: a program between launches (a pause, a slow phase: when a
@@ -483,16 +251,21 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
 static int hw_stop(void *opaque, char *reason, size_t reason_size)
 {
     cuda_pc_hardware *hw = opaque;
+    int start_state = atomic_load_explicit(&hw->start_state, memory_order_acquire);
+    if (start_state == CUDA_PC_START_POSTED) {
+        if (cuda_app_thread_withdraw(start_here, hw)) {
+            /* No launch in the whole window: nothing sampled, nothing to stop. */
+            atomic_store_explicit(&hw->start_state, CUDA_PC_START_IDLE, memory_order_relaxed);
+            core_log(CORE_LOG_INFO,
+                     "PC sampling never started: no kernel launch during the window");
+            return FLARE_OK;
+        }
+        /* Taken by a launch: it ran, or runs now (the stop below waits). */
+        start_state = atomic_load_explicit(&hw->start_state, memory_order_acquire);
+    }
     if (atomic_load(&hw->context) == NULL) {
         snprintf(reason, reason_size, "the sampled context was destroyed");
         return FLARE_ERR_BACKEND;
-    }
-    int start_state = atomic_load_explicit(&hw->start_state, memory_order_acquire);
-    if (start_state == CUDA_PC_START_POSTED && cuda_app_thread_withdraw(start_here, hw)) {
-        /* No launch in the whole window: nothing sampled, nothing to stop. */
-        atomic_store_explicit(&hw->start_state, CUDA_PC_START_IDLE, memory_order_relaxed);
-        core_log(CORE_LOG_INFO, "PC sampling never started: no kernel launch during the window");
-        return FLARE_OK;
     }
     if (start_state == CUDA_PC_START_FAILED) {
         snprintf(reason, reason_size, "PC sampling did not start: %s", hw->call_reason);
@@ -501,8 +274,10 @@ static int hw_stop(void *opaque, char *reason, size_t reason_size)
     int status = FLARE_ERR_BACKEND;
     cuda_app_thread_outcome outcome =
         cuda_app_thread_call(stop_here, hw, CUDA_PC_STOP_WAIT_NS, 1, &status);
-    /* What Stop decoded is read after it: more PCs may be waiting. */
-    hw->remaining = 1;
+    /* What Stop decoded is read after it: more PCs may be waiting. (Not
+     * when withdrawn: the start may still be running, resetting it.) */
+    if (outcome == CUDA_APP_THREAD_RAN)
+        hw->remaining = 1;
     if (hw->hardware_full_reads > 0)
         core_log(CORE_LOG_WARNING,
                  "PC sampling: %llu reads found the hardware buffer full (samples lost; a "
@@ -510,12 +285,17 @@ static int hw_stop(void *opaque, char *reason, size_t reason_size)
                  (unsigned long long)hw->hardware_full_reads);
     hw->hardware_full_reads = 0;
     if (outcome != CUDA_APP_THREAD_RAN) {
-        /* Posted still (or, withdrawn, never made: the earlier stop never
-         * ran either); the next start discards what it leaves. */
-        hw->stop_deferred = 1;
+        /* Posted still, or (withdrawn) never posted: an earlier request
+         * held the slot, and the next start stops CUPTI first. Either way
+         * the next start discards what this leaves. */
+        atomic_store(&hw->stop_deferred, 1);
         snprintf(reason, reason_size,
-                 "no kernel launch within %.0f s to stop PC sampling at: it stops at the "
-                 "application's next launch, and its samples after this close are dropped",
+                 outcome == CUDA_APP_THREAD_DETACHED
+                     ? "no kernel launch within %.0f s to stop PC sampling at: it stops at the "
+                       "application's next launch, and its samples after this close are dropped"
+                     : "an earlier PC request held the application's thread past %.0f s: PC "
+                       "sampling stops when the next window starts, and its samples after this "
+                       "close are dropped",
                  CUDA_PC_STOP_WAIT_NS / 1e9);
         return FLARE_ERR_BACKEND;
     }
@@ -535,7 +315,7 @@ static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost)
     hw->remaining = 0;
     if (context == NULL)
         return 0;
-    buffer_reset(&hw->read_buffer);
+    cuda_pc_buffer_reset(&hw->read_buffer);
     CUpti_PCSamplingGetDataParams params = {.size = CUpti_PCSamplingGetDataParamsSize,
                                             .ctx = context,
                                             .pcSamplingData = &hw->read_buffer.data};
@@ -617,13 +397,16 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
 static size_t hw_read(void *opaque, pc_raw_sample *out, size_t max, uint64_t *lost)
 {
     cuda_pc_hardware *hw = opaque;
-    *lost += hw->stale_lost;
-    hw->stale_lost = 0;
-    /* A stop posted for a later launch, or a start that has not been made
-     * (or failed): CUPTI is left alone. */
-    if (hw->stop_deferred && cuda_app_thread_pending())
+    /* A start posted (it may be running on the application's thread,
+     * reading into the same buffer): nothing here is touched. */
+    int start_state = atomic_load_explicit(&hw->start_state, memory_order_acquire);
+    if (start_state == CUDA_PC_START_POSTED)
         return 0;
-    if (atomic_load_explicit(&hw->start_state, memory_order_acquire) != CUDA_PC_START_RAN)
+    *lost += atomic_exchange(&hw->stale_lost, 0);
+    /* A start not made (or failed), or a stop posted for a later launch:
+     * CUPTI is left alone. */
+    if (start_state != CUDA_PC_START_RAN ||
+        (atomic_load(&hw->stop_deferred) && cuda_app_thread_pending()))
         return 0;
     uint64_t now = core_now_ns();
     size_t moved = 0;
@@ -704,17 +487,17 @@ static int enable_on(CUcontext context, char *reason, size_t reason_size)
     result = PC_LOGGED(&hardware, cuptiPCSamplingEnable, &enable);
     if (result != CUPTI_SUCCESS)
         return failed(result, "cuptiPCSamplingEnable", reason, reason_size);
-    int status = stall_table_read(&hardware, context, reason, reason_size);
-    if (status == FLARE_OK &&
-        (buffer_make(&hardware.read_buffer, CUDA_PC_READ_PCS, hardware.stall_count) != FLARE_OK ||
-         buffer_make(&hardware.config_buffer, CUDA_PC_READ_PCS, hardware.stall_count) !=
-             FLARE_OK)) {
+    int status = cuda_pc_stall_table_read(&hardware, context, reason, reason_size);
+    if (status == FLARE_OK && (cuda_pc_buffer_make(&hardware.read_buffer, CUDA_PC_READ_PCS,
+                                                   hardware.stall_count) != FLARE_OK ||
+                               cuda_pc_buffer_make(&hardware.config_buffer, CUDA_PC_READ_PCS,
+                                                   hardware.stall_count) != FLARE_OK)) {
         snprintf(reason, reason_size, "no memory for PC sampling's buffers");
         status = FLARE_ERR_NO_MEMORY;
     }
     if (status == FLARE_OK)
-        status =
-            configure(&hardware, context, period_exp_of(&hardware, period_ns), reason, reason_size);
+        status = cuda_pc_configure(&hardware, context, cuda_pc_period_exp_of(&hardware, period_ns),
+                                   reason, reason_size);
     if (status != FLARE_OK) {
         CUpti_PCSamplingDisableParams disable = {.size = CUpti_PCSamplingDisableParamsSize,
                                                  .ctx = context};
@@ -722,6 +505,7 @@ static int enable_on(CUcontext context, char *reason, size_t reason_size)
         return status;
     }
     atomic_store(&hardware.context, context);
+    atomic_store(&context_ready, 1);
     return FLARE_OK;
 }
 
@@ -847,6 +631,18 @@ static int engine_probe(int device, char *reason, size_t reason_size)
     return pc_engine_probe(engine, reason, reason_size);
 }
 
+/* Why auto must not pick PC sampling now (NULL when it may). */
+static const char *engine_unusable(void)
+{
+    if (atomic_load(&enable_failed))
+        return "PC sampling's enable failed at the first context (see the pc_sampling capability)";
+    if (atomic_load(&context_claimed) && atomic_load(&hardware.context) == NULL)
+        return atomic_load(&context_ready)
+                   ? "the context PC sampling was enabled on was destroyed"
+                   : "PC sampling's enable at the first context is still running";
+    return NULL;
+}
+
 static const backend_engine_ops cuda_pc_engine_ops = {
     .name = "cuda-pc-sampling",
     .arm = engine_arm,
@@ -858,6 +654,7 @@ static const backend_engine_ops cuda_pc_engine_ops = {
     .cost_launch_ns = CUDA_PC_COST_LAUNCH_NS,
     .cost_gpu = CUDA_PC_COST_GPU,
     .cost_source = CUDA_ENGINE_COST_SOURCE,
+    .unusable = engine_unusable,
 };
 
 const backend_engine_ops *cuda_pc_deep_engine(void)

@@ -322,6 +322,8 @@ static void sample_slots(sim_pc_unit *unit, uint64_t now_ns)
         sample->stall_reason = snapshot.stall;
         sample->pc_offset = snapshot.pc_offset;
         sample->function = snapshot.kernel; /* the registry's: lives with the process */
+        sample->file = snapshot.pc_offset < SIM_PC_LINES_END ? SIM_PC_SOURCE_FILE : NULL;
+        sample->line = snapshot.pc_offset < SIM_PC_LINES_END ? SIM_PC_LINE(snapshot.pc_offset) : 0;
     }
 }
 

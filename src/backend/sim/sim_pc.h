@@ -83,7 +83,13 @@ void sim_pc_kernel_begin(int device, const char *name);
 void sim_pc_kernel_end(void);
 /* The calling thread's kernel is now at pc_offset, in stall_reason (a
  * sim_pc_stall; other codes are sampled as given and named "unknown").
- * Does nothing outside a kernel. */
+ * Does nothing outside a kernel. The simulated binary carries line
+ * information below SIM_PC_LINES_END: offset o is on line SIM_PC_LINE(o) of
+ * SIM_PC_SOURCE_FILE, four 16-byte instructions a line; offsets from
+ * SIM_PC_LINES_END on have none (code built without -lineinfo). */
+#define SIM_PC_SOURCE_FILE  "simulated_kernels.cu"
+#define SIM_PC_LINES_END    0x10000u
+#define SIM_PC_LINE(offset) ((uint32_t)(1u + (offset) / 64u))
 void sim_pc_mark(uint64_t pc_offset, uint32_t stall_reason);
 
 /* ---- the hardware ---- */
