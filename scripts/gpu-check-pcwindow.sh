@@ -188,13 +188,13 @@ pcwindow_pause() {
     pcwindow_run -q -o "$session" --deep-after 1s --deep-for "$length" --deep-engine pc -- \
       "$build/gpu/pm_window" bench ) || fail "pcwindow: pm_window bench under a $length PC window exited $?"
   python3 - "$session" "$expect" "$session.pc-calls" <<'PY' 2>&1 | tee -a "$pcwindow_out"
-import sqlite3, sys
+import os, sqlite3, sys
 session, expect, calls = sys.argv[1:4]
 db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
 windows = db.execute("SELECT engine, engine_status, engine_samples, engine_reason, opened_ns IS NOT NULL "
                      "FROM windows").fetchall()
 rows = db.execute("SELECT COUNT(*), COALESCE(SUM(samples), 0) FROM pc_samples").fetchone()
-starts = sum("cuptiPCSamplingStart begin" in line for line in open(calls)) if calls else 0
+starts = sum("cuptiPCSamplingStart begin" in line for line in open(calls)) if os.path.exists(calls) else 0
 print(f"   windows {windows}; pc_samples rows {rows[0]}, samples {rows[1]}; cuptiPCSamplingStart calls {starts}")
 ok = len(windows) == 1 and windows[0][0] == "cuda-pc-sampling" and windows[0][1] == "disarmed" and windows[0][4]
 if expect == "samples":
@@ -202,6 +202,9 @@ if expect == "samples":
 else:
     ok = ok and rows[1] == 0 and starts == 0
 print(f"   pause check ({expect}): {'PASS' if ok else 'FAIL'}")
+if not ok:  # what flare said, for the why
+    for level, message in db.execute("SELECT level, message FROM log ORDER BY time_ns").fetchall():
+        print(f"   log {level}: {message}")
 sys.exit(0 if ok else 1)
 PY
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail "pcwindow: a PC window over a pause ($expect)"

@@ -119,6 +119,9 @@ typedef struct backend_engine_result {
     uint64_t armed_ns;    /* the now_ns arm was given */
     uint64_t disarmed_ns; /* the now_ns disarm was given */
     uint64_t samples;     /* what the engine collected while armed */
+    /* Why a disarm failed, when the engine says (empty otherwise): the
+     * window record keeps it beside "disarm failed". */
+    char reason[192];
 } backend_engine_result;
 
 typedef struct backend_engine_ops {
@@ -146,7 +149,9 @@ typedef struct backend_engine_ops {
      * runs the engine's work that must be made on an application thread
      * (CUDA's PC start and stop, cuda_app_thread.h), which that thread's
      * next launch would otherwise make, and which may never come while it
-     * waits. Returns at once when there is none. */
+     * waits; and by deepwin_close_now's caller while another thread's close
+     * holds the coordinator (the program's thread at its end). Returns at
+     * once when there is none, or when called on one of flare's threads. */
     void (*serve)(void);
     /* What the engine costs the program while a window of it is open, as
      * measured, for engine auto (docs/windows.md): the extra host time per

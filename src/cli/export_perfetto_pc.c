@@ -1,11 +1,13 @@
 /*
  * export_perfetto_pc.c: a PC sampling window's findings in a Perfetto
  * export, as args of its window slice (export_perfetto_flare.c): the
- * samples, the top stall reasons by share, the hottest instructions and the
- * scopes the samples ran in (split by kernel time, report_pc_scopes.h), the
- * same numbers `flare report` prints. Every row stays in `flare report
- * --format json` (sections pc_samples, pc_by_scope): a slice's args hold a
- * summary, and say how many rows it summarises.
+ * samples, the top stall reasons by share, the hottest instructions, the
+ * hottest source lines (report_pc_lines.h, with the share of samples
+ * without line information) and the scopes the samples ran in (split by
+ * kernel time, report_pc_scopes.h), the same numbers `flare report`
+ * prints. Every row stays in `flare report --format json` (sections
+ * pc_samples, pc_lines, pc_by_scope): a slice's args hold a summary, and
+ * say how many rows it summarises.
  *
  * Must never hold more than a summary per window, or put a window's
  * numbers on another window's slice.
@@ -18,11 +20,13 @@
 
 #include "cli/export_perfetto.h"
 #include "cli/report_pc.h"
+#include "cli/report_pc_lines.h"
 #include "cli/report_pc_scopes.h"
 #include "flare/flare.h"
 
 #define PC_STALLS_SHOWN  5
 #define PC_HOTTEST_SHOWN 3
+#define PC_LINES_SHOWN   3
 #define PC_SCOPES_SHOWN  5
 
 /* One window's summary, its devices' one after another. */
@@ -30,12 +34,13 @@ typedef struct perfetto_pc_window {
     int64_t pid;
     uint64_t window_id;
     uint64_t samples, rows;
-    char stalls[320], hottest[400], scopes[320];
+    char stalls[320], hottest[400], lines[480], scopes[320];
 } perfetto_pc_window;
 
 typedef struct pc_load {
     perfetto_context *context;
     report_pc_scopes scopes;
+    report_pc_lines lines;
     int failed;
 } pc_load;
 
@@ -77,6 +82,32 @@ static perfetto_pc_window *window_for(pc_load *load, int64_t pid, uint64_t windo
     return window;
 }
 
+/* The device's hottest lines, each with its top stall reason and share of
+ * the window's samples, then the share without line information; or
+ * that it has none. Nothing when the session does not record lines. */
+static void add_lines(pc_load *load, perfetto_pc_window *window, const report_pc_window *summary,
+                      const char *separator)
+{
+    if (!load->lines.recorded || load->lines.unreadable)
+        return;
+    append(window->lines, sizeof(window->lines), "%sdevice %d: ", separator, summary->device);
+    const report_pc_lines_window *lines =
+        report_pc_lines_of_window(&load->lines, summary->pid, summary->window_id, summary->device);
+    if (lines == NULL) {
+        append(window->lines, sizeof(window->lines), "no line information (nvcc -lineinfo)");
+        return;
+    }
+    for (size_t i = 0; i < lines->shown && i < PC_LINES_SHOWN; i++) {
+        const report_pc_source_line *line = &load->lines.rows[lines->first + i];
+        append(window->lines, sizeof(window->lines), "%s%s:%" PRIu32 " %s %.1f%%",
+               i == 0 ? "" : ", ", line->file, line->line, line->top_stall,
+               report_pc_share(line->samples, summary->total));
+    }
+    if (summary->total > lines->samples)
+        append(window->lines, sizeof(window->lines), ", no line %.1f%%",
+               report_pc_share(summary->total - lines->samples, summary->total));
+}
+
 static void add_window(report_pc_window *summary, void *user)
 {
     pc_load *load = user;
@@ -100,6 +131,7 @@ static void add_window(report_pc_window *summary, void *user)
                i == 0 ? "" : ", ", summary->top[i].function, summary->top[i].pc_offset,
                summary->top[i].stall_reason,
                report_pc_share(summary->top[i].samples, summary->total));
+    add_lines(load, window, summary, separator);
     report_pc_scope_sum sums[PC_SCOPES_SHOWN];
     size_t more = 0;
     size_t count = report_pc_scopes_of_window(&load->scopes, summary->pid, summary->window_id,
@@ -120,15 +152,18 @@ int perfetto_pc_load(perfetto_context *context)
     /* The samples go on the slices even when their scopes cannot be read
      * (that failure is still returned, for the export to report). */
     int scopes_status = report_pc_scopes_load(database, &load.scopes);
+    int lines_status =
+        report_pc_lines_load(database, context->session->summary.schema_version, &load.lines);
     int status = report_pc_windows(database, add_window, &load);
     report_pc_scopes_free(&load.scopes);
+    report_pc_lines_free(&load.lines);
     if (status == FLARE_OK && load.failed)
         status = FLARE_ERR_NO_MEMORY;
     if (status != FLARE_OK) {
         perfetto_pc_free(context);
         return status;
     }
-    return scopes_status;
+    return scopes_status != FLARE_OK ? scopes_status : lines_status;
 }
 
 void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t window_id)
@@ -141,6 +176,8 @@ void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t wi
         cli_output_json_member_u64(output, "pc_samples", window->samples);
         cli_output_json_member_string(output, "pc_stalls", window->stalls);
         cli_output_json_member_string(output, "pc_hottest", window->hottest);
+        if (window->lines[0] != '\0')
+            cli_output_json_member_string(output, "pc_lines", window->lines);
         if (window->scopes[0] != '\0')
             cli_output_json_member_string(output, "pc_by_scope", window->scopes);
         cli_output_json_member_u64(output, "pc_rows", window->rows);

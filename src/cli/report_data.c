@@ -30,6 +30,7 @@
 #include "cli/report_data.h"
 #include "cli/report_emit.h"
 #include "cli/report_pc.h"
+#include "cli/report_pc_lines.h"
 #include "cli/report_pc_scopes.h"
 #include "cli/report_triggered.h"
 #include "store/store_ranks.h"
@@ -406,6 +407,14 @@ static void data_pc_by_scope(report_data *data)
 {
     report_emit_table_begin(data->emit, data->section);
     int status = report_pc_scopes_emit(data->database, data->emit);
+    report_emit_table_end(data->emit);
+    data_check(data, status);
+}
+
+static void data_pc_lines(report_data *data)
+{
+    report_emit_table_begin(data->emit, data->section);
+    int status = report_pc_lines_emit(data->database, data->emit);
     report_emit_table_end(data->emit);
     data_check(data, status);
 }
@@ -804,6 +813,7 @@ static const data_section data_sections[] = {
     {"triggered_replays", data_triggered_replays},
     {"pc_samples", data_pc_samples},
     {"pc_by_scope", data_pc_by_scope},
+    {"pc_lines", data_pc_lines},
     {"pm_samples", data_pm_samples},
     {"kernel_replay", data_kernel_replay},
     {"range_replay", data_range_replay},

@@ -1,7 +1,7 @@
 /*
  * report_html_page.c: the page of `flare report --html` (report_html_page.h):
  * its head (style and chart library inline), its sections with their data
- * as JSON in script blocks, and its script, written through the export
+ * as JSON in script blocks, and its scripts, written through the export
  * writer (output.h) so that a file is written whole or not at all.
  *
  * It knows nothing of sessions: report_html.c decides what the sections
@@ -145,6 +145,8 @@ int html_page_close(html_page *page, int succeeded, char *error, size_t error_si
 {
     cli_output_text(page->output, "</main>\n");
     write_block(page, "script", cli_html_uplot_js, cli_html_uplot_js_size);
+    /* report.js takes its helpers from report_lib.js: the library first. */
+    write_block(page, "script", cli_html_report_lib_js, cli_html_report_lib_js_size);
     write_block(page, "script", cli_html_report_js, cli_html_report_js_size);
     cli_output_text(page->output, "</body>\n</html>\n");
     int broken = page->broken;

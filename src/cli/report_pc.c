@@ -1,9 +1,10 @@
 /*
  * report_pc.c: the PC samples of a session's windows in `flare report`
  * (issue 26): the text section, per window that ran PC sampling, the stall
- * reasons by share and the hottest instructions (function+offset, stall
- * reason, samples, share); the JSON/CSV section pc_samples, every row as
- * stored (table pc_samples, docs/schema.md).
+ * reasons by share, the scopes (report_pc_scopes.c), the hottest
+ * instructions (function+offset, stall reason, samples, share) and the
+ * hottest source lines (report_pc_lines.c); the JSON/CSV section
+ * pc_samples, every row as stored (table pc_samples, docs/schema.md).
  *
  * Reads the rows in the store's order (pid, window, most samples first)
  * and holds one window at a time: at most REPORT_PC_TOP rows and
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/report_pc_lines.h"
 #include "cli/report_pc_scopes.h"
 #include "flare/flare.h"
 #include "store/store_pc.h"
@@ -48,10 +50,12 @@ static void sort_reasons(report_pc_window *window)
         }
 }
 
-/* The text section's walk: the run, and the windows' samples by scope. */
+/* The text section's walk: the run, and the windows' samples by scope and
+ * by source line. */
 typedef struct pc_print {
     cli_report_run *run;
     report_pc_scopes scopes;
+    report_pc_lines lines;
 } pc_print;
 
 static void print_window(report_pc_window *window, void *user)
@@ -75,14 +79,19 @@ static void print_window(report_pc_window *window, void *user)
     printf("    %10s %7s  %-20s %s\n", "samples", "share", "stall", "function+offset");
     for (size_t i = 0; i < window->lines; i++) {
         const report_pc_line *line = &window->top[i];
-        printf("    %10" PRIu64 " %6.1f%%  %-20s %s+0x%" PRIx64 "\n", line->samples,
+        printf("    %10" PRIu64 " %6.1f%%  %-20s %s+0x%" PRIx64, line->samples,
                report_pc_share(line->samples, window->total), line->stall_reason, line->function,
                line->pc_offset);
+        if (line->file[0] != '\0')
+            printf(" (%s:%" PRIu32 ")", line->file, line->source_line);
+        printf("\n");
     }
     if (window->rows > window->lines)
         printf("    %zu more instructions and reasons (flare report --format json has them "
                "all)\n",
                window->rows - window->lines);
+    report_pc_lines_print(&print->lines, window->pid, window->window_id, window->device,
+                          window->total);
 }
 
 static void add_reason(report_pc_window *window, const char *reason, uint64_t samples)
@@ -130,6 +139,10 @@ static int walk_row(const store_pc_sample_row *row, void *user)
         line->pc_offset = row->pc_offset;
         snprintf(line->stall_reason, sizeof(line->stall_reason), "%s", row->stall_reason);
         line->samples = row->samples;
+        if (row->file != NULL && row->file[0] != '\0') {
+            report_pc_path_tail(line->file, sizeof(line->file), row->file);
+            line->source_line = row->line;
+        }
     }
     return 0;
 }
@@ -151,13 +164,19 @@ int report_pc_windows(store *database, void (*done)(report_pc_window *window, vo
 
 int cli_report_pc(cli_report_run *run)
 {
-    /* The samples are shown even when their attribution cannot be read
-     * (a damaged session); that failure is reported after them. */
+    /* The samples are shown even when their attribution or their lines
+     * cannot be read (a damaged session); that failure is reported after
+     * them. */
     pc_print print = {.run = run};
     int scopes_status = report_pc_scopes_load(run->database, &print.scopes);
+    int lines_status =
+        report_pc_lines_load(run->database, run->summary->schema_version, &print.lines);
     int status = report_pc_windows(run->database, print_window, &print);
     report_pc_scopes_free(&print.scopes);
-    return status != FLARE_OK ? status : scopes_status;
+    report_pc_lines_free(&print.lines);
+    if (status == FLARE_OK)
+        status = scopes_status;
+    return status != FLARE_OK ? status : lines_status;
 }
 
 static int emit_row(const store_pc_sample_row *row, void *user)

@@ -21,6 +21,10 @@ typedef struct report_pc_line {
     uint64_t pc_offset;
     char stall_reason[32];
     uint64_t samples;
+    /* The instruction's source line where the row says it (file empty when
+     * not): shown beside function+offset. */
+    char file[96]; /* a longer path keeps its end */
+    uint32_t source_line;
 } report_pc_line;
 
 /* One window's PC samples on one device, as the report shows them. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "deepwin/deepwin_auto.h"
 #include "flare/flare.h"
@@ -447,8 +448,9 @@ static void close_open(deepwin_coordinator *coordinator, const char *reason, uin
      * ever seen while the window is open. */
     if (armed && status != FLARE_OK) {
         snprintf(current->engine_status, sizeof(current->engine_status), "disarm failed");
-        char failed[64];
-        snprintf(failed, sizeof(failed), "disarm failed: %s", flare_strerror(status));
+        char failed[256];
+        snprintf(failed, sizeof(failed), "disarm failed: %s",
+                 engine_result.reason[0] != '\0' ? engine_result.reason : flare_strerror(status));
         set_engine_reason(current, failed);
     } else if (armed) {
         snprintf(current->engine_status, sizeof(current->engine_status), "disarmed");
@@ -493,10 +495,32 @@ void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t la
     pthread_mutex_unlock(&coordinator->beat_lock);
 }
 
+/* Takes beat_lock. A close in progress on another thread may be waiting
+ * for a launch of the program's (CUDA PC sampling's stop is made at the
+ * program's next launch): when this caller is the program's thread at its
+ * end (it launches no more), the engines' serve runs that stop here
+ * meanwhile; on flare's own threads serve does nothing. Without it, a
+ * window whose duration ran out as the program exited waited out the
+ * stop's bound and failed (1 run in 22 on the H200, session 17). */
+static void beat_lock_serving(deepwin_coordinator *coordinator)
+{
+    while (pthread_mutex_trylock(&coordinator->beat_lock) != 0) {
+        pthread_mutex_lock(&coordinator->state_lock);
+        const backend_engine_ops *engines[2] = {coordinator->config.engine,
+                                                coordinator->config.pc_engine};
+        pthread_mutex_unlock(&coordinator->state_lock);
+        for (size_t i = 0; i < 2; i++)
+            if (engines[i] != NULL && engines[i]->serve != NULL)
+                engines[i]->serve();
+        struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
 void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uint64_t now_ns,
                        uint64_t launches_so_far)
 {
-    pthread_mutex_lock(&coordinator->beat_lock);
+    beat_lock_serving(coordinator);
     deepwin_state state = get_state(coordinator);
     if (state == DEEPWIN_OPEN) {
         close_open(coordinator, reason, now_ns, launches_so_far);

@@ -195,7 +195,9 @@ int deepwin_request_close(deepwin_coordinator *coordinator, const char *reason,
 void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t launches_so_far);
 
 /* Closes whatever exists now with reason (session end): an open window is
- * disarmed and recorded, a queued one recorded as never opened. */
+ * disarmed and recorded, a queued one recorded as never opened. While
+ * another thread's close holds the coordinator, serves the engines (their
+ * serve hook: a stop that waits for this thread's launch). */
 void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uint64_t now_ns,
                        uint64_t launches_so_far);
 

@@ -646,6 +646,8 @@ int pc_engine_disarm(pc_engine *engine, int device, uint64_t now_ns, backend_eng
         result->armed_ns = armed_ns;
         result->disarmed_ns = now_ns;
         result->samples = stats.window_samples;
+        snprintf(result->reason, sizeof(result->reason), "%s",
+                 status == FLARE_OK ? "" : stop_reason);
     }
     return status == FLARE_OK ? FLARE_OK : FLARE_ERR_BACKEND;
 }

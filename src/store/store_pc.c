@@ -75,6 +75,16 @@ static const char pc_select_sql[] =
     "ORDER BY p.pid, p.window_id, p.device, p.samples DESC, n.name, p.pc_offset, "
     "p.stall_reason";
 
+/* With pc_lines (schema 12): each row's source line too, NULL when its
+ * instruction has none. */
+static const char pc_select_lines_sql[] =
+    "SELECT p.pid, p.window_id, p.device, n.name, p.pc_offset, p.stall_reason, p.samples, "
+    "p.first_ns, p.last_ns, f.name, l.line FROM pc_samples p JOIN names n ON n.id = p.name_id "
+    "LEFT JOIN pc_lines l ON l.pid = p.pid AND l.name_id = p.name_id AND "
+    "l.pc_offset = p.pc_offset LEFT JOIN names f ON f.id = l.file_name_id "
+    "ORDER BY p.pid, p.window_id, p.device, p.samples DESC, n.name, p.pc_offset, "
+    "p.stall_reason";
+
 static int pc_row_handler(sqlite3_stmt *statement, void *user)
 {
     store_pc_sample_row row = {
@@ -88,6 +98,10 @@ static int pc_row_handler(sqlite3_stmt *statement, void *user)
         .first_ns = (uint64_t)sqlite3_column_int64(statement, 7),
         .last_ns = (uint64_t)sqlite3_column_int64(statement, 8),
     };
+    if (sqlite3_column_count(statement) > 10 && sqlite3_column_type(statement, 9) != SQLITE_NULL) {
+        row.file = (const char *)sqlite3_column_text(statement, 9);
+        row.line = (uint32_t)sqlite3_column_int64(statement, 10);
+    }
     return STORE_READER_CALL(store_pc_sample_callback, &row, user);
 }
 
@@ -98,8 +112,12 @@ int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void
     int found = store_has_table(handle, "pc_samples");
     if (found <= 0)
         return found < 0 ? FLARE_ERR_STORE : 0;
-    return store_query_each(handle, pc_select_sql, NULL, pc_row_handler,
-                            &(store_reader_call){&callback, user}, "cannot read the PC samples");
+    int lines = store_has_table(handle, "pc_lines");
+    if (lines < 0)
+        return FLARE_ERR_STORE;
+    return store_query_each(handle, lines > 0 ? pc_select_lines_sql : pc_select_sql, NULL,
+                            pc_row_handler, &(store_reader_call){&callback, user},
+                            "cannot read the PC samples");
 }
 
 /* Per line: its samples by stall reason, then the line's total, its top

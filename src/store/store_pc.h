@@ -32,7 +32,7 @@ typedef struct store_pc_sample_row {
     uint64_t first_ns, last_ns; /* flare clock (CLOCK_MONOTONIC ns), like every time column */
     /* The instruction's source line (table pc_lines, schema 12), where its
      * binary carries line information: file NULL (or empty) when not. Read
-     * back by store_read_pc_lines, not by store_read_pc_samples. */
+     * back by store_read_pc_samples too (NULL for a session older than 12). */
     const char *file;
     uint32_t line;
 } store_pc_sample_row;

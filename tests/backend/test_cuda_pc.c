@@ -1,32 +1,24 @@
 /*
- * test_cuda_pc.c: the CUDA PC sampling engine (backend/cuda/cuda_pc.c)
- * driven through its window ops (cuda_pc_deep_engine) against a fake CUPTI
- * defined in this program. cuda_pc.c resolves CUPTI's PC sampling functions
- * with dlsym on cupti->library; the program is linked with ENABLE_EXPORTS
- * (-rdynamic) and passes dlopen(NULL) as that library, so dlsym finds the
- * cuptiPCSampling* functions below. The fake records every call (which
- * thread, how often, whether CUPTI would be started) and checks what the
- * caller owns in each struct, as CUPTI's header says.
+ * test_cuda_pc.c: the CUDA PC sampling engine (backend/cuda/cuda_pc.c),
+ * through its window ops (cuda_pc_deep_engine), against a fake CUPTI
+ * defined here: the program is linked with ENABLE_EXPORTS (-rdynamic) and
+ * hands cuda_pc_install dlopen(NULL) as libcupti, so cuda_pc.c's dlsym
+ * finds the cupti* functions below. The fake records each call (thread,
+ * count, whether CUPTI is started) and checks the fields CUPTI's header
+ * makes the caller's.
  *
- * Windows are armed and disarmed from a thread named "flare-test-win" (as
- * the window coordinator's are); the test's main thread is the
- * application's thread, and "launches" by calling the launch hook
- * (cuda_app_thread_at_launch), or stays away from launches so that a start
- * or stop waits out its bound (1 s, 2 s) and is left posted. The cases:
- *   - the enable at the first context, and engine auto's .unusable hook
- *     before, during (the fake's Enable waits on a gate) and after it;
- *   - Start and Stop made on the application's thread at its launches,
- *     never on a flare thread; samples handed over as CUPTI does;
- *   - a window with no launch at all never starts CUPTI;
- *   - a stop left posted past a refused start still stops CUPTI when it
- *     runs (it used to be skipped: CUPTI stayed started);
- *   - a start left posted after a late stop, with the drain thread reading
- *     meanwhile, then run at a launch (discard_stale): clean under TSan
- *     (hw_read used to touch stale_lost/stop_deferred unsynchronised);
- *   - .unusable once the sampled context was destroyed (last: the engine is
- *     process-global and installs once).
- * Built a second time with FLARE_TEST_PC_FAIL_ENABLE (test_cuda_pc_enable_fails):
- * the fake's Enable fails, and .unusable must name the failed enable.
+ * Windows are armed and disarmed on a thread named "flare-test-win", as the
+ * coordinator's are; the main thread is the application's: it "launches"
+ * (cuda_app_thread_at_launch), or makes no launch so that a start or stop
+ * waits out its bound (1 s, 2 s) and stays posted. Cases: the enable at the
+ * first context and .unusable around it; Start/Stop only on application
+ * threads; a window with no launch; a late stop after a refused start (it
+ * used to skip Stop: CUPTI left started); a start posted beside the drain
+ * thread (hw_read used to race discard_stale: run under TSan); a stop
+ * never posted, made by the next start; .unusable after the context's end
+ * (last: the engine is process-global). Built again with
+ * FLARE_TEST_PC_FAIL_ENABLE (test_cuda_pc_enable_fails): Enable fails, and
+ * .unusable must say so.
  *
  * Must never: load the real libcupti or reach a GPU, let a fixed sleep be
  * an assertion (conditions are polled with TEST_WAIT_UNTIL; the 1 s and 2 s
@@ -103,6 +95,8 @@ static struct {
     _Atomic CUptiResult enable_result;
     _Atomic int enable_gate_closed; /* Enable waits while set */
     _Atomic int enable_entered;
+    _Atomic int start_gate_closed; /* Start waits while set (it took seconds) */
+    _Atomic int start_entered;
     _Atomic int enables, disables;
     _Atomic int start_stop_control, continuous, stall_reasons_set;
     _Atomic uint32_t period; /* the last SAMPLING_PERIOD set */
@@ -110,13 +104,13 @@ static struct {
     _Atomic int started; /* Start made, no Stop since */
     _Atomic int starts, stops;
     _Atomic(pthread_t) start_thread, stop_thread;
-    _Atomic int flare_thread_calls; /* Start or Stop on a thread named flare-* */
-    _Atomic int double_starts;      /* Start while started */
-    _Atomic int stray_stops;        /* Stop while not started */
-    _Atomic int pcs_left;           /* of the batch fed, still to hand over */
-    _Atomic int get_data_calls, get_data_flare_calls;
-    _Atomic int in_get_data; /* GetData calls running now (never more than 1) */
-    _Atomic int misuse;      /* calls CUPTI would refuse; the first one named below */
+    _Atomic int flare_thread_calls;   /* Start or Stop on a thread named flare-* */
+    _Atomic int double_starts;        /* Start while started */
+    _Atomic int stray_stops;          /* Stop while not started */
+    _Atomic int pcs_left;             /* of the batch fed, still to hand over */
+    _Atomic int get_data_flare_calls; /* GetData on flare threads (drain, disarm) */
+    _Atomic int in_get_data;          /* GetData calls running now (never more than 1) */
+    _Atomic int misuse;               /* calls CUPTI would refuse; the first one named below */
     _Atomic int misuse_named;
     char misuse_first[160];
 } fake;
@@ -128,27 +122,28 @@ static int on_flare_thread(void)
     return strncmp(name, "flare-", 6) == 0;
 }
 
-static void misused(const char *what, int line)
+static void misused(const char *what)
 {
     if (atomic_fetch_add(&fake.misuse, 1) == 0) {
-        snprintf(fake.misuse_first, sizeof(fake.misuse_first), "line %d: %s", line, what);
+        snprintf(fake.misuse_first, sizeof(fake.misuse_first), "%s", what);
         atomic_store(&fake.misuse_named, 1);
     }
 }
-#define MISUSED(what) misused((what), __LINE__)
 
 /* A call on the enabled context, with its params' size as CUPTI's macro. */
 static int params_ok(size_t size, size_t expected, CUcontext context, const char *call)
 {
-    if (size != expected) {
-        MISUSED(call);
-        return 0;
-    }
-    if (context == NULL || context != atomic_load(&fake.enabled)) {
-        MISUSED(call);
-        return 0;
-    }
-    return 1;
+    if (size == expected && context != NULL && context == atomic_load(&fake.enabled))
+        return 1;
+    misused(call);
+    return 0;
+}
+
+/* Bounded: a case that forgets to open a gate fails instead of hanging. */
+static void wait_at_gate(_Atomic int *closed)
+{
+    for (int i = 0; i < 60000 && atomic_load(closed); i++)
+        test_pause_ms(1);
 }
 
 CUptiResult cuptiGetResultString(CUptiResult result, const char **text)
@@ -169,11 +164,9 @@ CUptiResult cuptiPCSamplingEnable(CUpti_PCSamplingEnableParams *params)
 {
     atomic_fetch_add(&fake.enables, 1);
     atomic_store(&fake.enable_entered, 1);
-    /* Bounded: a test that forgets the gate fails instead of hanging. */
-    for (int i = 0; i < 60000 && atomic_load(&fake.enable_gate_closed); i++)
-        test_pause_ms(1);
+    wait_at_gate(&fake.enable_gate_closed);
     if (params->size != CUpti_PCSamplingEnableParamsSize || params->ctx == NULL) {
-        MISUSED("cuptiPCSamplingEnable");
+        misused("cuptiPCSamplingEnable");
         return CUPTI_ERROR_INVALID_PARAMETER;
     }
     CUptiResult result = atomic_load(&fake.enable_result);
@@ -210,7 +203,7 @@ CUptiResult cuptiPCSamplingGetStallReasons(CUpti_PCSamplingGetStallReasonsParams
                    "cuptiPCSamplingGetStallReasons") ||
         params->numStallReasons != FAKE_STALLS || params->stallReasonIndex == NULL ||
         params->stallReasons == NULL) {
-        MISUSED("cuptiPCSamplingGetStallReasons arguments");
+        misused("cuptiPCSamplingGetStallReasons arguments");
         return CUPTI_ERROR_INVALID_PARAMETER;
     }
     for (size_t i = 0; i < FAKE_STALLS; i++) {
@@ -234,7 +227,7 @@ cuptiPCSamplingSetConfigurationAttribute(CUpti_PCSamplingConfigurationInfoParams
         switch (info->attributeType) {
         case CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD:
             if (atomic_load(&fake.started))
-                MISUSED("sampling period set while started");
+                misused("sampling period set while started");
             atomic_store(&fake.period, info->attributeData.samplingPeriodData.samplingPeriod);
             atomic_fetch_add(&fake.period_sets, 1);
             break;
@@ -254,7 +247,7 @@ cuptiPCSamplingSetConfigurationAttribute(CUpti_PCSamplingConfigurationInfoParams
             for (size_t s = 0; same && s < FAKE_STALLS; s++)
                 same = index[s] == fake_stall_index[s];
             if (!same)
-                MISUSED("stall reasons not CUPTI's indexes");
+                misused("stall reasons not CUPTI's indexes");
             atomic_store(&fake.stall_reasons_set, same);
             break;
         }
@@ -274,10 +267,12 @@ static CUptiResult start_or_stop(size_t size, CUcontext context, int start)
                    context, call))
         return CUPTI_ERROR_INVALID_PARAMETER;
     if (!atomic_load(&fake.start_stop_control)) {
-        MISUSED("Start/Stop without ENABLE_START_STOP_CONTROL");
+        misused("Start/Stop without ENABLE_START_STOP_CONTROL");
         return CUPTI_ERROR_INVALID_OPERATION;
     }
     if (start) {
+        atomic_store(&fake.start_entered, 1);
+        wait_at_gate(&fake.start_gate_closed);
         atomic_store(&fake.start_thread, pthread_self());
         atomic_fetch_add(&fake.starts, 1);
         if (atomic_exchange(&fake.started, 1)) {
@@ -330,11 +325,10 @@ static int fill_pc(CUpti_PCSamplingPCData *pc, int b)
 
 CUptiResult cuptiPCSamplingGetData(CUpti_PCSamplingGetDataParams *params)
 {
-    atomic_fetch_add(&fake.get_data_calls, 1);
     if (on_flare_thread())
         atomic_fetch_add(&fake.get_data_flare_calls, 1);
     if (atomic_fetch_add(&fake.in_get_data, 1) != 0)
-        MISUSED("two GetData calls at once");
+        misused("two GetData calls at once");
     CUptiResult result = CUPTI_ERROR_INVALID_PARAMETER;
     CUpti_PCSamplingData *data = params->pcSamplingData;
     if (!params_ok(params->size, CUpti_PCSamplingGetDataParamsSize, params->ctx,
@@ -343,7 +337,7 @@ CUptiResult cuptiPCSamplingGetData(CUpti_PCSamplingGetDataParams *params)
     /* [w] fields are the caller's: size, collectNumPcs, pPcData. */
     if (data == NULL || data->size != sizeof(CUpti_PCSamplingData) || data->collectNumPcs == 0 ||
         data->pPcData == NULL) {
-        MISUSED("GetData: the caller's CUpti_PCSamplingData");
+        misused("GetData: the caller's CUpti_PCSamplingData");
         goto out;
     }
     data->totalSamples = data->droppedSamples = data->nonUsrKernelsTotalSamples = 0;
@@ -354,7 +348,7 @@ CUptiResult cuptiPCSamplingGetData(CUpti_PCSamplingGetDataParams *params)
     if (left > 0) {
         int b = FAKE_BATCH_PCS - left;
         if (!fill_pc(&data->pPcData[0], b)) {
-            MISUSED("GetData: the caller's CUpti_PCSamplingPCData");
+            misused("GetData: the caller's CUpti_PCSamplingPCData");
             goto out;
         }
         data->totalNumPcs = 1;
@@ -418,7 +412,6 @@ typedef struct window_call {
     int status;
     char reason[256];
     backend_engine_result result;
-    uint64_t took_ns;
     _Atomic int done;
 } window_call;
 
@@ -426,15 +419,15 @@ static void *window_call_main(void *argument)
 {
     window_call *call = argument;
     pthread_setname_np(pthread_self(), "flare-test-win");
-    uint64_t began = core_now_ns();
+    /* Not ops(): no cmocka assertion off the test's thread (install checked). */
+    const backend_engine_ops *engine = cuda_pc_deep_engine();
     if (call->disarm) {
-        call->status = ops()->disarm(-1, core_now_ns(), &call->result);
+        call->status = engine->disarm(-1, core_now_ns(), &call->result);
     } else {
         backend_engine_config config = {
             .sample_interval_ns = call->interval_ns, .label = "test", .window_id = call->window_id};
-        call->status = ops()->arm(-1, &config, core_now_ns(), call->reason, sizeof(call->reason));
+        call->status = engine->arm(-1, &config, core_now_ns(), call->reason, sizeof(call->reason));
     }
-    call->took_ns = core_now_ns() - began;
     atomic_store(&call->done, 1);
     return NULL;
 }
@@ -475,6 +468,17 @@ static void assert_fake_clean(void)
     assert_int_equal(atomic_load(&fake.stray_stops), 0);
 }
 
+/* An application thread that launches until stopped (launcher_main),
+ * while the test's own thread waits on a window call. */
+static _Atomic int launcher_on;
+static pthread_t launcher;
+
+static void stop_launcher(void)
+{
+    if (atomic_exchange(&launcher_on, 0))
+        pthread_join(launcher, NULL);
+}
+
 /* Each case starts with nothing posted, nothing armed and the fake's error
  * counts at zero. A case that failed half-way (on a tree with the bugs)
  * may have left CUPTI "started": the fake forgets it, so the next case
@@ -482,6 +486,9 @@ static void assert_fake_clean(void)
 static int fresh(void **state)
 {
     (void)state;
+    atomic_store(&fake.enable_gate_closed, 0);
+    atomic_store(&fake.start_gate_closed, 0);
+    stop_launcher();
     for (int i = 0; i < 1000 && cuda_app_thread_pending(); i++)
         launch();
     if (cuda_app_thread_pending())
@@ -521,18 +528,11 @@ static int install(void **state)
     return cuda_pc_deep_engine() != NULL && cuda_pc_core() != NULL ? 0 : -1;
 }
 
-typedef struct context_maker {
-    CUcontext context;
-    _Atomic int done;
-} context_maker;
-
 /* The CUPTI resource callback, on an application thread. */
-static void *create_context(void *argument)
+static void *create_context(void *context)
 {
-    context_maker *maker = argument;
     pthread_setname_np(pthread_self(), "app-context");
-    cuda_pc_context_created(maker->context);
-    atomic_store(&maker->done, 1);
+    cuda_pc_context_created(context);
     return NULL;
 }
 
@@ -559,18 +559,11 @@ static void feed_batch(void)
     atomic_store(&fake.pcs_left, FAKE_BATCH_PCS);
 }
 
-static void engine_stats(pc_engine_stats *stats)
-{
-    assert_non_null(cuda_pc_core());
-    pc_engine_stats_get(cuda_pc_core(), stats);
-}
-
-/* Reads the drain thread (and disarm) made so far. */
-static uint64_t engine_reads(void)
+static pc_engine_stats engine_stats(void)
 {
     pc_engine_stats stats;
-    engine_stats(&stats);
-    return stats.reads;
+    pc_engine_stats_get(cuda_pc_core(), &stats);
+    return stats;
 }
 
 /* Takes every entry of window_id, checks each against the fake batch and
@@ -620,15 +613,13 @@ static void test_enable_at_first_context(void **state)
     assert_non_null(strstr(early.reason, "not enabled on a live context"));
 
     atomic_store(&fake.enable_gate_closed, 1);
-    context_maker maker = {.context = TEST_CONTEXT};
     pthread_t thread;
-    assert_int_equal(pthread_create(&thread, NULL, create_context, &maker), 0);
+    assert_int_equal(pthread_create(&thread, NULL, create_context, TEST_CONTEXT), 0);
     TEST_WAIT_UNTIL(atomic_load(&fake.enable_entered));
     const char *during = unusable_now();
     int enabled_during = cuda_pc_enabled();
     atomic_store(&fake.enable_gate_closed, 0);
     pthread_join(thread, NULL);
-    assert_true(atomic_load(&maker.done));
 
     /* A second context is not sampled: no second enable. */
     cuda_pc_context_created(OTHER_CONTEXT);
@@ -678,8 +669,7 @@ static void test_start_stop_on_the_application_thread(void **state)
     assert_int_equal(atomic_load(&fake.started), 0);
     assert_int_equal(atomic_load(&fake.pcs_left), 0);
     assert_int_equal(disarm.result.samples, FAKE_BATCH_SAMPLES);
-    pc_engine_stats stats;
-    engine_stats(&stats);
+    pc_engine_stats stats = engine_stats();
     assert_int_equal(stats.window_samples, FAKE_BATCH_SAMPLES);
     assert_int_equal(stats.window_lost, FAKE_BATCH_DROPPED);
     size_t entries = 0;
@@ -741,7 +731,6 @@ static void test_late_stop_after_a_refused_start_stops_cupti(void **state)
 
     window_call close_a = disarm_window(0);
     assert_int_equal(close_a.status, FLARE_ERR_BACKEND);
-    assert_true(close_a.took_ns >= 1000000000ull); /* it waited for a launch */
     assert_true(log_says("no kernel launch within 2 s"));
     assert_int_equal(cuda_app_thread_pending(), 1);
     assert_int_equal(atomic_load(&fake.stops), stops);
@@ -778,6 +767,60 @@ static void test_late_stop_after_a_refused_start_stops_cupti(void **state)
     assert_fake_clean();
 }
 
+static void *launcher_main(void *unused)
+{
+    (void)unused;
+    pthread_setname_np(pthread_self(), "app-launcher");
+    while (atomic_load(&launcher_on)) {
+        launch();
+        test_pause_ms(1);
+    }
+    return NULL;
+}
+
+/* Bug 1's other half: a Start that takes longer than both bounds. The
+ * window's start is left running, its close cannot even post the stop
+ * (withdrawn: the start holds the application's thread), and CUPTI ends
+ * up started with no window. The next window's start must stop CUPTI
+ * first; without that, its Start met a started CUPTI and failed. */
+static void test_next_start_makes_a_stop_never_posted(void **state)
+{
+    (void)state;
+    int starts = atomic_load(&fake.starts), stops = atomic_load(&fake.stops);
+    atomic_store(&fake.start_entered, 0);
+    atomic_store(&fake.start_gate_closed, 1);
+    atomic_store(&launcher_on, 1);
+    assert_int_equal(pthread_create(&launcher, NULL, launcher_main, NULL), 0);
+    window_call a = arm_window(0, 0);
+    assert_int_equal(a.status, FLARE_OK); /* detached: the start runs on */
+    TEST_WAIT_UNTIL(atomic_load(&fake.start_entered));
+    window_call close_a = disarm_window(0);
+    assert_int_equal(close_a.status, FLARE_ERR_BACKEND);
+    int reason_said = log_says("held the application's thread");
+    atomic_store(&fake.start_gate_closed, 0);
+    TEST_WAIT_UNTIL(!cuda_app_thread_pending());
+    stop_launcher();
+    assert_int_equal(atomic_load(&fake.starts), starts + 1);
+    assert_int_equal(atomic_load(&fake.started), 1); /* no window, CUPTI started */
+    assert_int_equal(atomic_load(&fake.stops), stops);
+
+    window_call b = arm_window(1, 0);
+    TEST_WAIT_UNTIL(launch_then(&fake.starts, starts + 2));
+    if (atomic_load(&fake.stops) != stops + 1)
+        fail_msg("the next start made no Stop first (%d stops, want %d; %d Starts while "
+                 "started; arm: %d %s)",
+                 atomic_load(&fake.stops), stops + 1, atomic_load(&fake.double_starts), b.status,
+                 b.reason);
+    assert_int_equal(b.status, FLARE_OK);
+    assert_int_equal(atomic_load(&fake.started), 1);
+    window_call close_b = disarm_window(1);
+    assert_int_equal(close_b.status, FLARE_OK);
+    assert_int_equal(atomic_load(&fake.stops), stops + 2);
+    assert_int_equal(atomic_load(&fake.started), 0);
+    assert_true(reason_said); /* the close said why its stop was not made */
+    assert_fake_clean();
+}
+
 /* Bug 2, for TSan: after a late stop, a window's start is posted detached
  * (no launch within 1 s) while the drain thread reads every 5 ms; then a
  * launch runs the start, whose discard_stale writes stale_lost and
@@ -799,11 +842,11 @@ static void test_posted_start_beside_the_drain_thread(void **state)
 
     /* Samples CUPTI kept after the stop: what discard_stale drops. */
     feed_batch();
-    uint64_t reads = engine_reads();
+    uint64_t reads = engine_stats().reads;
     window_call q = arm_window(0, 0);
     assert_int_equal(q.status, FLARE_OK); /* posted: starts at the next launch */
     assert_int_equal(cuda_app_thread_pending(), 1);
-    TEST_WAIT_UNTIL(engine_reads() >= reads + 3); /* the drain thread reads meanwhile */
+    TEST_WAIT_UNTIL(engine_stats().reads >= reads + 3); /* the drain thread reads meanwhile */
     assert_int_equal(atomic_load(&fake.starts), starts + 1);
 
     int flare_reads = atomic_load(&fake.get_data_flare_calls);
@@ -818,8 +861,7 @@ static void test_posted_start_beside_the_drain_thread(void **state)
     assert_int_equal(atomic_load(&fake.stops), stops + 2);
     assert_int_equal(atomic_load(&fake.started), 0);
     assert_int_equal(close_q.result.samples, 0);
-    pc_engine_stats after;
-    engine_stats(&after);
+    pc_engine_stats after = engine_stats();
     assert_int_equal(after.window_lost, FAKE_BATCH_SAMPLES + FAKE_BATCH_DROPPED);
     assert_true(log_says("taken after a window closed"));
     assert_fake_clean();
@@ -843,6 +885,7 @@ static void test_unusable_after_the_context_is_destroyed(void **state)
     assert_int_equal(arm.status, FLARE_ERR_BACKEND);
     assert_non_null(strstr(arm.reason, "not enabled on a live context"));
     assert_int_equal(atomic_load(&fake.starts), starts);
+    assert_int_equal(atomic_load(&fake.disables), 0); /* never disabled (no release) */
 
     if (other != NULL)
         fail_msg("unusable after another context's end: \"%s\" (want NULL)", other);
@@ -859,11 +902,11 @@ static void test_unusable_after_the_context_is_destroyed(void **state)
 static void test_failed_enable_is_unusable(void **state)
 {
     (void)state;
-    context_maker maker = {.context = TEST_CONTEXT};
     pthread_t thread;
-    assert_int_equal(pthread_create(&thread, NULL, create_context, &maker), 0);
+    assert_int_equal(pthread_create(&thread, NULL, create_context, TEST_CONTEXT), 0);
     pthread_join(thread, NULL);
     assert_int_equal(atomic_load(&fake.enables), 1);
+    assert_int_equal(atomic_load(&fake.disables), 0); /* nothing was enabled */
     assert_null(atomic_load(&fake.enabled));
     assert_int_equal(cuda_pc_enabled(), 0); /* PM sampling may be set up */
     assert_true(log_says("cuptiPCSamplingEnable: fake: not supported here"));
@@ -896,6 +939,7 @@ int main(void)
         cmocka_unit_test_setup(test_window_without_a_launch_never_starts, fresh),
         cmocka_unit_test_setup(test_late_stop_after_a_refused_start_stops_cupti, fresh),
         cmocka_unit_test_setup(test_posted_start_beside_the_drain_thread, fresh),
+        cmocka_unit_test_setup(test_next_start_makes_a_stop_never_posted, fresh),
         cmocka_unit_test_setup(test_unusable_after_the_context_is_destroyed, fresh),
 #else
         cmocka_unit_test_setup(test_failed_enable_is_unusable, fresh),

@@ -13,6 +13,8 @@ virtual-time budget) and checks, in the DOM after the page's script ran:
     asks for (counted here from the JSON blocks, independently of the
     script): GPU busy and each NVML metric per device, each PM metric of each
     drawn window, and its first two again beside each triggered replay in it;
+  * the PC section shows a table of hottest source lines for every window
+    whose data has lines, with a row for each line (counted from the JSON);
   * the page opened with ?section=timeline draws too;
   * a copy of the page with one data block broken says so: data-rendered is
     "error" and the reason is shown on the page.
@@ -108,12 +110,25 @@ def check_drawn(dom, what, expected_charts, problems):
                         (what, plots, canvases, expected_charts))
 
 
+def check_pc_lines(dom, page_text, what, problems):
+    """One table of source lines per PC window that has lines, a row a line."""
+    data = {m.group(1): json.loads(m.group(2)) for m in BLOCK.finditer(page_text)}
+    wanted = [len(w["lines"]) for w in data["pc"]["windows"] if w.get("lines")]
+    tables = re.findall(r'<table class="data pc-lines">(.*?)</table>', dom, re.S)
+    drawn = [len(re.findall(r"<tr\b", t)) - 1 for t in tables]  # less the heading row
+    if drawn != wanted:
+        problems.append("%s: source line tables with %s rows, the data asks for %s" %
+                        (what, drawn, wanted))
+
+
 def check_page(chromium, path, profile, problems):
     with open(path, encoding="utf-8") as page:
         text = page.read()
     url = "file://" + os.path.abspath(path)
     whole = expected_time_charts(text)
-    check_drawn(dump_dom(chromium, url, profile), path, whole, problems)
+    dom = dump_dom(chromium, url, profile)
+    check_drawn(dom, path, whole, problems)
+    check_pc_lines(dom, text, path, problems)
     check_drawn(dump_dom(chromium, url + "?section=timeline", profile), path + "?section=timeline",
                 expected_time_charts(text, "timeline"), problems)
     return whole

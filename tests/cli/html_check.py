@@ -17,7 +17,10 @@ section is there with its JSON data block, each block parses, no block holds
                    time axis holds the firing; and one that was not replayed,
                    with its reason
 --expect pc        a window's PC samples: stall reasons that add up to its
-                   samples, and its hottest instructions, most samples first
+                   samples, its hottest instructions, most samples first, and
+                   its hottest source lines, most samples first, on no more
+                   samples than the window has, with some samples left
+                   without a line
 --expect storms    a launch storm on the timeline
 --expect metrics   NVML metrics on the timeline
 --expect kernels   top kernels and GPU time per scope
@@ -107,6 +110,19 @@ def check_expectations(data, expects, problems):
         if not scoped:
             problems.append("no window with PC samples whose scopes add up to its samples, "
                             "most first")
+        # Source lines: most samples first, each line's top stall within
+        # it, the lines within the window, and the share without a line
+        # (the page says it) above zero.
+        lined = [w for w in windows
+                 if w.get("lines_recorded") and w.get("lines")
+                 and [x["samples"] for x in w["lines"]]
+                 == sorted((x["samples"] for x in w["lines"]), reverse=True)
+                 and all(0 < x["stall_samples"] <= x["samples"] and x["file"] and x["line"] > 0
+                         for x in w["lines"])
+                 and sum(x["samples"] for x in w["lines"]) <= w["lines_samples"] < w["samples"]]
+        if not lined:
+            problems.append("no window with PC samples whose source lines come most samples "
+                            "first, within its samples, with some samples without a line")
     if "triggered" in expects:
         replays = data.get("triggered", {}).get("replays", [])
         drawn = {(w["pid"], w["id"]): w for w in pm.get("windows", []) if w.get("drawn")}

@@ -385,7 +385,10 @@ static void put_replay(store *database)
 
 /* Rules' replays: one of gemm's launch 1, fired inside window 1; one of
  * the hostile kernel, declined, with no window around it. */
-/* Window 1's PC samples: a hostile function name, three stall reasons. */
+/* Window 1's PC samples: a hostile function name, three stall reasons;
+ * gemm's instructions on source lines of a hostile file name, the hostile
+ * kernel's without line information (20% of the samples). */
+#define HOSTILE_FILE "src/</script><b>gemm</b>.cu"
 static void put_pc_samples(store *database)
 {
     const struct {
@@ -393,10 +396,12 @@ static void put_pc_samples(store *database)
         uint64_t offset;
         const char *stall;
         uint64_t samples;
+        const char *file;
+        uint32_t line;
     } rows[] = {
-        {"gemm_tile<128>", 0x1a0, "long_scoreboard", 700},
-        {HOSTILE_NAME, 0x40, "selected", 200},
-        {"gemm_tile<128>", 0x2c0, "math_pipe_throttle", 100},
+        {"gemm_tile<128>", 0x1a0, "long_scoreboard", 700, HOSTILE_FILE, 42},
+        {HOSTILE_NAME, 0x40, "selected", 200, NULL, 0},
+        {"gemm_tile<128>", 0x2c0, "math_pipe_throttle", 100, HOSTILE_FILE, 57},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         store_pc_sample_row row = {.pid = PID,
@@ -407,7 +412,9 @@ static void put_pc_samples(store *database)
                                    .stall_reason = rows[i].stall,
                                    .samples = rows[i].samples,
                                    .first_ns = ORIGIN + 20 * MS,
-                                   .last_ns = ORIGIN + 30 * MS};
+                                   .last_ns = ORIGIN + 30 * MS,
+                                   .file = rows[i].file,
+                                   .line = rows[i].line};
         assert_int_equal(store_put_pc_sample(database, &row), 0);
     }
 }
@@ -527,7 +534,7 @@ static void test_crafted_session(void **state)
     CHECK_PAGE("crafted.html", "--expect", "pm", "--expect", "replay", "--expect", "spans",
                "--expect", "storms", "--expect", "metrics", "--expect", "kernels", "--expect",
                "triggered", "--expect", "pc", "--name", HOSTILE_NAME, "--name", HOSTILE_WARN,
-               "--name", "footprint over budget </script>", "--name",
+               "--name", HOSTILE_FILE, "--name", "footprint over budget </script>", "--name",
                "replay budget 10ms spent </script>", "--note", "counted but not timed", "--note",
                "flagged");
     keep_page("crafted.html", "crafted.html");

@@ -309,6 +309,119 @@ static void test_engine_not_ready_window_runs_without(void **state)
     deepwin_destroy(coordinator);
 }
 
+/* ---- an engine whose stop fails: the window says why ---- */
+
+static int failing_arm(int device, const backend_engine_config *config, uint64_t now_ns,
+                       char *reason, size_t reason_size)
+{
+    (void)device, (void)config, (void)now_ns, (void)reason, (void)reason_size;
+    return FLARE_OK;
+}
+
+static int failing_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    (void)device;
+    result->disarmed_ns = now_ns;
+    result->samples = 7;
+    snprintf(result->reason, sizeof(result->reason), "the sampled context was destroyed");
+    return FLARE_ERR_BACKEND;
+}
+
+static const backend_engine_ops failing_engine = {
+    .name = "failing", .arm = failing_arm, .disarm = failing_disarm, .probe = not_ready_probe};
+
+/* A stop that failed keeps its samples and names its cause in the window
+ * record, not only a status code ("disarm failed: device backend error"
+ * hid why a PC window's stop failed on the H200, session 17). */
+static void test_failed_disarm_says_why(void **state)
+{
+    (void)state;
+    deepwin_coordinator *coordinator = make_coordinator(&failing_engine);
+    deepwin_token token = rule_token(3);
+    deepwin_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
+                     FLARE_OK);
+    deepwin_tick(coordinator, 1 * S, 0);
+    deepwin_tick(coordinator, 2 * S + 1, 0);
+    deepwin_record record = take_one(coordinator);
+    assert_string_equal(record.engine_status, "disarm failed");
+    assert_string_equal(record.engine_reason, "disarm failed: the sampled context was destroyed");
+    assert_int_equal(record.engine_samples, 7);
+    deepwin_destroy(coordinator);
+}
+
+/* ---- the session's end serves a stop that waits for its launch ---- */
+
+/* An engine whose stop is made on the program's thread, as CUDA PC
+ * sampling's: disarm posts it and waits (5 s at most) for serve to run it. */
+static atomic_int stop_posted, stop_served;
+
+static int posting_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    (void)device;
+    result->disarmed_ns = now_ns;
+    atomic_store(&stop_posted, 1);
+    uint64_t deadline = test_now_ns() + 5ull * S;
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = 1000000L};
+    while (!atomic_load(&stop_served) && test_now_ns() < deadline)
+        nanosleep(&pause, NULL);
+    if (atomic_load(&stop_served))
+        return FLARE_OK;
+    snprintf(result->reason, sizeof(result->reason), "no launch to stop at");
+    return FLARE_ERR_BACKEND;
+}
+
+static void posting_serve(void)
+{
+    if (atomic_load(&stop_posted))
+        atomic_store(&stop_served, 1);
+}
+
+static const backend_engine_ops posting_engine = {.name = "posting",
+                                                  .arm = failing_arm,
+                                                  .disarm = posting_disarm,
+                                                  .probe = not_ready_probe,
+                                                  .serve = posting_serve};
+
+typedef struct closing_tick {
+    deepwin_coordinator *coordinator;
+    uint64_t now_ns;
+} closing_tick;
+
+static void *closing_tick_main(void *argument)
+{
+    closing_tick *tick = argument;
+    deepwin_tick(tick->coordinator, tick->now_ns, 0);
+    return NULL;
+}
+
+/* The window's duration ends on flare's thread (the tick) just as the
+ * program ends: the tick's disarm waits for a launch that never comes,
+ * holding the coordinator, and the session's end (the program's thread)
+ * serves it while it waits for the coordinator. */
+static void test_session_end_serves_a_waiting_stop(void **state)
+{
+    (void)state;
+    atomic_store(&stop_posted, 0);
+    atomic_store(&stop_served, 0);
+    deepwin_coordinator *coordinator = make_coordinator(&posting_engine);
+    deepwin_token token = rule_token(4);
+    deepwin_bounds bounds = {.max_duration_ns = 1 * S};
+    assert_int_equal(deepwin_request_open(coordinator, &token, &bounds, NULL, 1 * S, NULL),
+                     FLARE_OK);
+    deepwin_tick(coordinator, 1 * S, 0);
+    closing_tick tick = {coordinator, 2 * S + 1};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, closing_tick_main, &tick), 0);
+    TEST_WAIT_UNTIL(atomic_load(&stop_posted));
+    deepwin_close_now(coordinator, DEEPWIN_CLOSE_SESSION_END, 2 * S + 2, 0);
+    pthread_join(thread, NULL);
+    deepwin_record record = take_one(coordinator);
+    assert_string_equal(record.engine_status, "disarmed");
+    assert_string_equal(record.engine_reason, "");
+    deepwin_destroy(coordinator);
+}
+
 /* ---- blackout while closing, seen from inside the engine ---- */
 
 static deepwin_coordinator *observed;
@@ -835,6 +948,8 @@ int main(void)
         cmocka_unit_test(test_blackout_covers_pending_open_and_closing),
         cmocka_unit_test(test_first_wins_under_racing_threads),
         cmocka_unit_test(test_session_end_to_end),
+        cmocka_unit_test(test_failed_disarm_says_why),
+        cmocka_unit_test(test_session_end_serves_a_waiting_stop),
         cmocka_unit_test(test_scheduled_window_from_environment),
         cmocka_unit_test(test_bad_schedule_names_the_variable),
     };

@@ -25,7 +25,10 @@ lists of dicts, no pandas) and fails when:
   * fewer than 80% of hot_chain's samples lie in its densest 256 bytes of code: the
     most samples any [offset, offset + 256) holds, sliding over its sorted pc_offsets (the
     loop is about six 16-byte instructions);
-  * cheap_math's top stall reason is long_scoreboard (counted as above; a tie counts).
+  * cheap_math's top stall reason is long_scoreboard (counted as above; a tie counts);
+  * hot_chain's samples have no source lines (v_pc_lines, schema 12: the program is built with
+    nvcc -lineinfo), or fewer than 80% of them lie on the hot loop's lines of
+    tests/gpu/pc_hot_loop.cu (the line marked `// HOT LOOP` and the next; read from the file).
 Functions are matched by name as flare stores it: `hot_chain` (extern "C"), or a mangled or
 signature form of it. Prints samples per function, the top 5 reasons of each, hot_chain's top
 8 offsets with shares, the densest span, drops of source pc_sampling, and one line
@@ -59,6 +62,17 @@ LONG_SCOREBOARD_NAMES = ("long_scoreboard", "long_scoreboard_not_issued")
 CUPTI_PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 SPAN_BYTES = 256
 MIN_SHARE = 0.80
+HOT_SOURCE = os.path.join(HERE, "pc_hot_loop.cu")
+
+
+def hot_loop_lines(path=HOT_SOURCE):
+    """The line numbers of hot_chain's loop in pc_hot_loop.cu: the `for` marked
+    `// HOT LOOP` and its one-statement body on the next line."""
+    with open(path) as source:
+        for number, text in enumerate(source, 1):
+            if "// HOT LOOP" in text and "for (" in text:
+                return {number, number + 1}
+    raise ValueError(f"no line marked // HOT LOOP in {path}")
 
 
 def load_reader():
@@ -144,6 +158,7 @@ def check_session(path, reader=None):
     with session:
         windows = session.windows()
         rows = session.pc_samples()
+        line_rows = session.pc_lines() if hasattr(session, "pc_lines") else []
         drops = session.sql("SELECT source, detail, SUM(count) AS count FROM drops "
                             "WHERE source LIKE 'pc%' AND count != 0 GROUP BY source, detail")
     print(f"session {path} (schema {session.schema_version})")
@@ -231,6 +246,23 @@ def check_session(path, reader=None):
         print(f"{HOT}: densest {SPAN_BYTES}-byte span +0x{low:x}..+0x{high:x} holds {in_span} of {hot_total} "
               f"samples ({share(in_span, hot_total):.1f}%; at least {MIN_SHARE:.0%} needed)")
 
+    hot_lines = hot_loop_lines()
+    on_lines = collections.Counter()
+    pc_window_ids = {(w["pid"], w["id"]) for w in pc_windows}
+    for r in line_rows:
+        if (r["pid"], r["window_id"]) in pc_window_ids and function_key(r["function"]) == HOT:
+            on_lines[(os.path.basename(r["file"]), r["line"])] += r["samples"]
+    with_line = sum(on_lines.values())
+    in_loop = sum(n for (file, line), n in on_lines.items()
+                  if file == os.path.basename(HOT_SOURCE) and line in hot_lines)
+    if on_lines:
+        print(f"{HOT}: top source lines ({with_line} of {hot_total} samples have one)")
+        for (file, line), samples in on_lines.most_common(6):
+            mark = "  <- the hot loop" if file == os.path.basename(HOT_SOURCE) and line in hot_lines else ""
+            print(f"  {file}:{line} {samples:10d} {share(samples, hot_total):5.1f}%{mark}")
+    print(f"{HOT}: the hot loop's lines {sorted(hot_lines)} hold {in_loop} of {hot_total} samples "
+          f"({share(in_loop, hot_total):.1f}%; at least {MIN_SHARE:.0%} needed)")
+
     # 4. The judgement.
     if pc_windows:
         for function in (HOT, CHEAP):
@@ -243,6 +275,13 @@ def check_session(path, reader=None):
             if in_span < MIN_SHARE * hot_total:
                 fail(f"only {share(in_span, hot_total):.1f}% of {HOT}'s samples lie in its densest "
                      f"{SPAN_BYTES} bytes (at least {MIN_SHARE:.0%} needed)")
+            if with_line == 0:
+                fail(f"{HOT}'s samples have no source lines (v_pc_lines is empty for it: built "
+                     f"without -lineinfo, or CUPTI's SASS-to-source correlation failed; see the "
+                     f"pc_source_lines capability)")
+            elif in_loop < MIN_SHARE * hot_total:
+                fail(f"only {share(in_loop, hot_total):.1f}% of {HOT}'s samples lie on the hot loop's "
+                     f"lines {sorted(hot_lines)} (at least {MIN_SHARE:.0%} needed)")
         if per_function.get(CHEAP, 0) and top_reason_is_long_scoreboard(reasons[CHEAP], strictly=False):
             fail(f"{CHEAP}'s top stall reason is long_scoreboard: an arithmetic loop should not wait on memory")
     return failures
@@ -277,10 +316,21 @@ GOOD_CHEAP = [(CHEAP, 0x60, "math_pipe_throttle", 3000), (CHEAP, 0x70, "wait", 2
               (CHEAP, 0x80, "selected", 1500), (CHEAP, 0x100, "long_scoreboard", 30)]
 
 
-def make_session(directory, name, statements, windows, samples):
+def good_line_of(function, offset):
+    """The source line a -lineinfo build gives: hot_chain's loop (+0x90..+0xd0) on the
+    hot loop's lines, the rest of it and cheap_math elsewhere in the file."""
+    first = min(hot_loop_lines())
+    if function_key(function) == HOT:
+        return ("/work/tests/gpu/pc_hot_loop.cu",
+                first + (1 if offset == 0xa0 else 0) if 0x90 <= offset <= 0xd0 else first + 3)
+    return ("/work/tests/gpu/pc_hot_loop.cu", first + 12)
+
+
+def make_session(directory, name, statements, windows, samples, line_of=good_line_of):
     """A session directory name under directory: the schema, windows (dicts of GOOD_WINDOW's
     keys, ids from 1) and samples ((window_id, function, pc_offset, reason, samples)), as
-    the store writes them (functions interned in names). Returns its path."""
+    the store writes them (functions interned in names), each instruction on the line
+    line_of(function, offset) gives ((file, line), or None for none). Returns its path."""
     path = os.path.join(directory, name)
     os.makedirs(path)
     db = sqlite3.connect(os.path.join(path, "session.db"))
@@ -301,6 +351,12 @@ def make_session(directory, name, statements, windows, samples):
         db.execute("INSERT INTO pc_samples (pid, window_id, device, name_id, pc_offset, stall_reason, samples, "
                    "first_ns, last_ns) SELECT ?, ?, 0, id, ?, ?, ?, 1500100000, 1999900000 FROM names "
                    "WHERE name = ?", (PID, window_id, offset, reason, count, function))
+        where = line_of(function, offset)
+        if where is not None:
+            db.execute("INSERT OR IGNORE INTO names (name) VALUES (?)", (where[0],))
+            db.execute("INSERT OR IGNORE INTO pc_lines (pid, name_id, pc_offset, file_name_id, line) "
+                       "SELECT ?, f.id, ?, l.id, ? FROM names f, names l WHERE f.name = ? AND l.name = ?",
+                       (PID, offset, where[1], function, where[0]))
     db.execute("INSERT INTO drops (pid, source, detail, count) VALUES (?, 'pc_sampling', 'hardware buffer full', 0)",
                (PID,))
     db.commit()
@@ -339,7 +395,9 @@ def self_test():
     from pm_accuracy import c_ddl_statements, schema_statements  # one reader of the C tables
     statements = schema_statements() + c_ddl_statements("store_views.c", "views_ddl[] = {")
     reader = load_reader()
-    cases = [  # name, windows, samples, expected substring of a failure (None: passes)
+    hot = min(hot_loop_lines())
+    check(hot_loop_lines() == {hot, hot + 1}, "hot_loop_lines: two lines")
+    cases = [  # name, windows, samples, expected substring of a failure (None: passes)[, line_of]
         ("good", [GOOD_WINDOW], [(1,) + s for s in GOOD_HOT + GOOD_CHEAP], None),
         ("mangled names, long_scoreboard split, two windows", [GOOD_WINDOW, GOOD_WINDOW],
          [(1, "_Z9hot_chainPKjjiPj", 0xa0, "long_scoreboard", 3000),
@@ -371,11 +429,18 @@ def self_test():
          "cheap_math's top stall reason is long_scoreboard"),
         ("CUPTI's prefix kept", [GOOD_WINDOW],
          [(1, f, o, CUPTI_PREFIX + r, n) for f, o, r, n in GOOD_HOT + GOOD_CHEAP], "with CUPTI's prefix"),
+        ("no source lines", [GOOD_WINDOW], [(1,) + s for s in GOOD_HOT + GOOD_CHEAP],
+         "hot_chain's samples have no source lines", lambda function, offset: None),
+        ("samples off the loop's lines", [GOOD_WINDOW], [(1,) + s for s in GOOD_HOT + GOOD_CHEAP],
+         "lie on the hot loop's lines", lambda function, offset: ("pc_hot_loop.cu", hot + 20)),
+        ("lines of another file", [GOOD_WINDOW], [(1,) + s for s in GOOD_HOT + GOOD_CHEAP],
+         "lie on the hot loop's lines", lambda function, offset: ("other.cu", hot)),
     ]
     directory = tempfile.mkdtemp(prefix="pc-window-check-self-test-")
     try:
-        for index, (name, windows, samples, expected) in enumerate(cases):
-            path = make_session(directory, f"case-{index}", statements, windows, samples)
+        for index, (name, windows, samples, expected, *line_of) in enumerate(cases):
+            path = make_session(directory, f"case-{index}", statements, windows, samples,
+                                *line_of)
             output = io.StringIO()
             with contextlib.redirect_stdout(output):
                 failures = check_session(path, reader)

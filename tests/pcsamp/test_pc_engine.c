@@ -464,6 +464,33 @@ static void test_start_failure_gives_the_lease_back(void **state)
     assert_int_equal(tracebuf_lease_holder(1), 0);
 }
 
+/* A stop that fails still ends the window: the samples read are kept, the
+ * lease is given back, and the result says why (the window record shows it). */
+static void test_failed_stop_says_why(void **state)
+{
+    (void)state;
+    pc_engine *engine = engine_make(0, 14);
+    backend_engine_config config = window(2, 50 * US);
+    char reason[256] = "";
+    kernel_start(KERNEL_HOT_COLD);
+    assert_int_equal(pc_engine_arm(engine, 0, &config, test_now_ns(), reason, sizeof(reason)),
+                     FLARE_OK);
+    TEST_WAIT_UNTIL(stats_of(engine).samples > 0);
+    sim_pc_fail_next_stops(1);
+    backend_engine_result result;
+    memset(&result, 0, sizeof(result));
+    assert_int_equal(pc_engine_disarm(engine, 0, test_now_ns(), &result), FLARE_ERR_BACKEND);
+    kernel_stop();
+    assert_string_equal(result.reason, "sim PC sampling: stop failed (injected)");
+    assert_true(result.samples > 0);
+    assert_int_equal(tracebuf_lease_holder(0), 0);
+    /* The fault was for one stop: the next window ends cleanly, saying nothing. */
+    assert_int_equal(pc_engine_arm(engine, 0, &config, test_now_ns(), reason, sizeof(reason)),
+                     FLARE_OK);
+    assert_int_equal(pc_engine_disarm(engine, 0, test_now_ns(), &result), FLARE_OK);
+    assert_string_equal(result.reason, "");
+}
+
 static void test_aggregate_table_overflow(void **state)
 {
     (void)state;
@@ -783,6 +810,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_hardware_buffer_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_failure_gives_the_lease_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_stop_says_why, setup, teardown),
         cmocka_unit_test_setup_teardown(test_aggregate_table_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disarm_during_a_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_windows_with_a_collector, setup, teardown),

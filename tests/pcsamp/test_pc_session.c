@@ -7,8 +7,10 @@
  * adding up to the window's engine_samples. With the simulated PM engine
  * prepared (it holds the device for the process), a pc window still gets PC
  * sampling: both are this process's flare, one profiling context for the
- * lease. The report credits the samples to the scope each launch ran in.
- * A bad engine name is refused. Waits on conditions, never on times.
+ * lease. The report credits the samples to the scope each launch ran in,
+ * and to the source line of each instruction (the hot offset is line 5 of
+ * SIM_PC_SOURCE_FILE). A bad engine name is refused. Waits on conditions,
+ * never on times.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -168,6 +170,20 @@ static void expect_pc_samples(sqlite3 *db)
     if (hot * 10 < samples * 8)
         fail_msg("%lld of %lld samples at the hot offset: under 80%%", (long long)hot,
                  (long long)samples);
+    /* Every simulated offset is below SIM_PC_LINES_END: every sample has
+     * its line, the hot offset's most of them. */
+    assert_int_equal(test_sql_int(db, "SELECT SUM(samples) FROM v_pc_lines"), samples);
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM v_pc_lines WHERE file != '%s' OR line != 1 + pc_offset / 64",
+             SIM_PC_SOURCE_FILE);
+    assert_int_equal(test_sql_int(db, sql), 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT SUM(samples) FROM v_pc_lines WHERE file = '%s' AND line = %u",
+             SIM_PC_SOURCE_FILE, (unsigned)SIM_PC_LINE(HOT_OFFSET));
+    int64_t hot_line = test_sql_int(db, sql);
+    if (hot_line * 10 < samples * 8)
+        fail_msg("%lld of %lld samples on the hot line: under 80%%", (long long)hot_line,
+                 (long long)samples);
     assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM drops WHERE source = 'pc_sampling' AND "
                                       "count > 0"),
                      0);
@@ -187,6 +203,27 @@ static void report_of(const char *dir, const char *args, char *output, size_t si
     assert_int_equal(pclose(pipe), 0);
 }
 
+/* The section's first hottest source line: the hot offset's, with 80% of
+ * the window's samples or more, mostly long_scoreboard. */
+static void expect_hot_line_first(const char *section)
+{
+    const char *header = strstr(section, "    hottest source lines:\n");
+    const char *row = header != NULL ? strstr(header, " file:line in function\n") : NULL;
+    unsigned long long samples = 0;
+    double share = 0, stall_share = 0;
+    char stall[32] = "", place[64] = "", function[64] = "";
+    if (row == NULL ||
+        sscanf(row + strlen(" file:line in function\n"), "%llu %lf%% %31s %lf%% %63s in %63s",
+               &samples, &share, stall, &stall_share, place, function) != 6)
+        fail_msg("no hottest source lines:\n%s", section);
+    char expected[64];
+    snprintf(expected, sizeof(expected), "%s:%u", SIM_PC_SOURCE_FILE,
+             (unsigned)SIM_PC_LINE(HOT_OFFSET));
+    if (share < 80.0 || strcmp(stall, "long_scoreboard") != 0 || stall_share < 80.0 ||
+        strcmp(place, expected) != 0 || strcmp(function, "pc_hot_kernel") != 0)
+        fail_msg("the hottest line is not %s at 80%% or more:\n%s", expected, section);
+}
+
 static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
 {
     (void)unused;
@@ -194,21 +231,28 @@ static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
     sqlite3 *db = session_with_a_pc_window(dir, sizeof(dir), 0);
     expect_pc_samples(db);
     sqlite3_close(db);
-    /* The report: the stall reasons, the hot instruction first. */
+    /* The report: the stall reasons, the hot instruction first, the hot
+     * line first, and no sample said to lack a line. */
     static char output[65536];
     report_of(dir, "", output, sizeof(output));
     const char *section = strstr(output, "\nPC samples (windows with engine pc: where in their "
                                          "kernels warps waited)\n  window 1 (pid ");
     if (section == NULL || strstr(section, "    stall reasons: long_scoreboard ") == NULL ||
-        strstr(section, "long_scoreboard      pc_hot_kernel+0x100\n") == NULL ||
-        strstr(section, "    by scope (samples split by kernel time): pc_step ") == NULL)
+        strstr(section, "long_scoreboard      pc_hot_kernel+0x100 (simulated_kernels.cu:5)\n") == NULL ||
+        strstr(section, "    by scope (samples split by kernel time): pc_step ") == NULL ||
+        strstr(section, "without line information") != NULL)
         fail_msg("no PC samples section as expected:\n%s", output);
+    expect_hot_line_first(section);
     report_of(dir, "--format json", output, sizeof(output));
     if (strstr(output, "\"pc_samples\"") == NULL ||
         strstr(output, "\"function\":\"pc_hot_kernel\"") == NULL ||
         strstr(output, "\"pc_by_scope\":[\n{\"pid\":") == NULL ||
-        strstr(output, "\"scope\":\"pc_step\",\"stall_reason\":\"long_scoreboard\"") == NULL)
-        fail_msg("no pc_samples and pc_by_scope in the JSON report:\n%.2000s", output);
+        strstr(output, "\"scope\":\"pc_step\",\"stall_reason\":\"long_scoreboard\"") == NULL ||
+        strstr(output, "\"pc_lines\":[\n{\"pid\":") == NULL ||
+        strstr(output, "\"device\":0,\"file\":\"simulated_kernels.cu\",\"line\":5,\"function\":"
+                       "\"pc_hot_kernel\",\"samples\":") == NULL ||
+        strstr(output, "\"top_stall_reason\":\"long_scoreboard\"") == NULL)
+        fail_msg("no pc_samples, pc_by_scope and pc_lines in the JSON report:\n%.4000s", output);
     /* The Perfetto export: the window's slice carries the summary. */
     char command[700];
     const char *bin = getenv("FLARE_TEST_BIN_DIR");
@@ -225,7 +269,9 @@ static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
         strstr(window_args, "\"pc_stalls\":\"device 0: long_scoreboard ") == NULL ||
         strstr(window_args, "\"pc_hottest\":\"device 0: pc_hot_kernel+0x100 long_scoreboard ") ==
             NULL ||
-        strstr(window_args, "\"pc_by_scope\":\"device 0: pc_step ") == NULL)
+        strstr(window_args, "\"pc_by_scope\":\"device 0: pc_step ") == NULL ||
+        strstr(window_args, "\"pc_lines\":\"device 0: simulated_kernels.cu:5 long_scoreboard ") ==
+            NULL)
         fail_msg("no PC summary on the window's Perfetto slice:\n%.3000s",
                  window_args != NULL ? window_args : output);
     test_remove_dir(dir);

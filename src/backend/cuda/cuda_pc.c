@@ -52,6 +52,7 @@
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_engine_costs.h"
 #include "backend/cuda/cuda_pc_hw.h"
+#include "backend/cuda/cuda_pc_lines.h"
 #include "backend/cuda/cuda_pc_settings.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_trace.h"
@@ -390,6 +391,8 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->stall_reason = stall->pcSamplingStallReasonIndex;
         sample->pc_offset = pc->pcOffset;
         sample->function = function_name(hw, pc->functionName);
+        cuda_pc_lines_find(pc->cubinCrc, pc->functionName, pc->pcOffset, &sample->file,
+                           &sample->line);
     }
     return moved;
 }
@@ -423,6 +426,7 @@ static size_t hw_read(void *opaque, pc_raw_sample *out, size_t max, uint64_t *lo
         if (fetch(hw, lost) == 0 && hw->remaining == 0)
             break;
     }
+    cuda_pc_lines_report();
     uint64_t refused = pc_names_refused(hw->names);
     if (refused != hw->names_refused_reported) {
         hw->names_refused_reported = refused;
@@ -600,14 +604,20 @@ void cuda_pc_install(const cuda_cupti_api *cupti, int launch_callbacks)
     }
     core_capability_set("pc_sampling", 1, CORE_CAPABILITY_DEGRADED,
                         "installed (%s): enabled at the first context", why);
+    if (cuda_pc_lines_install(cupti, reason, sizeof(reason)) != FLARE_OK)
+        core_capability_set("pc_source_lines", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
 }
 
 /* ---- the window coordinator's engine ---- */
 
 static int device_of(int device)
 {
-    /* A window asks for every device (-1): the sampled one. */
-    return device < 0 ? hardware.device : device;
+    /* A window asks for every device (-1): the sampled one, known once the
+     * enable wrote it (context_ready orders the read after the write; a
+     * window armed meanwhile is refused by the engine anyway). */
+    if (device >= 0)
+        return device;
+    return atomic_load(&context_ready) ? hardware.device : 0;
 }
 
 static int engine_arm(int device, const backend_engine_config *config, uint64_t now_ns,
@@ -631,6 +641,16 @@ static int engine_probe(int device, char *reason, size_t reason_size)
     return pc_engine_probe(engine, reason, reason_size);
 }
 
+/* Runs a start or stop posted for the program's next launch, on the calling
+ * thread, unless it is one of flare's (CUPTI's stop made there never
+ * returned): flare_window_open/close and the session's end call it while
+ * they wait. */
+static void engine_serve(void)
+{
+    if (!cuda_app_thread_is_flare())
+        cuda_app_thread_run_posted();
+}
+
 /* Why auto must not pick PC sampling now (NULL when it may). */
 static const char *engine_unusable(void)
 {
@@ -650,7 +670,7 @@ static const backend_engine_ops cuda_pc_engine_ops = {
     .probe = engine_probe,
     .prepare = NULL,
     /* flare_window_open/close wait on the program's thread: serve there. */
-    .serve = cuda_app_thread_run_posted,
+    .serve = engine_serve,
     .cost_launch_ns = CUDA_PC_COST_LAUNCH_NS,
     .cost_gpu = CUDA_PC_COST_GPU,
     .cost_source = CUDA_ENGINE_COST_SOURCE,

@@ -211,6 +211,7 @@ static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_released;    /* CLOCK_MONOTONIC; initialised with the units */
 static uint32_t buffer_samples_setting; /* guarded by fault_lock; 0: default */
 static uint32_t starts_to_fail;         /* guarded */
+static uint32_t stops_to_fail;          /* guarded */
 static int reads_hold;                  /* guarded */
 static int reads_waiting;               /* guarded */
 static _Atomic uint64_t stall_until_ns;
@@ -226,6 +227,13 @@ void sim_pc_fail_next_starts(uint32_t count)
 {
     pthread_mutex_lock(&fault_lock);
     starts_to_fail = count;
+    pthread_mutex_unlock(&fault_lock);
+}
+
+void sim_pc_fail_next_stops(uint32_t count)
+{
+    pthread_mutex_lock(&fault_lock);
+    stops_to_fail = count;
     pthread_mutex_unlock(&fault_lock);
 }
 
@@ -453,6 +461,15 @@ static int sim_pc_stop(void *hardware, char *reason, size_t reason_size)
     pthread_mutex_lock(&unit->lock);
     unit->sampler_started = 0;
     pthread_mutex_unlock(&unit->lock);
+    pthread_mutex_lock(&fault_lock);
+    int fail = stops_to_fail > 0;
+    if (fail)
+        stops_to_fail--;
+    pthread_mutex_unlock(&fault_lock);
+    if (fail) {
+        snprintf(reason, reason_size, "sim PC sampling: stop failed (injected)");
+        return FLARE_ERR_BACKEND;
+    }
     return FLARE_OK;
 }
 
@@ -549,6 +566,7 @@ void sim_pc_reset(void)
     pthread_mutex_lock(&fault_lock);
     buffer_samples_setting = 0;
     starts_to_fail = 0;
+    stops_to_fail = 0;
     pthread_mutex_unlock(&fault_lock);
     atomic_store(&stall_until_ns, 0);
 }

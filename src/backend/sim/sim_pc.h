@@ -108,6 +108,9 @@ void sim_pc_set_buffer_samples(uint32_t samples);
 /* The next count starts fail with "sim PC sampling: configuration failed
  * (injected)". */
 void sim_pc_fail_next_starts(uint32_t count);
+/* The next count stops end the sampling but fail, with "sim PC sampling:
+ * stop failed (injected)" (as a CUDA stop whose context is gone). */
+void sim_pc_fail_next_stops(uint32_t count);
 /* Every started sampler writes nothing for duration_ns from now (0 ends a
  * stall at once); its ticks are counted as stalled. */
 void sim_pc_stall_sampler(uint64_t duration_ns);

@@ -1,318 +1,39 @@
 /*
  * report.js: draws a `flare report --html` page (src/cli/report_html*.c)
- * from the JSON data block of each of its sections: tables and bar charts
- * as plain elements, time series with uPlot (third_party/uplot, in the page
- * before this script). Embedded in every page (src/cli/html_assets.h).
+ * from the JSON data block of each of its sections, a renderer per
+ * section, with the elements, formatters and charts of report_lib.js
+ * (window.flareReportLib, in its own script block before this one, after
+ * uPlot's). Embedded in every page (src/cli/html_assets.h).
  *
  * It must never put text from the session into the page as markup (only
  * textContent and attribute values), never fetch anything (the page's
- * Content-Security-Policy forbids it besides), and always end by setting
- * <body data-rendered> to "ok" (every chart drew) or "error" (with the
- * reason shown at the top of the page). <body data-charts-expected> and
- * <body data-charts-drawn> count the charts, for the browser test. A page
- * opened with ?section=ID draws that section alone (for screenshots).
+ * Content-Security-Policy forbids it besides), never count charts or set
+ * <body data-rendered> itself (report_lib.js's finish() does, "ok" or
+ * "error"), and always end by calling finish(), or, when report_lib.js is
+ * missing, by setting data-rendered to "error" on its own. A page opened
+ * with ?section=ID draws that section alone (for screenshots).
  */
 (function () {
   'use strict';
 
-  var charts = { expected: 0, drawn: 0 };
-  var errors = [];
-  var finished = false;
-  var CHART_AXIS = 84; /* px of the y axis: every chart's plot starts at the same x */
-
-  /* ---- elements ---- */
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function add(parent, child) {
-    parent.appendChild(child);
-    return child;
-  }
-
-  function empty(parent, text) {
-    return add(parent, el('p', 'empty', text));
-  }
-
-  function note(parent, text) {
-    return add(parent, el('p', 'note', text));
-  }
-
-  function table(parent, headings, numeric) {
-    var wrap = add(parent, el('div', 'table-scroll'));
-    var t = add(wrap, el('table', 'data'));
-    var head = add(add(t, el('thead')), el('tr'));
-    headings.forEach(function (heading, i) {
-      add(head, el('th', numeric && numeric[i] ? 'num' : '', heading));
-    });
-    return add(t, el('tbody'));
-  }
-
-  function row(body, cells, numeric) {
-    var tr = add(body, el('tr'));
-    cells.forEach(function (cell, i) {
-      var td = add(tr, el('td', numeric && numeric[i] ? 'num' : ''));
-      if (cell instanceof Node) td.appendChild(cell);
-      else td.textContent = cell === null || cell === undefined ? '-' : String(cell);
-    });
-    return tr;
-  }
-
-  /* Hides the rows of a long table past the first limit, behind a button
-   * that shows them all (and hides them again). */
-  function collapse(body, limit, what) {
-    var rows = body.children;
-    if (rows.length <= limit + 5) return;
-    var total = rows.length;
-    for (var i = limit; i < total; i++) rows[i].hidden = true;
-    var wrap = body.parentNode.parentNode;
-    var button = el('button', 'more', 'Show all ' + fmtCount(total) + ' ' + what);
-    button.setAttribute('type', 'button');
-    button.addEventListener('click', function () {
-      var hide = !rows[limit].hidden;
-      for (var j = limit; j < total; j++) rows[j].hidden = hide;
-      button.textContent = hide ? 'Show all ' + fmtCount(total) + ' ' + what : 'Show the first ' + limit + ' only';
-    });
-    wrap.parentNode.insertBefore(button, wrap.nextSibling);
-  }
-
-  function pill(text, kind) {
-    return el('span', 'pill ' + kind, text);
-  }
-
-  /* ---- numbers, as the text report writes them (src/cli/format.c) ---- */
-
-  function scaled(value, unit, steps) {
-    var step = steps.length;
-    while (step > 0 && value < steps[step - 1][0]) step--;
-    if (step === 0) return Math.round(value) + ' ' + unit;
-    var s = steps[step - 1];
-    return (value / s[1]).toFixed(s[2]) + ' ' + s[3];
-  }
-
-  function fmtDuration(ns) {
-    if (ns === null || ns === undefined) return '-';
-    return scaled(ns, 'ns', [[1e4, 1e3, 1, 'us'], [1e7, 1e6, 1, 'ms'], [1e10, 1e9, 2, 's']]);
-  }
-
-  function fmtBytes(bytes) {
-    return scaled(bytes, 'B', [[10240, 1024, 1, 'KiB'], [10485760, 1048576, 1, 'MiB'],
-      [10737418240, 1073741824, 2, 'GiB']]);
-  }
-
-  function fmtCount(n) {
-    if (n === null || n === undefined) return '-';
-    return Math.round(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-  }
-
-  function fmtPct(p) {
-    return p === null || p === undefined || !isFinite(p) ? '-' : p.toFixed(1) + '%';
-  }
-
-  function fmtCompact(v) {
-    var a = Math.abs(v);
-    if (a >= 1e12) return (v / 1e12).toFixed(1) + ' T';
-    if (a >= 1e9) return (v / 1e9).toFixed(1) + ' G';
-    if (a >= 1e6) return (v / 1e6).toFixed(1) + ' M';
-    if (a >= 1e4) return (v / 1e3).toFixed(1) + ' k';
-    if (a >= 100 || v === Math.round(v)) return String(Math.round(v));
-    return v.toPrecision(3);
-  }
-
-  /* Decimal bytes, as Nsight Compute and metric_labels.c write them. */
-  function fmtBytesDecimal(v) {
-    var a = Math.abs(v);
-    if (a >= 1e9) return (v / 1e9).toFixed(1) + ' GB';
-    if (a >= 1e6) return (v / 1e6).toFixed(1) + ' MB';
-    if (a >= 1e3) return (v / 1e3).toFixed(1) + ' kB';
-    return Math.round(v) + ' B';
-  }
-
-  /* A time axis of seconds (or, with scale 1e-3, milliseconds), its unit
-   * chosen from the visible range. */
-  function timeFormatter(seconds_per_unit) {
-    return function (u, values) {
-      var range = (u.scales.x.max - u.scales.x.min) * seconds_per_unit;
-      var unit = range < 2e-3 ? ['us', 1e6] : range < 2 ? ['ms', 1e3] : ['s', 1];
-      return values.map(function (v) {
-        if (v === null) return '';
-        var x = v * seconds_per_unit * unit[1];
-        return (Math.abs(x) >= 100 ? x.toFixed(0) : +x.toPrecision(3)) + ' ' + unit[0];
-      });
-    };
-  }
-
-  function fmtSeconds(s) {
-    return s === null || s === undefined ? '-' : fmtDuration(Math.max(0, s * 1e9));
-  }
-
-  /* NVML metrics by their names in the metrics table (docs/schema.md). */
-  var GAUGE_TITLES = {
-    gpu_utilization_pct: 'GPU utilization', memory_used_bytes: 'Memory used', power_mw: 'Power',
-    sm_clock_mhz: 'SM clock', temperature_c: 'Temperature'
-  };
-
-  /* How an NVML metric (docs/schema.md: the unit is in its name) is shown. */
-  function gaugeFormat(name) {
-    if (/_pct$/.test(name)) return { unit: '%', fmt: function (v) { return v.toFixed(0) + '%'; }, range: [0, 100] };
-    if (/_mw$/.test(name)) return { unit: 'W', fmt: function (v) { return (v / 1000).toFixed(1) + ' W'; } };
-    if (/_mhz$/.test(name)) return { unit: 'MHz', fmt: function (v) { return fmtCount(v) + ' MHz'; } };
-    if (/_bytes$/.test(name)) return { unit: '', fmt: fmtBytes };
-    if (/_c$/.test(name)) return { unit: '°C', fmt: function (v) { return v.toFixed(0) + ' °C'; } };
-    return { unit: '', fmt: fmtCompact };
-  }
-
-  /* How a PM metric is shown, from its unit (metric_labels.h). */
-  function unitFormat(unit) {
-    switch (unit) {
-      case 'percent': return function (v) { return v.toFixed(1) + '%'; };
-      case 'bytes': return fmtBytesDecimal;
-      case 'ns': return fmtDuration;
-      case 'cycles': return function (v) { return fmtCompact(v) + ' cyc'; };
-      default: return fmtCompact;
+  var lib = window.flareReportLib;
+  if (!lib) {
+    document.body.setAttribute('data-rendered', 'error');
+    var box = document.getElementById('page-status');
+    if (box) {
+      box.textContent = 'This page did not draw: its script report_lib.js did not load';
+      box.className = 'page-status error';
     }
+    return;
   }
-
-  function hue(text) {
-    var h = 0;
-    for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) >>> 0;
-    return h % 360;
-  }
-
-  /* ---- charts ---- */
-
-  function chartDrawn(host) {
-    if (host.getAttribute('data-drawn') === '1') return;
-    if (!host.querySelector('canvas')) {
-      errors.push('a chart drew without a canvas');
-      return;
-    }
-    host.setAttribute('data-drawn', '1');
-    charts.drawn++;
-    maybeFinish();
-  }
-
-  /* Shades spans ({start, end, kind}, in x units) under the series. */
-  function shader(spans) {
-    return function (u) {
-      if (!spans || spans.length === 0) return;
-      var ctx = u.ctx, box = u.bbox, min = u.scales.x.min, max = u.scales.x.max;
-      ctx.save();
-      spans.forEach(function (span) {
-        if (span.end < min || span.start > max) return;
-        var x0 = Math.max(u.valToPos(span.start, 'x', true), box.left);
-        var x1 = Math.min(u.valToPos(span.end, 'x', true), box.left + box.width);
-        ctx.fillStyle = span.kind === 'storm' ? 'rgba(220,38,38,0.16)' : 'rgba(245,158,11,0.24)';
-        ctx.fillRect(x0, box.top, Math.max(x1 - x0, 2), box.height);
-      });
-      ctx.restore();
-    };
-  }
-
-  /* A y range around [min, max] with room above and below; a constant
-   * series gets a band around its value instead of uPlot's guess. */
-  function paddedRange(u, min, max) {
-    if (min === null || max === null) return [0, 1];
-    if (min === max) {
-      var pad = Math.abs(min) * 0.1 || 1;
-      return [min >= 0 && min - pad < 0 ? 0 : min - pad, max + pad];
-    }
-    var span = max - min;
-    return [min >= 0 && min - span * 0.08 < 0 ? 0 : min - span * 0.08, max + span * 0.08];
-  }
-
-  /*
-   * A time series chart under parent: spec.xs (ascending), spec.series
-   * [{label, values, color, fill}], spec.fmt (values), spec.xScale (1 for
-   * seconds, 1e-3 for milliseconds), spec.spans, spec.range (y), spec.sync
-   * (cursor sync key), spec.xRange ([min, max] of x), spec.height,
-   * spec.onDraw(u) once drawn.
-   */
-  function timeChart(parent, spec) {
-    var block = add(parent, el('div', 'chart-block'));
-    var title = add(block, el('div', 'chart-title', spec.title));
-    if (spec.sub) add(title, el('span', 'sub', '  ' + spec.sub));
-    var host = add(block, el('div', 'chart'));
-    var width = Math.max(360, Math.floor(parent.clientWidth || 1100) - 4);
-    var fmtTime = timeFormatter(spec.xScale);
-    charts.expected++;
-    var once = false;
-    var options = {
-      width: width,
-      height: spec.height || 150,
-      scales: {
-        x: spec.xRange ? { time: false, range: function () { return spec.xRange; } } : { time: false },
-        y: { range: spec.range ? function () { return spec.range; } : paddedRange }
-      },
-      cursor: { sync: { key: spec.sync || 'flare' }, drag: { x: true, y: false } },
-      legend: { show: true },
-      series: [{
-        label: spec.xScale === 1 ? 'time' : 'time in window',
-        value: function (u, v) { return v === null ? '-' : fmtTime(u, [v])[0]; }
-      }].concat(spec.series.map(function (s) {
-        return {
-          label: s.label, stroke: s.color, width: 1.25, fill: s.fill,
-          points: { show: false },
-          value: function (u, v) { return v === null || v === undefined ? '-' : spec.fmt(v); }
-        };
-      })),
-      axes: [
-        { values: fmtTime, size: 34 },
-        { values: function (u, vals) { return vals.map(function (v) { return v === null ? '' : (spec.tick || spec.fmt)(v); }); },
-          size: CHART_AXIS }
-      ],
-      hooks: {
-        drawClear: [shader(spec.spans)],
-        draw: [function (u) {
-          if (once) return;
-          once = true;
-          if (spec.onDraw) spec.onDraw(u);
-          chartDrawn(host);
-        }]
-      }
-    };
-    var data = [spec.xs].concat(spec.series.map(function (s) { return s.values; }));
-    try {
-      new uPlot(options, data, host);
-    } catch (e) {
-      errors.push('chart "' + spec.title + '": ' + e.message);
-      add(block, el('p', 'section-error', 'This chart could not be drawn: ' + e.message));
-    }
-    return block;
-  }
-
-  /* A bar chart of rows: label(row), fraction(row) (0..1 of the widest
-   * bar), value(row) (text), detail(row) (muted text). */
-  function barChart(parent, rows, spec) {
-    charts.expected++;
-    var grid = add(parent, el('div', 'bars'));
-    rows.forEach(function (r) {
-      var label = add(grid, el('div', 'label', spec.label(r)));
-      label.setAttribute('title', spec.label(r));
-      var track = add(grid, el('div', 'track'));
-      var fill = add(track, el('div', 'fill'));
-      fill.style.width = (Math.max(0, Math.min(1, spec.fraction(r))) * 100).toFixed(2) + '%';
-      var value = add(grid, el('div', 'value', spec.value(r)));
-      if (spec.detail) add(value, el('span', 'sub', '  ' + spec.detail(r)));
-    });
-    charts.drawn++;
-    grid.setAttribute('data-drawn', '1');
-    return grid;
-  }
+  var el = lib.el, add = lib.add, empty = lib.empty, note = lib.note, table = lib.table, row = lib.row;
+  var collapse = lib.collapse, pill = lib.pill, fact = lib.fact;
+  var fmtDuration = lib.fmtDuration, fmtBytes = lib.fmtBytes, fmtCount = lib.fmtCount, fmtPct = lib.fmtPct;
+  var fmtCompact = lib.fmtCompact, fmtSeconds = lib.fmtSeconds, unitFormat = lib.unitFormat;
+  var GAUGE_COLORS = lib.GAUGE_COLORS, timeChart = lib.timeChart, barChart = lib.barChart;
+  var solBars = lib.solBars, status = lib.status, fail = lib.fail, finish = lib.finish;
 
   /* ---- session ---- */
-
-  function fact(list, term, value) {
-    add(list, el('dt', '', term));
-    var dd = add(list, el('dd'));
-    if (value instanceof Node) dd.appendChild(value);
-    else dd.textContent = value === null || value === undefined || value === '' ? '-' : String(value);
-    return dd;
-  }
 
   function renderSession(body, d) {
     if (d.command) document.title = 'flare report: ' + d.command;
@@ -347,7 +68,23 @@
 
   /* ---- timeline ---- */
 
-  var GAUGE_COLORS = ['#2f6fdf', '#17945f', '#c2410c', '#8a5cd1', '#0e7490', '#a16207'];
+  /* ---- timeline ---- */
+
+  /* NVML metrics by their names in the metrics table (docs/schema.md). */
+  var GAUGE_TITLES = {
+    gpu_utilization_pct: 'GPU utilization', memory_used_bytes: 'Memory used', power_mw: 'Power',
+    sm_clock_mhz: 'SM clock', temperature_c: 'Temperature'
+  };
+
+  /* How an NVML metric (docs/schema.md: the unit is in its name) is shown. */
+  function gaugeFormat(name) {
+    if (/_pct$/.test(name)) return { unit: '%', fmt: function (v) { return v.toFixed(0) + '%'; }, range: [0, 100] };
+    if (/_mw$/.test(name)) return { unit: 'W', fmt: function (v) { return (v / 1000).toFixed(1) + ' W'; } };
+    if (/_mhz$/.test(name)) return { unit: 'MHz', fmt: function (v) { return fmtCount(v) + ' MHz'; } };
+    if (/_bytes$/.test(name)) return { unit: '', fmt: fmtBytes };
+    if (/_c$/.test(name)) return { unit: '°C', fmt: function (v) { return v.toFixed(0) + ' °C'; } };
+    return { unit: '', fmt: fmtCompact };
+  }
 
   function timelineSpans(d, device) {
     var spans = [];
@@ -491,6 +228,13 @@
 
   var LANE_ROW = 18;
 
+  /* A hue (0..359) from a name: the same name, the same colour. */
+  function hue(text) {
+    var h = 0;
+    for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) >>> 0;
+    return h % 360;
+  }
+
   function drawLane(box, w) {
     var scopes = w.scopes;
     if (!scopes.length) {
@@ -578,22 +322,6 @@
   }
 
   /* ---- replay ---- */
-
-  function solBars(parent, bars) {
-    var grid = add(parent, el('div', 'sol'));
-    bars.forEach(function (b) {
-      var label = add(grid, el('div', 'label', b.label));
-      label.setAttribute('title', b.metric);
-      var track = add(grid, el('div', 'track'));
-      var fill = add(track, el('div', 'fill ' + b.side));
-      var pct = b.pct === null ? 0 : Math.max(0, Math.min(100, b.pct));
-      fill.style.width = pct.toFixed(2) + '%';
-      add(grid, el('div', 'value', b.text));
-    });
-    charts.expected++;
-    charts.drawn++;
-    grid.setAttribute('data-drawn', '1');
-  }
 
   function values(parent, list) {
     var line = add(parent, el('div', 'values'));
@@ -689,6 +417,33 @@
 
   /* ---- PC samples ---- */
 
+  /* A PC window's hottest source lines, what share of its samples had no
+   * line, or why it has none. */
+  function renderPcLines(card, w) {
+    var share = function (part, whole) { return (whole ? 100 * part / whole : 0).toFixed(1) + '%'; };
+    add(card, el('h4', '', 'Hottest source lines'));
+    if (!w.lines_recorded) {
+      note(card, 'Source lines were not recorded: a session of an older flare (they are stored ' +
+        'since schema version 12).');
+      return;
+    }
+    if (!w.lines.length) {
+      empty(card, 'None: the sampled code has no line information (build it with nvcc -lineinfo).');
+      return;
+    }
+    var num = [true, true, false, true, false, false];
+    var rows = table(card, ['samples', 'share', 'top stall', 'of line', 'file:line', 'function'], num);
+    rows.parentNode.className += ' pc-lines';
+    w.lines.forEach(function (x) {
+      row(rows, [fmtCount(x.samples), share(x.samples, w.samples), x.stall,
+        share(x.stall_samples, x.samples), x.file + ':' + x.line, x['function']], num);
+    });
+    if (w.lines_left_out > 0) note(card, fmtCount(w.lines_left_out) + ' more lines (flare report ' +
+      '--format json has them all, section pc_lines).');
+    if (w.samples > w.lines_samples) note(card, share(w.samples - w.lines_samples, w.samples) +
+      ' of the samples are in code without line information (nvcc -lineinfo adds it).');
+  }
+
   function renderPc(body, d) {
     if (!d.windows.length) {
       empty(body, 'No window ran PC sampling in this session (a rule\'s engine pc, flare trace ' +
@@ -697,7 +452,8 @@
     }
     note(body, 'Where in their kernels warps waited, per window that ran PC sampling: each ' +
       'stall reason\'s share of the samples, the scopes they ran in (a function\'s samples split ' +
-      'over the scopes its kernels ran in, by kernel time), then the instructions with the most samples.');
+      'over the scopes its kernels ran in, by kernel time), then the instructions and the source ' +
+      'lines with the most samples.');
     d.windows.forEach(function (w) {
       var card = add(body, el('div', 'kernel-card'));
       add(card, el('h3', '', 'Window ' + w.id + ' of pid ' + w.pid + ', device ' + w.device + ': ' +
@@ -725,10 +481,11 @@
       var rows = table(card, ['samples', 'share', 'stall', 'function+offset'], num);
       w.top.forEach(function (x) {
         row(rows, [fmtCount(x.samples), (w.samples ? 100 * x.samples / w.samples : 0).toFixed(1) + '%',
-          x.stall, x['function'] + '+' + x.offset], num);
+          x.stall, x['function'] + '+' + x.offset + (x.file ? ' (' + x.file + ':' + x.line + ')' : '')], num);
       });
       if (w.rows > w.top.length) note(card, fmtCount(w.rows - w.top.length) + ' more (flare report ' +
         '--format json has them all, as does SELECT * FROM v_pc_samples).');
+      renderPcLines(card, w);
     });
     if (d.left_out > 0) note(body, fmtCount(d.left_out) + ' more windows with PC samples are not ' +
       'listed (flare report --format json has them all).');
@@ -853,36 +610,6 @@
     pm: renderPm, pc: renderPc, triggered: renderTriggered, replay: renderReplay, drops: renderDrops
   };
 
-  function status(text, isError) {
-    var box = document.getElementById('page-status');
-    if (!box) return;
-    box.textContent = text;
-    box.className = 'page-status' + (isError ? ' error' : text ? '' : ' hidden');
-  }
-
-  function maybeFinish(force) {
-    if (finished || !charts.ready) return;
-    var body = document.body;
-    body.setAttribute('data-charts-expected', String(charts.expected));
-    body.setAttribute('data-charts-drawn', String(charts.drawn));
-    if (!errors.length && charts.drawn < charts.expected && !force) return;
-    finished = true;
-    if (!errors.length && charts.drawn < charts.expected)
-      errors.push((charts.expected - charts.drawn) + ' of ' + charts.expected + ' charts did not draw');
-    if (errors.length) {
-      body.setAttribute('data-rendered', 'error');
-      status('This page did not draw completely: ' + errors.join('; '), true);
-    } else {
-      body.setAttribute('data-rendered', 'ok');
-      status('', false);
-    }
-    /* For the benchmark and the screenshots: when it was done, and how
-     * tall the page is then. */
-    body.setAttribute('data-rendered-ms', String(Math.round(window.performance.now())));
-    var main = document.querySelector('main');
-    body.setAttribute('data-page-height', String(Math.ceil(main.getBoundingClientRect().bottom + window.scrollY)));
-  }
-
   function renderSection(section, only) {
     var id = section.id;
     var body = section.querySelector('.section-body');
@@ -895,12 +622,12 @@
       var d = JSON.parse(block.textContent);
       if (d.error) {
         add(body, el('p', 'section-error', 'This section could not be read whole: ' + d.error));
-        errors.push('section ' + id + ' could not be read whole');
+        fail('section ' + id + ' could not be read whole');
       }
       renderers[id](body, d);
     } catch (e) {
       add(body, el('p', 'section-error', 'This section could not be drawn: ' + e.message));
-      errors.push('section ' + id + ': ' + e.message);
+      fail('section ' + id + ': ' + e.message);
     }
   }
 
@@ -917,23 +644,21 @@
       var link = add(nav, el('a', '', section.querySelector('h2').textContent));
       link.setAttribute('href', '#' + section.id);
     });
-    if (typeof uPlot === 'undefined') errors.push('the chart library did not load');
+    if (typeof uPlot === 'undefined') fail('the chart library did not load');
     status('Drawing…', false);
     sections.forEach(function (section) {
       if (typeof uPlot === 'undefined' && section.id !== 'session') return;
       renderSection(section, only);
     });
-    charts.ready = true;
-    maybeFinish();
+    finish();
     /* Charts draw in a microtask; one that never does is an error. */
-    window.setTimeout(function () { maybeFinish(true); }, 10000);
+    window.setTimeout(function () { finish(true); }, 10000);
   }
 
   try {
     main();
   } catch (e) {
-    errors.push(e.message);
-    charts.ready = true;
-    maybeFinish(true);
+    fail(e.message);
+    finish(true);
   }
 })();

@@ -1,0 +1,300 @@
+/*
+ * cuda_pc_lines.c: source lines of PC samples (cuda_pc_lines.h): the
+ * cubins kept at their load, CUPTI's cubin CRC to match a record to its
+ * cubin, and a bounded cache of cuptiGetSassToSourceCorrelation's answers.
+ *
+ * Must never: call CUPTI on an application thread (a module load only
+ * copies), hold modules_lock across a CUPTI call or a copy, free what a
+ * sample may point at, or grow past its bounds uncounted.
+ */
+#include "backend/cuda/cuda_pc_lines.h"
+
+#include <cupti_pcsampling.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "pcsamp/pc_names.h"
+
+/* Distinct source files, and their bytes (paths). */
+#define LINES_FILES_MAX       4096u
+#define LINES_FILES_BYTES_MAX (1u << 20)
+/* An offset no instruction has: the key of a function's own entry. */
+#define FUNCTION_ENTRY UINT64_MAX
+
+typedef struct kept_module {
+    void *bytes;
+    size_t size;
+    uint64_t crc;  /* drain thread only, once crc_state is set */
+    int crc_state; /* drain thread only: 0 not computed, 1 computed, -1 failed */
+} kept_module;
+
+/* A function's own entry (offset FUNCTION_ENTRY) says what its lookups
+ * found so far; an instruction's says its answer. */
+enum { FUNCTION_UNKNOWN, FUNCTION_HAS_LINES, FUNCTION_NO_LINES, FUNCTION_NO_MODULE };
+
+typedef struct line_entry {
+    uint64_t crc, offset;
+    const char *function; /* NULL: a free slot */
+    const char *file;     /* the instruction's; NULL for none */
+    uint32_t line;        /* or, in a function's own entry, FUNCTION_* */
+} line_entry;
+
+typedef struct line_stats {
+    uint64_t instructions, with_line; /* instructions looked up (or known) */
+    uint64_t functions_without, functions_no_module;
+    uint64_t cache_full, lookup_ns;
+    size_t modules_kept, bytes_kept;
+    uint64_t modules_refused;
+} line_stats;
+
+static CUptiResult (*get_crc)(CUpti_GetCubinCrcParams *);
+static CUptiResult (*correlate)(CUpti_GetSassToSourceCorrelationParams *);
+static _Atomic int installed;
+static size_t budget_bytes;
+
+/* Module loads append under modules_lock; the drain reads the published
+ * count under it and the slots below it without. */
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+static kept_module modules[CUDA_PC_LINES_MODULES_MAX];
+static size_t module_count, bytes_kept;
+static uint64_t modules_refused;
+
+/* Drain thread only. */
+static size_t crc_done;
+static line_entry *cache;
+static size_t cache_used;
+static int cache_failed;
+static pc_names *files;
+static line_stats stats, reported;
+
+int cuda_pc_lines_install(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
+{
+    *(void **)(&get_crc) = dlsym(cupti->library, "cuptiGetCubinCrc");
+    *(void **)(&correlate) = dlsym(cupti->library, "cuptiGetSassToSourceCorrelation");
+    if (get_crc == NULL || correlate == NULL) {
+        snprintf(reason, reason_size,
+                 "cuptiGetCubinCrc or cuptiGetSassToSourceCorrelation missing in %.200s: PC "
+                 "samples name their function and offset only",
+                 cupti->path);
+        return FLARE_ERR_BACKEND;
+    }
+    uint32_t mib = CUDA_PC_CUBIN_MIB_DEFAULT;
+    const char *text = getenv("FLARE_PC_CUBIN_MIB");
+    if (text != NULL && core_parse_u32(text, 0, 1u << 20, &mib) != FLARE_OK) {
+        core_log(CORE_LOG_WARNING,
+                 "FLARE_PC_CUBIN_MIB=%.40s is not a number of MiB (0 to 1048576): %u kept", text,
+                 CUDA_PC_CUBIN_MIB_DEFAULT);
+        mib = CUDA_PC_CUBIN_MIB_DEFAULT;
+    }
+    budget_bytes = (size_t)mib << 20;
+    if (pc_names_create(LINES_FILES_MAX, LINES_FILES_BYTES_MAX, &files) != FLARE_OK) {
+        snprintf(reason, reason_size, "no memory for the source files' names");
+        return FLARE_ERR_NO_MEMORY;
+    }
+    atomic_store(&installed, 1);
+    core_capability_set("pc_source_lines", 1, CORE_CAPABILITY_ACTIVE,
+                        "cubins kept at their load (up to %u MiB, FLARE_PC_CUBIN_MIB) for "
+                        "CUPTI's SASS-to-source correlation; no PC looked up yet",
+                        mib);
+    return FLARE_OK;
+}
+
+void cuda_pc_lines_module_loaded(const void *cubin, size_t size)
+{
+    if (!atomic_load(&installed) || cubin == NULL || size == 0)
+        return;
+    /* Checked before the copy (made outside the lock) and again after. */
+    pthread_mutex_lock(&modules_lock);
+    int fits = module_count < CUDA_PC_LINES_MODULES_MAX && size <= budget_bytes - bytes_kept;
+    if (!fits)
+        modules_refused++;
+    pthread_mutex_unlock(&modules_lock);
+    if (!fits)
+        return;
+    void *copy = malloc(size);
+    if (copy != NULL)
+        memcpy(copy, cubin, size);
+    pthread_mutex_lock(&modules_lock);
+    if (copy != NULL && module_count < CUDA_PC_LINES_MODULES_MAX &&
+        size <= budget_bytes - bytes_kept) {
+        modules[module_count++] = (kept_module){.bytes = copy, .size = size};
+        bytes_kept += size;
+        copy = NULL;
+    } else {
+        modules_refused++;
+    }
+    pthread_mutex_unlock(&modules_lock);
+    free(copy);
+}
+
+/* The kept module whose CRC is crc, computing the CRCs of those loaded
+ * since the last call (on this thread, outside the lock). */
+static const kept_module *module_of(uint64_t crc)
+{
+    pthread_mutex_lock(&modules_lock);
+    size_t count = module_count;
+    stats.modules_kept = module_count;
+    stats.bytes_kept = bytes_kept;
+    stats.modules_refused = modules_refused;
+    pthread_mutex_unlock(&modules_lock);
+    for (; crc_done < count; crc_done++) {
+        kept_module *module = &modules[crc_done];
+        CUpti_GetCubinCrcParams params = {
+            .size = CUpti_GetCubinCrcParamsSize, .cubinSize = module->size, .cubin = module->bytes};
+        module->crc_state = get_crc(&params) == CUPTI_SUCCESS ? 1 : -1;
+        module->crc = params.cubinCrc;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (modules[i].crc_state == 1 && modules[i].crc == crc)
+            return &modules[i];
+    return NULL;
+}
+
+static uint64_t key_hash(uint64_t crc, const char *function, uint64_t offset)
+{
+    uint64_t hash = crc * 0x9e3779b97f4a7c15ull;
+    hash ^= (uint64_t)(uintptr_t)function * 0xc2b2ae3d27d4eb4full;
+    hash ^= offset * 0x165667b19e3779f9ull;
+    return hash ^ (hash >> 29);
+}
+
+/* The entry of the key, or the free slot it would take (function NULL). */
+static line_entry *slot_of(uint64_t crc, const char *function, uint64_t offset)
+{
+    size_t mask = CUDA_PC_LINES_CACHE_MAX - 1;
+    for (size_t i = key_hash(crc, function, offset) & mask;; i = (i + 1) & mask) {
+        line_entry *entry = &cache[i];
+        if (entry->function == NULL ||
+            (entry->function == function && entry->crc == crc && entry->offset == offset))
+            return entry;
+    }
+}
+
+/* Room for two more entries (an instruction's and its function's), the
+ * table kept under three quarters full so that probes stay short. */
+static int cache_has_room(void)
+{
+    if (cache == NULL && !cache_failed) {
+        cache = calloc(CUDA_PC_LINES_CACHE_MAX, sizeof(*cache));
+        cache_failed = cache == NULL;
+    }
+    return cache != NULL && cache_used + 2 <= CUDA_PC_LINES_CACHE_MAX / 4 * 3;
+}
+
+/* CUPTI's answer for one instruction: the kept path of "dir/file". */
+static const char *ask_cupti(const kept_module *module, const char *function, uint64_t offset,
+                             uint32_t *line)
+{
+    CUpti_GetSassToSourceCorrelationParams params = {.size =
+                                                         CUpti_GetSassToSourceCorrelationParamsSize,
+                                                     .cubin = module->bytes,
+                                                     .functionName = function,
+                                                     .cubinSize = module->size,
+                                                     .pcOffset = offset};
+    uint64_t began = core_now_ns();
+    CUptiResult result = correlate(&params);
+    stats.lookup_ns += core_now_ns() - began;
+    const char *kept = NULL;
+    if (result == CUPTI_SUCCESS && params.fileName != NULL && params.fileName[0] != '\0' &&
+        params.lineNumber > 0) {
+        char path[1024];
+        int absolute = params.fileName[0] == '/';
+        if (absolute || params.dirName == NULL || params.dirName[0] == '\0')
+            snprintf(path, sizeof(path), "%s", params.fileName);
+        else
+            snprintf(path, sizeof(path), "%s/%s", params.dirName, params.fileName);
+        kept = pc_names_find(files, path);
+        if (kept == NULL)
+            kept = pc_names_add(files, path, path);
+        *line = kept != NULL ? params.lineNumber : 0;
+    }
+    /* CUPTI's header leaves both strings to the caller. */
+    free(params.fileName);
+    free(params.dirName);
+    return kept;
+}
+
+void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, const char **file,
+                        uint32_t *line)
+{
+    *file = NULL;
+    *line = 0;
+    if (!atomic_load(&installed) || function == NULL)
+        return;
+    if (!cache_has_room()) {
+        line_entry *known = cache != NULL ? slot_of(crc, function, offset) : NULL;
+        if (known != NULL && known->function != NULL) {
+            *file = known->file;
+            *line = known->file != NULL ? known->line : 0;
+        } else {
+            stats.cache_full++;
+        }
+        return;
+    }
+    line_entry *entry = slot_of(crc, function, offset);
+    if (entry->function != NULL) {
+        *file = entry->file;
+        *line = entry->file != NULL ? entry->line : 0;
+        return;
+    }
+    line_entry *own = slot_of(crc, function, FUNCTION_ENTRY);
+    if (own->function == NULL) {
+        *own = (line_entry){
+            .crc = crc, .offset = FUNCTION_ENTRY, .function = function, .line = FUNCTION_UNKNOWN};
+        cache_used++;
+        entry = slot_of(crc, function, offset); /* own may have taken its slot */
+    }
+    if (own->line == FUNCTION_NO_LINES || own->line == FUNCTION_NO_MODULE)
+        return; /* said once, in the counts; not asked again */
+    const kept_module *module = module_of(crc);
+    if (module == NULL) {
+        own->line = FUNCTION_NO_MODULE;
+        stats.functions_no_module++;
+        return;
+    }
+    uint32_t found_line = 0;
+    const char *found = ask_cupti(module, function, offset, &found_line);
+    *entry = (line_entry){
+        .crc = crc, .offset = offset, .function = function, .file = found, .line = found_line};
+    cache_used++;
+    stats.instructions++;
+    if (found != NULL) {
+        stats.with_line++;
+        own->line = FUNCTION_HAS_LINES;
+    } else if (own->line == FUNCTION_UNKNOWN) {
+        /* Its first instruction had none: built without line information. */
+        own->line = FUNCTION_NO_LINES;
+        stats.functions_without++;
+    }
+    *file = found;
+    *line = found_line;
+}
+
+void cuda_pc_lines_report(void)
+{
+    if (!atomic_load(&installed) || memcmp(&stats, &reported, sizeof(stats)) == 0)
+        return;
+    reported = stats;
+    int degraded = stats.modules_refused > 0 || stats.cache_full > 0 ||
+                   stats.functions_no_module > 0 || cache_failed;
+    core_capability_set(
+        "pc_source_lines", 1, degraded ? CORE_CAPABILITY_DEGRADED : CORE_CAPABILITY_ACTIVE,
+        "%llu of %llu sampled instructions on a source line; %llu functions without line "
+        "information (nvcc -lineinfo adds it), %llu in no kept cubin; %zu cubins kept "
+        "(%.1f MiB), %llu not kept (FLARE_PC_CUBIN_MIB); %llu instructions not looked up "
+        "(line cache full); lookups took %.1f ms",
+        (unsigned long long)stats.with_line, (unsigned long long)stats.instructions,
+        (unsigned long long)stats.functions_without, (unsigned long long)stats.functions_no_module,
+        stats.modules_kept, (double)stats.bytes_kept / (1024.0 * 1024.0),
+        (unsigned long long)stats.modules_refused, (unsigned long long)stats.cache_full,
+        (double)stats.lookup_ns / 1e6);
+}
