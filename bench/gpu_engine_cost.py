@@ -8,6 +8,11 @@ kernels and 100,000 tiny launches; prints kernels_per_second and launches_per_se
 under `flare trace` in five configurations, in a rotating order, ROUNDS times:
 
   trace     tracing only: FLARE_PM=0 and FLARE_CUDA_PC=0, so no engine is set up
+  trace-timed  the same with the launch-storm guard off (FLARE_STORM_RATE=0): every
+            kernel timed, as in a process with PC sampling enabled, where the guard
+            stands down (docs/windows.md); the pc configurations are also paired against
+            it, which leaves CUPTI's own cost of PC sampling (the guard's absence is the
+            rest of the difference to trace)
   pm-idle   PM sampling set up at the first context, never armed
   pm-open   PM sampling, with a window open over the timed part (--deep-after 2s
             --deep-for 30s --deep-engine pm)
@@ -36,6 +41,7 @@ import sys
 NEVER_FIRES = "kernel_launch_rate > 1000000000/s for 1s over 1s deep_for 100ms max_windows 1"
 CONFIGS = {
     "trace": (["FLARE_PM=0", "FLARE_CUDA_PC=0"], NEVER_FIRES, None),
+    "trace-timed": (["FLARE_PM=0", "FLARE_CUDA_PC=0", "FLARE_STORM_RATE=0"], NEVER_FIRES, None),
     "pm-idle": ([], NEVER_FIRES, None),
     "pm-open": ([], NEVER_FIRES, "pm"),
     "pc-idle": ([], NEVER_FIRES + " engine pc", None),
@@ -53,13 +59,16 @@ def verify(name, session):
     """Stops the benchmark unless the session is what the configuration says."""
     db = sqlite3.connect(f"file:{session}/session.db?mode=ro", uri=True)
     pm, pc = capability(db, "pm_sampling"), capability(db, "pc_sampling")
+    storm = capability(db, "storm_guard")
     windows = db.execute("SELECT engine, engine_status, engine_samples, engine_reason FROM windows "
                          "WHERE opened_ns IS NOT NULL").fetchall()
     pc_rows = db.execute("SELECT COALESCE(SUM(samples), 0) FROM pc_samples").fetchone()[0]
     db.close()
     problem = None
-    if name == "trace" and (pm[0] == "active" or pc[0] == "active"):
+    if name.startswith("trace") and (pm[0] == "active" or pc[0] == "active"):
         problem = f"an engine was set up: pm {pm}, pc {pc}"
+    elif name == "trace-timed" and storm[0] == "active":
+        problem = "the launch-storm guard ran"
     elif name.startswith("pm") and (pm[0] != "active" or pc[0] == "active"):
         problem = f"PM sampling not prepared alone: pm {pm}, pc {pc}"
     elif name.startswith("pc") and pc[0] != "active":
@@ -126,6 +135,19 @@ def main(argv):
             ratios = [m / b for m, b in zip(mine, base)]
             print(f"  {name:8s} median {statistics.median(mine):.1f}, ratio median {statistics.median(ratios):.4f} "
                   f"(min {min(ratios):.4f}, max {max(ratios):.4f})")
+    print("the pc configurations paired against trace-timed (every kernel timed in both: "
+          "CUPTI's own cost of PC sampling)")
+    for key in KEYS:
+        base = [r[key] for r in results["trace-timed"]]
+        for name in ("pc-idle", "pc-open"):
+            mine = [r[key] for r in results[name]]
+            ratios = [m / b for m, b in zip(mine, base)]
+            extra = ""
+            if key == "launches_per_second":
+                per_launch = [1e9 / m - 1e9 / b for m, b in zip(mine, base)]
+                extra = f", per launch {statistics.median(per_launch):+.0f} ns median"
+            print(f"  {key} {name:8s} ratio median {statistics.median(ratios):.4f} "
+                  f"(min {min(ratios):.4f}, max {max(ratios):.4f}){extra}")
     for name in ("pm-open", "pc-open"):
         samples = [r["samples"] for r in results[name]]
         print(f"{name}: window samples (engine_samples, pc_samples rows' sum) {samples}")

@@ -70,7 +70,7 @@ void deepwin_session_set_engine(const backend_engine_ops *engine)
                  engine != NULL ? engine->name : "none");
     else if (coordinator != NULL && atomic_load(&session_running))
         core_capability_set("deep_windows", capability_requested, capability_status,
-                            "%s; engine %s", capability_text,
+                            "%s; default engine %s", capability_text,
                             engine != NULL ? engine->name : "none");
     pthread_mutex_unlock(&coordinator_lock);
 }
@@ -149,7 +149,8 @@ static double read_budget(char *error, size_t error_size)
 static void set_capability(int requested, const char *status, const char *engine_name,
                            const char *text)
 {
-    core_capability_set("deep_windows", requested, status, "%s; engine %s", text, engine_name);
+    core_capability_set("deep_windows", requested, status, "%s; default engine %s", text,
+                        engine_name);
     pthread_mutex_lock(&coordinator_lock);
     capability_requested = requested;
     capability_status = status;
@@ -217,7 +218,10 @@ static void read_schedule(uint64_t start_ns, const char *engine_name, const char
     snprintf(schedule_label, sizeof(schedule_label), "deep-after %s for %s", after, length);
     if (budget_note[0] != '\0')
         core_log(CORE_LOG_WARNING, "%s", budget_note + 2);
-    snprintf(text, sizeof(text), "scheduled: after %.60s for %.60s%s", after, length, budget_note);
+    /* The schedule's own engine, beside the default (rules' and API windows'
+     * unless they name one): a pc schedule said "engine cuda-pm" alone. */
+    snprintf(text, sizeof(text), "scheduled: after %.60s for %.60s (engine %s)%s", after, length,
+             deepwin_engine_kind_name(schedule_engine), budget_note);
     set_capability(1, status, engine_name, text);
 }
 

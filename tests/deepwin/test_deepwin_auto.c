@@ -685,7 +685,7 @@ static void test_malformed_budget_is_reported(void **state)
                                       "'deep_windows' AND status = 'degraded' AND reason = 'on "
                                       "request (flare_window_open); FLARE_DEEP_BUDGET=101%: "
                                       "''101%'' is more than 100%; engine auto windows are "
-                                      "refused; engine sim-pm'"),
+                                      "refused; default engine sim-pm'"),
                      1);
     assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM windows WHERE engine_status = "
                                       "'refused' AND engine_reason LIKE 'auto: no valid deep "
@@ -701,7 +701,8 @@ static void test_malformed_budget_is_reported(void **state)
                  NULL);
     assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM capabilities WHERE feature = "
                                       "'deep_windows' AND status = 'active' AND reason = "
-                                      "'scheduled: after 1h for 1s; engine sim-pm'"),
+                                      "'scheduled: after 1h for 1s (engine auto); default "
+                                      "engine sim-pm'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);
