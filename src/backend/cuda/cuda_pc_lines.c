@@ -29,6 +29,8 @@
 #define LINES_FILES_BYTES_MAX (1u << 20)
 /* An offset no instruction has: the key of a function's own entry. */
 #define FUNCTION_ENTRY UINT64_MAX
+/* The longest source path kept (bytes): longer ones are refused, counted. */
+#define LINES_PATH_MAX 4096u
 
 typedef struct kept_module {
     void *bytes;
@@ -52,6 +54,7 @@ typedef struct line_stats {
     uint64_t instructions, with_line; /* instructions looked up (or known) */
     uint64_t functions_without, functions_no_module;
     uint64_t cache_full, lookup_ns;
+    uint64_t files_refused; /* a line found, its file's path not kept */
     size_t modules_kept, bytes_kept;
     uint64_t modules_refused;
 } line_stats;
@@ -192,7 +195,7 @@ static int cache_has_room(void)
 
 /* CUPTI's answer for one instruction: the kept path of "dir/file". */
 static const char *ask_cupti(const kept_module *module, const char *function, uint64_t offset,
-                             uint32_t *line)
+                             uint32_t *line, int *refused)
 {
     CUpti_GetSassToSourceCorrelationParams params = {.size =
                                                          CUpti_GetSassToSourceCorrelationParamsSize,
@@ -204,17 +207,23 @@ static const char *ask_cupti(const kept_module *module, const char *function, ui
     CUptiResult result = correlate(&params);
     stats.lookup_ns += core_now_ns() - began;
     const char *kept = NULL;
+    *refused = 0;
     if (result == CUPTI_SUCCESS && params.fileName != NULL && params.fileName[0] != '\0' &&
         params.lineNumber > 0) {
-        char path[1024];
-        int absolute = params.fileName[0] == '/';
-        if (absolute || params.dirName == NULL || params.dirName[0] == '\0')
-            snprintf(path, sizeof(path), "%s", params.fileName);
-        else
-            snprintf(path, sizeof(path), "%s/%s", params.dirName, params.fileName);
-        kept = pc_names_find(files, path);
-        if (kept == NULL)
-            kept = pc_names_add(files, path, path);
+        int joined =
+            params.fileName[0] != '/' && params.dirName != NULL && params.dirName[0] != '\0';
+        size_t length = strlen(params.fileName) + (joined ? strlen(params.dirName) + 1 : 0);
+        /* Whole or not at all: a path cut short would name another file. */
+        char *path = length <= LINES_PATH_MAX ? malloc(length + 1) : NULL;
+        if (path != NULL) {
+            snprintf(path, length + 1, joined ? "%s/%s" : "%s%s", joined ? params.dirName : "",
+                     params.fileName);
+            kept = pc_names_find(files, path);
+            if (kept == NULL)
+                kept = pc_names_add(files, path, path);
+            free(path);
+        }
+        *refused = kept == NULL;
         *line = kept != NULL ? params.lineNumber : 0;
     }
     /* CUPTI's header leaves both strings to the caller. */
@@ -232,11 +241,13 @@ void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, con
         return;
     if (!cache_has_room()) {
         line_entry *known = cache != NULL ? slot_of(crc, function, offset) : NULL;
+        line_entry *own = cache != NULL ? slot_of(crc, function, FUNCTION_ENTRY) : NULL;
         if (known != NULL && known->function != NULL) {
             *file = known->file;
             *line = known->file != NULL ? known->line : 0;
-        } else {
-            stats.cache_full++;
+        } else if (own == NULL || own->function == NULL ||
+                   (own->line != FUNCTION_NO_LINES && own->line != FUNCTION_NO_MODULE)) {
+            stats.cache_full++; /* one that would have been asked */
         }
         return;
     }
@@ -262,13 +273,18 @@ void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, con
         return;
     }
     uint32_t found_line = 0;
-    const char *found = ask_cupti(module, function, offset, &found_line);
+    int refused = 0;
+    const char *found = ask_cupti(module, function, offset, &found_line, &refused);
     *entry = (line_entry){
         .crc = crc, .offset = offset, .function = function, .file = found, .line = found_line};
     cache_used++;
     stats.instructions++;
     if (found != NULL) {
         stats.with_line++;
+        own->line = FUNCTION_HAS_LINES;
+    } else if (refused) {
+        /* A line, its path not kept: the function has lines all the same. */
+        stats.files_refused++;
         own->line = FUNCTION_HAS_LINES;
     } else if (own->line == FUNCTION_UNKNOWN) {
         /* Its first instruction had none: built without line information. */
@@ -281,20 +297,29 @@ void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, con
 
 void cuda_pc_lines_report(void)
 {
-    if (!atomic_load(&installed) || memcmp(&stats, &reported, sizeof(stats)) == 0)
+    if (!atomic_load(&installed))
+        return;
+    /* The cubins' counts as they stand, lookups or not. */
+    pthread_mutex_lock(&modules_lock);
+    stats.modules_kept = module_count;
+    stats.bytes_kept = bytes_kept;
+    stats.modules_refused = modules_refused;
+    pthread_mutex_unlock(&modules_lock);
+    if (memcmp(&stats, &reported, sizeof(stats)) == 0)
         return;
     reported = stats;
     int degraded = stats.modules_refused > 0 || stats.cache_full > 0 ||
-                   stats.functions_no_module > 0 || cache_failed;
+                   stats.functions_no_module > 0 || stats.files_refused > 0 || cache_failed;
     core_capability_set(
         "pc_source_lines", 1, degraded ? CORE_CAPABILITY_DEGRADED : CORE_CAPABILITY_ACTIVE,
         "%llu of %llu sampled instructions on a source line; %llu functions without line "
         "information (nvcc -lineinfo adds it), %llu in no kept cubin; %zu cubins kept "
         "(%.1f MiB), %llu not kept (FLARE_PC_CUBIN_MIB); %llu instructions not looked up "
-        "(line cache full); lookups took %.1f ms",
+        "(line cache full), %llu whose file's path was not kept (too long, or the table of "
+        "%u files full); lookups took %.1f ms",
         (unsigned long long)stats.with_line, (unsigned long long)stats.instructions,
         (unsigned long long)stats.functions_without, (unsigned long long)stats.functions_no_module,
         stats.modules_kept, (double)stats.bytes_kept / (1024.0 * 1024.0),
         (unsigned long long)stats.modules_refused, (unsigned long long)stats.cache_full,
-        (double)stats.lookup_ns / 1e6);
+        (unsigned long long)stats.files_refused, LINES_FILES_MAX, (double)stats.lookup_ns / 1e6);
 }
