@@ -40,7 +40,8 @@
 #        scripts/gpu-check-pcwindow.sh); enginecost (each deep engine's cost prepared but idle
 #        and with its window open, paired against tracing only: bench/gpu_engine_cost.py); auto
 #        (engine auto's choice on the GPU: pc, pm under a small budget, refused in a storm;
-#        scripts/gpu-check-auto.sh). Any
+#        scripts/gpu-check-auto.sh); sassprobe (CUPTI's SASS metrics alone, no flare:
+#        scripts/gpu-check-sassprobe.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -296,11 +297,11 @@ fi
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
 for part in pcwindow auto pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered \
-            replayready pmaccuracy pcprobe; do
+            replayready pmaccuracy pcprobe sassprobe; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
        [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ] &&
-       [ "$part" != pcwindow ] && [ "$part" != auto ]; } ||
+       [ "$part" != sassprobe ] && [ "$part" != pcwindow ] && [ "$part" != auto ]; } ||
      [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
