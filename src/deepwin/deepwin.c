@@ -521,6 +521,15 @@ void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uin
                        uint64_t launches_so_far)
 {
     beat_lock_serving(coordinator);
+    /* And once more: a stop an earlier close left posted for a launch that
+     * will not come now (the program ends) is made here. */
+    pthread_mutex_lock(&coordinator->state_lock);
+    const backend_engine_ops *engines[2] = {coordinator->config.engine,
+                                            coordinator->config.pc_engine};
+    pthread_mutex_unlock(&coordinator->state_lock);
+    for (size_t i = 0; i < 2; i++)
+        if (engines[i] != NULL && engines[i]->serve != NULL)
+            engines[i]->serve();
     deepwin_state state = get_state(coordinator);
     if (state == DEEPWIN_OPEN) {
         close_open(coordinator, reason, now_ns, launches_so_far);

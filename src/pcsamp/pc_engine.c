@@ -188,6 +188,11 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
         if (!key_matches(entry, hash, epoch, sample))
             continue;
         entry->samples += sample_count(sample);
+        if (entry->file == NULL && sample->file != NULL) {
+            /* Its line was looked up after the first sample (put off). */
+            entry->file = sample->file;
+            entry->line = sample->line;
+        }
         if (sample->time_ns < entry->first_ns)
             entry->first_ns = sample->time_ns;
         if (sample->time_ns > entry->last_ns)

@@ -192,7 +192,7 @@ static const char *expect(uint64_t crc, const char *function, uint64_t offset,
     int before = atomic_load(&fake.correlations);
     const char *file = "(not set)";
     uint32_t line = 12345;
-    cuda_pc_lines_find(crc, function, offset, &file, &line);
+    cuda_pc_lines_find(crc, function, function, offset, &file, &line);
     int asks = atomic_load(&fake.correlations) - before;
     int right = want_file == NULL
                     ? file == NULL && line == 0
@@ -202,6 +202,16 @@ static const char *expect(uint64_t crc, const char *function, uint64_t offset,
                  (unsigned long long)offset, file != NULL ? file : "(null)", line, asks,
                  want_file != NULL ? want_file : "(null)", want_line, want_asks);
     return file;
+}
+
+/* 1 when a lookup of function+offset asks CUPTI and gets a line. */
+static int expect_quietly(uint64_t crc, const char *function, uint64_t offset)
+{
+    int before = atomic_load(&fake.correlations);
+    const char *file = NULL;
+    uint32_t line = 0;
+    cuda_pc_lines_find(crc, function, function, offset, &file, &line);
+    return atomic_load(&fake.correlations) == before + 1 && file != NULL && line > 0;
 }
 
 /* 1 when one of flare's queued log lines contains text (the queue is taken). */
@@ -320,6 +330,8 @@ static void test_install(void **state)
     char reason[512] = "";
     if (cuda_pc_lines_install(&cupti, reason, sizeof(reason)) != FLARE_OK)
         fail_msg("install: %s (ENABLE_EXPORTS off?)", reason);
+    /* The cases count CUPTI's calls: no time budget but in test_time_budget. */
+    cuda_pc_lines_set_budget(0);
     int bad = strcmp(FLARE_TEST_PC_CUBIN_MIB, "lots") == 0;
     /* A bad value is said, and the default kept; a good one is not said. */
     assert_int_equal(log_says("FLARE_PC_CUBIN_MIB=lots is not a number"), bad);
@@ -479,7 +491,7 @@ static void test_concurrent_loads_beside_the_drain(void **state)
             if (now < LOADER_CUBINS) {
                 const char *file;
                 uint32_t line;
-                cuda_pc_lines_find(loader_crcs[t][now], fn_abs, 0, &file, &line);
+                cuda_pc_lines_find(loader_crcs[t][now], fn_abs, fn_abs, 0, &file, &line);
                 char want[64];
                 snprintf(want, sizeof(want), "/abs/t%d-%d.cu", t, now);
                 if (file != NULL ? strcmp(file, want) != 0 || line != 7 : line != 0)
@@ -554,6 +566,35 @@ static void test_path_too_long(void **state)
     assert_fake_clean();
 }
 
+/* Lookups are bounded in time: past the budget, a new instruction gets no
+ * line now, is not cached, and is asked again once the window has passed. */
+static void test_time_budget(void **state)
+{
+    (void)state;
+    cuda_pc_lines_set_budget(1); /* 1 ns: one lookup spends it */
+    uint64_t offset = 0x4000;
+    int put_off = 0;
+    for (int i = 0; i < 1000 && !put_off; i++, offset += 16) {
+        int before = atomic_load(&fake.correlations);
+        const char *file = "(not set)";
+        uint32_t line = 1;
+        cuda_pc_lines_find(crc_alpha, fn_lines, fn_lines, offset, &file, &line);
+        put_off = atomic_load(&fake.correlations) == before;
+        if (put_off) {
+            assert_null(file);
+            assert_int_equal(line, 0);
+        }
+    }
+    assert_true(put_off);
+    lines_row row = capability_now(1);
+    assert_string_equal(row.status, CORE_CAPABILITY_DEGRADED);
+    assert_non_null(strstr(row.reason, "put off to a later read"));
+    /* Not cached: asked, and answered, once the window has passed. */
+    TEST_WAIT_UNTIL(expect_quietly(crc_alpha, fn_lines, offset - 16));
+    cuda_pc_lines_set_budget(0);
+    assert_fake_clean();
+}
+
 /* The source files' names are bounded too (4096 in cuda_pc_lines.c): past
  * that an instruction on a new file gets none, never a wrong line, the
  * refusals are counted, and the names kept still serve. */
@@ -567,7 +608,7 @@ static void test_file_names_bound(void **state)
             fail_msg("%u source files kept: the names are not bounded", kept);
         const char *file;
         uint32_t line;
-        cuda_pc_lines_find(crc_alpha, fn_files, 16ull * kept, &file, &line);
+        cuda_pc_lines_find(crc_alpha, fn_files, fn_files, 16ull * kept, &file, &line);
         if (file == NULL) {
             assert_int_equal(line, 0);
             break;
@@ -601,7 +642,7 @@ static void test_cache_bound(void **state)
         int asks = atomic_load(&fake.correlations);
         const char *file;
         uint32_t line;
-        cuda_pc_lines_find(crc_alpha, fn_fill, 16ull * filled, &file, &line);
+        cuda_pc_lines_find(crc_alpha, fn_fill, fn_fill, 16ull * filled, &file, &line);
         if (atomic_load(&fake.correlations) == asks)
             break; /* full: not asked */
         if (file != alpha_file || line != 100 + filled)
@@ -667,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_loads_beside_the_drain),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_path_too_long),
+        cmocka_unit_test(test_time_budget),
         cmocka_unit_test(test_file_names_bound),
         cmocka_unit_test(test_cache_bound),
     };

@@ -115,7 +115,6 @@ static void discard_stale(cuda_pc_hardware *hw)
                  "a launch) dropped",
                  (unsigned long long)lost);
     atomic_fetch_add(&hw->stale_lost, lost);
-    atomic_store(&hw->stop_deferred, 0);
 }
 
 /* hw->start_state: no window's start asked; posted for a launch (none came
@@ -150,9 +149,17 @@ static int start_cupti(cuda_pc_hardware *hw)
     }
     /* A window's stop that was never posted (an earlier request held the
      * slot past its bound): CUPTI is still started; stop it here. */
-    if (hw->cupti_started && stop_cupti(hw, context) != FLARE_OK)
-        return FLARE_ERR_BACKEND;
-    if (atomic_load(&hw->stop_deferred))
+    if (hw->cupti_started && stop_cupti(hw, context) != FLARE_OK) {
+        /* Not started after all, or a context that will refuse the Start
+         * too (which then says why): go on either way, never stuck here. */
+        core_log(CORE_LOG_WARNING, "PC sampling: the stop before a start failed: %s",
+                 hw->call_reason);
+        hw->cupti_started = 0;
+        hw->call_reason[0] = '\0';
+    }
+    /* Taken, not read: a close that gave up on its stop while this start
+     * ran sets it again, for the next start. */
+    if (atomic_exchange(&hw->stop_deferred, 0))
         discard_stale(hw);
     if (hw->wanted_exp != hw->period_exp) {
         CUpti_PCSamplingConfigurationInfo info;
@@ -218,6 +225,13 @@ static int hw_start(void *opaque, int device, uint64_t period_ns, char *reason, 
                  hw->device);
         return FLARE_ERR_INVALID_ARGUMENT;
     }
+    /* The last window's start still being made (its close gave up waiting
+     * for it): nothing of the hardware's is touched until it ends. */
+    if (atomic_load_explicit(&hw->start_state, memory_order_acquire) == CUDA_PC_START_POSTED) {
+        snprintf(reason, reason_size,
+                 "the last window's PC start is still being made on the application's thread");
+        return FLARE_ERR_BACKEND;
+    }
     hw->wanted_exp = cuda_pc_period_exp_of(hw, period_ns);
     int status = FLARE_ERR_BACKEND;
     atomic_store_explicit(&hw->start_state, CUDA_PC_START_POSTED, memory_order_relaxed);
@@ -279,12 +293,13 @@ static int hw_stop(void *opaque, char *reason, size_t reason_size)
      * when withdrawn: the start may still be running, resetting it.) */
     if (outcome == CUDA_APP_THREAD_RAN)
         hw->remaining = 1;
-    if (hw->hardware_full_reads > 0)
+    if (outcome != CUDA_APP_THREAD_WITHDRAWN && hw->hardware_full_reads > 0)
         core_log(CORE_LOG_WARNING,
                  "PC sampling: %llu reads found the hardware buffer full (samples lost; a "
                  "longer FLARE_PC_PERIOD keeps up)",
                  (unsigned long long)hw->hardware_full_reads);
-    hw->hardware_full_reads = 0;
+    if (outcome != CUDA_APP_THREAD_WITHDRAWN)
+        hw->hardware_full_reads = 0;
     if (outcome != CUDA_APP_THREAD_RAN) {
         /* Posted still, or (withdrawn) never posted: an earlier request
          * held the slot, and the next start stops CUPTI first. Either way
@@ -347,12 +362,14 @@ static size_t fetch(cuda_pc_hardware *hw, uint64_t *lost)
  * both name one kernel alike), kept whole in hw->names for the engine's
  * entries to point at. Consecutive records mostly share a function: the
  * last one is checked first, then the table; demangled once per function.
- * A function past the table's bounds counts under NAMES_FULL. */
-#define NAMES_FULL "(function name not kept: PC sampling's name table is full)"
+ * A function past the table's bounds counts under names_full (one name for
+ * many functions: no line is looked up for it). */
+static const char names_full[] = "(function name not kept: PC sampling's name table is full)";
+static const char unknown_function[] = "(unknown function)";
 static const char *function_name(cuda_pc_hardware *hw, const char *cupti_name)
 {
     if (cupti_name == NULL)
-        return "(unknown function)";
+        return unknown_function;
     /* By address: CUPTI's name strings are never freed here (cuda_pc.c's
      * header), so no other name can ever come at this address. */
     if (cupti_name == hw->last_key)
@@ -362,7 +379,7 @@ static const char *function_name(cuda_pc_hardware *hw, const char *cupti_name)
         const char *demangled = cuda_demangle(cupti_name);
         name = pc_names_add(hw->names, cupti_name, demangled != NULL ? demangled : cupti_name);
         if (name == NULL)
-            return NAMES_FULL;
+            return names_full;
     }
     hw->last_key = cupti_name;
     hw->last_name = name;
@@ -391,8 +408,13 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->stall_reason = stall->pcSamplingStallReasonIndex;
         sample->pc_offset = pc->pcOffset;
         sample->function = function_name(hw, pc->functionName);
-        cuda_pc_lines_find(pc->cubinCrc, pc->functionName, pc->pcOffset, &sample->file,
-                           &sample->line);
+        /* Keyed by flare's kept name (one per function, whatever CUPTI's
+         * strings do); asked with CUPTI's, the cubin's own. */
+        sample->file = NULL;
+        sample->line = 0;
+        if (sample->function != names_full && sample->function != unknown_function)
+            cuda_pc_lines_find(pc->cubinCrc, pc->functionName, sample->function, pc->pcOffset,
+                               &sample->file, &sample->line);
     }
     return moved;
 }

@@ -11,6 +11,7 @@
 
 #include <cupti_pcsampling.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,6 +56,7 @@ typedef struct line_stats {
     uint64_t functions_without, functions_no_module;
     uint64_t cache_full, lookup_ns;
     uint64_t files_refused; /* a line found, its file's path not kept */
+    uint64_t put_off;       /* lookups left to a later call (time budget) */
     size_t modules_kept, bytes_kept;
     uint64_t modules_refused;
 } line_stats;
@@ -78,6 +80,33 @@ static size_t cache_used;
 static int cache_failed;
 static pc_names *files;
 static line_stats stats, reported;
+static uint64_t budget_ns = CUDA_PC_LINES_BUDGET_NS;
+static uint64_t window_began_ns, window_spent_ns;
+
+void cuda_pc_lines_set_budget(uint64_t budget)
+{
+    budget_ns = budget;
+    window_spent_ns = 0;
+}
+
+/* Whether a lookup may be made now (within the budget of this window). */
+static int budget_allows(void)
+{
+    if (budget_ns == 0)
+        return 1;
+    uint64_t now = core_now_ns();
+    if (now - window_began_ns >= CUDA_PC_LINES_BUDGET_WINDOW_NS) {
+        window_began_ns = now;
+        window_spent_ns = 0;
+    }
+    return window_spent_ns < budget_ns;
+}
+
+void cuda_pc_lines_off(const char *reason)
+{
+    atomic_store(&installed, 0);
+    core_capability_set("pc_source_lines", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+}
 
 int cuda_pc_lines_install(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
 {
@@ -115,14 +144,17 @@ void cuda_pc_lines_module_loaded(const void *cubin, size_t size)
 {
     if (!atomic_load(&installed) || cubin == NULL || size == 0)
         return;
+    int saved_errno = errno; /* the program's, inside its launch or load */
     /* Checked before the copy (made outside the lock) and again after. */
     pthread_mutex_lock(&modules_lock);
     int fits = module_count < CUDA_PC_LINES_MODULES_MAX && size <= budget_bytes - bytes_kept;
     if (!fits)
         modules_refused++;
     pthread_mutex_unlock(&modules_lock);
-    if (!fits)
+    if (!fits) {
+        errno = saved_errno;
         return;
+    }
     void *copy = malloc(size);
     if (copy != NULL)
         memcpy(copy, cubin, size);
@@ -137,6 +169,7 @@ void cuda_pc_lines_module_loaded(const void *cubin, size_t size)
     }
     pthread_mutex_unlock(&modules_lock);
     free(copy);
+    errno = saved_errno;
 }
 
 /* The kept module whose CRC is crc, computing the CRCs of those loaded
@@ -153,7 +186,9 @@ static const kept_module *module_of(uint64_t crc)
         kept_module *module = &modules[crc_done];
         CUpti_GetCubinCrcParams params = {
             .size = CUpti_GetCubinCrcParamsSize, .cubinSize = module->size, .cubin = module->bytes};
+        uint64_t began = core_now_ns();
         module->crc_state = get_crc(&params) == CUPTI_SUCCESS ? 1 : -1;
+        window_spent_ns += core_now_ns() - began;
         module->crc = params.cubinCrc;
     }
     for (size_t i = 0; i < count; i++)
@@ -205,7 +240,9 @@ static const char *ask_cupti(const kept_module *module, const char *function, ui
                                                      .pcOffset = offset};
     uint64_t began = core_now_ns();
     CUptiResult result = correlate(&params);
-    stats.lookup_ns += core_now_ns() - began;
+    uint64_t took = core_now_ns() - began;
+    stats.lookup_ns += took;
+    window_spent_ns += took;
     const char *kept = NULL;
     *refused = 0;
     if (result == CUPTI_SUCCESS && params.fileName != NULL && params.fileName[0] != '\0' &&
@@ -232,12 +269,12 @@ static const char *ask_cupti(const kept_module *module, const char *function, ui
     return kept;
 }
 
-void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, const char **file,
-                        uint32_t *line)
+void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
+                        const char **file, uint32_t *line)
 {
     *file = NULL;
     *line = 0;
-    if (!atomic_load(&installed) || function == NULL)
+    if (!atomic_load(&installed) || function == NULL || cupti_name == NULL)
         return;
     if (!cache_has_room()) {
         line_entry *known = cache != NULL ? slot_of(crc, function, offset) : NULL;
@@ -266,6 +303,10 @@ void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, con
     }
     if (own->line == FUNCTION_NO_LINES || own->line == FUNCTION_NO_MODULE)
         return; /* said once, in the counts; not asked again */
+    if (!budget_allows()) {
+        stats.put_off++; /* not cached: asked again at a later call */
+        return;
+    }
     const kept_module *module = module_of(crc);
     if (module == NULL) {
         own->line = FUNCTION_NO_MODULE;
@@ -274,7 +315,7 @@ void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, con
     }
     uint32_t found_line = 0;
     int refused = 0;
-    const char *found = ask_cupti(module, function, offset, &found_line, &refused);
+    const char *found = ask_cupti(module, cupti_name, offset, &found_line, &refused);
     *entry = (line_entry){
         .crc = crc, .offset = offset, .function = function, .file = found, .line = found_line};
     cache_used++;
@@ -308,7 +349,7 @@ void cuda_pc_lines_report(void)
     if (memcmp(&stats, &reported, sizeof(stats)) == 0)
         return;
     reported = stats;
-    int degraded = stats.modules_refused > 0 || stats.cache_full > 0 ||
+    int degraded = stats.modules_refused > 0 || stats.cache_full > 0 || stats.put_off > 0 ||
                    stats.functions_no_module > 0 || stats.files_refused > 0 || cache_failed;
     core_capability_set(
         "pc_source_lines", 1, degraded ? CORE_CAPABILITY_DEGRADED : CORE_CAPABILITY_ACTIVE,
@@ -316,10 +357,13 @@ void cuda_pc_lines_report(void)
         "information (nvcc -lineinfo adds it), %llu in no kept cubin; %zu cubins kept "
         "(%.1f MiB), %llu not kept (FLARE_PC_CUBIN_MIB); %llu instructions not looked up "
         "(line cache full), %llu whose file's path was not kept (too long, or the table of "
-        "%u files full); lookups took %.1f ms",
+        "%u files full); lookups took %.1f ms, %llu put off to a later read (at most %.0f ms "
+        "of lookups every %.0f ms)",
         (unsigned long long)stats.with_line, (unsigned long long)stats.instructions,
         (unsigned long long)stats.functions_without, (unsigned long long)stats.functions_no_module,
         stats.modules_kept, (double)stats.bytes_kept / (1024.0 * 1024.0),
         (unsigned long long)stats.modules_refused, (unsigned long long)stats.cache_full,
-        (unsigned long long)stats.files_refused, LINES_FILES_MAX, (double)stats.lookup_ns / 1e6);
+        (unsigned long long)stats.files_refused, LINES_FILES_MAX, (double)stats.lookup_ns / 1e6,
+        (unsigned long long)stats.put_off, (double)budget_ns / 1e6,
+        (double)CUDA_PC_LINES_BUDGET_WINDOW_NS / 1e6);
 }

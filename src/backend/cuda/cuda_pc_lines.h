@@ -15,7 +15,9 @@
  * answered, 99.9% of a hot loop's samples on its one line.
  *
  * Threads: module loads on any application thread (a copy, under a short
- * lock); lookups on the PC engine's drain only (one at a time).
+ * lock: the one thing done there, errno kept); lookups one at a time under
+ * the PC engine's hardware lock, on its drain or on the thread that
+ * disarms (the program's own at its end): pure reads of a kept cubin.
  *
  * Must never: call CUPTI at a module load, free a kept cubin or file name
  * while the process runs (samples point at the names), grow past its
@@ -45,12 +47,28 @@ int cuda_pc_lines_install(const cuda_cupti_api *cupti, char *reason, size_t reas
  * budget (counted when not). Does nothing before install. */
 void cuda_pc_lines_module_loaded(const void *cubin, size_t size);
 
-/* The line of the instruction at offset in function (CUPTI's mangled name,
- * its pointer stable: cuda_pc.c never frees them) of the cubin whose CRC is
- * crc: *file (kept for the process) and *line, or NULL and 0. Drain thread
- * only. */
-void cuda_pc_lines_find(uint64_t crc, const char *function, uint64_t offset, const char **file,
-                        uint32_t *line);
+/* The line of the instruction at offset in a function of the cubin whose
+ * CRC is crc: *file (kept for the process) and *line, or NULL and 0.
+ * cupti_name is CUPTI's (mangled) name, what the cubin knows; key the
+ * caller's kept name for the function, one pointer per function, what the
+ * cache is keyed by. Lookups are bounded in time (CUDA_PC_LINES_BUDGET_NS in
+ * every CUDA_PC_LINES_BUDGET_WINDOW_NS): past it an instruction gets none
+ * now and is asked again at a later call. One thread at a time (the PC
+ * engine's hardware lock: its drain, or a disarm's last reads). */
+void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *key, uint64_t offset,
+                        const char **file, uint32_t *line);
+
+/* Time CUPTI's lookups may take in every window of time (ns): most of a
+ * lookup in a large cubin is CUPTI reading it again (19 ms a first lookup in
+ * PyTorch's, session 17), and the engine's lock is held meanwhile. */
+#define CUDA_PC_LINES_BUDGET_NS        20000000ull
+#define CUDA_PC_LINES_BUDGET_WINDOW_NS 100000000ull
+/* For tests: the budget in every window (0: none). */
+void cuda_pc_lines_set_budget(uint64_t budget_ns);
+
+/* Module loads go unwatched (the callback could not be enabled): lines
+ * are off, with reason in the capability. */
+void cuda_pc_lines_off(const char *reason);
 
 /* Says what the lookups did in the pc_source_lines capability, when that
  * changed since the last call. Drain thread only. */

@@ -420,8 +420,9 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
         /* PC sampling is enabled here, before the context's modules load;
          * PM sampling's set-up starts here, on a thread of its own. data is
-         * read in these two only: replay enables the whole domain, whose
-         * other callbacks (cuInit finished...) carry other data or none. */
+         * read as CUpti_ResourceData in the callbacks named below only:
+         * replay enables the whole domain, whose other callbacks (cuInit
+         * finished...) carry other data or none. */
         if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
             cuda_pc_context_created(((const CUpti_ResourceData *)data)->context);
             cuda_pm_context_created(((const CUpti_ResourceData *)data)->context);
@@ -757,9 +758,8 @@ static int subscribe_callbacks(int want_launch_callbacks)
         if (cuda_pc_core() != NULL &&
             cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_MODULE_LOADED) != CUPTI_SUCCESS)
-            core_capability_set("pc_source_lines", 1, CORE_CAPABILITY_UNAVAILABLE,
-                                "cannot watch module loads (cuptiEnableCallback): PC samples "
-                                "name their function and offset only");
+            cuda_pc_lines_off("cannot watch module loads (cuptiEnableCallback): PC samples "
+                              "name their function and offset only");
         if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
             core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,
