@@ -349,7 +349,9 @@ void cuda_pc_lines_report(void)
     if (memcmp(&stats, &reported, sizeof(stats)) == 0)
         return;
     reported = stats;
-    int degraded = stats.modules_refused > 0 || stats.cache_full > 0 || stats.put_off > 0 ||
+    /* Put off is not lost (asked again at a later read): said, not degraded
+     * (a PyTorch window put off 521 records, all asked again, session 17). */
+    int degraded = stats.modules_refused > 0 || stats.cache_full > 0 ||
                    stats.functions_no_module > 0 || stats.files_refused > 0 || cache_failed;
     core_capability_set(
         "pc_source_lines", 1, degraded ? CORE_CAPABILITY_DEGRADED : CORE_CAPABILITY_ACTIVE,
