@@ -495,6 +495,19 @@ void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t la
     pthread_mutex_unlock(&coordinator->beat_lock);
 }
 
+/* Runs the engines' serve hooks (work waiting for an application
+ * thread's launch; nothing on flare's threads). */
+static void serve_engines(deepwin_coordinator *coordinator)
+{
+    pthread_mutex_lock(&coordinator->state_lock);
+    const backend_engine_ops *engines[2] = {coordinator->config.engine,
+                                            coordinator->config.pc_engine};
+    pthread_mutex_unlock(&coordinator->state_lock);
+    for (size_t i = 0; i < 2; i++)
+        if (engines[i] != NULL && engines[i]->serve != NULL)
+            engines[i]->serve();
+}
+
 /* Takes beat_lock. A close in progress on another thread may be waiting
  * for a launch of the program's (CUDA PC sampling's stop is made at the
  * program's next launch): when this caller is the program's thread at its
@@ -505,13 +518,7 @@ void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t la
 static void beat_lock_serving(deepwin_coordinator *coordinator)
 {
     while (pthread_mutex_trylock(&coordinator->beat_lock) != 0) {
-        pthread_mutex_lock(&coordinator->state_lock);
-        const backend_engine_ops *engines[2] = {coordinator->config.engine,
-                                                coordinator->config.pc_engine};
-        pthread_mutex_unlock(&coordinator->state_lock);
-        for (size_t i = 0; i < 2; i++)
-            if (engines[i] != NULL && engines[i]->serve != NULL)
-                engines[i]->serve();
+        serve_engines(coordinator);
         struct timespec pause = {.tv_sec = 0, .tv_nsec = 200000L};
         nanosleep(&pause, NULL);
     }
@@ -523,13 +530,7 @@ void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uin
     beat_lock_serving(coordinator);
     /* And once more: a stop an earlier close left posted for a launch that
      * will not come now (the program ends) is made here. */
-    pthread_mutex_lock(&coordinator->state_lock);
-    const backend_engine_ops *engines[2] = {coordinator->config.engine,
-                                            coordinator->config.pc_engine};
-    pthread_mutex_unlock(&coordinator->state_lock);
-    for (size_t i = 0; i < 2; i++)
-        if (engines[i] != NULL && engines[i]->serve != NULL)
-            engines[i]->serve();
+    serve_engines(coordinator);
     deepwin_state state = get_state(coordinator);
     if (state == DEEPWIN_OPEN) {
         close_open(coordinator, reason, now_ns, launches_so_far);

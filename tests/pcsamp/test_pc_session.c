@@ -238,7 +238,8 @@ static void test_a_pc_window_stores_where_the_kernel_waits(void **unused)
     const char *section = strstr(output, "\nPC samples (windows with engine pc: where in their "
                                          "kernels warps waited)\n  window 1 (pid ");
     if (section == NULL || strstr(section, "    stall reasons: long_scoreboard ") == NULL ||
-        strstr(section, "long_scoreboard      pc_hot_kernel+0x100 (simulated_kernels.cu:5)\n") == NULL ||
+        strstr(section, "long_scoreboard      pc_hot_kernel+0x100 (simulated_kernels.cu:5)\n") ==
+            NULL ||
         strstr(section, "    by scope (samples split by kernel time): pc_step ") == NULL ||
         strstr(section, "without line information") != NULL)
         fail_msg("no PC samples section as expected:\n%s", output);

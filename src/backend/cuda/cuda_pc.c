@@ -386,6 +386,19 @@ static const char *function_name(cuda_pc_hardware *hw, const char *cupti_name)
     return name;
 }
 
+/* The PC's function name and source line, once for all its stall reasons.
+ * Lines are keyed by flare's kept name (one per function, whatever CUPTI's
+ * strings do) and asked with CUPTI's, the cubin's own. */
+static void place_pc(cuda_pc_hardware *hw, const CUpti_PCSamplingPCData *pc)
+{
+    hw->pc_function = function_name(hw, pc->functionName);
+    hw->pc_file = NULL;
+    hw->pc_line = 0;
+    if (hw->pc_function != names_full && hw->pc_function != unknown_function)
+        cuda_pc_lines_find(pc->cubinCrc, pc->functionName, hw->pc_function, pc->pcOffset,
+                           &hw->pc_file, &hw->pc_line);
+}
+
 static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max, uint64_t now)
 {
     size_t moved = 0;
@@ -398,6 +411,8 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
             hw->cursor_stall = 0;
             continue;
         }
+        if (hw->cursor_stall == 0)
+            place_pc(hw, pc);
         const CUpti_PCSamplingStallReason *stall = &pc->stallReason[hw->cursor_stall++];
         if (stall->samples == 0)
             continue;
@@ -407,14 +422,9 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->device = hw->device;
         sample->stall_reason = stall->pcSamplingStallReasonIndex;
         sample->pc_offset = pc->pcOffset;
-        sample->function = function_name(hw, pc->functionName);
-        /* Keyed by flare's kept name (one per function, whatever CUPTI's
-         * strings do); asked with CUPTI's, the cubin's own. */
-        sample->file = NULL;
-        sample->line = 0;
-        if (sample->function != names_full && sample->function != unknown_function)
-            cuda_pc_lines_find(pc->cubinCrc, pc->functionName, sample->function, pc->pcOffset,
-                               &sample->file, &sample->line);
+        sample->function = hw->pc_function;
+        sample->file = hw->pc_file;
+        sample->line = hw->pc_line;
     }
     return moved;
 }

@@ -69,6 +69,10 @@ typedef struct cuda_pc_hardware {
     pc_buffer config_buffer; /* CUPTI's SAMPLING_DATA_BUFFER (filled at disable) */
     /* The read buffer's records not yet handed over. */
     size_t pending_pcs, cursor_pc, cursor_stall;
+    /* The cursor's PC named and placed once, for all its stall reasons
+     * (set at its first, cursor_stall 0). */
+    const char *pc_function, *pc_file;
+    uint32_t pc_line;
     size_t remaining; /* CUPTI's remainingNumPcs after the last GetData */
     uint64_t hardware_full_reads;
     /* Start and stop on the application's thread (cuda_app_thread.h). */
