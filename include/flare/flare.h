@@ -284,13 +284,14 @@ typedef struct flare_window_options {
     /* Recorded with the window (NULL: none); truncated to 63 bytes. */
     const char *label;
     /* The deep engine: "pm" (PM sampling, the default; NULL means it),
-     * "pc" (PC sampling: where in its kernels warps stalled), or "auto"
-     * (the deepest of the two whose estimated cost at the process's launch
-     * rate is within the deep budget, FLARE_DEEP_BUDGET, default 5%; when
-     * none is, the window is refused: FLARE_ERR_UNSUPPORTED). A device
-     * without the one asked for runs the window with PM sampling, and the
-     * window's engine_reason says why (docs/windows.md). Anything else is
-     * FLARE_ERR_INVALID_ARGUMENT. */
+     * "pc" (PC sampling: where in its kernels warps stalled), "sass" (SASS
+     * metrics: how often each instruction ran, exactly; kernels run 6-500x
+     * slower while the window is open), or "auto" (the deepest whose
+     * estimated cost at the process's launch rate is within the deep
+     * budget, FLARE_DEEP_BUDGET, default 5%; when none is, the window is
+     * refused: FLARE_ERR_UNSUPPORTED). A device without the one asked for
+     * runs the window with PM sampling, and the window's engine_reason says
+     * why (docs/windows.md). Anything else is FLARE_ERR_INVALID_ARGUMENT. */
     const char *engine;
 } flare_window_options;
 

@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 12
+SCHEMA_NEWEST = 13
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,25 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 12 lacks: the table version 13 added (src/store/store_schema.c) ----
+
+# The table (empty: an older flare counted no SASS metrics) and its view,
+# copies of src/store/store_schema.c and store_views.c. After
+# _COMPAT_V12_DDL: the view reads pc_lines, the reader's own before 12.
+_COMPAT_V13_DDL = [
+    "CREATE TEMP TABLE sass_metrics (pid INTEGER NOT NULL, window_id INTEGER NOT NULL,"
+    " device INTEGER NOT NULL, name_id INTEGER NOT NULL, pc_offset INTEGER NOT NULL,"
+    " metric TEXT NOT NULL, value INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, window_id, device, name_id, pc_offset, metric))",
+    "CREATE TEMP VIEW v_sass_metrics AS"
+    " SELECT s.pid, s.window_id, s.device, n.name AS function, s.pc_offset, s.metric, s.value,"
+    " f.name AS file, l.line"
+    " FROM sass_metrics s JOIN names n ON n.id = s.name_id"
+    " LEFT JOIN pc_lines l"
+    " ON l.pid = s.pid AND l.name_id = s.name_id AND l.pc_offset = s.pc_offset"
+    " LEFT JOIN names f ON f.id = l.file_name_id",
+]
 
 # ---- what version 11 lacks: the table version 12 added (src/store/store_schema.c) ----
 
@@ -498,7 +517,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6 to 12), notice (what the reader wants you to know about
+    schema_version (6 to 13), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):
@@ -617,6 +636,8 @@ class Session:
                 setup += _COMPAT_V11_DDL
             if version < 12:
                 setup += _COMPAT_V12_DDL
+            if version < 13:
+                setup += _COMPAT_V13_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)
@@ -783,6 +804,20 @@ class Session:
         window_id, pid."""
         return self._select("SELECT * FROM v_pc_lines", "PC source lines",
                             file=(file, str), window_id=(window_id, int), pid=(pid, int))
+
+    def sass_metrics(self, function=None, metric=None, window_id=None, pid=None):
+        """SASS metrics of the deep-profiling windows that counted them
+        (v_sass_metrics, schema 13; empty for older sessions): one row per
+        (pid, window_id, device, function, pc_offset, metric) with value, what
+        the metric counted for that instruction over the window's kernels of
+        the function, and file and line, the instruction's source line (None
+        where its binary had no line information, e.g. nvcc without
+        -lineinfo or -G). metric is CUPTI's name ('smsp__sass_inst_executed',
+        ...); function and pc_offset as in pc_samples(). Filters: function,
+        metric, window_id, pid."""
+        return self._select("SELECT * FROM v_sass_metrics", "SASS metrics",
+                            function=(function, str), metric=(metric, str),
+                            window_id=(window_id, int), pid=(pid, int))
 
     def replay_metrics(self, kernel=None, metric=None, pid=None):
         """Every replayed kernel launch's metric values (v_replay_metrics): pid,

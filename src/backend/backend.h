@@ -91,8 +91,8 @@ typedef struct backend_ops {
 
 /* ---- Deep engines ----
  *
- * A deep engine is the expensive kind of collection (PM sampling, later
- * SASS or PC sampling) that runs only inside a bounded deep-profiling window
+ * A deep engine is the expensive kind of collection (PM sampling, PC
+ * sampling, SASS metrics) that runs only inside a bounded deep-profiling window
  * (src/deepwin). A backend that has one exposes this table beside
  * backend_ops; the window coordinator arms it when a window opens and disarms
  * it when the window closes, from one thread at a time. Time is passed in so
@@ -235,6 +235,10 @@ typedef struct backend_descriptor {
      * back to the deep engine above, src/deepwin). */
     const backend_engine_ops *(*pc_deep_engine)(void);
     struct pc_engine *(*pc_engine)(void);
+    /* The same for SASS metrics (windows that ask for sass): an engine of
+     * pcsamp/pc_engine.h's kind PC_ENGINE_SASS; NULL: none. */
+    const backend_engine_ops *(*sass_deep_engine)(void);
+    struct pc_engine *(*sass_engine)(void);
     /* Replay's device operations and metric collector, or NULL. */
     const struct replay_device_ops *(*replay_ops)(void);
     const struct replay_metric_collector *(*metric_collector)(void);

@@ -30,6 +30,7 @@
 #include "cli/report_ranks.h"
 #include "cli/report_recorder.h"
 #include "cli/report_pc.h"
+#include "cli/report_sass.h"
 #include "cli/report_triggered.h"
 #include "cli/session.h"
 #include "core/config.h"
@@ -506,6 +507,8 @@ static const report_section report_sections[] = {
     {"pm samples", NULL, table_pm_samples, NULL},
     /* Titled by itself, only when a window ran PC sampling. */
     {"pc samples", NULL, cli_report_pc, NULL},
+    /* Titled by itself, only when a window ran SASS metrics. */
+    {"sass metrics", NULL, cli_report_sass, NULL},
     /* Titled only when the session has replay rows, so a plain trace's
      * report stays as it was; range replay uses what kernel replay read. */
     {"kernel replay", NULL, cli_report_kernel_replay, NULL},

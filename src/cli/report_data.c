@@ -32,6 +32,7 @@
 #include "cli/report_pc.h"
 #include "cli/report_pc_lines.h"
 #include "cli/report_pc_scopes.h"
+#include "cli/report_sass.h"
 #include "cli/report_triggered.h"
 #include "store/store_ranks.h"
 #include "flare/flare.h"
@@ -391,30 +392,6 @@ static void data_rules(report_data *data)
 {
     report_emit_table_begin(data->emit, data->section);
     int status = store_read_rules(data->database, emit_rule_row, data);
-    report_emit_table_end(data->emit);
-    data_check(data, status);
-}
-
-static void data_pc_samples(report_data *data)
-{
-    report_emit_table_begin(data->emit, data->section);
-    int status = report_pc_emit(data->database, data->emit);
-    report_emit_table_end(data->emit);
-    data_check(data, status);
-}
-
-static void data_pc_by_scope(report_data *data)
-{
-    report_emit_table_begin(data->emit, data->section);
-    int status = report_pc_scopes_emit(data->database, data->emit);
-    report_emit_table_end(data->emit);
-    data_check(data, status);
-}
-
-static void data_pc_lines(report_data *data)
-{
-    report_emit_table_begin(data->emit, data->section);
-    int status = report_pc_lines_emit(data->database, data->emit);
     report_emit_table_end(data->emit);
     data_check(data, status);
 }
@@ -793,35 +770,49 @@ static void data_errors(report_data *data)
 /* ---- the document ---- */
 
 /* The sections in document order, each a key of the JSON object and a
- * section of the CSV (docs/cli.md lists their keys). */
+ * section of the CSV (docs/cli.md lists their keys). A section is written
+ * by write, or, when that is NULL, is the table whose records rows writes
+ * (it returns a store reader's status). */
 typedef struct data_section {
     const char *name;
     void (*write)(report_data *data);
+    int (*rows)(store *database, report_emit *emit);
 } data_section;
 
+/* A section that is one table of a module's rows (data_section.rows). */
+static void data_rows(report_data *data, int (*rows)(store *database, report_emit *emit))
+{
+    report_emit_table_begin(data->emit, data->section);
+    int status = rows(data->database, data->emit);
+    report_emit_table_end(data->emit);
+    data_check(data, status);
+}
+
 static const data_section data_sections[] = {
-    {"session", data_session},
-    {"ranks", data_ranks},
-    {"kernels", data_kernels},
-    {"copies", data_copies},
-    {"graphs", data_graphs},
-    {"scopes", data_scopes},
-    {"counters", data_counters},
-    {"metrics", data_metrics},
-    {"rules", data_rules},
-    {"windows", data_windows},
-    {"triggered_replays", data_triggered_replays},
-    {"pc_samples", data_pc_samples},
-    {"pc_by_scope", data_pc_by_scope},
-    {"pc_lines", data_pc_lines},
-    {"pm_samples", data_pm_samples},
-    {"kernel_replay", data_kernel_replay},
-    {"range_replay", data_range_replay},
-    {"range_replay_kernels", data_range_replay_kernels},
-    {"replay_metrics", data_replay_metrics},
-    {"replay_summary", data_replay_summary},
-    {"capabilities", data_capabilities},
-    {"drops", data_drops},
+    {"session", data_session, NULL},
+    {"ranks", data_ranks, NULL},
+    {"kernels", data_kernels, NULL},
+    {"copies", data_copies, NULL},
+    {"graphs", data_graphs, NULL},
+    {"scopes", data_scopes, NULL},
+    {"counters", data_counters, NULL},
+    {"metrics", data_metrics, NULL},
+    {"rules", data_rules, NULL},
+    {"windows", data_windows, NULL},
+    {"triggered_replays", data_triggered_replays, NULL},
+    {"pc_samples", NULL, report_pc_emit},
+    {"pc_by_scope", NULL, report_pc_scopes_emit},
+    {"pc_lines", NULL, report_pc_lines_emit},
+    {"sass_metrics", NULL, report_sass_emit},
+    {"sass_lines", NULL, report_sass_lines_emit},
+    {"pm_samples", data_pm_samples, NULL},
+    {"kernel_replay", data_kernel_replay, NULL},
+    {"range_replay", data_range_replay, NULL},
+    {"range_replay_kernels", data_range_replay_kernels, NULL},
+    {"replay_metrics", data_replay_metrics, NULL},
+    {"replay_summary", data_replay_summary, NULL},
+    {"capabilities", data_capabilities, NULL},
+    {"drops", data_drops, NULL},
 };
 
 int cli_report_data(const cli_session *session, uint32_t top, const report_emit_format *format)
@@ -852,7 +843,10 @@ int cli_report_data(const cli_session *session, uint32_t top, const report_emit_
         snprintf(data->kernels_failure, sizeof data->kernels_failure, "%s", failure);
     for (size_t i = 0; i < sizeof data_sections / sizeof data_sections[0]; i++) {
         data->section = data_sections[i].name;
-        data_sections[i].write(data);
+        if (data_sections[i].write != NULL)
+            data_sections[i].write(data);
+        else
+            data_rows(data, data_sections[i].rows);
     }
     data_errors(data);
     report_emit_end(emit);

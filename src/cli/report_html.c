@@ -343,6 +343,7 @@ static const html_section html_sections[] = {
     {"scopes", "GPU time per scope and NVTX range", section_scopes},
     {"pm", "Deep windows: PM samples", html_section_pm},
     {"pc", "Deep windows: PC samples (where warps waited)", html_section_pc},
+    {"sass", "Deep windows: SASS metrics (what each instruction executed)", html_section_sass},
     {"triggered", "Triggered replays: rule, speed of light, PM window", html_section_triggered},
     {"replay", "Replay: speed of light", html_section_replay},
     {"drops", "Drops and warnings", section_drops},

@@ -90,5 +90,8 @@ void html_section_replay(html_report *report);
 void html_section_triggered(html_report *report);
 /* Per window that ran PC sampling: stall reasons and hottest instructions. */
 void html_section_pc(html_report *report);
+/* Per window that ran SASS metrics: metric totals, hottest instructions and
+ * source lines (report_html_sass.c). */
+void html_section_sass(html_report *report);
 
 #endif /* FLARE_CLI_REPORT_HTML_H */

@@ -31,7 +31,7 @@
 static const char trace_help[] =
     "usage: flare trace [-o DIR] [--mode MODE] [--flush-ms N] [--deep-when RULE]...\n"
     "                   [--deep-after DURATION --deep-for DURATION\n"
-    "                    [--deep-engine pm|pc|auto]] [--deep-budget PCT]\n"
+    "                    [--deep-engine pm|pc|sass|auto]] [--deep-budget PCT]\n"
     "                   [--storm-rate RATE]\n"
     "                   [--keep DURATION] [--max-size BYTES] [--quiet] -- CMD [ARGS...]\n"
     "\n"
@@ -76,12 +76,14 @@ static const char trace_help[] =
     "  --deep-engine ENGINE\n"
     "                     the scheduled window's deep engine: pm (PM sampling, the\n"
     "                     default: how busy the GPU was), pc (PC sampling: where in\n"
-    "                     its kernels warps waited; a device without it falls back to\n"
-    "                     pm and the window's record says so) or auto (the deepest of\n"
-    "                     pc and pm whose estimated cost at the process's launch rate\n"
-    "                     is within the deep budget; when none is, the window is\n"
-    "                     refused and its record says why). Rules take 'engine pc'\n"
-    "                     or 'engine auto'.\n"
+    "                     its kernels warps waited), sass (SASS metrics: how often\n"
+    "                     each instruction ran; its kernels run 6-500x slower while\n"
+    "                     the window is open) or auto (the deepest of sass, pc and\n"
+    "                     pm whose estimated cost at the process's launch rate is\n"
+    "                     within the deep budget; when none is, the window is\n"
+    "                     refused and its record says why). A device without the\n"
+    "                     engine falls back to pm and the window's record says so.\n"
+    "                     Rules take 'engine pc', 'engine sass' or 'engine auto'.\n"
     "  --deep-budget PCT  the deep budget of engine auto: the slowdown its windows\n"
     "                     may cost the program, a percentage over 0 and at most 100,\n"
     "                     e.g. 0.5%; default 5%. Only beside engine auto\n"
@@ -174,17 +176,18 @@ typedef struct trace_schedule {
     const char *after, *length, *engine, *budget;
 } trace_schedule;
 
-/* --deep-engine ENGINE at argv[*index]: pm, pc or auto. */
+/* --deep-engine ENGINE at argv[*index]: pm, pc, sass or auto. */
 static int trace_engine_option(int argc, char **argv, int *index, trace_schedule *schedule)
 {
     if (*index + 1 >= argc || strcmp(argv[*index + 1], "--") == 0)
-        return cli_usage_error("trace", "option '--deep-engine' needs pm or pc, or auto");
+        return cli_usage_error("trace", "option '--deep-engine' needs pm, pc, sass or auto");
     const char *value = argv[++*index];
     deepwin_engine_kind kind;
     if (deepwin_engine_kind_parse(value, &kind) != 0)
         return cli_usage_error("trace",
-                               "'--deep-engine %s': use pm (PM sampling, the default) or pc (PC "
-                               "sampling), or auto (the deepest within the deep budget)",
+                               "'--deep-engine %s': use pm (PM sampling, the default), pc (PC "
+                               "sampling), sass (SASS metrics) or auto (the deepest within the "
+                               "deep budget)",
                                value);
     schedule->engine = value;
     return CLI_EXIT_OK;

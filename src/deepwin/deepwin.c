@@ -52,17 +52,19 @@ struct deepwin_coordinator {
     uint32_t record_count;
 };
 
-static const char *const engine_kind_names[] = {
-    [DEEPWIN_ENGINE_PM] = "pm", [DEEPWIN_ENGINE_PC] = "pc", [DEEPWIN_ENGINE_AUTO] = "auto"};
+static const char *const engine_kind_names[DEEPWIN_ENGINE_KINDS] = {[DEEPWIN_ENGINE_PM] = "pm",
+                                                                    [DEEPWIN_ENGINE_PC] = "pc",
+                                                                    [DEEPWIN_ENGINE_AUTO] = "auto",
+                                                                    [DEEPWIN_ENGINE_SASS] = "sass"};
 
 const char *deepwin_engine_kind_name(deepwin_engine_kind kind)
 {
-    return (unsigned)kind <= DEEPWIN_ENGINE_AUTO ? engine_kind_names[kind] : "?";
+    return (unsigned)kind < DEEPWIN_ENGINE_KINDS ? engine_kind_names[kind] : "?";
 }
 
 int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind)
 {
-    for (unsigned i = 0; name != NULL && i <= DEEPWIN_ENGINE_AUTO; i++)
+    for (unsigned i = 0; name != NULL && i < DEEPWIN_ENGINE_KINDS; i++)
         if (strcmp(name, engine_kind_names[i]) == 0) {
             *kind = (deepwin_engine_kind)i;
             return 0;
@@ -70,40 +72,50 @@ int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind)
     return -1;
 }
 
-/* state_lock held: an auto request's engine: the deepest (pc, then pm)
- * whose estimated slowdown at the current launch rate is within the deep
+/* state_lock held: an auto request's engine: the deepest (sass, pc, then
+ * pm) whose estimated slowdown at the current launch rate is within the deep
  * budget. The choice and its why go to coordinator->current_auto and the
  * record's engine_reason; when none fits, NULL, and open_pending refuses
  * the window with that reason. */
 static const backend_engine_ops *choose_auto(deepwin_coordinator *coordinator,
                                              deepwin_record *record)
 {
+    const backend_engine_ops *sass = coordinator->config.sass_engine;
     const backend_engine_ops *pc = coordinator->config.pc_engine;
     const backend_engine_ops *pm = coordinator->config.engine;
     deepwin_auto_candidate candidates[] = {
+        {sass, "sass", sass != NULL && sass->unusable != NULL ? sass->unusable() : NULL},
         {pc, "pc", pc != NULL && pc->unusable != NULL ? pc->unusable() : NULL},
         {pm, "pm", pm != NULL && pm->unusable != NULL ? pm->unusable() : NULL}};
-    deepwin_auto_choose(candidates, 2, deepwin_launch_rate(coordinator), coordinator->config.budget,
-                        &coordinator->current_auto, record->engine_reason,
-                        sizeof(record->engine_reason));
+    /* A device without SASS metrics leaves them out of the words: only a
+     * missing pc or pm is worth saying. */
+    size_t first = sass == NULL ? 1 : 0;
+    deepwin_auto_choose(candidates + first, 3 - first, deepwin_launch_rate(coordinator),
+                        coordinator->config.budget, &coordinator->current_auto,
+                        record->engine_reason, sizeof(record->engine_reason));
     return coordinator->current_auto.engine;
 }
 
-/* state_lock held: the engine a request gets. A pc window on a coordinator
- * without a PC sampling engine falls back to the PM one, and says so in
+/* state_lock held: the engine a request gets. A pc or sass window on a
+ * coordinator without that engine falls back to the PM one, and says so in
  * its engine_reason (kept, and prefixed to any reason arm gives). */
 static const backend_engine_ops *choose_engine(deepwin_coordinator *coordinator,
                                                deepwin_record *record)
 {
     memset(&coordinator->current_auto, 0, sizeof(coordinator->current_auto));
-    if (record->token.engine == DEEPWIN_ENGINE_AUTO)
+    deepwin_engine_kind kind = record->token.engine;
+    if (kind == DEEPWIN_ENGINE_AUTO)
         return choose_auto(coordinator, record);
-    if (record->token.engine != DEEPWIN_ENGINE_PC)
+    if (kind != DEEPWIN_ENGINE_PC && kind != DEEPWIN_ENGINE_SASS)
         return coordinator->config.engine;
-    if (coordinator->config.pc_engine != NULL)
-        return coordinator->config.pc_engine;
+    const backend_engine_ops *asked =
+        kind == DEEPWIN_ENGINE_PC ? coordinator->config.pc_engine : coordinator->config.sass_engine;
+    if (asked != NULL)
+        return asked;
     snprintf(record->engine_reason, sizeof(record->engine_reason),
-             "asked for pc: no PC sampling engine on this device; fell back to %s",
+             "asked for %s: no %s engine on this device; fell back to %s",
+             deepwin_engine_kind_name(kind),
+             kind == DEEPWIN_ENGINE_PC ? "PC sampling" : "SASS metrics",
              coordinator->config.engine != NULL ? "pm" : "none");
     return coordinator->config.engine;
 }
@@ -343,7 +355,7 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
     pthread_mutex_unlock(&coordinator->state_lock);
 
     /* Still PENDING while the engine arms: requesters keep seeing busy. A
-     * PC sampling engine turned down by the lease (a PM engine or another
+     * PC sampling or SASS metrics engine turned down by the lease (a PM engine or another
      * tool holds the device) gives way to the PM engine; for an auto
      * window only when PM sampling is within the deep budget. An auto
      * window that no engine fits is refused without arming anything: its
@@ -354,9 +366,11 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
     int status = is_auto && choice.refused
                      ? FLARE_ERR_UNSUPPORTED
                      : arm_engine(coordinator, engine, &record, now_ns, reason);
-    int pc_turned_down = status == BACKEND_ENGINE_BUSY && engine != NULL &&
-                         engine == coordinator->config.pc_engine &&
-                         coordinator->config.engine != NULL;
+    int pc_turned_down =
+        status == BACKEND_ENGINE_BUSY && engine != NULL &&
+        (engine == coordinator->config.pc_engine || engine == coordinator->config.sass_engine) &&
+        coordinator->config.engine != NULL;
+    const char *busy_kind = engine == coordinator->config.sass_engine ? "sass" : "pc";
     if (pc_turned_down && (!is_auto || choice.fallback_fits)) {
         snprintf(pc_busy, sizeof(pc_busy), "%s", reason);
         reason[0] = '\0';
@@ -384,12 +398,12 @@ static void open_pending(deepwin_coordinator *coordinator, uint64_t now_ns, uint
         if (is_auto) {
             char percent[32], busy[DEEPWIN_REASON_MAX];
             deepwin_auto_format_percent(choice.fallback_estimate, percent, sizeof(percent));
-            snprintf(busy, sizeof(busy), "pc busy: %.120s; fell back to pm, about %s%%", pc_busy,
-                     percent);
+            snprintf(busy, sizeof(busy), "%s busy: %.120s; fell back to pm, about %s%%", busy_kind,
+                     pc_busy, percent);
             set_engine_reason(current, busy);
         } else {
             snprintf(current->engine_reason, sizeof(current->engine_reason),
-                     "asked for pc: %.200s; fell back to pm", pc_busy);
+                     "asked for %s: %.200s; fell back to pm", busy_kind, pc_busy);
         }
     }
     if (status == BACKEND_ENGINE_BUSY || status == BACKEND_ENGINE_NOT_READY) {
@@ -500,10 +514,10 @@ void deepwin_tick(deepwin_coordinator *coordinator, uint64_t now_ns, uint64_t la
 static void serve_engines(deepwin_coordinator *coordinator)
 {
     pthread_mutex_lock(&coordinator->state_lock);
-    const backend_engine_ops *engines[2] = {coordinator->config.engine,
-                                            coordinator->config.pc_engine};
+    const backend_engine_ops *engines[3] = {
+        coordinator->config.engine, coordinator->config.pc_engine, coordinator->config.sass_engine};
     pthread_mutex_unlock(&coordinator->state_lock);
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 3; i++)
         if (engines[i] != NULL && engines[i]->serve != NULL)
             engines[i]->serve();
 }
@@ -551,16 +565,16 @@ int deepwin_blackout_active(const deepwin_coordinator *coordinator)
     return get_state(coordinator) != DEEPWIN_IDLE;
 }
 
-static int set_engine_of(deepwin_coordinator *coordinator, const backend_engine_ops *engine, int pc)
+/* Sets *slot (one of coordinator->config's engines) while no window is
+ * in flight. */
+static int set_engine_of(deepwin_coordinator *coordinator, const backend_engine_ops **slot,
+                         const backend_engine_ops *engine)
 {
     pthread_mutex_lock(&coordinator->beat_lock);
     pthread_mutex_lock(&coordinator->state_lock);
     int status = FLARE_ERR_STATE;
     if (get_state(coordinator) == DEEPWIN_IDLE) {
-        if (pc)
-            coordinator->config.pc_engine = engine;
-        else
-            coordinator->config.engine = engine;
+        *slot = engine;
         status = FLARE_OK;
     }
     pthread_mutex_unlock(&coordinator->state_lock);
@@ -570,12 +584,17 @@ static int set_engine_of(deepwin_coordinator *coordinator, const backend_engine_
 
 int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
 {
-    return set_engine_of(coordinator, engine, 0);
+    return set_engine_of(coordinator, &coordinator->config.engine, engine);
 }
 
 int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
 {
-    return set_engine_of(coordinator, engine, 1);
+    return set_engine_of(coordinator, &coordinator->config.pc_engine, engine);
+}
+
+int deepwin_set_sass_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine)
+{
+    return set_engine_of(coordinator, &coordinator->config.sass_engine, engine);
 }
 
 void deepwin_set_budget(deepwin_coordinator *coordinator, double budget)

@@ -70,15 +70,18 @@ typedef enum deepwin_token_kind {
 #define DEEPWIN_MESSAGE_MAX   256
 
 /* The deep engine a window asks for: PM sampling (the default; how busy
- * the GPU was), PC sampling (where in its kernels warps stalled), or auto:
- * the deepest of the two whose estimated cost at the process's launch rate
- * is within the deep budget (deepwin_auto.h). A window whose engine the
+ * the GPU was), PC sampling (where in its kernels warps stalled), SASS
+ * metrics (how often each instruction ran, exactly), or auto: the deepest
+ * (sass, pc, pm) whose estimated cost at the process's launch rate is
+ * within the deep budget (deepwin_auto.h). A window whose engine the
  * coordinator has none of falls back to PM sampling, and its engine_reason
  * says so; an auto window that no engine fits is refused, saying why. */
 typedef enum deepwin_engine_kind {
     DEEPWIN_ENGINE_PM = 0,
     DEEPWIN_ENGINE_PC = 1,
     DEEPWIN_ENGINE_AUTO = 2,
+    DEEPWIN_ENGINE_SASS = 3, /* after auto: the values are kept as they were */
+    DEEPWIN_ENGINE_KINDS
 } deepwin_engine_kind;
 
 /* Who asks. The evaluator tells its own windows apart by kind and rule id,
@@ -153,6 +156,9 @@ typedef struct deepwin_config {
     /* The PC sampling engine, for windows that ask for pc; NULL: none on
      * this backend yet (they fall back to engine). */
     const backend_engine_ops *pc_engine;
+    /* The SASS metrics engine, for windows that ask for sass; NULL: none
+     * (they fall back to engine). */
+    const backend_engine_ops *sass_engine;
     int device;               /* the engine's device; -1: every device */
     uint32_t record_capacity; /* finished records held until taken; 0: 64 */
     /* The deep budget of auto windows: the slowdown they may cost, a
@@ -206,8 +212,10 @@ void deepwin_close_now(deepwin_coordinator *coordinator, const char *reason, uin
  * FLARE_ERR_STATE while a window is pending, open or closing (the engine
  * that armed it must be the one that disarms it). */
 int deepwin_set_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
-/* The same for the PC sampling engine of windows that ask for pc. */
+/* The same for the PC sampling engine of windows that ask for pc, and the
+ * SASS metrics engine of windows that ask for sass. */
 int deepwin_set_pc_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
+int deepwin_set_sass_engine(deepwin_coordinator *coordinator, const backend_engine_ops *engine);
 /* Replaces the deep budget of auto windows from the next request on (as
  * deepwin_config.budget: 0 is the default, negative refuses them). */
 void deepwin_set_budget(deepwin_coordinator *coordinator, double budget);
@@ -216,9 +224,10 @@ void deepwin_reset_launch_rate(deepwin_coordinator *coordinator);
 /* The process's kernel launch rate over about the last second, as the beat
  * saw it (launches per second; 0 before two beats). One atomic load. */
 double deepwin_launch_rate(const deepwin_coordinator *coordinator);
-/* "pm", "pc", "auto"; "?" when unknown. */
+/* "pm", "pc", "sass", "auto"; "?" when unknown. */
 const char *deepwin_engine_kind_name(deepwin_engine_kind kind);
-/* The kind named name ("pm", "pc" or "auto"): 0 with *kind set, else -1. */
+/* The kind named name ("pm", "pc", "sass" or "auto"): 0 with *kind set,
+ * else -1. */
 int deepwin_engine_kind_parse(const char *name, deepwin_engine_kind *kind);
 /* Asks the engine windows arm to get ready for one (its optional prepare
  * op), outside every lock of the coordinator: for a window known to be

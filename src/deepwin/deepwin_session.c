@@ -37,6 +37,8 @@ static _Atomic(const backend_engine_ops *) chosen_engine;
 static _Atomic int engine_chosen;
 /* The PC sampling engine of windows that ask for pc (NULL: they fall back). */
 static _Atomic(const backend_engine_ops *) pc_engine;
+/* The SASS metrics engine of windows that ask for sass (NULL: they fall back). */
+static _Atomic(const backend_engine_ops *) sass_engine;
 
 /* The schedule of this session; written by begin (before the collector
  * runs) and read by the beat on the collector thread. */
@@ -86,6 +88,17 @@ void deepwin_session_set_pc_engine(const backend_engine_ops *engine)
     pthread_mutex_unlock(&coordinator_lock);
 }
 
+void deepwin_session_set_sass_engine(const backend_engine_ops *engine)
+{
+    atomic_store(&sass_engine, engine);
+    pthread_mutex_lock(&coordinator_lock);
+    deepwin_coordinator *coordinator = deepwin_session_coordinator();
+    if (coordinator != NULL && deepwin_set_sass_engine(coordinator, engine) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "SASS metrics engine %s takes over from the next window session",
+                 engine != NULL ? engine->name : "none");
+    pthread_mutex_unlock(&coordinator_lock);
+}
+
 void deepwin_session_count_launch(void)
 {
     atomic_fetch_add_explicit(&launch_count, 1, memory_order_relaxed);
@@ -118,7 +131,7 @@ static int parse_schedule_value(const char *variable, const char *text, uint64_t
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
-/* FLARE_DEEP_ENGINE (pm, pc or auto; unset or empty: pm) into schedule_engine. */
+/* FLARE_DEEP_ENGINE (pm, pc, sass or auto; unset or empty: pm) into schedule_engine. */
 static int read_schedule_engine(char *error, size_t error_size)
 {
     const char *engine = getenv("FLARE_DEEP_ENGINE");
@@ -126,7 +139,7 @@ static int read_schedule_engine(char *error, size_t error_size)
     if (engine == NULL || engine[0] == '\0' ||
         deepwin_engine_kind_parse(engine, &schedule_engine) == 0)
         return FLARE_OK;
-    snprintf(error, error_size, "FLARE_DEEP_ENGINE=%.48s: use pm, pc or auto", engine);
+    snprintf(error, error_size, "FLARE_DEEP_ENGINE=%.48s: use pm, pc, sass or auto", engine);
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
@@ -232,8 +245,10 @@ void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_
     pthread_mutex_lock(&coordinator_lock);
     deepwin_coordinator *coordinator = deepwin_session_coordinator();
     if (coordinator == NULL) {
-        deepwin_config config = {
-            .engine = engine, .pc_engine = atomic_load(&pc_engine), .device = -1};
+        deepwin_config config = {.engine = engine,
+                                 .pc_engine = atomic_load(&pc_engine),
+                                 .sass_engine = atomic_load(&sass_engine),
+                                 .device = -1};
         if (deepwin_create(&config, &coordinator) != FLARE_OK) {
             pthread_mutex_unlock(&coordinator_lock);
             core_capability_set("deep_windows", 0, CORE_CAPABILITY_UNAVAILABLE,
@@ -250,6 +265,7 @@ void deepwin_session_begin(uint64_t start_ns, const backend_engine_ops *default_
         }
         deepwin_set_engine(coordinator, engine);
         deepwin_set_pc_engine(coordinator, atomic_load(&pc_engine));
+        deepwin_set_sass_engine(coordinator, atomic_load(&sass_engine));
         /* The last session's launch rate is not this one's (engine auto). */
         deepwin_reset_launch_rate(coordinator);
     }
@@ -401,6 +417,9 @@ static int wait_for(deepwin_coordinator *coordinator, uint64_t window_id, int wa
         const backend_engine_ops *pc = atomic_load(&pc_engine);
         if (pc != NULL && pc->serve != NULL)
             pc->serve();
+        const backend_engine_ops *sass = atomic_load(&sass_engine);
+        if (sass != NULL && sass->serve != NULL)
+            sass->serve();
         pause_briefly();
     }
 }

@@ -50,6 +50,8 @@ void deepwin_session_set_engine(const backend_engine_ops *engine);
 /* The PC sampling engine for windows that ask for pc, from now on (NULL:
  * none; such windows fall back to the engine above). */
 void deepwin_session_set_pc_engine(const backend_engine_ops *engine);
+/* The same for the SASS metrics engine of windows that ask for sass. */
+void deepwin_session_set_sass_engine(const backend_engine_ops *engine);
 /* The process's coordinator (NULL before the first session). For tests and
  * the evaluator. */
 deepwin_coordinator *deepwin_session_coordinator(void);

@@ -177,7 +177,8 @@ static uint64_t sample_count(const pc_raw_sample *sample)
 }
 
 /* Counts sample into its key's aggregate, making one if there is room.
- * 0, or -1 when the key is new and the table full (the caller counts it). */
+ * 0, 1 when it made the key, or -1 when the key is new and the table full
+ * (the caller counts it). */
 static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
                        const pc_raw_sample *sample)
 {
@@ -228,7 +229,7 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
         table->entries[table->order_tail].order_next = index;
     table->order_tail = index;
     table->used++;
-    return 0;
+    return 1;
 }
 
 /* Unlinks the oldest aggregate (there is one) and puts it on the free list. */
@@ -354,9 +355,15 @@ void pc_engine_reload_settings(pc_engine *engine)
     pthread_mutex_unlock(&engine->lock);
 }
 
+/* "PC sampling" or "SASS metrics", for the lease's words. */
+static const char *kind_words(const pc_engine *engine)
+{
+    return engine->ops->kind == PC_ENGINE_SASS ? "SASS metrics" : "PC sampling";
+}
+
 int pc_engine_probe(pc_engine *engine, char *reason, size_t reason_size)
 {
-    if (engine->settings_status != FLARE_OK) {
+    if (engine->ops->kind != PC_ENGINE_SASS && engine->settings_status != FLARE_OK) {
         say(reason, reason_size, "%s", engine->settings_error);
         return engine->settings_status;
     }
@@ -366,10 +373,14 @@ int pc_engine_probe(pc_engine *engine, char *reason, size_t reason_size)
 /* ---- arming ---- */
 
 /* The window's period: config's, else FLARE_PC_PERIOD's (read at create and
- * at each session's start). */
+ * at each session's start); none for SASS metrics. */
 static int arm_period(pc_engine *engine, const backend_engine_config *config, uint64_t *period_ns,
                       char *reason, size_t reason_size)
 {
+    if (engine->ops->kind == PC_ENGINE_SASS) {
+        *period_ns = 0;
+        return FLARE_OK;
+    }
     if (config != NULL && config->sample_interval_ns != 0) {
         uint64_t period = config->sample_interval_ns;
         if (period < PC_PERIOD_MIN_NS || period > PC_PERIOD_MAX_NS) {
@@ -401,10 +412,11 @@ static int arm_lease(pc_engine *engine, int device, char *reason, size_t reason_
         return status;
     }
     if (strcmp(holder, "shutdown") == 0)
-        say(reason, reason_size, "PC sampling unavailable on device %d: flare is shutting down",
-            device);
+        say(reason, reason_size, "%s unavailable on device %d: flare is shutting down",
+            kind_words(engine), device);
     else
-        say(reason, reason_size, "PC sampling busy, held by %s on device %d", holder, device);
+        say(reason, reason_size, "%s busy, held by %s on device %d", kind_words(engine), holder,
+            device);
     pthread_mutex_lock(&engine->table_lock);
     engine->stats.busy_refusals++;
     pthread_mutex_unlock(&engine->table_lock);
@@ -518,18 +530,21 @@ static size_t drain_batch(pc_engine *engine)
     size_t count = engine->ops->read(engine->hardware, engine->batch, PC_READ_BATCH, &lost);
     if (count > PC_READ_BATCH)
         count = PC_READ_BATCH; /* a read that overstates: only PC_READ_BATCH exist */
-    uint64_t counted = 0, dropped = 0;
+    uint64_t counted = 0, dropped = 0, made = 0;
     pthread_mutex_lock(&engine->table_lock);
     for (size_t i = 0; i < count; i++) {
         pc_raw_sample *sample = &engine->batch[i];
         if (sample->function == NULL)
             sample->function = PC_UNKNOWN_FUNCTION;
         clamp_to_window(engine, sample);
-        if (table_count(&engine->table, engine->epoch, engine->window_id, sample) == 0)
+        int counted_as = table_count(&engine->table, engine->epoch, engine->window_id, sample);
+        if (counted_as >= 0)
             counted += sample_count(sample);
         else
             dropped += sample_count(sample);
+        made += counted_as == 1;
     }
+    engine->stats.entries_made += made;
     engine->stats.reads++;
     engine->stats.samples += counted;
     engine->stats.aggregate_drops += dropped;
@@ -610,6 +625,7 @@ static void close_window(pc_engine *engine, pc_engine_stats *stats, size_t *capa
     engine->stats.window_lost = engine->stats.samples_lost - engine->window_base.samples_lost;
     engine->stats.window_drops =
         engine->stats.aggregate_drops - engine->window_base.aggregate_drops;
+    engine->stats.window_entries = engine->stats.entries_made - engine->window_base.entries_made;
     *stats = engine->stats;
     *capacity = engine->table.capacity;
     pthread_mutex_unlock(&engine->table_lock);
@@ -650,7 +666,8 @@ int pc_engine_disarm(pc_engine *engine, int device, uint64_t now_ns, backend_eng
     if (result != NULL) {
         result->armed_ns = armed_ns;
         result->disarmed_ns = now_ns;
-        result->samples = stats.window_samples;
+        result->samples =
+            engine->ops->kind == PC_ENGINE_SASS ? stats.window_entries : stats.window_samples;
         snprintf(result->reason, sizeof(result->reason), "%s",
                  status == FLARE_OK ? "" : stop_reason);
     }
@@ -698,6 +715,11 @@ void pc_engine_stats_get(pc_engine *engine, pc_engine_stats *stats)
 const char *pc_engine_name(pc_engine *engine)
 {
     return engine->ops->name;
+}
+
+pc_engine_kind pc_engine_kind_of(pc_engine *engine)
+{
+    return engine->ops->kind;
 }
 
 int pc_engine_set_aggregate_capacity(pc_engine *engine, size_t capacity)

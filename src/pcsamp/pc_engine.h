@@ -1,5 +1,6 @@
 /*
- * pc_engine.h: the PC sampling deep engine, independent of the hardware.
+ * pc_engine.h: the instruction-level deep engines, PC sampling and SASS
+ * metrics, independent of the hardware.
  *
  * PC sampling takes, every period on every SM, the program counter of one
  * warp and the reason it is stalled (or "selected": issuing). One engine
@@ -29,6 +30,16 @@
  * table and the counters; it is never taken on an application thread (the
  * engine has no application hot path) and never held across a hardware call.
  *
+ * SASS metrics (pc_hardware_ops.kind PC_ENGINE_SASS) use the same engine:
+ * the hardware patches each kernel so its instructions count themselves, and
+ * hands over at stop, per (function, pc offset, metric), the value counted
+ * while armed: a pc_raw_sample's count is that value and its stall_reason
+ * the metric's code, named by stall_reason_name ("smsp__sass_inst_executed").
+ * Such an engine has no period (FLARE_PC_PERIOD and an interval are not
+ * read), its lease words say "SASS metrics", and the collector writes its
+ * aggregates to sass_metrics instead of pc_samples (pc_session.c). Its
+ * hardware never hands over a value of 0.
+ *
  * Must never: block arm or disarm on the hardware for longer than a start or
  * a stop (disarm may wait for one read batch the drain thread has begun),
  * grow (the table is fixed; every loss is counted), crash on a hardware error
@@ -43,8 +54,9 @@
 
 #include "backend/backend.h"
 
-/* Bytes of a stall reason name in a pc_entry, NUL included. */
-#define PC_STALL_NAME_MAX 32
+/* Bytes of a stall reason (or SASS metric) name in a pc_entry, NUL
+ * included: CUPTI's longest SASS metric name has 49 bytes. */
+#define PC_STALL_NAME_MAX 64
 
 /* Sampling period limits (ns). CUPTI takes a power of two of SM cycles
  * (2^5 to 2^31); the hardware side rounds to what its device accepts. */
@@ -81,10 +93,17 @@ typedef struct pc_raw_sample {
 
 /* ---- the hardware side ---- */
 
+/* What a hardware counts (see the top of this file). */
+typedef enum pc_engine_kind {
+    PC_ENGINE_SAMPLING = 0, /* samples of the program counter, per stall reason */
+    PC_ENGINE_SASS = 1,     /* SASS metrics: per-instruction values, per metric */
+} pc_engine_kind;
+
 typedef struct pc_hardware_ops {
-    const char *name; /* "cuda-pc-sampling", "sim-pc-sampling" */
-    /* Starts sampling device every period_ns (rounded as the hardware can).
-     * 0, or a negative flare_status with reason. */
+    const char *name;    /* "cuda-pc-sampling", "sim-pc-sampling", "cuda-sass-metrics" */
+    pc_engine_kind kind; /* 0: PC sampling */
+    /* Starts sampling device every period_ns (rounded as the hardware can;
+     * 0 for SASS metrics). 0, or a negative flare_status with reason. */
     int (*start)(void *hardware, int device, uint64_t period_ns, char *reason, size_t reason_size);
     /* Stops sampling; what the buffer holds stays readable. 0, or a negative
      * flare_status with reason. */
@@ -112,8 +131,8 @@ typedef struct pc_entry {
     uint64_t pc_offset;
     const char *file; /* the instruction's source file, or NULL (pc_raw_sample) */
     uint32_t line;
-    char stall_reason[PC_STALL_NAME_MAX];
-    uint64_t samples;
+    char stall_reason[PC_STALL_NAME_MAX]; /* SASS: the metric's name */
+    uint64_t samples;                     /* SASS: the metric's value */
     /* The first and last sample's time, within the window's arm and disarm
      * times (a sample the hardware took after the disarm's now, before its
      * stop, or stamped when read, counts at the edge). */
@@ -136,6 +155,8 @@ typedef struct pc_engine_stats {
     uint64_t window_samples;
     uint64_t window_lost;
     uint64_t window_drops;
+    uint64_t entries_made;   /* keys made in the table, ever */
+    uint64_t window_entries; /* of those, the last disarmed window's */
 } pc_engine_stats;
 
 typedef struct pc_engine pc_engine;
@@ -182,9 +203,10 @@ int pc_engine_arm(pc_engine *engine, int device, const backend_engine_config *co
  * Stops sampling, reads what the hardware still holds into the window,
  * gives the lease back and closes the window (its entries become takeable).
  * result (may be NULL) gets the arm and disarm times and the samples counted
- * into the window's entries. FLARE_OK; FLARE_ERR_BACKEND when the hardware's
- * stop failed (everything else still done); FLARE_ERR_STATE when not armed
- * or device is not the one armed.
+ * into the window's entries (SASS metrics: the window's keys, one per
+ * instruction and metric, as values of different metrics do not add up). FLARE_OK;
+ * FLARE_ERR_BACKEND when the hardware's stop failed (everything else still done); FLARE_ERR_STATE
+ * when not armed or device is not the one armed.
  */
 int pc_engine_disarm(pc_engine *engine, int device, uint64_t now_ns, backend_engine_result *result);
 /* 0 when an arm without an explicit interval could succeed as far as the
@@ -199,6 +221,7 @@ int pc_engine_probe(pc_engine *engine, char *reason, size_t reason_size);
 size_t pc_engine_take(pc_engine *engine, pc_entry *out, size_t max);
 void pc_engine_stats_get(pc_engine *engine, pc_engine_stats *stats);
 const char *pc_engine_name(pc_engine *engine);
+pc_engine_kind pc_engine_kind_of(pc_engine *engine);
 
 /* Sets how many keys the table holds (1 .. 16 * PC_AGGREGATE_MAX), for
  * tests and small machines. Only while the table is empty and nothing is

@@ -1,7 +1,8 @@
 /*
- * pc_session.c: the collector's side of PC sampling (pc_session.h): takes
- * the aggregates of disarmed windows from every registered engine and
- * writes them, one row each, into the open batch; keeps the engines' loss
+ * pc_session.c: the collector's side of PC sampling and SASS metrics
+ * (pc_session.h): takes the aggregates of disarmed windows from every
+ * registered engine and writes them, one row each, into the open batch
+ * (pc_samples, or sass_metrics for a SASS engine); keeps the engines' loss
  * counts in the drops table. Only the collector thread calls in (the
  * registry alone is shared, under its lock).
  *
@@ -18,6 +19,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "store/store_pc.h"
+#include "store/store_sass.h"
 
 #define PC_SESSION_ENGINES_MAX 4
 /* Aggregates one take moves (about 80 KiB on the collector's side). */
@@ -37,13 +39,16 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static registered_engine engines[PC_SESSION_ENGINES_MAX];
 static size_t engine_count;
 static uint64_t generation; /* under registry_lock */
-static _Atomic uint64_t leftover_samples;
 
 /* Collector thread only. */
 static pc_entry taken[PC_SESSION_BATCH];
 static pc_session_stats stats;
 static uint64_t samples_in_batch;
-static uint64_t stored_lost, stored_dropped, stored_unwritten;
+/* Per pc_engine_kind: what the drops rows say now, and values not stored. */
+#define KINDS 2
+static uint64_t stored_lost[KINDS], stored_dropped[KINDS], stored_unwritten[KINDS];
+static uint64_t unwritten_by_kind[KINDS], in_batch_by_kind[KINDS];
+static _Atomic uint64_t leftover_by_kind[KINDS];
 
 /* engine's loss counters since it was made. */
 static void engine_losses(pc_engine *engine, uint64_t *lost, uint64_t *dropped)
@@ -66,7 +71,8 @@ static void start_counting(registered_engine *entry)
     size_t got;
     while ((got = pc_engine_take(entry->engine, left, sizeof(left) / sizeof(left[0]))) > 0)
         for (size_t i = 0; i < got; i++)
-            atomic_fetch_add(&leftover_samples, left[i].samples);
+            atomic_fetch_add(&leftover_by_kind[pc_engine_kind_of(entry->engine) == PC_ENGINE_SASS],
+                             left[i].samples);
 }
 
 int pc_session_register_engine(pc_engine *engine)
@@ -103,16 +109,36 @@ void pc_session_begin(void)
 {
     pthread_mutex_lock(&registry_lock);
     generation++;
-    atomic_store(&leftover_samples, 0); /* the last session's were written there */
+    for (int kind = 0; kind < KINDS; kind++)
+        atomic_store(&leftover_by_kind[kind], 0); /* the last session's were written there */
     for (size_t i = 0; i < engine_count; i++)
         start_counting(&engines[i]);
     pthread_mutex_unlock(&registry_lock);
     memset(&stats, 0, sizeof(stats));
     samples_in_batch = 0;
-    stored_lost = stored_dropped = stored_unwritten = 0;
+    memset(stored_lost, 0, sizeof(stored_lost));
+    memset(stored_dropped, 0, sizeof(stored_dropped));
+    memset(stored_unwritten, 0, sizeof(stored_unwritten));
+    memset(unwritten_by_kind, 0, sizeof(unwritten_by_kind));
+    memset(in_batch_by_kind, 0, sizeof(in_batch_by_kind));
 }
 
-static void write_entry(store *database, int64_t pid, const pc_entry *entry)
+/* One SASS aggregate into sass_metrics. */
+static int put_sass(store *database, int64_t pid, const pc_entry *entry)
+{
+    store_sass_row row = {.pid = pid,
+                          .window_id = entry->window_id,
+                          .device = entry->device,
+                          .function = entry->function,
+                          .pc_offset = entry->pc_offset,
+                          .metric = entry->stall_reason,
+                          .value = entry->samples,
+                          .file = entry->file,
+                          .line = entry->line};
+    return store_put_sass_metric(database, &row);
+}
+
+static int put_pc(store *database, int64_t pid, const pc_entry *entry)
 {
     store_pc_sample_row row = {.pid = pid,
                                .window_id = entry->window_id,
@@ -125,15 +151,28 @@ static void write_entry(store *database, int64_t pid, const pc_entry *entry)
                                .last_ns = entry->last_ns,
                                .file = entry->file,
                                .line = entry->line};
-    if (store_put_pc_sample(database, &row) != FLARE_OK) {
-        stats.write_failures += entry->samples;
-        CORE_LOG_ONCE("pc_session.write", CORE_LOG_ERROR, "cannot store PC samples: %s",
-                      store_last_error(database));
+    return store_put_pc_sample(database, &row);
+}
+
+static void write_entry(store *database, int64_t pid, const pc_entry *entry, int sass)
+{
+    if ((sass ? put_sass(database, pid, entry) : put_pc(database, pid, entry)) != FLARE_OK) {
+        if (sass)
+            stats.sass_write_failures++;
+        else
+            stats.write_failures += entry->samples;
+        unwritten_by_kind[sass] += sass ? 1 : entry->samples;
+        CORE_LOG_ONCE("pc_session.write", CORE_LOG_ERROR, "cannot store %s: %s",
+                      sass ? "SASS metrics" : "PC samples", store_last_error(database));
         return;
     }
     stats.entries_written++;
-    stats.samples_written += entry->samples;
-    samples_in_batch += entry->samples;
+    if (sass)
+        stats.sass_entries_written++;
+    else
+        stats.samples_written += entry->samples;
+    samples_in_batch += sass ? 0 : entry->samples;
+    in_batch_by_kind[sass] += sass ? 1 : entry->samples;
 }
 
 /* Every aggregate the engines hand out now. */
@@ -142,46 +181,63 @@ static void take_all(store *database, int64_t pid)
     registered_engine list[PC_SESSION_ENGINES_MAX];
     size_t count = registered(list);
     for (size_t e = 0; e < count; e++) {
+        int sass = pc_engine_kind_of(list[e].engine) == PC_ENGINE_SASS;
         size_t got;
         while ((got = pc_engine_take(list[e].engine, taken, PC_SESSION_BATCH)) > 0)
             for (size_t i = 0; i < got; i++)
-                write_entry(database, pid, &taken[i]);
+                write_entry(database, pid, &taken[i], sass);
     }
 }
 
-/* The drops rows, when a count changed (or always, at the end). */
+/* The words of each kind's drops rows. */
+static const struct {
+    const char *source, *lost, *dropped, *unwritten;
+} drop_words[KINDS] = {
+    {"pc_sampling", "samples lost (hardware buffer full)", "samples dropped (aggregate table full)",
+     "samples not stored (a write, its batch or an earlier session's end failed)"},
+    {"sass_metrics", "instruction values lost (the hardware's record buffer was full)",
+     "instruction values dropped (aggregate table full)",
+     "instruction values not stored (a write, its batch or an earlier session's end failed)"},
+};
+
+/* One drops row, when its count changed (or always, at the end, when not 0). */
+static void set_drop(store *database, int64_t pid, int kind, const char *what, uint64_t count,
+                     uint64_t *stored, int always)
+{
+    if ((count != *stored || (always && count != 0)) &&
+        store_set_drops(database, pid, drop_words[kind].source, what, count) == FLARE_OK)
+        *stored = count;
+}
+
+/* The drops rows, when a count changed (or always, at the end). A SASS
+ * engine's losses count instruction values (records), never summed values. */
 static void write_drops(store *database, int64_t pid, int always)
 {
     registered_engine list[PC_SESSION_ENGINES_MAX];
     size_t count = registered(list);
-    uint64_t lost = 0, dropped = 0;
+    uint64_t lost[KINDS] = {0}, dropped[KINDS] = {0};
     for (size_t e = 0; e < count; e++) {
+        int kind = pc_engine_kind_of(list[e].engine) == PC_ENGINE_SASS;
         uint64_t engine_lost = 0, engine_dropped = 0;
         engine_losses(list[e].engine, &engine_lost, &engine_dropped);
-        lost += engine_lost - list[e].base_lost;
-        dropped += engine_dropped - list[e].base_dropped;
+        lost[kind] += engine_lost - list[e].base_lost;
+        dropped[kind] += engine_dropped - list[e].base_dropped;
     }
-    uint64_t unwritten =
-        stats.samples_uncommitted + stats.write_failures + atomic_load(&leftover_samples);
-    if ((lost != stored_lost || (always && lost != 0)) &&
-        store_set_drops(database, pid, "pc_sampling", "samples lost (hardware buffer full)",
-                        lost) == FLARE_OK)
-        stored_lost = lost;
-    if ((dropped != stored_dropped || (always && dropped != 0)) &&
-        store_set_drops(database, pid, "pc_sampling", "samples dropped (aggregate table full)",
-                        dropped) == FLARE_OK)
-        stored_dropped = dropped;
-    if ((unwritten != stored_unwritten || (always && unwritten != 0)) &&
-        store_set_drops(
-            database, pid, "pc_sampling",
-            "samples not stored (a write, its batch or an earlier session's end failed)",
-            unwritten) == FLARE_OK)
-        stored_unwritten = unwritten;
+    for (int kind = 0; kind < KINDS; kind++) {
+        uint64_t unwritten = unwritten_by_kind[kind] + atomic_load(&leftover_by_kind[kind]);
+        set_drop(database, pid, kind, drop_words[kind].lost, lost[kind], &stored_lost[kind],
+                 always);
+        set_drop(database, pid, kind, drop_words[kind].dropped, dropped[kind],
+                 &stored_dropped[kind], always);
+        set_drop(database, pid, kind, drop_words[kind].unwritten, unwritten,
+                 &stored_unwritten[kind], always);
+    }
 }
 
 void pc_session_batch(store *database, int64_t pid)
 {
     samples_in_batch = 0;
+    memset(in_batch_by_kind, 0, sizeof(in_batch_by_kind));
     take_all(database, pid);
     write_drops(database, pid, 0);
 }
@@ -192,9 +248,14 @@ void pc_session_committed(int committed)
         /* Taken from the engines, gone with the batch: counted, and the
          * drops rows written again with the next batch. */
         stats.samples_uncommitted += samples_in_batch;
-        stored_lost = stored_dropped = stored_unwritten = 0;
+        for (int kind = 0; kind < KINDS; kind++)
+            unwritten_by_kind[kind] += in_batch_by_kind[kind];
+        memset(stored_lost, 0, sizeof(stored_lost));
+        memset(stored_dropped, 0, sizeof(stored_dropped));
+        memset(stored_unwritten, 0, sizeof(stored_unwritten));
     }
     samples_in_batch = 0;
+    memset(in_batch_by_kind, 0, sizeof(in_batch_by_kind));
 }
 
 void pc_session_end(store *database, int64_t pid)

@@ -1,10 +1,11 @@
 /*
- * pc_session.h: PC samples from the engines' aggregate tables to the
- * pc_samples table (store/store_pc.h), on the collector thread: at each
+ * pc_session.h: PC samples and SASS metrics from the engines' aggregate
+ * tables to the pc_samples and sass_metrics tables (store/store_pc.h,
+ * store/store_sass.h), on the collector thread: at each
  * batch, the aggregates of windows already disarmed, each written once; at
  * the session's end, whatever is left. The engines' losses (hardware buffer
  * full, aggregate table full) and aggregates a failed commit lost are
- * written as drops (source pc_sampling).
+ * written as drops (source pc_sampling, or sass_metrics).
  *
  * Must never: run on an application thread, write an aggregate twice, or
  * lose one without counting it.
@@ -33,8 +34,10 @@ void pc_session_end(store *database, int64_t pid);
 typedef struct pc_session_stats {
     uint64_t entries_written;
     uint64_t samples_written;
-    uint64_t samples_uncommitted; /* written into a batch that did not commit */
-    uint64_t write_failures;      /* aggregates the store refused (their samples counted) */
+    uint64_t samples_uncommitted;  /* written into a batch that did not commit */
+    uint64_t write_failures;       /* aggregates the store refused (their samples counted) */
+    uint64_t sass_entries_written; /* of entries_written, SASS metrics' (sass_metrics rows) */
+    uint64_t sass_write_failures;  /* SASS aggregates the store refused */
 } pc_session_stats;
 void pc_session_stats_get(pc_session_stats *stats);
 

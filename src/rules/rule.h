@@ -93,14 +93,17 @@ typedef enum rules_action {
 } rules_action;
 /* The deep engine a window rule's window asks for (`engine`): PM sampling
  * (the default: how busy the GPU was), PC sampling (where in its kernels
- * warps stalled), or auto (the deepest of the two whose estimated cost is
- * within the deep budget, --deep-budget). A window whose engine the device
+ * warps stalled), SASS metrics (how often each instruction ran), or auto
+ * (the deepest whose estimated cost is within the deep budget,
+ * --deep-budget). A window whose engine the device
  * cannot run falls back to PM sampling and says why; an auto window that no
  * engine fits is refused, saying why (docs/windows.md). */
 typedef enum rules_engine {
     RULES_ENGINE_PM = 0,
     RULES_ENGINE_PC = 1,
-    RULES_ENGINE_AUTO = 2
+    RULES_ENGINE_AUTO = 2,
+    RULES_ENGINE_SASS =
+        3 /* SASS metrics: per-instruction counts, kernels run several times slower */
 } rules_engine;
 /* Bytes in a range name with its terminating NUL: names are 1..127 bytes. */
 #define RULES_RANGE_NAME_MAX 128
@@ -207,7 +210,7 @@ rules_unit_kind rules_metric_unit(rules_metric metric);
 const char *rules_comparison_text(rules_comparison comparison);
 /* "window", "replay", "range"; "?" when unknown. */
 const char *rules_action_name(rules_action action);
-/* "pm", "pc", "auto"; "?" when unknown. */
+/* "pm", "pc", "auto", "sass"; "?" when unknown. */
 const char *rules_engine_name(rules_engine engine);
 
 /* One rule of a list: parsed, or refused with its reason. */
@@ -252,6 +255,7 @@ unsigned rules_list_actions(const char *text);
 #define RULES_ENGINES_PM   (1u << RULES_ENGINE_PM)
 #define RULES_ENGINES_PC   (1u << RULES_ENGINE_PC)
 #define RULES_ENGINES_AUTO (1u << RULES_ENGINE_AUTO)
+#define RULES_ENGINES_SASS (1u << RULES_ENGINE_SASS)
 unsigned rules_list_engines(const char *text);
 /* Whether any of them replays (action replay or range). */
 int rules_list_wants_replay(const char *text);

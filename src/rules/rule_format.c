@@ -138,7 +138,7 @@ int rules_format_canonical(const rules_rule *rule, char *buffer, size_t size)
     buffer[0] = '\0';
     if (rule == NULL || (unsigned)rule->metric >= RULES_METRIC_COUNT ||
         (unsigned)rule->comparison >= RULES_COMPARISON_COUNT ||
-        (unsigned)rule->action > RULES_ACTION_RANGE || (unsigned)rule->engine > RULES_ENGINE_AUTO)
+        (unsigned)rule->action > RULES_ACTION_RANGE || (unsigned)rule->engine > RULES_ENGINE_SASS)
         return FLARE_ERR_INVALID_ARGUMENT;
     char text[RULES_FORMAT_MAX + 64];
     size_t used = 0;

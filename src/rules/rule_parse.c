@@ -574,10 +574,11 @@ static int parse_action(parser *p, token value, rules_rule *rule)
     return FLARE_OK;
 }
 
-/* `engine pm`, `engine pc` or `engine auto`, by their names in rule_tables.c. */
+/* `engine pm`, `engine pc`, `engine sass` or `engine auto`, by their names
+ * in rule_tables.c. */
 static int parse_engine(parser *p, token value, rules_rule *rule)
 {
-    for (rules_engine engine = RULES_ENGINE_PM; engine <= RULES_ENGINE_AUTO; engine++)
+    for (rules_engine engine = RULES_ENGINE_PM; engine <= RULES_ENGINE_SASS; engine++)
         if (token_is(p, value, rules_engine_name(engine))) {
             rule->engine = engine;
             return FLARE_OK;
@@ -585,8 +586,8 @@ static int parse_engine(parser *p, token value, rules_rule *rule)
     char shown[256];
     quote_token(p, value, shown, sizeof(shown));
     return fail(p, value.start,
-                "unknown engine '%s'; use pm (PM sampling, the default) or pc (PC sampling), or "
-                "auto (the deepest within the deep budget)",
+                "unknown engine '%s'; use pm (PM sampling, the default), pc (PC sampling), sass "
+                "(SASS metrics) or auto (the deepest within the deep budget)",
                 shown);
 }
 

@@ -141,6 +141,8 @@ const char *rules_engine_name(rules_engine engine)
         return "pc";
     case RULES_ENGINE_AUTO:
         return "auto";
+    case RULES_ENGINE_SASS:
+        return "sass";
     default:
         return "?";
     }

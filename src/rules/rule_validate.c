@@ -228,8 +228,8 @@ static int check_action(const rules_rule *rule, char *error, size_t size)
                           "one word, without blanks, ';' or < > = !",
                           (unsigned)(unsigned char)c, i);
     }
-    if ((unsigned)rule->engine > RULES_ENGINE_AUTO)
-        return refuse(error, size, "unknown engine number %d; use pm, pc or auto",
+    if ((unsigned)rule->engine > RULES_ENGINE_SASS)
+        return refuse(error, size, "unknown engine number %d; use pm, pc, sass or auto",
                       (int)rule->engine);
     if (rule->action != RULES_ACTION_WINDOW) {
         if (rule->engine != RULES_ENGINE_PM)

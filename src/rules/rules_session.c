@@ -365,6 +365,8 @@ static deepwin_engine_kind engine_kind_of(rules_engine engine)
         return DEEPWIN_ENGINE_PC;
     case RULES_ENGINE_AUTO:
         return DEEPWIN_ENGINE_AUTO;
+    case RULES_ENGINE_SASS:
+        return DEEPWIN_ENGINE_SASS;
     default:
         return DEEPWIN_ENGINE_PM;
     }

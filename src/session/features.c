@@ -66,9 +66,15 @@ static const backend_engine_ops *pc_deep_engine_of(const backend_descriptor *bac
     return backend->pc_deep_engine != NULL ? backend->pc_deep_engine() : NULL;
 }
 
+static const backend_engine_ops *sass_deep_engine_of(const backend_descriptor *backend)
+{
+    return backend->sass_deep_engine != NULL ? backend->sass_deep_engine() : NULL;
+}
+
 static int deepwin_begin(const session_start *start)
 {
     deepwin_session_set_pc_engine(pc_deep_engine_of(start->backend));
+    deepwin_session_set_sass_engine(sass_deep_engine_of(start->backend));
     deepwin_session_begin(start->now_ns, deep_engine_of(start->backend));
     return FLARE_OK;
 }
@@ -77,6 +83,7 @@ static void deepwin_backend_started(const backend_descriptor *backend)
 {
     deepwin_session_set_engine(deep_engine_of(backend));
     deepwin_session_set_pc_engine(pc_deep_engine_of(backend));
+    deepwin_session_set_sass_engine(sass_deep_engine_of(backend));
 }
 
 static void deepwin_beat(const session_beat *beat)
@@ -204,13 +211,17 @@ static const session_participant pm = {
     .scope_closed = pm_scope_closed,
 };
 
-/* ---- PC sampling: the aggregates of windows that asked for pc ---- */
+/* ---- PC sampling and SASS metrics: the aggregates of windows that asked
+ * for pc or sass ---- */
 
 static void pc_register(const backend_descriptor *backend)
 {
     struct pc_engine *engine = backend->pc_engine != NULL ? backend->pc_engine() : NULL;
     if (engine != NULL && pc_session_register_engine(engine) != FLARE_OK)
         core_log(CORE_LOG_WARNING, "PC sampling: too many engines; this one's samples are lost");
+    struct pc_engine *sass = backend->sass_engine != NULL ? backend->sass_engine() : NULL;
+    if (sass != NULL && pc_session_register_engine(sass) != FLARE_OK)
+        core_log(CORE_LOG_WARNING, "SASS metrics: too many engines; this one's values are lost");
 }
 
 static int pc_begin(const session_start *start)

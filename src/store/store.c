@@ -115,6 +115,7 @@ static void store_added_since(int version, char *text, size_t size)
         [10] = "the triggered replays of version 10",
         [11] = "the PC samples of version 11",
         [12] = "the PC source lines of version 12",
+        [13] = "the SASS metrics of version 13",
     };
     _Static_assert(sizeof added / sizeof added[0] == STORE_SCHEMA_VERSION + 1,
                    "say what the new version added");
@@ -339,7 +340,7 @@ static int store_create_schema(store *handle)
         if (status == 0)
             status = store_views_create(handle);
         if (status == 0 && handle->upgrade && handle->schema_version < STORE_SCHEMA_VERSION) {
-            /* Versions 7 to 12 added only what the DDL and
+            /* Versions 7 to 13 added only what the DDL and
              * store_views_create just made. */
             char update[96];
             snprintf(update, sizeof(update),

@@ -73,7 +73,11 @@
       "excluded.samples, first_ns = MIN(first_ns, excluded.first_ns), last_ns = MAX(last_ns, "     \
       "excluded.last_ns)")                                                                         \
     X(PC_LINE, "INSERT OR IGNORE INTO pc_lines(pid, name_id, pc_offset, file_name_id, line) "      \
-               "VALUES (?1, ?2, ?3, ?4, ?5)")
+               "VALUES (?1, ?2, ?3, ?4, ?5)")                                                      \
+    X(SASS_METRIC,                                                                                 \
+      "INSERT INTO sass_metrics(pid, window_id, device, name_id, pc_offset, metric, value) "       \
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(pid, window_id, device, name_id, "          \
+      "pc_offset, metric) DO UPDATE SET value = value + excluded.value")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
@@ -307,6 +311,16 @@ int store_statement_each(store *handle, sqlite3_stmt *statement, const store_par
  * one: its readers then walk no rows). -1 when SQLite cannot say, the
  * message recorded on the handle. */
 int store_has_table(store *handle, const char *table);
+
+/* An instruction's source line into pc_lines (store_pc.c), once per (pid,
+ * function, offset): the first engine that saw the instruction with a line
+ * writes it, and a later window's or engine's row of it finds it there (a
+ * second line for the same instruction is ignored). name_id is the
+ * function's interned id. 0 without writing anything when file is NULL or
+ * empty (the binary had no line information); else 0, or FLARE_ERR_STORE
+ * recorded (interning the file's name or the insert failed). */
+int store_put_pc_line(store *handle, int64_t pid, int64_t name_id, uint64_t pc_offset,
+                      const char *file, uint32_t line);
 
 /* The schema's statements, in the order they run (store_schema.c). */
 extern const char *const store_schema_ddl[];

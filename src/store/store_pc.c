@@ -8,7 +8,8 @@
  * statements (STORE_STATEMENT_PC_SAMPLE), not prepared per row. Must never
  * run on a launch path or outside the writer's handle; a session older than
  * version 11 has no such table and reads as none (one older than 12, no
- * pc_lines).
+ * pc_lines). pc_lines is shared: the SASS metrics writer (store_sass.c)
+ * puts its instructions' lines through store_put_pc_line too.
  *
  * Attribution to scopes (store_read_pc_by_scope) is store_pc_scope.c's.
  */
@@ -26,21 +27,25 @@ static int pc_row_valid(const store_pc_sample_row *row)
            row->stall_reason[0] != '\0' && row->samples > 0 && row->first_ns <= row->last_ns;
 }
 
-/* The instruction's line, once per (pid, function, offset): a later
- * window's sample of it finds the row there. */
-static int put_line(store *handle, const store_pc_sample_row *row, int64_t name_id)
+/* The instruction's line (store_internal.h), shared with the SASS metrics'
+ * writer (store_sass.c): once per (pid, function, offset), so a later
+ * window's sample of it, or another engine's row, finds the row there. */
+int store_put_pc_line(store *handle, int64_t pid, int64_t name_id, uint64_t pc_offset,
+                      const char *file, uint32_t line)
 {
+    if (file == NULL || file[0] == '\0')
+        return 0;
     int64_t file_id = 0;
-    int status = store_intern(handle, row->file, &file_id);
+    int status = store_intern(handle, file, &file_id);
     if (status != 0)
         return status;
     sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PC_LINE];
-    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 1, pid);
     sqlite3_bind_int64(statement, 2, name_id);
-    sqlite3_bind_int64(statement, 3, (int64_t)row->pc_offset);
+    sqlite3_bind_int64(statement, 3, (int64_t)pc_offset);
     sqlite3_bind_int64(statement, 4, file_id);
-    sqlite3_bind_int64(statement, 5, row->line);
-    return store_step(handle, statement, "cannot write a PC sample's source line");
+    sqlite3_bind_int64(statement, 5, line);
+    return store_step(handle, statement, "cannot write an instruction's source line");
 }
 
 int store_put_pc_sample(store *handle, const store_pc_sample_row *row)
@@ -64,8 +69,8 @@ int store_put_pc_sample(store *handle, const store_pc_sample_row *row)
     sqlite3_bind_int64(statement, 9, (int64_t)row->last_ns);
     status = store_step(handle, statement, "cannot write a PC sample");
     sqlite3_clear_bindings(statement); /* the stall reason is the caller's */
-    if (status == 0 && row->file != NULL && row->file[0] != '\0')
-        status = put_line(handle, row, name_id);
+    if (status == 0)
+        status = store_put_pc_line(handle, row->pid, name_id, row->pc_offset, row->file, row->line);
     return status;
 }
 

@@ -396,11 +396,26 @@ const char *const store_schema_ddl[] = {
     " line INTEGER NOT NULL,"
     " PRIMARY KEY (pid, name_id, pc_offset))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 12), ('created_by', 'flare')",
+    /* Version 13: SASS metrics of deep windows (store_sass.h,
+     * docs/schema.md), one row per (window, device, function, pc offset,
+     * metric) aggregate; the instruction's line is in pc_lines, shared
+     * with PC samples. Written once per window, read per window: the key
+     * is the index. */
+    "CREATE TABLE IF NOT EXISTS sass_metrics ("
+    " pid INTEGER NOT NULL,"
+    " window_id INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " pc_offset INTEGER NOT NULL,"
+    " metric TEXT NOT NULL,"
+    " value INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, window_id, device, name_id, pc_offset, metric))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 13), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 12, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 13, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

@@ -135,6 +135,17 @@ static const char *const views_ddl[] = {
     " ON l.pid = p.pid AND l.name_id = p.name_id AND l.pc_offset = p.pc_offset"
     " JOIN names n ON n.id = p.name_id JOIN names f ON f.id = l.file_name_id",
 
+    /* SASS metrics (schema 13) with the function named and, where the
+     * instruction's binary carried line information, its source line
+     * (NULL file and line where not). */
+    "CREATE VIEW IF NOT EXISTS v_sass_metrics AS"
+    " SELECT s.pid, s.window_id, s.device, n.name AS function, s.pc_offset, s.metric, s.value,"
+    " f.name AS file, l.line"
+    " FROM sass_metrics s JOIN names n ON n.id = s.name_id"
+    " LEFT JOIN pc_lines l"
+    " ON l.pid = s.pid AND l.name_id = s.name_id AND l.pc_offset = s.pc_offset"
+    " LEFT JOIN names f ON f.id = l.file_name_id",
+
     "CREATE VIEW IF NOT EXISTS v_replay_metrics AS"
     " SELECT l.pid, l.launch_id, l.kernel, l.launch_index, l.device, l.stream_id, l.span_id,"
     " m.metric, m.value"

@@ -15,6 +15,10 @@ virtual-time budget) and checks, in the DOM after the page's script ran:
     drawn window, and its first two again beside each triggered replay in it;
   * the PC section shows a table of hottest source lines for every window
     whose data has lines, with a row for each line (counted from the JSON);
+  * the SASS section shows, for every window with SASS metrics, a table of
+    hottest instructions and one of hottest source lines (where it has
+    lines), a row for each, and a "threads" and "sectors" column exactly
+    where the window counted their metrics;
   * the page opened with ?section=timeline draws too;
   * a copy of the page with one data block broken says so: data-rendered is
     "error" and the reason is shown on the page.
@@ -121,6 +125,27 @@ def check_pc_lines(dom, page_text, what, problems):
                         (what, drawn, wanted))
 
 
+def check_sass_tables(dom, page_text, what, problems):
+    """The SASS section's tables of instructions and lines, a row an item,
+    with the derived columns the data says the window has."""
+    data = {m.group(1): json.loads(m.group(2)) for m in BLOCK.finditer(page_text)}
+    windows = [w for w in data.get("sass", {}).get("windows", []) if w["device"] is not None]
+    for kind, key in (("sass-top", "top"), ("sass-lines", "lines")):
+        wanted = [len(w[key]) for w in windows if w[key]]
+        tables = re.findall(r'<table class="data %s">(.*?)</table>' % kind, dom, re.S)
+        drawn = [len(re.findall(r"<tr\b", t)) - 1 for t in tables]
+        if drawn != wanted:
+            problems.append("%s: %s tables with %s rows, the data asks for %s" %
+                            (what, kind, drawn, wanted))
+        headings = [re.findall(r"<th[^>]*>([^<]*)</th>", t) for t in tables]
+        columns = [[c for c in ("threads", "sectors") if w["whole"][c] is not None]
+                   for w in windows if w[key]]
+        shown = [[c for c in h if c in ("threads", "sectors")] for h in headings]
+        if shown != columns:
+            problems.append("%s: %s tables with derived columns %s, the data asks for %s" %
+                            (what, kind, shown, columns))
+
+
 def check_page(chromium, path, profile, problems):
     with open(path, encoding="utf-8") as page:
         text = page.read()
@@ -129,6 +154,7 @@ def check_page(chromium, path, profile, problems):
     dom = dump_dom(chromium, url, profile)
     check_drawn(dom, path, whole, problems)
     check_pc_lines(dom, text, path, problems)
+    check_sass_tables(dom, text, path, problems)
     check_drawn(dump_dom(chromium, url + "?section=timeline", profile), path + "?section=timeline",
                 expected_time_charts(text, "timeline"), problems)
     return whole

@@ -21,6 +21,14 @@ section is there with its JSON data block, each block parses, no block holds
                    its hottest source lines, most samples first, on no more
                    samples than the window has, with some samples left
                    without a line
+--expect sass      a window's SASS metrics: its smsp__sass_inst_executed total
+                   the sum of its instructions', its hottest instructions and
+                   lines most executed first, threads per warp instruction
+                   within 0..32 and sectors per ideal of at least 1 where
+                   shown, an instruction whose sectors were not counted shown
+                   without (null), some instructions without a line; and a
+                   window that ran the engine and stored nothing, with its
+                   engine's status
 --expect storms    a launch storm on the timeline
 --expect metrics   NVML metrics on the timeline
 --expect kernels   top kernels and GPU time per scope
@@ -34,7 +42,8 @@ import json
 import re
 import sys
 
-SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "pc", "triggered", "replay", "drops"]
+SECTIONS = ["session", "timeline", "kernels", "scopes", "pm", "pc", "sass", "triggered", "replay",
+            "drops"]
 
 # What would make a browser fetch something. The page's own script builds
 # no URL, and uPlot (third_party/uplot) has none but the one in its banner
@@ -70,6 +79,35 @@ def strings(value):
     elif isinstance(value, dict):
         for item in value.values():
             yield from strings(item)
+
+
+def check_sass(windows, problems):
+    """The SASS section's windows (--expect sass)."""
+    def most_first(items):
+        return [x["executed"] for x in items] == sorted((x["executed"] for x in items), reverse=True)
+
+    def derived_ok(items):
+        return all((x["threads"] is None or 0 < x["threads"] <= 32) and
+                   (x["sectors"] is None or x["sectors"] >= 1) for x in items)
+
+    counted = [w for w in windows if w["device"] is not None]
+    good = [w for w in counted
+            if w["top"] and most_first(w["top"]) and derived_ok(w["top"])
+            and any(m["name"] == "smsp__sass_inst_executed" and m["total"] == w["whole"]["executed"]
+                    for m in w["metrics"])
+            and sum(x["executed"] for x in w["top"]) <= w["whole"]["executed"]
+            and w["lines_readable"] and w["lines"] and most_first(w["lines"])
+            and derived_ok(w["lines"]) and all(x["file"] and x["line"] > 0 for x in w["lines"])
+            and 0 < w["no_line_instructions"] < w["instructions"]]
+    if not good:
+        problems.append("no window with SASS metrics whose instructions and lines come most "
+                        "executed first, with derived columns in range and some instructions "
+                        "without a line")
+    if not any(x["sectors"] is None and x["threads"] is not None
+               for w in good if w["whole"]["sectors"] is not None for x in w["top"]):
+        problems.append("no SASS instruction shown without sectors in a window that has them")
+    if not any(w["device"] is None and w["rows"] == 0 and w["engine_status"] for w in windows):
+        problems.append("no SASS window that stored nothing, with its engine's status")
 
 
 def check_expectations(data, expects, problems):
@@ -123,6 +161,8 @@ def check_expectations(data, expects, problems):
         if not lined:
             problems.append("no window with PC samples whose source lines come most samples "
                             "first, within its samples, with some samples without a line")
+    if "sass" in expects:
+        check_sass(data.get("sass", {}).get("windows", []), problems)
     if "triggered" in expects:
         replays = data.get("triggered", {}).get("replays", [])
         drawn = {(w["pid"], w["id"]): w for w in pm.get("windows", []) if w.get("drawn")}

@@ -139,13 +139,13 @@ static void test_auto_and_budget_reach_the_command(void **state)
     expect_contains(err_text, "flare: rule 1 accepted: kernel_launch_rate < 500/s for 2s over 1s "
                               "bucket 100ms rearm 500/s stale_after 4100ms cooldown 10s "
                               "max_windows 3 deep_for 2s deep_launches 100000 engine auto");
-    /* The old messages still name pm and pc first. */
+    /* The messages name every engine. */
     expect_usage(FLARE("trace", "-o", "out", "--deep-after", "1s", "--deep-for", "1s",
-                       "--deep-engine", "sass", "--", "true"),
-                 "'--deep-engine sass': use pm (PM sampling, the default) or pc (PC sampling), or "
-                 "auto (the deepest within the deep budget)");
+                       "--deep-engine", "sas", "--", "true"),
+                 "'--deep-engine sas': use pm (PM sampling, the default), pc (PC sampling), sass "
+                 "(SASS metrics) or auto (the deepest within the deep budget)");
     expect_usage(FLARE("trace", "-o", "out", "--deep-engine"),
-                 "option '--deep-engine' needs pm or pc, or auto");
+                 "option '--deep-engine' needs pm, pc, sass or auto");
 }
 
 static void test_rules_check_and_help(void **state)
@@ -159,7 +159,7 @@ static void test_rules_check_and_help(void **state)
                      1);
     expect_contains(out_text, "engine applies to action window");
     assert_int_equal(FLARE("trace", "--help"), 0);
-    expect_contains(out_text, "[--deep-engine pm|pc|auto]] [--deep-budget PCT]");
+    expect_contains(out_text, "[--deep-engine pm|pc|sass|auto]] [--deep-budget PCT]");
     expect_contains(out_text, "  --deep-budget PCT  the deep budget of engine auto");
     expect_contains(out_text, "e.g. 0.5%; default 5%.");
     expect_contains(out_text, "the command as FLARE_DEEP_BUDGET.");
@@ -266,18 +266,18 @@ static void test_auto_windows_end_to_end(void **state)
     trace_one_auto_window("default", NULL);
     expect_one_window("default", "engine = 'sim-pc-sampling' AND engine_status = 'disarmed' AND "
                                  "engine_reason LIKE 'auto: pc, about 2% at % launches/s (budget "
-                                 "5%)'");
+                                 "5%); sass about 500% is over the budget'");
     /* 1.5%: only the simulated PM engine (500 ns a launch + 1%) fits. */
     trace_one_auto_window("pm", "1.5%");
     expect_one_window("pm", "engine = 'sim-pm' AND engine_status = 'disarmed' AND engine_reason "
-                            "LIKE 'auto: pm, about 1% at % launches/s (budget 1.5%); pc about 2% "
-                            "is over the budget'");
+                            "LIKE 'auto: pm, about 1% at % launches/s (budget 1.5%); sass about "
+                            "500% is over the budget; pc about 2% is over the budget'");
     /* 0.5%: nothing fits; the window is refused and says why. */
     trace_one_auto_window("refused", "0.5%");
     expect_one_window("refused", "engine = 'none' AND engine_status = 'refused' AND close_reason = "
                                  "'refused' AND opened_ns IS NULL AND engine_reason LIKE 'auto: "
-                                 "no engine fits the 0.5% budget at % launches/s: pc about 2%, "
-                                 "pm about 1%'");
+                                 "no engine fits the 0.5% budget at % launches/s: sass about "
+                                 "500%, pc about 2%, pm about 1%'");
     /* The report shows the engine that ran and why. */
     char dir[400];
     snprintf(dir, sizeof(dir), "%s/pm", scratch);

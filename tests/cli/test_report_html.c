@@ -42,6 +42,7 @@
 #include "store/store.h"
 #include "store/store_pm.h"
 #include "store/store_pc.h"
+#include "store/store_sass.h"
 #include "store/store_triggered.h"
 #include "cli_run.h"
 #include "test_util.h"
@@ -419,6 +420,57 @@ static void put_pc_samples(store *database)
     }
 }
 
+/* Window 2 ran SASS metrics: gemm's instructions on the hostile file's
+ * lines, one divergent and uncoalesced, the hostile kernel's without a
+ * line; window 3 asked for them and was refused. */
+static void put_sass_metrics(store *database)
+{
+    for (uint64_t id = 2; id <= 3; id++) {
+        store_window_row window = {.pid = PID,
+                                   .id = id,
+                                   .token_kind = "manual",
+                                   .label = "counts",
+                                   .requested_ns = ORIGIN + (id == 2 ? 62 : 70) * MS,
+                                   .opened_ns = ORIGIN + (id == 2 ? 62 : 70) * MS,
+                                   .closed_ns = ORIGIN + (id == 2 ? 68 : 70) * MS,
+                                   .close_reason = id == 2 ? "duration" : "refused",
+                                   .launches = id == 2 ? 4 : 0,
+                                   .engine = "cuda-sass-metrics",
+                                   .engine_status = id == 2 ? "disarmed" : "refused",
+                                   .engine_reason = id == 2 ? "" : "patching failed </script>",
+                                   .engine_samples = id == 2 ? 10 : 0};
+        assert_int_equal(store_put_window(database, &window), 0);
+    }
+    const struct {
+        const char *function;
+        uint64_t offset, executed, threads, sectors, ideal;
+        const char *file;
+        uint32_t line;
+    } rows[] = {
+        {"gemm_tile<128>", 0x1a0, 4000, 31600, 16000, 4000, HOSTILE_FILE, 42},
+        {"gemm_tile<128>", 0x2c0, 1000, 32000, 1000, 1000, HOSTILE_FILE, 57},
+        {HOSTILE_NAME, 0x40, 500, 16000, 0, 0, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *metrics[] = {"smsp__sass_inst_executed", "smsp__sass_thread_inst_executed",
+                                 "smsp__sass_sectors_mem_global",
+                                 "smsp__sass_sectors_mem_global_ideal"};
+        uint64_t values[] = {rows[i].executed, rows[i].threads, rows[i].sectors, rows[i].ideal};
+        for (size_t m = 0; m < (rows[i].ideal != 0 ? 4u : 2u); m++) {
+            store_sass_row row = {.pid = PID,
+                                  .window_id = 2,
+                                  .device = 0,
+                                  .function = rows[i].function,
+                                  .pc_offset = rows[i].offset,
+                                  .metric = metrics[m],
+                                  .value = values[m],
+                                  .file = rows[i].file,
+                                  .line = rows[i].line};
+            assert_int_equal(store_put_sass_metric(database, &row), 0);
+        }
+    }
+}
+
 static void put_triggered(store *database)
 {
     const store_triggered_row rows[] = {
@@ -488,6 +540,7 @@ static void make_crafted_session(const char *name, int ended, int64_t pid, const
     put_replay(database);
     put_triggered(database);
     put_pc_samples(database);
+    put_sass_metrics(database);
     put_the_rest(database);
     if (ended) {
         assert_int_equal(store_process_end(database, PID, ORIGIN + 100 * MS), 0);
@@ -533,10 +586,10 @@ static void test_crafted_session(void **state)
     assert_string_equal(err_text, "");
     CHECK_PAGE("crafted.html", "--expect", "pm", "--expect", "replay", "--expect", "spans",
                "--expect", "storms", "--expect", "metrics", "--expect", "kernels", "--expect",
-               "triggered", "--expect", "pc", "--name", HOSTILE_NAME, "--name", HOSTILE_WARN,
-               "--name", HOSTILE_FILE, "--name", "footprint over budget </script>", "--name",
-               "replay budget 10ms spent </script>", "--note", "counted but not timed", "--note",
-               "flagged");
+               "triggered", "--expect", "pc", "--expect", "sass", "--name", HOSTILE_NAME, "--name",
+               HOSTILE_WARN, "--name", HOSTILE_FILE, "--name", "footprint over budget </script>",
+               "--name", "replay budget 10ms spent </script>", "--note", "counted but not timed",
+               "--note", "flagged");
     keep_page("crafted.html", "crafted.html");
     /* Standard output: the same page. */
     assert_int_equal(FLARE("report", "--html", "-", "crafted"), 0);

@@ -124,17 +124,17 @@ static void test_deep_engine_is_checked_and_passed_on(void **state)
 {
     (void)state;
     assert_int_equal(FLARE("trace", "-o", "out", "--deep-after", "1s", "--deep-for", "1s",
-                           "--deep-engine", "sass", "--", "true"),
+                           "--deep-engine", "sas", "--", "true"),
                      2);
-    expect_contains(err_text, "flare trace: '--deep-engine sass': use pm (PM sampling, the "
-                              "default) or pc (PC sampling)");
+    expect_contains(err_text, "flare trace: '--deep-engine sas': use pm (PM sampling, the "
+                              "default), pc (PC sampling), sass (SASS metrics)");
     expect_nothing_ran();
     assert_int_equal(FLARE("trace", "-o", "out", "--deep-engine", "pc", "--", "true"), 2);
     expect_contains(err_text, "'--deep-engine pc' is the scheduled window's engine: add "
                               "--deep-after DURATION --deep-for DURATION");
     expect_nothing_ran();
     assert_int_equal(FLARE("trace", "-o", "out", "--deep-engine"), 2);
-    expect_contains(err_text, "option '--deep-engine' needs pm or pc");
+    expect_contains(err_text, "option '--deep-engine' needs pm, pc, sass or auto");
     expect_nothing_ran();
     assert_int_equal(FLARE("trace", "-o", "out", "-q", "--deep-engine", "pc", "--deep-after", "1s",
                            "--deep-for", "1s", "--", "sh", "-c", "echo \"[$FLARE_DEEP_ENGINE]\""),

@@ -581,7 +581,8 @@ static void test_api_window_with_engine_auto(void **state)
     assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM windows WHERE engine = "
                                       "'sim-pc-sampling' AND engine_status = 'disarmed' AND "
                                       "engine_reason LIKE 'auto: pc, about 2% at % launches/s "
-                                      "(budget 5%)' AND label = 'auto from the API'"),
+                                      "(budget 5%); sass about 500% is over the budget' AND label "
+                                      "= 'auto from the API'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);
@@ -590,7 +591,8 @@ static void test_api_window_with_engine_auto(void **state)
                  open_auto_window);
     assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM windows WHERE engine = 'sim-pm' AND "
                                       "engine_reason LIKE 'auto: pm, about 1% at % launches/s "
-                                      "(budget 1.5%); pc about 2% is over the budget'"),
+                                      "(budget 1.5%); sass about 500% is over the budget; pc about "
+                                      "2% is over the budget'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);
@@ -600,8 +602,8 @@ static void test_api_window_with_engine_auto(void **state)
     assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM windows WHERE engine = 'none' AND "
                                       "engine_status = 'refused' AND close_reason = 'refused' AND "
                                       "opened_ns IS NULL AND engine_reason LIKE 'auto: no engine "
-                                      "fits the 0.5% budget at % launches/s: pc about 2%, pm "
-                                      "about 1%'"),
+                                      "fits the 0.5% budget at % launches/s: sass about 500%, pc "
+                                      "about 2%, pm about 1%'"),
                      1);
     sqlite3_close(db);
     test_remove_dir(dir);

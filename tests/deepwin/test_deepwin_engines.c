@@ -180,11 +180,14 @@ static void test_engine_kind_names(void **state)
     assert_int_equal(kind, DEEPWIN_ENGINE_PM);
     assert_int_equal(deepwin_engine_kind_parse("auto", &kind), 0);
     assert_int_equal(kind, DEEPWIN_ENGINE_AUTO);
-    assert_int_equal(deepwin_engine_kind_parse("sass", &kind), -1);
+    assert_int_equal(deepwin_engine_kind_parse("sass", &kind), 0);
+    assert_int_equal(kind, DEEPWIN_ENGINE_SASS);
+    assert_int_equal(deepwin_engine_kind_parse("sas", &kind), -1);
     assert_int_equal(deepwin_engine_kind_parse("Auto", &kind), -1);
     assert_int_equal(deepwin_engine_kind_parse(NULL, &kind), -1);
     assert_string_equal(deepwin_engine_kind_name(DEEPWIN_ENGINE_PC), "pc");
     assert_string_equal(deepwin_engine_kind_name(DEEPWIN_ENGINE_AUTO), "auto");
+    assert_string_equal(deepwin_engine_kind_name(DEEPWIN_ENGINE_SASS), "sass");
     assert_string_equal(deepwin_engine_kind_name((deepwin_engine_kind)9), "?");
 }
 
@@ -216,9 +219,17 @@ static void test_rule_option_engine(void **state)
     assert_int_equal(rules_format_canonical(&rule, text, sizeof(text)), FLARE_OK);
     assert_null(strstr(text, "engine"));
     assert_false(rules_rule_equal(&rule, &again));
-    expect_refused("kernel_duration_p99 > 5ms engine sass",
-                   "at column 34: unknown engine 'sass'; use pm (PM sampling, the default) or pc "
-                   "(PC sampling), or auto (the deepest within the deep budget)");
+    expect_refused("kernel_duration_p99 > 5ms engine sas",
+                   "at column 34: unknown engine 'sas'; use pm (PM sampling, the default), pc (PC "
+                   "sampling), sass (SASS metrics) or auto (the deepest within the deep budget)");
+    assert_int_equal(
+        rules_parse("kernel_duration_p99 > 5ms engine sass", &rule, error, sizeof(error)),
+        FLARE_OK);
+    assert_int_equal(rule.engine, RULES_ENGINE_SASS);
+    assert_int_equal(rules_format_canonical(&rule, text, sizeof(text)), FLARE_OK);
+    assert_non_null(strstr(text, " engine sass"));
+    assert_int_equal(rules_parse(text, &again, error, sizeof(error)), FLARE_OK);
+    assert_true(rules_rule_equal(&rule, &again));
     expect_refused("kernel_duration_p99 > 5ms engine pc action replay",
                    "at column 27: engine applies to action window; a replay's counters come from "
                    "the range profiler");
@@ -236,7 +247,7 @@ static void test_rule_option_engine(void **state)
                                "the range profiler");
     rule.engine = (rules_engine)7;
     assert_int_equal(rules_validate(&rule, error, sizeof(error)), FLARE_ERR_INVALID_ARGUMENT);
-    assert_string_equal(error, "unknown engine number 7; use pm, pc or auto");
+    assert_string_equal(error, "unknown engine number 7; use pm, pc, sass or auto");
 }
 
 static void test_rule_option_engine_auto(void **state)
@@ -268,8 +279,8 @@ static void test_rule_option_engine_auto(void **state)
                    "at column 27: engine applies to action window; a replay's counters come from "
                    "the range profiler");
     expect_refused("kernel_duration_p99 > 5ms engine AUTO",
-                   "at column 34: unknown engine 'AUTO'; use pm (PM sampling, the default) or pc "
-                   "(PC sampling), or auto (the deepest within the deep budget)");
+                   "at column 34: unknown engine 'AUTO'; use pm (PM sampling, the default), pc (PC "
+                   "sampling), sass (SASS metrics) or auto (the deepest within the deep budget)");
     /* What a backend sets up before any rule fires. */
     assert_int_equal(rules_list_engines("kernel_launch_rate < 500/s engine auto"),
                      RULES_ENGINES_AUTO);

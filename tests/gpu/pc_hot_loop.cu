@@ -15,14 +15,17 @@
 //               instructions (`#pragma unroll 1`): the check expects >= 80% of
 //               hot_chain's samples inside 256 bytes of code.
 //   cheap_math  dependent FMAs in registers; no memory traffic inside its loop.
-// Both are calibrated at start so that one launch takes about 5 ms (the
-// iteration counts are scaled until a timed launch lands within 10% of it),
+// Both are calibrated at start so that one launch takes about 5 ms, or
+// PC_HOT_LOOP_MS ms (0.05 to 100; the SASS check shortens them, as patched
+// kernels run up to 465x slower), the iteration counts scaled until a timed
+// launch lands within 10% of it,
 // then a step (one NVTX push/pop range "step", as tests/gpu/pm_accuracy.cu
 // has) launches hot_chain and then cheap_math and synchronises; steps repeat
 // until SECONDS have passed since the first step. At the end it checks two of
 // hot_chain's results against the chain computed on the host (so a profiler
 // that corrupts memory is caught) and prints one line:
-//   pc_hot_loop steps N hot_iters H cheap_iters C hot_ms X cheap_ms Y checksum 0x...
+//   pc_hot_loop steps N hot_iters H cheap_iters C hot_ms X cheap_ms Y warps W checksum 0x...
+// (W: warps per launch of either kernel).
 // Exit 0; 1 on a CUDA error or a wrong result; 2 on bad usage (a message).
 //
 // Must never: put anything but the dependent load into hot_chain's loop, or
@@ -52,7 +55,7 @@
 #define CHAIN_C     0x3C6EF35Fu // (Hull-Dobell), successive indexes far apart
 #define START_A     0x85EBCA6Bu // each thread's first index
 #define START_C     0x27D4EB2Fu
-#define TARGET_MS   5.0 // one launch of either kernel
+#define TARGET_MS   5.0 // one launch of either kernel, unless PC_HOT_LOOP_MS says
 #define MAX_SECONDS 3600
 
 // next[i] = (CHAIN_A * i + CHAIN_C) mod CHAIN_LEN: a permutation of the
@@ -128,7 +131,7 @@ static double time_launch(const workload *w, int kernel)
 // Scales kernel's iteration count until one launch takes about TARGET_MS
 // (at most 8 timed launches, each scale step at most 64x). Leaves the
 // count and the last launch's time in w.
-static void calibrate(workload *w, int kernel)
+static void calibrate(workload *w, int kernel, double target_ms)
 {
     int *iters = kernel == K_HOT ? &w->hot_iters : &w->cheap_iters;
     double *ms = kernel == K_HOT ? &w->hot_ms : &w->cheap_ms;
@@ -138,7 +141,7 @@ static void calibrate(workload *w, int kernel)
     CUDA_CHECK(cudaDeviceSynchronize());
     for (int pass = 0; pass < 8; ++pass) {
         *ms = time_launch(w, kernel);
-        double scale = TARGET_MS / (*ms > 1e-3 ? *ms : 1e-3);
+        double scale = target_ms / (*ms > 1e-3 ? *ms : 1e-3);
         if ((scale > 0.9 && scale < 1.1) || pass == 7)
             break; // *ms stays the time of *iters
         if (scale > 64.0)
@@ -185,8 +188,16 @@ int main(int argc, char **argv)
     init_chain<<<sms * 16, 256>>>(w.next, CHAIN_LEN);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
-    calibrate(&w, K_HOT);
-    calibrate(&w, K_CHEAP);
+    const char *target_text = getenv("PC_HOT_LOOP_MS");
+    double target_ms = target_text != NULL ? strtod(target_text, &end) : TARGET_MS;
+    if (target_text != NULL && (end == target_text || *end != '\0' || !(target_ms >= 0.05) ||
+                                target_ms > 100)) {
+        fprintf(stderr, "pc_hot_loop: PC_HOT_LOOP_MS=%s: a launch's ms, 0.05 to 100\n",
+                target_text);
+        return 2;
+    }
+    calibrate(&w, K_HOT, target_ms);
+    calibrate(&w, K_CHEAP, target_ms);
 
     long steps = 0;
     auto start = std::chrono::steady_clock::now();
@@ -227,8 +238,9 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaFree(w.next));
     CUDA_CHECK(cudaFree(w.out_u));
     CUDA_CHECK(cudaFree(w.out_f));
-    printf("pc_hot_loop steps %ld hot_iters %d cheap_iters %d hot_ms %.2f cheap_ms %.2f "
+    printf("pc_hot_loop steps %ld hot_iters %d cheap_iters %d hot_ms %.2f cheap_ms %.2f warps %zu "
            "checksum 0x%016llx\n",
-           steps, w.hot_iters, w.cheap_iters, w.hot_ms, w.cheap_ms, (unsigned long long)checksum);
+           steps, w.hot_iters, w.cheap_iters, w.hot_ms, w.cheap_ms, nthreads / 32,
+           (unsigned long long)checksum);
     return 0;
 }

@@ -127,7 +127,7 @@ static sqlite3 *session_with_a_pc_window(char *dir, size_t dir_size, int schedul
     flare_window_options_init(&window);
     window.max_duration_ms = 300;
     window.label = "where";
-    window.engine = "sass";
+    window.engine = "sas";
     assert_int_equal(flare_window_open(&window), FLARE_ERR_INVALID_ARGUMENT);
     window.engine = "pc";
     if (!scheduled)
@@ -295,7 +295,7 @@ static void test_a_scheduled_window_asks_for_pc(void **unused)
     options.session_dir = dir;
     setenv("FLARE_DEEP_AFTER", "1h", 1);
     setenv("FLARE_DEEP_FOR", "1s", 1);
-    setenv("FLARE_DEEP_ENGINE", "sass", 1);
+    setenv("FLARE_DEEP_ENGINE", "sas", 1);
     assert_int_equal(flare_init(&options), FLARE_OK);
     unsetenv("FLARE_DEEP_AFTER");
     unsetenv("FLARE_DEEP_FOR");
@@ -304,11 +304,11 @@ static void test_a_scheduled_window_asks_for_pc(void **unused)
     char path[400];
     snprintf(path, sizeof(path), "%s/session.db", dir);
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(test_sql_int(db,
-                                  "SELECT COUNT(*) FROM capabilities WHERE feature = "
-                                  "'deep_windows' AND status = 'degraded' AND reason = 'scheduled "
-                                  "window ignored: FLARE_DEEP_ENGINE=sass: use pm, pc or auto'"),
-                     1);
+    assert_int_equal(
+        test_sql_int(db, "SELECT COUNT(*) FROM capabilities WHERE feature = "
+                         "'deep_windows' AND status = 'degraded' AND reason = 'scheduled "
+                         "window ignored: FLARE_DEEP_ENGINE=sas: use pm, pc, sass or auto'"),
+        1);
     sqlite3_close(db);
     test_remove_dir(dir);
 }

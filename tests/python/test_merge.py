@@ -125,6 +125,29 @@ def add_pc_samples(directory):
              (pid, 2, ids[1], 0x1f0, "selected", 1, start + 20000, start + 20000)])
 
 
+def add_sass_metrics(directory, padding=()):
+    """SASS metrics of window 1 of the session's first process, one
+    instruction with its source line in pc_lines, one without. Names in
+    padding are interned first, so that this input's name ids differ from
+    another's."""
+    with db(directory) as connection:
+        pid = connection.execute("SELECT MIN(pid) FROM processes").fetchone()[0]
+        ids = {}
+        for name in tuple(padding) + ("_Z4gemmILi128EEvPfS0_", "gemm.cu"):
+            connection.execute("INSERT OR IGNORE INTO names(name) VALUES (?)", (name,))
+            ids[name] = connection.execute("SELECT id FROM names WHERE name = ?",
+                                           (name,)).fetchone()[0]
+        gemm = ids["_Z4gemmILi128EEvPfS0_"]
+        connection.executemany(
+            "INSERT INTO sass_metrics(pid, window_id, device, name_id, pc_offset, metric, value)"
+            " VALUES (?, 1, 0, ?, ?, ?, ?)",
+            [(pid, gemm, 0x40, "smsp__sass_inst_executed", 4096),
+             (pid, gemm, 0x40, "smsp__sass_thread_inst_executed", 131072),
+             (pid, gemm, 0x80, "smsp__sass_inst_executed", 0)])
+        connection.execute("INSERT INTO pc_lines(pid, name_id, pc_offset, file_name_id, line)"
+                           " VALUES (?, ?, 64, ?, 31)", (pid, gemm, ids["gemm.cu"]))
+
+
 def digest(directory):
     """Every file of a session directory, hashed: merge never writes to one."""
     hashes = {}
@@ -240,6 +263,44 @@ class Merge(unittest.TestCase):
                                        " WHERE pid = ?1) k WHERE p.pid = ?1 ORDER BY 1", pid),
                              [(1, 1000, 9000), (2, 20000, 20000)])
 
+    def test_sass_metrics_follow_their_process(self):
+        """sass_metrics rows keep their window, offset, metric and value, take
+        their process's new pid, and their function and source file are
+        interned again (the two inputs give them different name ids)."""
+        first, other = copy(RANKS[0], "sass-first"), copy(RANKS[0], "sass-twin")
+        add_sass_metrics(first)
+        add_sass_metrics(other, padding=("only in the twin", "and this"))
+        self.assertNotEqual(rows(first, "SELECT name_id FROM sass_metrics"),
+                            rows(other, "SELECT name_id FROM sass_metrics"))
+        # A third input of schema 12, which had no such table.
+        older = copy(RANKS[1], "sass-v12")
+        with db(older) as connection:
+            connection.execute("DROP VIEW v_sass_metrics")
+            connection.execute("DROP TABLE sass_metrics")
+            connection.execute("UPDATE meta SET value = 12 WHERE key = 'schema_version'")
+        before = digest(other)
+        out = os.path.join(WORK, "merged-sass")
+        result = flare("merge", "-o", out, "--align", "wall", first, other, older)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(digest(other), before)
+        self.assertEqual(one(out, "SELECT COUNT(*) FROM processes"), 3)
+        self.assertEqual(one(out, "SELECT COUNT(*) FROM sass_metrics"), 6)
+        pids = [r[0] for r in rows(out, "SELECT DISTINCT pid FROM sass_metrics ORDER BY 1")]
+        self.assertEqual(len(pids), 2)
+        for pid in pids:
+            self.assertEqual(rows(out, "SELECT window_id, device, function, pc_offset, metric,"
+                                       " value, file, line FROM v_sass_metrics WHERE pid = ?"
+                                       " ORDER BY pc_offset, metric", pid),
+                             [(1, 0, "_Z4gemmILi128EEvPfS0_", 0x40, "smsp__sass_inst_executed",
+                               4096, "gemm.cu", 31),
+                              (1, 0, "_Z4gemmILi128EEvPfS0_", 0x40,
+                               "smsp__sass_thread_inst_executed", 131072, "gemm.cu", 31),
+                              (1, 0, "_Z4gemmILi128EEvPfS0_", 0x80, "smsp__sass_inst_executed",
+                               0, None, None)])
+        # Every id points at a name of the output.
+        self.assertEqual(one(out, "SELECT COUNT(*) FROM sass_metrics s LEFT JOIN names n"
+                                  " ON n.id = s.name_id WHERE n.name IS NULL"), 0)
+
     def test_a_crashed_rank_and_an_older_schema(self):
         crashed = copy(RANKS[2], "crashed")
         with db(crashed) as connection:
@@ -281,10 +342,10 @@ class Merge(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(WORK, "nope", "session.db")))
         newer = copy(RANKS[1], "newer")
         with db(newer) as connection:
-            connection.execute("UPDATE meta SET value = 13 WHERE key = 'schema_version'")
+            connection.execute("UPDATE meta SET value = 14 WHERE key = 'schema_version'")
         result = flare("merge", "-o", os.path.join(WORK, "from-newer"), RANKS[0], newer)
         self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn("has schema version 13; this flare reads versions 6 to 12", result.stderr)
+        self.assertIn("has schema version 14; this flare reads versions 6 to 13", result.stderr)
         self.assertFalse(os.path.exists(os.path.join(WORK, "from-newer", "session.db")))
 
 

@@ -43,9 +43,11 @@ KERNEL_COLUMNS = ["pid", "device", "stream_id", "correlation_id", "name", "start
                   "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "shared_memory_bytes", "registers_per_thread", "graph_id", "graph_node_id"]
 METHODS = ["kernels", "copies", "scopes", "metrics", "pm_samples", "windows", "replay_metrics",
-           "triggered_replays", "pc_samples", "pc_lines"]
+           "triggered_replays", "pc_samples", "pc_lines", "sass_metrics"]
 PC_COLUMNS = ["pid", "window_id", "device", "function", "pc_offset", "stall_reason", "samples",
               "first_ns", "last_ns"]
+SASS_COLUMNS = ["pid", "window_id", "device", "function", "pc_offset", "metric", "value", "file",
+                "line"]
 
 
 def run(*command):
@@ -80,6 +82,7 @@ def setUpModule():
                         for i, flags in enumerate([0, 1, 3, 12, 0])])
     PC = copy_session(DEEP, "pc")
     add_pc_samples(PC)
+    add_sass_metrics(PC)
 
 
 def add_pc_samples(directory):
@@ -101,6 +104,24 @@ def add_pc_samples(directory):
         db.execute("INSERT INTO pc_lines (pid, name_id, pc_offset, file_name_id, line)"
                    " SELECT ?, s.id, 64, f.id, 12 FROM names s, names f"
                    " WHERE s.name = 'saxpy' AND f.name = 'kernels.cu'", (pid,))
+
+
+def add_sass_metrics(directory):
+    """SASS metrics of window 1, written as the store writes them (src/store/
+    store_sass.c), after add_pc_samples: saxpy's 0x40 has its line in
+    pc_lines already (one line per instruction, whichever engine wrote it),
+    its 0x80 has none."""
+    with writable(directory) as db:
+        pid = db.execute("SELECT pid FROM processes").fetchone()[0]
+        rows = [("saxpy", 0x40, "smsp__sass_inst_executed", 1000),
+                ("saxpy", 0x40, "smsp__sass_thread_inst_executed", 32000),
+                ("saxpy", 0x80, "smsp__sass_inst_executed", 500),
+                ("_Z7stencilILi3EEvPKfPf", 0x1f0, "smsp__sass_inst_executed", 0)]
+        for function, offset, metric, value in rows:
+            db.execute("INSERT OR IGNORE INTO names(name) VALUES (?)", (function,))
+            db.execute("INSERT INTO sass_metrics (pid, window_id, device, name_id, pc_offset,"
+                       " metric, value) SELECT ?, 1, 0, id, ?, ?, ? FROM names WHERE name = ?",
+                       (pid, offset, metric, value, function))
 
 
 def tearDownModule():
@@ -292,6 +313,32 @@ class Methods(unittest.TestCase):
                 session.pc_lines(window_id="1")
         self.assertEqual(self.trace.pc_lines(), [])
 
+    def test_sass_metrics_with_their_lines(self):
+        with flare.open(PC, pandas=False) as session:
+            rows = session.sass_metrics()
+            self.assertEqual(len(rows), 4)
+            self.assertEqual(list(rows[0]), SASS_COLUMNS)
+            self.assertEqual(sorted((r["function"], r["pc_offset"], r["metric"], r["value"],
+                                     r["file"], r["line"]) for r in rows),
+                             [("_Z7stencilILi3EEvPKfPf", 0x1f0, "smsp__sass_inst_executed", 0,
+                               None, None),
+                              ("saxpy", 0x40, "smsp__sass_inst_executed", 1000, "kernels.cu", 12),
+                              ("saxpy", 0x40, "smsp__sass_thread_inst_executed", 32000,
+                               "kernels.cu", 12),
+                              ("saxpy", 0x80, "smsp__sass_inst_executed", 500, None, None)])
+            executed = session.sass_metrics(metric="smsp__sass_inst_executed")
+            self.assertEqual(len(executed), 3)
+            self.assertEqual(len(session.sass_metrics(function="saxpy", window_id=1)), 3)
+            self.assertEqual(len(session.sass_metrics(pid=rows[0]["pid"])), 4)
+            self.assertEqual(session.sass_metrics(window_id=2), [])
+            with self.assertRaises(TypeError):
+                session.sass_metrics(window_id="1")
+            with self.assertRaises(TypeError):
+                session.sass_metrics(metric=1)
+            # The PC samples' lines are the same rows: one line per instruction.
+            self.assertEqual(len(session.pc_lines()), 2)
+        self.assertEqual(self.trace.sass_metrics(), [])
+
     def test_replay_metrics(self):
         with flare.open(REPLAY, pandas=False) as session:
             values = session.replay_metrics()
@@ -393,9 +440,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 12)
+            self.assertEqual(session.schema_version, 13)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 12", repr(session))
+            self.assertIn("schema 13", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -582,7 +629,8 @@ def make_version_6(source, name):
                                      "ESCAPE '\\' OR name IN ('kernel_name_stats', "
                                      "'kernels_by_start', 'api_calls', 'storms', "
                                      "'process_ranks', 'clock_pairs', 'triggered_replays', "
-                                     "'pc_samples', 'pc_lines')").fetchall():
+                                     "'pc_samples', 'pc_lines', 'sass_metrics')"
+                                     ).fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
         db.execute("UPDATE meta SET value = 6 WHERE key = 'schema_version'")
@@ -594,6 +642,8 @@ def make_version_7(source, name):
     storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_sass_metrics")
+        db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
         db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
@@ -609,6 +659,8 @@ def make_version_8(source, name):
     or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_sass_metrics")
+        db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
         db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
@@ -623,6 +675,8 @@ def make_version_9(source, name):
     triggered_replays table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_sass_metrics")
+        db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
         db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
@@ -633,10 +687,12 @@ def make_version_9(source, name):
 
 
 def make_version_10(source, name):
-    """A copy of a version 12 session as version 10 wrote it: no pc_samples
-    or pc_lines tables, nor their views."""
+    """A copy of a version 13 session as version 10 wrote it: no pc_samples,
+    pc_lines or sass_metrics tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_sass_metrics")
+        db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
         db.execute("DROP TABLE pc_lines")
         db.execute("DROP VIEW v_pc_samples")
@@ -646,23 +702,59 @@ def make_version_10(source, name):
 
 
 def make_version_11(source, name):
-    """A copy of a version 12 session as version 11 wrote it: no pc_lines
-    table or v_pc_lines view."""
+    """A copy of a version 13 session as version 11 wrote it: no pc_lines or
+    sass_metrics tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_sass_metrics")
+        db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
         db.execute("DROP TABLE pc_lines")
         db.execute("UPDATE meta SET value = 11 WHERE key = 'schema_version'")
     return target
 
 
+def make_version_12(source, name):
+    """A copy of a version 13 session as version 12 wrote it: no
+    sass_metrics table or v_sass_metrics view."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP VIEW v_sass_metrics")
+        db.execute("DROP TABLE sass_metrics")
+        db.execute("UPDATE meta SET value = 12 WHERE key = 'schema_version'")
+    return target
+
+
+class Version12(unittest.TestCase):
+    def test_table_of_version_13_reads_empty(self):
+        old = make_version_12(PC, os.path.basename(PC) + "-v12")
+        for use_pandas in ([False, True] if pandas is not None else [False]):
+            with flare.open(old, pandas=use_pandas) as twelve, \
+                    flare.open(PC, pandas=use_pandas) as thirteen:
+                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 13))
+                self.assertIsNone(twelve.notice)
+                self.assertEqual(len(thirteen.sass_metrics()), 4)
+                old_rows = twelve.sass_metrics()
+                self.assertEqual(len(old_rows), 0)
+                if use_pandas:
+                    self.assertEqual(list(old_rows.columns), SASS_COLUMNS)
+                    self.assertTrue(old_rows.equals(twelve.sass_metrics(metric="x")))
+                else:
+                    self.assertEqual(twelve.sql("SELECT COUNT(*) AS n FROM v_sass_metrics"),
+                                     [{"n": 0}])
+                for method in ("pc_samples", "pc_lines", "kernels"):
+                    self.assertTrue(Version6.rows(getattr(twelve, method)()) ==
+                                    Version6.rows(getattr(thirteen, method)()), method)
+
+
 class Version11(unittest.TestCase):
     def test_table_of_version_12_reads_empty(self):
         old = make_version_11(PC, os.path.basename(PC) + "-v11")
         with flare.open(old, pandas=False) as eleven, flare.open(PC, pandas=False) as twelve:
-            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 12))
+            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 13))
             self.assertEqual(len(twelve.pc_lines()), 2)
             self.assertEqual(eleven.pc_lines(), [])
+            self.assertEqual(eleven.sass_metrics(), [])
             self.assertEqual(eleven.pc_samples(), twelve.pc_samples())
 
 
@@ -670,11 +762,12 @@ class Version10(unittest.TestCase):
     def test_table_of_version_11_reads_empty(self):
         old = make_version_10(PC, os.path.basename(PC) + "-v10")
         with flare.open(old, pandas=False) as ten, flare.open(PC, pandas=False) as eleven:
-            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 12))
+            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 13))
             self.assertIsNone(ten.notice)
             self.assertEqual(len(eleven.pc_samples()), 4)
             self.assertEqual(ten.pc_samples(), [])
             self.assertEqual(ten.pc_lines(), [])
+            self.assertEqual(ten.sass_metrics(), [])
             self.assertEqual(ten.sql("SELECT COUNT(*) AS n FROM pc_samples"), [{"n": 0}])
             self.assertEqual(ten.kernels(), eleven.kernels())
 
@@ -683,7 +776,7 @@ class Version9(unittest.TestCase):
     def test_table_of_version_10_reads_empty(self):
         old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
         with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
-            self.assertEqual((nine.schema_version, ten.schema_version), (9, 12))
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 13))
             self.assertEqual(len(ten.triggered_replays()), 1)
             self.assertEqual(nine.triggered_replays(), [])
             self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
@@ -694,7 +787,7 @@ class Version8(unittest.TestCase):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 12)
+            self.assertEqual(nine.schema_version, 13)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -707,7 +800,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 12)
+            self.assertEqual(eight.schema_version, 13)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -806,11 +899,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((13, r"schema version 13 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 12"),
+        for version, words in ((14, r"schema version 14 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 13"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 12"),
-                               ("'12'", "schema version 12; this reader reads versions 6 to 12")):
+                                   r"versions 6 to 13"),
+                               ("'13'", "schema version 13; this reader reads versions 6 to 13")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -955,7 +1048,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 12)
+            self.assertEqual(session.schema_version, 13)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

@@ -573,9 +573,9 @@ static const refused_row refused[] = {
     {"kernel_launch_rate < 500/s cooldwn 30s",
      "at column 28: unknown option 'cooldwn'; options: for, over, bucket, rearm, stale_after, "
      "cooldown, max_windows, deep_for, deep_launches, engine, action, replay_budget"},
-    {"kernel_launch_rate < 500/s engine sass",
-     "at column 35: unknown engine 'sass'; use pm (PM sampling, the default) or pc (PC sampling), "
-     "or auto (the deepest within the deep budget)"},
+    {"kernel_launch_rate < 500/s engine sas",
+     "at column 35: unknown engine 'sas'; use pm (PM sampling, the default), pc (PC sampling), "
+     "sass (SASS metrics) or auto (the deepest within the deep budget)"},
     {"kernel_launch_rate < 500/s window 2s",
      "at column 28: unknown option 'window': the time a reading covers is 'over' (e.g. over 1s); a "
      "deep-profiling window is what 'action window' (the default) opens, bounded by deep_for and "

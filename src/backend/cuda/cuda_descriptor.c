@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_sass.h"
 #include "backend/cuda/cuda_trace.h"
 
 static void start(const backend_host *host)
@@ -33,6 +34,8 @@ static const backend_descriptor descriptor = {
     .pm_engine = cuda_pm_core,
     .pc_deep_engine = cuda_pc_deep_engine,
     .pc_engine = cuda_pc_core,
+    .sass_deep_engine = cuda_sass_deep_engine,
+    .sass_engine = cuda_sass_core,
     .replay_ops = cuda_replay_device_ops,
     .metric_collector = cuda_rangeprof_collector,
     .open_scopes = cuda_trace_open_ranges,

@@ -31,4 +31,16 @@
 #define CUDA_PC_COST_LAUNCH_NS 920u
 #define CUDA_PC_COST_GPU       0.0006
 
+/* cuda-sass-metrics (SASS metrics), window open: patched kernels ran 6.3x
+ * (a dependent chain of global loads) to 465x (an FMA loop) their own time
+ * in tests/gpu/sass_metrics_probe.cu's cost mode (docs/PERFORMANCE.md,
+ * "Session 17"). The GPU figure is the lowest of them, 6.3x = +530%: auto's
+ * estimate is a floor, already past any budget it accepts (at most 100%),
+ * so auto never picks SASS metrics; a window asks for them by name. The
+ * per-launch cost was not measured apart from the kernels' (0). */
+#define CUDA_SASS_COST_SOURCE                                                                      \
+    "H200 (tests/gpu/sass_metrics_probe.cu), docs/PERFORMANCE.md, Session 17"
+#define CUDA_SASS_COST_LAUNCH_NS 0u
+#define CUDA_SASS_COST_GPU       5.3
+
 #endif /* FLARE_BACKEND_CUDA_CUDA_ENGINE_COSTS_H */

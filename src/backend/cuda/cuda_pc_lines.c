@@ -110,6 +110,8 @@ void cuda_pc_lines_off(const char *reason)
 
 int cuda_pc_lines_install(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
 {
+    if (atomic_load(&installed))
+        return FLARE_OK; /* PC sampling's and SASS metrics' installs both ask */
     *(void **)(&get_crc) = dlsym(cupti->library, "cuptiGetCubinCrc");
     *(void **)(&correlate) = dlsym(cupti->library, "cuptiGetSassToSourceCorrelation");
     if (get_crc == NULL || correlate == NULL) {
@@ -269,7 +271,23 @@ static const char *ask_cupti(const kept_module *module, const char *function, ui
     return kept;
 }
 
+/* Lookups and reports, one thread at a time: the PC engine's drain and
+ * the SASS engine's stop each hold their own engine's lock, not one lock
+ * for both. Never contended in practice (one window at a time). */
+static pthread_mutex_t lookup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void find_locked(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
+                        const char **file, uint32_t *line);
+
 void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
+                        const char **file, uint32_t *line)
+{
+    pthread_mutex_lock(&lookup_lock);
+    find_locked(crc, cupti_name, function, offset, file, line);
+    pthread_mutex_unlock(&lookup_lock);
+}
+
+static void find_locked(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
                         const char **file, uint32_t *line)
 {
     *file = NULL;
@@ -336,10 +354,19 @@ void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *functi
     *line = found_line;
 }
 
+static void report_locked(void);
+
 void cuda_pc_lines_report(void)
 {
     if (!atomic_load(&installed))
         return;
+    pthread_mutex_lock(&lookup_lock);
+    report_locked();
+    pthread_mutex_unlock(&lookup_lock);
+}
+
+static void report_locked(void)
+{
     /* The cubins' counts as they stand, lookups or not. */
     pthread_mutex_lock(&modules_lock);
     stats.modules_kept = module_count;

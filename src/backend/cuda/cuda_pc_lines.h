@@ -15,9 +15,10 @@
  * answered, 99.9% of a hot loop's samples on its one line.
  *
  * Threads: module loads on any application thread (a copy, under a short
- * lock: the one thing done there, errno kept); lookups one at a time under
- * the PC engine's hardware lock, on its drain or on the thread that
- * disarms (the program's own at its end): pure reads of a kept cubin.
+ * lock: the one thing done there, errno kept); lookups and reports one at
+ * a time under this module's own lock, from the PC engine's drain, the
+ * thread that disarms it, or the SASS engine's stop: pure reads of a kept
+ * cubin.
  *
  * Must never: call CUPTI at a module load, free a kept cubin or file name
  * while the process runs (samples point at the names), grow past its
@@ -53,8 +54,7 @@ void cuda_pc_lines_module_loaded(const void *cubin, size_t size);
  * caller's kept name for the function, one pointer per function, what the
  * cache is keyed by. Lookups are bounded in time (CUDA_PC_LINES_BUDGET_NS in
  * every CUDA_PC_LINES_BUDGET_WINDOW_NS): past it an instruction gets none
- * now and is asked again at a later call. One thread at a time (the PC
- * engine's hardware lock: its drain, or a disarm's last reads). */
+ * now and is asked again at a later call. Any thread (serialised here). */
 void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *key, uint64_t offset,
                         const char **file, uint32_t *line);
 
@@ -71,7 +71,7 @@ void cuda_pc_lines_set_budget(uint64_t budget_ns);
 void cuda_pc_lines_off(const char *reason);
 
 /* Says what the lookups did in the pc_source_lines capability, when that
- * changed since the last call. Drain thread only. */
+ * changed since the last call. Any thread (serialised here). */
 void cuda_pc_lines_report(void);
 
 #endif /* FLARE_BACKEND_CUDA_PC_LINES_H */

@@ -63,6 +63,8 @@ static int call_log_fd = -1;
 
 void cuda_pc_log_open(void)
 {
+    if (call_log_fd >= 0)
+        return; /* PC sampling's and SASS metrics' installs both ask */
     const char *path = getenv("FLARE_CUDA_PC_LOG");
     if (path == NULL || path[0] == '\0')
         return;

@@ -828,7 +828,8 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     eager_setup = (rules_list_engines(getenv("FLARE_DEEP_WHEN")) &
                    (RULES_ENGINES_PM | RULES_ENGINES_AUTO)) != 0 ||
                   (getenv("FLARE_DEEP_AFTER") != NULL &&
-                   (schedule_engine == NULL || strcmp(schedule_engine, "pc") != 0));
+                   (schedule_engine == NULL ||
+                    (strcmp(schedule_engine, "pc") != 0 && strcmp(schedule_engine, "sass") != 0)));
     /* Requested only when a rule or schedule asks for windows: a plain
      * trace must not end with a warning about a feature nobody used. */
     core_capability_set("pm_sampling", eager_setup ? 1 : 0, CORE_CAPABILITY_DEGRADED,

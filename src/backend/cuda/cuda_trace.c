@@ -34,6 +34,7 @@
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_crash_trace.h"
 #include "backend/cuda/cuda_pc.h"
+#include "backend/cuda/cuda_sass.h"
 #include "backend/cuda/cuda_pc_lines.h"
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_rangeprof.h"
@@ -425,12 +426,16 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
          * finished...) carry other data or none. */
         if (id == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
             cuda_pc_context_created(((const CUpti_ResourceData *)data)->context);
+            cuda_sass_context_created(((const CUpti_ResourceData *)data)->context);
             cuda_pm_context_created(((const CUpti_ResourceData *)data)->context);
         } else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
             cuda_pc_context_destroying(((const CUpti_ResourceData *)data)->context);
+            cuda_sass_context_destroying(((const CUpti_ResourceData *)data)->context);
             cuda_pm_context_destroying(((const CUpti_ResourceData *)data)->context);
-        } else if (id == CUPTI_CBID_RESOURCE_MODULE_LOADED && cuda_pc_enabled()) {
-            /* Its cubin, for PC samples' source lines (cuda_pc_lines.h). */
+        } else if (id == CUPTI_CBID_RESOURCE_MODULE_LOADED &&
+                   (cuda_pc_enabled() || cuda_sass_installed())) {
+            /* Its cubin, for PC samples' and SASS metrics' source lines
+             * (cuda_pc_lines.h). */
             const CUpti_ModuleResourceData *module =
                 ((const CUpti_ResourceData *)data)->resourceDescriptor;
             if (module != NULL)
@@ -755,11 +760,12 @@ static int subscribe_callbacks(int want_launch_callbacks)
         }
         cuda_pm_install(&cupti);
         cuda_pc_install(&cupti, launches_counted);
-        if (cuda_pc_core() != NULL &&
+        cuda_sass_install(&cupti);
+        if ((cuda_pc_core() != NULL || cuda_sass_core() != NULL) &&
             cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_MODULE_LOADED) != CUPTI_SUCCESS)
-            cuda_pc_lines_off("cannot watch module loads (cuptiEnableCallback): PC samples "
-                              "name their function and offset only");
+            cuda_pc_lines_off("cannot watch module loads (cuptiEnableCallback): PC samples and "
+                              "SASS metrics name their function and offset only");
         if (cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_CONTEXT_CREATED) != CUPTI_SUCCESS)
             core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE,

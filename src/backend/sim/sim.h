@@ -77,6 +77,9 @@ const backend_engine_ops *sim_engine(void);
 struct pc_engine;
 const backend_engine_ops *sim_pc_engine(void);
 struct pc_engine *sim_pc_engine_core(void);
+/* The same for SASS metrics, for windows that ask for sass (sim_sass.c). */
+const backend_engine_ops *sim_sass_engine(void);
+struct pc_engine *sim_sass_engine_core(void);
 
 /* Fault injection: while fail is non-zero every arm and probe fails with
  * FLARE_ERR_UNSUPPORTED and reason (NULL: a default text). */

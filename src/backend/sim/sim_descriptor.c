@@ -25,6 +25,16 @@ static struct pc_engine *pc_engine(void)
     return sim_pc_engine_core();
 }
 
+static const backend_engine_ops *sass_deep_engine(void)
+{
+    return sim_sass_engine();
+}
+
+static struct pc_engine *sass_engine(void)
+{
+    return sim_sass_engine_core();
+}
+
 static const struct replay_device_ops *replay_ops(void)
 {
     return sim_replay_ops();
@@ -45,6 +55,8 @@ static const backend_descriptor descriptor = {
     .pm_engine = NULL,
     .pc_deep_engine = pc_deep_engine,
     .pc_engine = pc_engine,
+    .sass_deep_engine = sass_deep_engine,
+    .sass_engine = sass_engine,
     .replay_ops = replay_ops,
     .metric_collector = metric_collector,
     .open_scopes = NULL,

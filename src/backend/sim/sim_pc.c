@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "backend/sim/sim_internal.h"
+#include "backend/sim/sim_sass.h"
 #include "core/clock.h"
 #include "flare/flare.h"
 
@@ -121,6 +122,7 @@ static sim_pc_slot *slot_claim(void)
 
 void sim_pc_kernel_begin(int device, const char *name)
 {
+    sim_sass_count(device, name != NULL ? name : "?", 0); /* its first instruction */
     sim_pc_slot *slot = slot_claim();
     if (slot == NULL) {
         atomic_fetch_add_explicit(&unsampled_kernels, 1, memory_order_relaxed);
@@ -156,6 +158,9 @@ void sim_pc_mark(uint64_t pc_offset, uint32_t stall_reason)
     sim_pc_slot *slot = thread_slot;
     if (slot == NULL || !atomic_load_explicit(&slot->busy, memory_order_relaxed))
         return;
+    /* The slot is this thread's: its own fields read relaxed. */
+    sim_sass_count(atomic_load_explicit(&slot->device, memory_order_relaxed),
+                   atomic_load_explicit(&slot->kernel, memory_order_relaxed), pc_offset);
     unsigned seq = write_begin(slot);
     atomic_store_explicit(&slot->pc_offset, pc_offset, memory_order_release);
     atomic_store_explicit(&slot->stall, stall_reason, memory_order_release);

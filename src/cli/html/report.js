@@ -491,6 +491,97 @@
       'listed (flare report --format json has them all).');
   }
 
+  /* ---- SASS metrics ---- */
+
+  /* The derived columns a SASS window shows: threads per warp instruction
+   * and global sectors over the ideal, each only where the window counted
+   * both of its metrics. */
+  function sassColumns(w) {
+    var columns = [];
+    if (w.whole.threads !== null) columns.push({ title: 'threads', value: function (x) {
+      return x.threads === null ? '-' : x.threads.toFixed(1); } });
+    if (w.whole.sectors !== null) columns.push({ title: 'sectors', value: function (x) {
+      return x.sectors === null ? '-' : x.sectors.toFixed(1) + 'x'; } });
+    return columns;
+  }
+
+  /* A table of a SASS window's instructions or lines: executed, share,
+   * the derived columns, then the named columns of each item. */
+  function sassTable(card, w, kind, names, cells, items) {
+    var share = function (x) { return (w.whole.executed ? 100 * x.executed / w.whole.executed : 0).toFixed(1) + '%'; };
+    var columns = sassColumns(w);
+    var num = [true, true].concat(columns.map(function () { return true; }), names.map(function (n) {
+      return n === 'instructions'; }));
+    var rows = table(card, ['executed', 'share'].concat(columns.map(function (c) { return c.title; }), names), num);
+    rows.parentNode.className += ' ' + kind;
+    items.forEach(function (x) {
+      row(rows, [fmtCount(x.executed), share(x)].concat(columns.map(function (c) { return c.value(x); }),
+        cells(x)), num);
+    });
+  }
+
+  function renderSassWindow(body, w) {
+    var card = add(body, el('div', 'kernel-card'));
+    if (w.device === null) {
+      add(card, el('h3', '', 'Window ' + w.id + ' of pid ' + w.pid + ': no SASS metrics stored'));
+      note(card, 'Engine ' + w.engine + ', ' + (w.engine_status || 'no status') +
+        (w.engine_reason ? ': ' + w.engine_reason : '') + '; ' + fmtCount(w.launches) + ' launches while open.');
+      return;
+    }
+    add(card, el('h3', '', 'Window ' + w.id + ' of pid ' + w.pid + ', device ' + w.device + ': ' +
+      fmtCount(w.metrics.reduce(function (most, m) { return Math.max(most, m.instructions); }, w.instructions)) +
+      ' instructions counted'));
+    add(card, el('h4', '', 'Metrics (exact counts over the window)'));
+    var num = [false, true, true];
+    var totals = table(card, ['metric', 'total', 'instructions'], num);
+    w.metrics.forEach(function (m) { row(totals, [m.name, fmtCount(m.total), fmtCount(m.instructions)], num); });
+    if (w.metrics_left_out > 0) note(card, fmtCount(w.metrics_left_out) + ' more metrics (flare report ' +
+      '--format json has them all, section sass_metrics).');
+    var whole = [];
+    if (w.whole.threads !== null) whole.push(w.whole.threads.toFixed(1) + ' threads per warp instruction');
+    if (w.whole.sectors !== null) whole.push('global memory sectors ' + w.whole.sectors.toFixed(1) + 'x the ideal');
+    if (whole.length) note(card, 'Over the window: ' + whole.join(', ') + '.');
+    if (!w.instructions) {
+      empty(card, 'No hottest instructions: smsp__sass_inst_executed was not counted.');
+      return;
+    }
+    add(card, el('h4', '', 'Hottest instructions by smsp__sass_inst_executed'));
+    sassTable(card, w, 'sass-top', ['function+offset'], function (x) {
+      return [x['function'] + '+' + x.offset + (x.file ? ' (' + x.file + ':' + x.line + ')' : '')];
+    }, w.top);
+    if (w.top_left_out > 0) note(card, fmtCount(w.top_left_out) + ' more instructions (flare report ' +
+      '--format json has them all, section sass_metrics).');
+    add(card, el('h4', '', 'Hottest source lines by smsp__sass_inst_executed'));
+    if (!w.lines_readable) empty(card, 'Not shown: they could not be read.');
+    else if (!w.lines.length) empty(card, 'None: no instruction executed has line information (build with nvcc -lineinfo).');
+    else {
+      sassTable(card, w, 'sass-lines', ['instructions', 'file:line', 'function'], function (x) {
+        return [fmtCount(x.instructions), x.file + ':' + x.line, x['function']];
+      }, w.lines);
+      if (w.lines_left_out > 0) note(card, fmtCount(w.lines_left_out) + ' more lines (flare report ' +
+        '--format json has them all, section sass_lines).');
+    }
+    if (w.no_line_instructions > 0) note(card, fmtCount(w.no_line_instructions) + ' of ' + fmtCount(w.instructions) +
+      ' instructions (' + (w.whole.executed ? 100 * w.no_line_executed / w.whole.executed : 0).toFixed(1) +
+      '% of the executed) have no line information (nvcc -lineinfo adds it).');
+  }
+
+  function renderSass(body, d) {
+    if (!d.windows.length) {
+      empty(body, 'No window ran SASS metrics in this session (a rule\'s engine sass, or ' +
+        'flare_window_options.engine = "sass").');
+      return;
+    }
+    note(body, 'What each instruction executed, per window that ran SASS metrics: exact counts, not ' +
+      'samples. threads: threads per warp instruction (smsp__sass_thread_inst_executed / ' +
+      'smsp__sass_inst_executed; 32.0 is a full warp, fewer is divergence). sectors: global memory ' +
+      'sectors per ideal (smsp__sass_sectors_mem_global / smsp__sass_sectors_mem_global_ideal; 1.0x is ' +
+      'coalesced, more is uncoalesced). Each column is shown where its two metrics were counted.');
+    d.windows.forEach(function (w) { renderSassWindow(body, w); });
+    if (d.left_out > 0) note(body, fmtCount(d.left_out) + ' more windows with SASS metrics are not ' +
+      'listed (flare report --format json has them all).');
+  }
+
   /* ---- triggered replays ---- */
 
   /* The PM section's data of window (pid, id), or null: its samples are
@@ -607,7 +698,7 @@
 
   var renderers = {
     session: renderSession, timeline: renderTimeline, kernels: renderKernels, scopes: renderScopes,
-    pm: renderPm, pc: renderPc, triggered: renderTriggered, replay: renderReplay, drops: renderDrops
+    pm: renderPm, pc: renderPc, sass: renderSass, triggered: renderTriggered, replay: renderReplay, drops: renderDrops
   };
 
   function renderSection(section, only) {

@@ -1,0 +1,707 @@
+/*
+ * cuda_sass.c: CUPTI's SASS metrics as the hardware side of the SASS deep
+ * engine (cuda_sass.h): configure once at the first start, enable per
+ * window, flush then disable at its stop, and hand the flushed records to
+ * the engine as pc_raw_samples (a record's value is the count, its metric
+ * the "stall reason" code).
+ *
+ * Threads: start, stop and read come from the engine, one at a time under
+ * its hardware lock (the coordinator's thread, or the engine's drain
+ * thread, whose reads find nothing while enabled); the context callbacks
+ * store a pointer only. Must never: call CUPTI on an application thread,
+ * keep CUPTI's name strings (each is copied, then freed, as NVIDIA's sample
+ * does), or hand over a value of 0.
+ */
+#include "backend/cuda/cuda_sass.h"
+
+#include <cupti_profiler_target.h>
+#include <cupti_sass_metrics.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_app_thread.h"
+#include "backend/cuda/cuda_engine_costs.h"
+#include "backend/cuda/cuda_pc_lines.h"
+#include "backend/cuda/cuda_pc_settings.h"
+#include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_trace.h"
+#include "core/capability.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "flare/flare.h"
+#include "pcsamp/pc_engine.h"
+#include "pcsamp/pc_names.h"
+#include "rules/rule.h"
+
+#define SASS_FUNCTIONS(X)                                                                          \
+    X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                             \
+    X(cuptiGetDeviceId, CUptiResult, (CUcontext, uint32_t *))                                      \
+    X(cuptiProfilerInitialize, CUptiResult, (CUpti_Profiler_Initialize_Params *))                  \
+    X(cuptiDeviceGetChipName, CUptiResult, (CUpti_Device_GetChipName_Params *))                    \
+    X(cuptiSassMetricsGetProperties, CUptiResult, (CUpti_SassMetrics_GetProperties_Params *))      \
+    X(cuptiSassMetricsSetConfig, CUptiResult, (CUpti_SassMetricsSetConfig_Params *))               \
+    X(cuptiSassMetricsEnable, CUptiResult, (CUpti_SassMetricsEnable_Params *))                     \
+    X(cuptiSassMetricsDisable, CUptiResult, (CUpti_SassMetricsDisable_Params *))                   \
+    X(cuptiSassMetricsGetDataProperties, CUptiResult,                                              \
+      (CUpti_SassMetricsGetDataProperties_Params *))                                               \
+    X(cuptiSassMetricsFlushData, CUptiResult, (CUpti_SassMetricsFlushData_Params *))
+
+#define SASS_FUNCTION_FIELD_(name, result, arguments) result(*name) arguments;
+typedef struct sass_api {
+    SASS_FUNCTIONS(SASS_FUNCTION_FIELD_)
+} sass_api;
+#undef SASS_FUNCTION_FIELD_
+
+typedef struct sass_hardware {
+    sass_api api;
+    _Atomic(CUcontext) context; /* the first context, until destroyed */
+    /* The configuration, made at the first start: 0 not yet, 1 made, -1
+     * failed (config_reason says why, and every later start says it). */
+    _Atomic int configured;
+    char config_reason[256];
+    uint32_t device;
+    size_t metric_count;
+    uint64_t metric_id[CUDA_SASS_METRICS_MAX];
+    char metric_name[CUDA_SASS_METRICS_MAX][PC_STALL_NAME_MAX];
+    int enabled;
+    /* The last stop's records, handed over by read. */
+    pc_raw_sample *records;
+    size_t record_count, cursor;
+    uint64_t lost;   /* not yet reported by a read */
+    pc_names *names; /* CUPTI's (mangled) name -> flare's, whole */
+} sass_hardware;
+
+static sass_hardware hardware;
+static pc_engine *engine;
+static const char unknown_function[] = "(unknown function)";
+static const char names_full[] = "(function names table full)";
+
+static const char *result_text(CUptiResult result);
+
+/* The call's result, after its "end" line in FLARE_CUDA_PC_LOG's call log. */
+static CUptiResult logged_end(const char *call, CUptiResult result)
+{
+    if (cuda_pc_log_on())
+        cuda_pc_log_call(call, "end", result_text(result));
+    return result;
+}
+
+/* Calls CUPTI's name(params) between two lines of the call log (the PC
+ * engine's, cuda_pc_settings.h: where a window that never ends is stuck). */
+#define SASS_LOGGED(name, params)                                                                  \
+    (cuda_pc_log_call(#name, "begin", NULL), logged_end(#name, hardware.api.name(params)))
+
+static const char *result_text(CUptiResult result)
+{
+    const char *text = NULL;
+    if (hardware.api.cuptiGetResultString == NULL ||
+        hardware.api.cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == NULL)
+        return "unknown CUPTI error";
+    return text;
+}
+
+static int failed(CUptiResult result, const char *what, char *reason, size_t reason_size)
+{
+    snprintf(reason, reason_size, "%s: %s", what, result_text(result));
+    return FLARE_ERR_BACKEND;
+}
+
+/* ---- configuration (the first start) ---- */
+
+/* FLARE_SASS_METRICS (or the default) resolved on chip into the metric
+ * table. FLARE_OK, or FLARE_ERR_INVALID_ARGUMENT naming the one refused. */
+static int resolve_metrics(const char *chip, char *reason, size_t reason_size)
+{
+    const char *setting = getenv("FLARE_SASS_METRICS");
+    const char *list = setting != NULL && setting[0] != '\0' ? setting : CUDA_SASS_METRICS_DEFAULT;
+    hardware.metric_count = 0;
+    for (const char *cursor = list; *cursor != '\0';) {
+        size_t length = strcspn(cursor, ",");
+        char name[PC_STALL_NAME_MAX];
+        if (length == 0 || length >= sizeof(name) ||
+            hardware.metric_count == CUDA_SASS_METRICS_MAX) {
+            snprintf(reason, reason_size,
+                     "FLARE_SASS_METRICS=%.80s: 1 to %u names of 1 to %d bytes, comma-separated",
+                     list, CUDA_SASS_METRICS_MAX, PC_STALL_NAME_MAX - 1);
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        memcpy(name, cursor, length);
+        name[length] = '\0';
+        CUpti_SassMetrics_GetProperties_Params params = {
+            .structSize = CUpti_SassMetrics_GetProperties_Params_STRUCT_SIZE};
+        params.pChipName = chip;
+        params.pMetricName = name;
+        CUptiResult result = SASS_LOGGED(cuptiSassMetricsGetProperties, &params);
+        if (result != CUPTI_SUCCESS) {
+            snprintf(reason, reason_size, "SASS metric '%s' is not known on %s: %s", name, chip,
+                     result_text(result));
+            return FLARE_ERR_INVALID_ARGUMENT;
+        }
+        hardware.metric_id[hardware.metric_count] = params.metric.metricId;
+        memcpy(hardware.metric_name[hardware.metric_count], name, length + 1);
+        hardware.metric_count++;
+        cursor += length + (cursor[length] == ',');
+    }
+    return FLARE_OK;
+}
+
+static int configure(CUcontext context, char *reason, size_t reason_size)
+{
+    CUptiResult result = hardware.api.cuptiGetDeviceId(context, &hardware.device);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiGetDeviceId", reason, reason_size);
+    /* Counted by CUPTI: the range profiler and PM sampling may have made it. */
+    CUpti_Profiler_Initialize_Params initialize = {
+        .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    result = SASS_LOGGED(cuptiProfilerInitialize, &initialize);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiProfilerInitialize", reason, reason_size);
+    CUpti_Device_GetChipName_Params chip = {.structSize =
+                                                CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    chip.deviceIndex = hardware.device;
+    result = SASS_LOGGED(cuptiDeviceGetChipName, &chip);
+    if (result != CUPTI_SUCCESS || chip.pChipName == NULL)
+        return failed(result, "cuptiDeviceGetChipName", reason, reason_size);
+    int status = resolve_metrics(chip.pChipName, reason, reason_size);
+    if (status != FLARE_OK)
+        return status;
+    CUpti_SassMetrics_Config configs[CUDA_SASS_METRICS_MAX];
+    for (size_t i = 0; i < hardware.metric_count; i++)
+        configs[i] = (CUpti_SassMetrics_Config){.metricId = hardware.metric_id[i],
+                                                .outputGranularity =
+                                                    CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU};
+    CUpti_SassMetricsSetConfig_Params set = {.structSize =
+                                                 CUpti_SassMetricsSetConfig_Params_STRUCT_SIZE};
+    set.numOfMetricConfig = hardware.metric_count;
+    set.pConfigs = configs;
+    set.deviceIndex = hardware.device;
+    result = SASS_LOGGED(cuptiSassMetricsSetConfig, &set);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiSassMetricsSetConfig", reason, reason_size);
+    return FLARE_OK;
+}
+
+/* The configuration, made once (its failure kept and repeated). */
+/* The configuration, made once (its failure kept and repeated): by the
+ * first context's callback, or else by the first start. */
+#define CONFIG_RUNNING 2
+static int ensure_configured(CUcontext context, const char *when, char *reason, size_t reason_size)
+{
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&hardware.configured, &expected, CONFIG_RUNNING)) {
+        uint64_t began = core_now_ns();
+        int status = configure(context, hardware.config_reason, sizeof(hardware.config_reason));
+        atomic_store(&hardware.configured, status == FLARE_OK ? 1 : -1);
+        if (status == FLARE_OK)
+            core_capability_set("sass_metrics", 1, CORE_CAPABILITY_ACTIVE,
+                                "configured on device %u %s (%.0f ms): %zu metrics, first %s",
+                                hardware.device, when, (double)(core_now_ns() - began) / 1e6,
+                                hardware.metric_count, hardware.metric_name[0]);
+        else
+            core_capability_set("sass_metrics", 1, CORE_CAPABILITY_UNAVAILABLE, "%s",
+                                hardware.config_reason);
+    }
+    int state = atomic_load(&hardware.configured);
+    if (state == 1)
+        return FLARE_OK;
+    snprintf(reason, reason_size, "%s",
+             state == CONFIG_RUNNING ? "SASS metrics: still being configured at the first context"
+                                     : hardware.config_reason);
+    return FLARE_ERR_BACKEND;
+}
+
+/* ---- the context, current on flare's thread for the calls ---- */
+
+/* CUPTI's SetConfig wants the context current on the calling thread (from
+ * the coordinator's thread it answered CUPTI_ERROR_INVALID_CONTEXT on the
+ * H200), so the configuration pushes it and pops it after. */
+typedef CUresult (*ctx_push_fn)(CUcontext);
+typedef CUresult (*ctx_pop_fn)(CUcontext *);
+static _Atomic(ctx_push_fn) ctx_push;
+static _Atomic(ctx_pop_fn) ctx_pop;
+
+/* The driver's cuCtxPushCurrent and cuCtxPopCurrent: from the process
+ * (RTLD_DEFAULT: the driver as the program loaded it, or a test's fake),
+ * else from libcuda.so.1. 0, or -1 when either is missing. */
+static int resolve_driver(void)
+{
+    if (atomic_load(&ctx_push) != NULL && atomic_load(&ctx_pop) != NULL)
+        return 0;
+    void *push = dlsym(RTLD_DEFAULT, "cuCtxPushCurrent_v2");
+    void *pop = dlsym(RTLD_DEFAULT, "cuCtxPopCurrent_v2");
+    if (push == NULL || pop == NULL) {
+        void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        push = library != NULL ? dlsym(library, "cuCtxPushCurrent_v2") : NULL;
+        pop = library != NULL ? dlsym(library, "cuCtxPopCurrent_v2") : NULL;
+    }
+    if (push == NULL || pop == NULL)
+        return -1;
+    atomic_store(&ctx_push, (ctx_push_fn)push);
+    atomic_store(&ctx_pop, (ctx_pop_fn)pop);
+    return 0;
+}
+
+static int push_context(CUcontext context, char *reason, size_t reason_size)
+{
+    if (resolve_driver() != 0) {
+        snprintf(reason, reason_size,
+                 "SASS metrics: cuCtxPushCurrent_v2 or cuCtxPopCurrent_v2 missing in the driver");
+        return FLARE_ERR_BACKEND;
+    }
+    cuda_pc_log_call("cuCtxPushCurrent", "begin", NULL);
+    CUresult result = atomic_load(&ctx_push)(context);
+    cuda_pc_log_call("cuCtxPushCurrent", "end", result == CUDA_SUCCESS ? "CUDA_SUCCESS" : "failed");
+    if (result != CUDA_SUCCESS) {
+        snprintf(reason, reason_size, "SASS metrics: cuCtxPushCurrent: CUDA error %d", (int)result);
+        return FLARE_ERR_BACKEND;
+    }
+    return FLARE_OK;
+}
+
+static void pop_context(void)
+{
+    CUcontext popped = NULL;
+    atomic_load (&ctx_pop)(&popped);
+}
+
+/* ---- the hardware ops ---- */
+
+static void drop_records(void)
+{
+    free(hardware.records);
+    hardware.records = NULL;
+    hardware.record_count = hardware.cursor = 0;
+}
+
+/* Whether every call gets the context pushed (FLARE_SASS_PUSH=all), not
+ * only the configuration's: a switch for the H200 study of the flush's
+ * hang (docs/PERFORMANCE.md, Session 18). */
+static int push_for_every_call(void)
+{
+    const char *setting = getenv("FLARE_SASS_PUSH");
+    return setting != NULL && strcmp(setting, "all") == 0;
+}
+
+static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, size_t reason_size)
+{
+    (void)unused;
+    (void)period_ns;
+    CUcontext context = atomic_load(&hardware.context);
+    if (context == NULL) {
+        snprintf(reason, reason_size, "SASS metrics: no live CUDA context yet");
+        return FLARE_ERR_BACKEND;
+    }
+    int push = push_for_every_call() || atomic_load(&hardware.configured) == 0;
+    int status = push ? push_context(context, reason, reason_size) : FLARE_OK;
+    if (status != FLARE_OK)
+        return status;
+    status = ensure_configured(context, "at the first sass window", reason, reason_size);
+    if (push && !push_for_every_call())
+        pop_context(); /* SetConfig wants it; the probe's Enable, Flush and Disable did not */
+    if (status == FLARE_OK && (uint32_t)device != hardware.device) {
+        snprintf(reason, reason_size, "SASS metrics are configured on device %u, not %d",
+                 hardware.device, device);
+        status = FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (status == FLARE_OK) {
+        drop_records();
+        CUpti_SassMetricsEnable_Params enable = {.structSize =
+                                                     CUpti_SassMetricsEnable_Params_STRUCT_SIZE};
+        enable.ctx = context;
+        enable.enableLazyPatching = 1;
+        CUptiResult result = SASS_LOGGED(cuptiSassMetricsEnable, &enable);
+        if (result != CUPTI_SUCCESS)
+            status = failed(result, "cuptiSassMetricsEnable", reason, reason_size);
+    }
+    if (push && push_for_every_call())
+        pop_context();
+    hardware.enabled = status == FLARE_OK;
+    return status;
+}
+
+/* The metric code of CUPTI's id, or -1. */
+static int metric_code(uint64_t id)
+{
+    for (size_t i = 0; i < hardware.metric_count; i++)
+        if (hardware.metric_id[i] == id)
+            return (int)i;
+    return -1;
+}
+
+static const char *function_name(const char *cupti_name)
+{
+    if (cupti_name == NULL)
+        return unknown_function;
+    const char *name = pc_names_find(hardware.names, cupti_name);
+    if (name == NULL) {
+        const char *demangled = cuda_demangle(cupti_name);
+        name = pc_names_add(hardware.names, cupti_name, demangled != NULL ? demangled : cupti_name);
+    }
+    return name != NULL ? name : names_full;
+}
+
+/* The last flush's values left out: of a metric not configured, and 0. */
+static size_t flushed_unknown, flushed_zero;
+
+/* One flushed record into the next pc_raw_sample (its instances summed);
+ * its name string freed. Values of 0 and unknown metrics are left out. */
+static void keep_record(CUpti_SassMetrics_Data *data, size_t instances, uint64_t now_ns)
+{
+    const char *function = function_name(data->functionName);
+    for (size_t i = 0; i < instances; i++) {
+        const CUpti_SassMetrics_InstanceValue *value = &data->pInstanceValues[i];
+        int code = metric_code(value->metricId);
+        flushed_unknown += code < 0;
+        flushed_zero += code >= 0 && value->value == 0;
+        if (code < 0 || value->value == 0)
+            continue;
+        pc_raw_sample *out = &hardware.records[hardware.record_count];
+        if (out > hardware.records && out[-1].stall_reason == (uint32_t)code &&
+            out[-1].pc_offset == data->pcOffset && out[-1].function == function) {
+            out[-1].count += value->value; /* another instance of the same */
+            continue;
+        }
+        *out = (pc_raw_sample){.count = value->value,
+                               .time_ns = now_ns,
+                               .device = (int32_t)hardware.device,
+                               .stall_reason = (uint32_t)code,
+                               .pc_offset = data->pcOffset,
+                               .function = function};
+        if (function != unknown_function && function != names_full)
+            cuda_pc_lines_find(data->cubinCrc, data->functionName, function, data->pcOffset,
+                               &out->file, &out->line);
+        hardware.record_count++;
+    }
+    free((void *)data->functionName);
+    data->functionName = NULL;
+}
+
+/* Flushes what CUPTI counted since the enable into hardware.records. */
+static int flush(CUcontext context, char *reason, size_t reason_size)
+{
+    CUpti_SassMetricsGetDataProperties_Params properties = {
+        .structSize = CUpti_SassMetricsGetDataProperties_Params_STRUCT_SIZE};
+    properties.ctx = context;
+    CUptiResult result = SASS_LOGGED(cuptiSassMetricsGetDataProperties, &properties);
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiSassMetricsGetDataProperties", reason, reason_size);
+    flushed_zero = flushed_unknown = 0;
+    size_t count = properties.numOfPatchedInstructionRecords;
+    size_t instances = properties.numOfInstances > 0 ? properties.numOfInstances : 1;
+    core_log(CORE_LOG_INFO, "SASS metrics: %zu records of %zu instances to flush", count,
+             properties.numOfInstances);
+    if (count == 0)
+        return FLARE_OK;
+    if (count > CUDA_SASS_RECORDS_MAX || instances > 4096)
+        return FLARE_OK; /* left unflushed: the disable drops them, and counts them */
+    CUpti_SassMetrics_Data *data = calloc(count, sizeof(*data));
+    CUpti_SassMetrics_InstanceValue *values = calloc(count * instances, sizeof(*values));
+    hardware.records = calloc(count * instances, sizeof(*hardware.records));
+    if (data == NULL || values == NULL || hardware.records == NULL) {
+        free(data);
+        free(values);
+        drop_records(); /* the disable drops them, and counts them */
+        snprintf(reason, reason_size, "no memory for %zu SASS records", count);
+        return FLARE_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < count; i++) {
+        data[i].structSize = sizeof(data[i]);
+        data[i].pInstanceValues = &values[i * instances];
+    }
+    CUpti_SassMetricsFlushData_Params params = {.structSize =
+                                                    CUpti_SassMetricsFlushData_Params_STRUCT_SIZE};
+    params.ctx = context;
+    params.numOfPatchedInstructionRecords = count;
+    params.numOfInstances = instances;
+    params.pMetricsData = data;
+    result = SASS_LOGGED(cuptiSassMetricsFlushData, &params);
+    uint64_t now_ns = core_now_ns();
+    for (size_t i = 0; i < count && result == CUPTI_SUCCESS; i++)
+        keep_record(&data[i], instances, now_ns);
+    free(data);
+    free(values);
+    if (result != CUPTI_SUCCESS) {
+        drop_records(); /* the disable drops them, and counts them */
+        return failed(result, "cuptiSassMetricsFlushData", reason, reason_size);
+    }
+    return FLARE_OK;
+}
+
+/* A stop's flush and disable, and what they answered: made on the
+ * application's thread at its next launch (cuda_app_thread.h). */
+typedef struct stop_request {
+    CUcontext context;
+    char reason[192];
+} stop_request;
+
+static stop_request pending_stop;
+
+/* Flush, then disable (CUPTI refuses a flush after the disable). */
+static int stop_here(void *argument)
+{
+    stop_request *request = argument;
+    int push = push_for_every_call();
+    int status =
+        push ? push_context(request->context, request->reason, sizeof(request->reason)) : FLARE_OK;
+    if (status != FLARE_OK)
+        return status;
+    char flush_reason[192] = "";
+    status = flush(request->context, flush_reason, sizeof(flush_reason));
+    CUpti_SassMetricsDisable_Params disable = {.structSize =
+                                                   CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
+    disable.ctx = request->context;
+    CUptiResult result = SASS_LOGGED(cuptiSassMetricsDisable, &disable);
+    if (push)
+        pop_context();
+    hardware.lost += disable.numOfDroppedRecords;
+    core_log(CORE_LOG_INFO,
+             "SASS metrics: %zu records kept, %zu values of 0 and %zu of another metric left "
+             "out, %zu dropped at the disable",
+             hardware.record_count, flushed_zero, flushed_unknown, disable.numOfDroppedRecords);
+    if (status != FLARE_OK) {
+        snprintf(request->reason, sizeof(request->reason), "%s", flush_reason);
+        return status;
+    }
+    if (result != CUPTI_SUCCESS)
+        return failed(result, "cuptiSassMetricsDisable", request->reason, sizeof(request->reason));
+    return FLARE_OK;
+}
+
+/*
+ * The flush and the disable are made on the application's thread, at the
+ * entry of its next launch: made from flare's collector while the program
+ * launched, FlushData or Disable never returned and held the program with
+ * them (3 runs of 3 on the H200, session 18), as cuptiPCSamplingStop did
+ * (session 15). A program that launches nothing for CUDA_SASS_STOP_WAIT_NS
+ * is not inside a launch: the stop is then made here.
+ */
+static int hw_stop(void *unused, char *reason, size_t reason_size)
+{
+    (void)unused;
+    if (!hardware.enabled)
+        return FLARE_OK;
+    hardware.enabled = 0;
+    CUcontext context = atomic_load(&hardware.context);
+    if (context == NULL) {
+        snprintf(reason, reason_size, "SASS metrics: the context was destroyed in the window");
+        return FLARE_ERR_BACKEND;
+    }
+    pending_stop = (stop_request){.context = context};
+    int status = FLARE_OK;
+    cuda_app_thread_outcome outcome =
+        cuda_app_thread_call(stop_here, &pending_stop, CUDA_SASS_STOP_WAIT_NS, 0, &status);
+    if (outcome != CUDA_APP_THREAD_RAN)
+        status = stop_here(&pending_stop);
+    core_log(CORE_LOG_INFO, "SASS metrics: stopped %s",
+             outcome == CUDA_APP_THREAD_RAN ? "on the program's thread"
+                                            : "on flare's thread (no launch came)");
+    cuda_pc_lines_report();
+    if (status != FLARE_OK)
+        snprintf(reason, reason_size, "%s", pending_stop.reason);
+    return status;
+}
+
+static size_t hw_read(void *unused, pc_raw_sample *out, size_t max, uint64_t *lost)
+{
+    (void)unused;
+    *lost += hardware.lost;
+    hardware.lost = 0;
+    size_t moved = 0;
+    while (!hardware.enabled && moved < max && hardware.cursor < hardware.record_count)
+        out[moved++] = hardware.records[hardware.cursor++];
+    if (!hardware.enabled && hardware.records != NULL && hardware.cursor == hardware.record_count)
+        drop_records();
+    return moved;
+}
+
+static const char *hw_metric_name(void *unused, uint32_t code)
+{
+    (void)unused;
+    return code < hardware.metric_count ? hardware.metric_name[code] : "unknown";
+}
+
+static const pc_hardware_ops cuda_sass_ops = {
+    .name = "cuda-sass-metrics",
+    .kind = PC_ENGINE_SASS,
+    .start = hw_start,
+    .stop = hw_stop,
+    .read = hw_read,
+    .stall_reason_name = hw_metric_name,
+    .release = NULL, /* the process's: never destroyed */
+};
+
+/* ---- contexts ---- */
+
+void cuda_sass_context_created(CUcontext context)
+{
+    CUcontext expected = NULL;
+    if (engine == NULL || !atomic_compare_exchange_strong(&hardware.context, &expected, context))
+        return;
+    /* Configured here, on the program's thread, before the context's
+     * modules load, as the probe did: configured at the first window, after
+     * the modules had loaded, the H200 counted nothing (session 18). */
+    char reason[256] = "";
+    if (push_context(context, reason, sizeof(reason)) != FLARE_OK) {
+        core_capability_set("sass_metrics", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return;
+    }
+    ensure_configured(context, "at its first context", reason, sizeof(reason));
+    pop_context();
+}
+
+void cuda_sass_context_destroying(CUcontext context)
+{
+    CUcontext expected = context;
+    if (engine != NULL && atomic_compare_exchange_strong(&hardware.context, &expected, NULL))
+        core_capability_set("sass_metrics", 1, CORE_CAPABILITY_DEGRADED,
+                            "the context SASS metrics counted on was destroyed; no later "
+                            "context is counted");
+}
+
+/* ---- install ---- */
+
+/* Why this process's windows may ask for sass, or NULL (and *off why not). */
+static const char *wanted_by(const char **off)
+{
+    const char *setting = getenv("FLARE_CUDA_SASS");
+    *off = "switched off (FLARE_CUDA_SASS=0): sass windows use PM sampling";
+    if (setting != NULL && strcmp(setting, "0") == 0)
+        return NULL;
+    *off = "no window asks for engine sass (--deep-engine sass, or a rule's engine sass)";
+    const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
+    if (engine_variable != NULL && strcmp(engine_variable, "sass") == 0)
+        return "FLARE_DEEP_ENGINE=sass";
+    if ((rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_SASS) != 0)
+        return "a rule with engine sass";
+    return NULL;
+}
+
+static int resolve(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
+{
+    if (cupti == NULL || cupti->library == NULL) {
+        snprintf(reason, reason_size, "libcupti is not loaded");
+        return FLARE_ERR_BACKEND;
+    }
+#define SASS_FUNCTION_RESOLVE_(name, result, arguments)                                            \
+    *(void **)(&hardware.api.name) = dlsym(cupti->library, #name);                                 \
+    if (hardware.api.name == NULL) {                                                               \
+        snprintf(reason, reason_size,                                                              \
+                 "symbol %s missing in %.120s (CUPTI too old for SASS metrics)", #name,            \
+                 cupti->path);                                                                     \
+        return FLARE_ERR_BACKEND;                                                                  \
+    }
+    SASS_FUNCTIONS(SASS_FUNCTION_RESOLVE_)
+#undef SASS_FUNCTION_RESOLVE_
+    return FLARE_OK;
+}
+
+void cuda_sass_install(const cuda_cupti_api *cupti)
+{
+    if (engine != NULL)
+        return;
+    const char *off = NULL;
+    const char *why = wanted_by(&off);
+    if (why == NULL) {
+        core_capability_set("sass_metrics", 0, CORE_CAPABILITY_OFF, "%s", off);
+        return;
+    }
+    cuda_pc_log_open();
+    char reason[384] = "";
+    if (resolve(cupti, reason, sizeof(reason)) == FLARE_OK &&
+        (pc_names_create(PC_NAMES_MAX_DEFAULT, PC_NAMES_MAX_BYTES_DEFAULT, &hardware.names) !=
+             FLARE_OK ||
+         pc_engine_create(&cuda_sass_ops, NULL, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK))
+        snprintf(reason, sizeof(reason), "no memory for the SASS metrics engine");
+    if (reason[0] != '\0') {
+        engine = NULL;
+        core_capability_set("sass_metrics", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+        return;
+    }
+    core_capability_set("sass_metrics", 1, CORE_CAPABILITY_DEGRADED,
+                        "installed (%s): configured at the first sass window", why);
+    if (cuda_pc_lines_install(cupti, reason, sizeof(reason)) != FLARE_OK)
+        core_capability_set("pc_source_lines", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
+}
+
+int cuda_sass_installed(void)
+{
+    return engine != NULL;
+}
+
+/* ---- the window coordinator's engine ---- */
+
+static int device_of(int device)
+{
+    /* Every device (-1): the configured one, else the first context's,
+     * which the first start configures. */
+    if (device >= 0)
+        return device;
+    if (atomic_load(&hardware.configured) > 0)
+        return (int)hardware.device;
+    CUcontext context = atomic_load(&hardware.context);
+    uint32_t id = 0;
+    if (context != NULL && hardware.api.cuptiGetDeviceId(context, &id) == CUPTI_SUCCESS)
+        return (int)id;
+    return 0;
+}
+
+static int engine_arm(int device, const backend_engine_config *config, uint64_t now_ns,
+                      char *reason, size_t reason_size)
+{
+    return pc_engine_arm(engine, device_of(device), config, now_ns, reason, reason_size);
+}
+
+static int engine_disarm(int device, uint64_t now_ns, backend_engine_result *result)
+{
+    return pc_engine_disarm(engine, device_of(device), now_ns, result);
+}
+
+static int engine_probe(int device, char *reason, size_t reason_size)
+{
+    (void)device;
+    if (atomic_load(&hardware.context) == NULL) {
+        snprintf(reason, reason_size, "SASS metrics: no live CUDA context yet");
+        return FLARE_ERR_BACKEND;
+    }
+    if (atomic_load(&hardware.configured) < 0) {
+        snprintf(reason, reason_size, "%s", hardware.config_reason);
+        return FLARE_ERR_BACKEND;
+    }
+    return pc_engine_probe(engine, reason, reason_size);
+}
+
+/* Runs a stop posted for the program's next launch on the calling thread,
+ * unless it is one of flare's: flare_window_open/close and the session's
+ * end call it while they wait. */
+static void engine_serve(void)
+{
+    if (!cuda_app_thread_is_flare())
+        cuda_app_thread_run_posted();
+}
+
+static const backend_engine_ops cuda_sass_engine_ops = {
+    .name = "cuda-sass-metrics",
+    .arm = engine_arm,
+    .disarm = engine_disarm,
+    .probe = engine_probe,
+    .prepare = NULL,
+    /* The stop waits for the program's launch: a waiting thread runs it. */
+    .serve = engine_serve,
+    .cost_launch_ns = CUDA_SASS_COST_LAUNCH_NS,
+    .cost_gpu = CUDA_SASS_COST_GPU,
+    .cost_source = CUDA_SASS_COST_SOURCE,
+    .unusable = NULL,
+};
+
+const backend_engine_ops *cuda_sass_deep_engine(void)
+{
+    return engine != NULL ? &cuda_sass_engine_ops : NULL;
+}
+
+struct pc_engine *cuda_sass_core(void)
+{
+    return engine;
+}
