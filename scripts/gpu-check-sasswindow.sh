@@ -104,9 +104,9 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
     OR message LIKE '%sass%'" 2>&1 | tail -20 | tee -a "$sasswindow_out"
   [ "$sasswindow_status" -eq 0 ] || fail "sasswindow: flare trace of pc_hot_loop exited $sasswindow_status"
   if [ "$sasswindow_status" -ne 0 ]; then
-    # Where it failed: the same with flare's launch callbacks off, and with the
-    # context pushed for every SASS call (shown, for the study; not judged).
-    for variant in FLARE_CUDA_LAUNCH_CALLBACKS=0 FLARE_SASS_PUSH=all; do
+    # Where it failed: the same with flare's launch callbacks off (shown, for
+    # the study; not judged).
+    for variant in FLARE_CUDA_LAUNCH_CALLBACKS=0; do
       echo "-- the same with $variant" | tee -a "$sasswindow_out"
       rm -rf "$session-variant"
       (

@@ -1,16 +1,19 @@
 /*
  * cuda_sass.c: CUPTI's SASS metrics as the hardware side of the SASS deep
- * engine (cuda_sass.h): configure once at the first start, enable per
+ * engine (cuda_sass.h): configure once at the first context, enable per
  * window, flush then disable at its stop, and hand the flushed records to
  * the engine as pc_raw_samples (a record's value is the count, its metric
  * the "stall reason" code).
  *
- * Threads: start, stop and read come from the engine, one at a time under
- * its hardware lock (the coordinator's thread, or the engine's drain
- * thread, whose reads find nothing while enabled); the context callbacks
- * store a pointer only. Must never: call CUPTI on an application thread,
- * keep CUPTI's name strings (each is copied, then freed, as NVIDIA's sample
- * does), or hand over a value of 0.
+ * Threads: the configuration on the program's thread in the first
+ * context's callback; start, stop and read from the engine, one at a time
+ * under its hardware lock (start on the coordinator's thread; stop's flush
+ * and disable handed to the program's thread at its next launch, the
+ * coordinator waiting for them; read on the coordinator's or the engine's
+ * drain thread, finding nothing while enabled). Must never: flush or
+ * disable from flare's thread while the program launches, keep CUPTI's
+ * name strings (each is copied, then freed, as NVIDIA's sample does), or
+ * hand over a value of 0.
  */
 #include "backend/cuda/cuda_sass.h"
 
@@ -184,7 +187,6 @@ static int configure(CUcontext context, char *reason, size_t reason_size)
     return FLARE_OK;
 }
 
-/* The configuration, made once (its failure kept and repeated). */
 /* The configuration, made once (its failure kept and repeated): by the
  * first context's callback, or else by the first start. */
 #define CONFIG_RUNNING 2
@@ -276,15 +278,6 @@ static void drop_records(void)
     hardware.record_count = hardware.cursor = 0;
 }
 
-/* Whether every call gets the context pushed (FLARE_SASS_PUSH=all), not
- * only the configuration's: a switch for the H200 study of the flush's
- * hang (docs/PERFORMANCE.md, Session 18). */
-static int push_for_every_call(void)
-{
-    const char *setting = getenv("FLARE_SASS_PUSH");
-    return setting != NULL && strcmp(setting, "all") == 0;
-}
-
 static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, size_t reason_size)
 {
     (void)unused;
@@ -294,13 +287,15 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
         snprintf(reason, reason_size, "SASS metrics: no live CUDA context yet");
         return FLARE_ERR_BACKEND;
     }
-    int push = push_for_every_call() || atomic_load(&hardware.configured) == 0;
+    /* Configured at the first context, unless that could not push it: then
+     * here (SetConfig wants it current; Enable, Flush and Disable did not). */
+    int push = atomic_load(&hardware.configured) == 0;
     int status = push ? push_context(context, reason, reason_size) : FLARE_OK;
     if (status != FLARE_OK)
         return status;
     status = ensure_configured(context, "at the first sass window", reason, reason_size);
-    if (push && !push_for_every_call())
-        pop_context(); /* SetConfig wants it; the probe's Enable, Flush and Disable did not */
+    if (push)
+        pop_context();
     if (status == FLARE_OK && (uint32_t)device != hardware.device) {
         snprintf(reason, reason_size, "SASS metrics are configured on device %u, not %d",
                  hardware.device, device);
@@ -316,8 +311,6 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
         if (result != CUPTI_SUCCESS)
             status = failed(result, "cuptiSassMetricsEnable", reason, reason_size);
     }
-    if (push && push_for_every_call())
-        pop_context();
     hardware.enabled = status == FLARE_OK;
     return status;
 }
@@ -443,19 +436,12 @@ static stop_request pending_stop;
 static int stop_here(void *argument)
 {
     stop_request *request = argument;
-    int push = push_for_every_call();
-    int status =
-        push ? push_context(request->context, request->reason, sizeof(request->reason)) : FLARE_OK;
-    if (status != FLARE_OK)
-        return status;
     char flush_reason[192] = "";
-    status = flush(request->context, flush_reason, sizeof(flush_reason));
+    int status = flush(request->context, flush_reason, sizeof(flush_reason));
     CUpti_SassMetricsDisable_Params disable = {.structSize =
                                                    CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
     disable.ctx = request->context;
     CUptiResult result = SASS_LOGGED(cuptiSassMetricsDisable, &disable);
-    if (push)
-        pop_context();
     hardware.lost += disable.numOfDroppedRecords;
     core_log(CORE_LOG_INFO,
              "SASS metrics: %zu records kept, %zu values of 0 and %zu of another metric left "
@@ -535,11 +521,15 @@ static const pc_hardware_ops cuda_sass_ops = {
 
 /* ---- contexts ---- */
 
+/* Set by the first context: a context created after its end is not taken
+ * (hardware.context, back to NULL then, cannot say so). */
+static _Atomic int context_claimed;
+
 void cuda_sass_context_created(CUcontext context)
 {
-    CUcontext expected = NULL;
-    if (engine == NULL || !atomic_compare_exchange_strong(&hardware.context, &expected, context))
+    if (engine == NULL || atomic_exchange(&context_claimed, 1))
         return;
+    atomic_store(&hardware.context, context);
     /* Configured here, on the program's thread, before the context's
      * modules load, as the probe did: configured at the first window, after
      * the modules had loaded, the H200 counted nothing (session 18). */
@@ -621,7 +611,7 @@ void cuda_sass_install(const cuda_cupti_api *cupti)
         return;
     }
     core_capability_set("sass_metrics", 1, CORE_CAPABILITY_DEGRADED,
-                        "installed (%s): configured at the first sass window", why);
+                        "installed (%s): configured at the first context", why);
     if (cuda_pc_lines_install(cupti, reason, sizeof(reason)) != FLARE_OK)
         core_capability_set("pc_source_lines", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
 }

@@ -5,15 +5,19 @@
  *
  * CUPTI patches each kernel's SASS so every instruction counts itself; the
  * counts come back per (function, pc offset, metric) when flushed. What the
- * bare-CUPTI probe found on the H200 (docs/PERFORMANCE.md, Session 17)
- * fixes the shape: the metrics are configured once per process (a second
- * SetConfig after UnsetConfig fails), so at the first window's arm, and
- * never unset; each window enables (lazy patching: a kernel is patched at
- * its first launch inside the window), and its disarm flushes, then
- * disables (a flush after the disable is refused). All three calls are
- * cheap (under 2 ms) and work from any thread where the context is current
- * (SetConfig refused another thread's call), so they are made on the
- * coordinator's thread with the context pushed, never on the program's.
+ * bare-CUPTI probe found on the H200 (docs/PERFORMANCE.md, Session 17) and
+ * flare's first windows there (Session 18) fix the shape:
+ *   - the metrics are configured once per process (a second SetConfig after
+ *     UnsetConfig fails), at the program's first context, on its thread and
+ *     before its modules load (configured at the first window instead, the
+ *     H200 counted nothing), with the context current (SetConfig refused a
+ *     call from another thread), and never unset;
+ *   - each window enables from the coordinator's thread (lazy patching: a
+ *     kernel is patched at its first launch inside the window);
+ *   - its close flushes, then disables (a flush after the disable is
+ *     refused), on the program's own thread at its next launch: made from
+ *     flare's thread while the program launched, FlushData or Disable never
+ *     returned (cuda_sass.c says more).
  * Patched kernels run 6.3x to 465x slower: a window of sass is for a few
  * launches.
  *
@@ -23,11 +27,10 @@
  * their cost is past any deep budget). The metrics are FLARE_SASS_METRICS
  * (CUPTI's names, comma-separated), default CUDA_SASS_METRICS_DEFAULT.
  *
- * Must never: call CUPTI inside InitializeInjection or on an application
- * thread, crash the program on a CUPTI error (each failure is the
- * sass_metrics capability's reason or a refused window's), grow past its
- * record bound (what does not fit is counted lost), or leak CUPTI's
- * function-name strings.
+ * Must never: call CUPTI inside InitializeInjection, flush or disable from
+ * flare's thread while the program launches, crash the program on a CUPTI error (each failure is
+ * the sass_metrics capability's reason or a refused window's), grow past its record bound (what
+ * does not fit is counted lost), or leak CUPTI's function-name strings.
  */
 #ifndef FLARE_BACKEND_CUDA_SASS_H
 #define FLARE_BACKEND_CUDA_SASS_H
@@ -61,8 +64,9 @@ void cuda_sass_install(const cuda_cupti_api *cupti);
 int cuda_sass_installed(void);
 
 /* The CUPTI resource callback saw a context created / being destroyed:
- * the first one is the context windows enable SASS metrics on. Only
- * stores the context; no CUPTI call. */
+ * the process's first one is the context windows enable SASS metrics on,
+ * configured here, on the program's thread (about 100 ms once); a later
+ * context is never taken, even after the first one's end. */
 void cuda_sass_context_created(CUcontext context);
 void cuda_sass_context_destroying(CUcontext context);
 
