@@ -531,6 +531,9 @@ static size_t drain_batch(pc_engine *engine)
     if (count > PC_READ_BATCH)
         count = PC_READ_BATCH; /* a read that overstates: only PC_READ_BATCH exist */
     uint64_t counted = 0, dropped = 0, made = 0;
+    /* SASS metrics count records (values of different metrics, and of one
+     * metric over instructions, are not samples to add up). */
+    int by_record = engine->ops->kind == PC_ENGINE_SASS;
     pthread_mutex_lock(&engine->table_lock);
     for (size_t i = 0; i < count; i++) {
         pc_raw_sample *sample = &engine->batch[i];
@@ -538,10 +541,11 @@ static size_t drain_batch(pc_engine *engine)
             sample->function = PC_UNKNOWN_FUNCTION;
         clamp_to_window(engine, sample);
         int counted_as = table_count(&engine->table, engine->epoch, engine->window_id, sample);
+        uint64_t weight = by_record ? 1 : sample_count(sample);
         if (counted_as >= 0)
-            counted += sample_count(sample);
+            counted += weight;
         else
-            dropped += sample_count(sample);
+            dropped += weight;
         made += counted_as == 1;
     }
     engine->stats.entries_made += made;

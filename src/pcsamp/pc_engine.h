@@ -140,7 +140,9 @@ typedef struct pc_entry {
 } pc_entry;
 
 typedef struct pc_engine_stats {
-    uint64_t samples;         /* counted into the table (what take's entries add up to) */
+    /* Counted into the table (what take's entries add up to). SASS metrics
+     * count records here and in the drops and losses below, never values. */
+    uint64_t samples;
     uint64_t samples_read;    /* moved out of the hardware: samples + aggregate_drops */
     uint64_t samples_lost;    /* the hardware lost them (its buffer was full) */
     uint64_t aggregate_drops; /* read, but their key did not fit in the table */

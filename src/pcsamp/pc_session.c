@@ -70,9 +70,10 @@ static void start_counting(registered_engine *entry)
     pc_entry left[8]; /* not the collector's buffer: any thread may register */
     size_t got;
     while ((got = pc_engine_take(entry->engine, left, sizeof(left) / sizeof(left[0]))) > 0)
-        for (size_t i = 0; i < got; i++)
-            atomic_fetch_add(&leftover_by_kind[pc_engine_kind_of(entry->engine) == PC_ENGINE_SASS],
-                             left[i].samples);
+        for (size_t i = 0; i < got; i++) {
+            int sass = pc_engine_kind_of(entry->engine) == PC_ENGINE_SASS;
+            atomic_fetch_add(&leftover_by_kind[sass], sass ? 1 : left[i].samples);
+        }
 }
 
 int pc_session_register_engine(pc_engine *engine)

@@ -20,11 +20,11 @@
  * Windows are armed and disarmed on a thread named "flare-test-win", as the
  * coordinator's are; the main thread is the application's: it "launches"
  * (cuda_app_thread_at_launch) while a disarm waits, or makes none, so that
- * the stop waits out CUDA_SASS_STOP_WAIT_NS (2 s) and is made on the
- * disarming thread. The engine is process-global and configures once, so
+ * the stop waits out CUDA_SASS_STOP_WAIT_NS (2 s) and stays posted for the
+ * program's next launch. The engine is process-global and configures once, so
  * the cases run in order in one process: not installed while no window asks
  * for sass; installed, then configured at the first context; a window whose
- * stop runs at a launch; a window whose stop runs without one; a failed
+ * stop runs at a launch; a window whose stop waits for a later launch; a failed
  * flush; last, the first context's end, after which a later context is not
  * taken (it used to be: context_created's compare-and-swap on the context
  * pointer succeeded again once the end had set it back to NULL). Built
@@ -908,9 +908,12 @@ static void test_window_stops_at_the_application_launch(void **state)
 }
 
 /* Case 3. A disarm while the program launches nothing: after
- * CUDA_SASS_STOP_WAIT_NS the stop is withdrawn (never left posted) and
- * made on the disarming thread instead, with the same results. */
-static void test_stop_without_a_launch_runs_on_the_disarming_thread(void **state)
+ * CUDA_SASS_STOP_WAIT_NS the stop stays posted (never made from flare's
+ * thread, where CUPTI hung while the program was inside CUDA): the disarm
+ * says so and keeps nothing, the next arm is refused while it waits, the
+ * program's next launch makes it (on its own thread), and what it flushed
+ * is counted lost at the next window's read. */
+static void test_stop_without_a_launch_waits_for_the_next_launch(void **state)
 {
     (void)state;
     window_call arm = arm_window();
@@ -918,26 +921,39 @@ static void test_stop_without_a_launch_runs_on_the_disarming_thread(void **state
         fail_msg("arm: %d %s", arm.status, arm.reason);
     atomic_store(&fake.batch_ready, 1);
     int mark = event_mark();
+    uint64_t lost_before = engine_stats().samples_lost;
     window_call disarm = disarm_window(0);
-    if (disarm.status != FLARE_OK)
-        fail_msg("disarm: %d %s", disarm.status, disarm.result.reason);
+    assert_int_equal(disarm.status, FLARE_ERR_BACKEND);
+    if (strstr(disarm.result.reason, "no launch within 2 s to stop at") == NULL)
+        fail_msg("disarm's reason: \"%s\"", disarm.result.reason);
     assert_true(disarm.elapsed_ns >= CUDA_SASS_STOP_WAIT_NS - 1000000ull);
-    assert_all_on(mark, disarm.thread);
+    assert_int_equal(event_mark() - mark, 0); /* nothing made from flare's thread */
+    assert_int_equal(cuda_app_thread_pending(), 1);
+    assert_int_equal(disarm.result.samples, 0);
+    window_call refused = arm_window();
+    assert_int_not_equal(refused.status, FLARE_OK);
+    if (strstr(refused.reason, "still waits for the program's next launch") == NULL)
+        fail_msg("arm's reason: \"%s\"", refused.reason);
+
+    launch(); /* the program launches again: the stop is made here */
+    assert_int_equal(cuda_app_thread_pending(), 0);
     assert_int_equal(event_mark() - mark, 3);
+    assert_all_on(mark, app_thread);
     assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
     assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
     assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
     assert_null(atomic_load(&fake.enabled));
-    assert_true(log_says("on flare's thread (no launch came)"));
-    /* Withdrawn, not left for a later launch. */
-    assert_int_equal(cuda_app_thread_pending(), 0);
-    for (int i = 0; i < 10; i++)
-        launch();
-    assert_int_equal(event_mark() - mark, 3);
-
     assert_names_freed(batch_names());
-    assert_int_equal(disarm.result.samples, EXPECTED_ENTRIES);
-    assert_int_equal(take_window(arm.window_id, &disarm.result), EXPECTED_ENTRIES);
+
+    /* The next window works, and its read reports the late stop's records. */
+    window_call next = arm_window();
+    assert_int_equal(next.status, FLARE_OK);
+    window_call close_next = disarm_window(1);
+    assert_int_equal(close_next.status, FLARE_OK);
+    assert_int_equal(engine_stats().samples_lost - lost_before, FAKE_RECORDS);
+    pc_entry taken[8];
+    while (pc_engine_take(cuda_sass_core(), taken, 8) > 0) {
+    }
     assert_fake_clean();
 }
 
@@ -1082,7 +1098,7 @@ int main(void)
 #ifndef FLARE_TEST_SASS_BAD_METRIC
         cmocka_unit_test_setup(test_configure_at_the_first_context, fresh),
         cmocka_unit_test_setup(test_window_stops_at_the_application_launch, fresh),
-        cmocka_unit_test_setup(test_stop_without_a_launch_runs_on_the_disarming_thread, fresh),
+        cmocka_unit_test_setup(test_stop_without_a_launch_waits_for_the_next_launch, fresh),
         cmocka_unit_test_setup(test_failed_flush_still_disables, fresh),
         cmocka_unit_test_setup(test_no_later_context_after_the_first_ends, fresh),
 #else

@@ -10,9 +10,9 @@
  * of each in smsp__sass_thread_inst_executed, on their source lines.
  * Failure cases: a patching failure refuses the window with its reason; a
  * full counter table loses instructions, counted in drops and never
- * stored; another profiling context holding the device turns sass down and
- * the window falls back to PM sampling, saying why. Waits on conditions,
- * never on times.
+ * stored; a full aggregate table drops records, counted one per record; another profiling context
+ * holding the device turns sass down and the window falls back to PM sampling, saying why. Waits on
+ * conditions, never on times.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -216,6 +216,30 @@ static void test_a_full_table_loses_counted_instructions(void **unused)
     test_remove_dir(dir);
 }
 
+/* The engine's aggregate table full: the records it had no room for are
+ * counted, one per (instruction, metric), never their values summed. */
+static void test_a_full_aggregate_table_counts_records(void **unused)
+{
+    (void)unused;
+    char dir[256];
+    int kernel = 0;
+    start_session(dir, sizeof(dir), &kernel);
+    assert_int_equal(pc_engine_set_aggregate_capacity(sim_sass_engine_core(), 2), FLARE_OK);
+    assert_int_equal(open_sass_window(), FLARE_OK);
+    launch_from_threads(kernel);
+    assert_int_equal(flare_window_close(), FLARE_OK);
+    sqlite3 *db = end_session(dir);
+    assert_int_equal(pc_engine_set_aggregate_capacity(sim_sass_engine_core(), PC_AGGREGATE_MAX),
+                     FLARE_OK);
+    /* Three instructions, two metrics: two rows kept, four records dropped. */
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM sass_metrics"), 2);
+    assert_int_equal(test_sql_int(db, "SELECT COALESCE(SUM(count), 0) FROM drops WHERE source = "
+                                      "'sass_metrics' AND detail LIKE '%aggregate table full%'"),
+                     4);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+}
+
 static void test_a_busy_device_falls_back_to_pm(void **unused)
 {
     (void)unused;
@@ -245,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_a_sass_window_counts_every_instruction),
         cmocka_unit_test(test_a_patching_failure_refuses_the_window),
         cmocka_unit_test(test_a_full_table_loses_counted_instructions),
+        cmocka_unit_test(test_a_full_aggregate_table_counts_records),
         cmocka_unit_test(test_a_busy_device_falls_back_to_pm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,6 +78,8 @@ typedef struct sass_hardware {
 } sass_hardware;
 
 static sass_hardware hardware;
+/* A stop given up on and not yet run: the next start waits for it. */
+static _Atomic int stop_pending;
 static pc_engine *engine;
 static const char unknown_function[] = "(unknown function)";
 static const char names_full[] = "(function names table full)";
@@ -287,6 +289,11 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
         snprintf(reason, reason_size, "SASS metrics: no live CUDA context yet");
         return FLARE_ERR_BACKEND;
     }
+    if (atomic_load(&stop_pending)) {
+        snprintf(reason, reason_size,
+                 "SASS metrics: the last window's stop still waits for the program's next launch");
+        return FLARE_ERR_BACKEND;
+    }
     /* Configured at the first context, unless that could not push it: then
      * here (SetConfig wants it current; Enable, Flush and Disable did not). */
     int push = atomic_load(&hardware.configured) == 0;
@@ -339,8 +346,9 @@ static const char *function_name(const char *cupti_name)
 /* The last flush's values left out: of a metric not configured, and 0. */
 static size_t flushed_unknown, flushed_zero;
 
-/* One flushed record into the next pc_raw_sample (its instances summed);
- * its name string freed. Values of 0 and unknown metrics are left out. */
+/* One flushed record into the next of hardware.records (its instances
+ * summed); its name string freed. Values of 0 and unknown metrics are left
+ * out. On flare's thread (the names and the lines take locks). */
 static void keep_record(CUpti_SassMetrics_Data *data, size_t instances, uint64_t now_ns)
 {
     const char *function = function_name(data->functionName);
@@ -372,88 +380,142 @@ static void keep_record(CUpti_SassMetrics_Data *data, size_t instances, uint64_t
     data->functionName = NULL;
 }
 
-/* Flushes what CUPTI counted since the enable into hardware.records. */
-static int flush(CUcontext context, char *reason, size_t reason_size)
+/*
+ * A stop: its flush and disable, made on the application's thread at its
+ * next launch (cuda_app_thread.h), and what they brought back, raw: the
+ * names, lines and table are made on flare's thread after (they allocate
+ * and lock). state settles who owns the results when the stop waits past
+ * its bound: POSTED, then DONE (stop_here ran; hw_stop takes them) or
+ * ABANDONED (hw_stop gave up; stop_here, when it runs at a later launch,
+ * discards them and counts them lost).
+ */
+enum { STOP_POSTED = 0, STOP_DONE = 1, STOP_ABANDONED = 2 };
+typedef struct stop_request {
+    CUcontext context;
+    _Atomic int state;
+    int status;
+    char reason[192];
+    CUpti_SassMetrics_Data *data; /* count records, each instances values */
+    CUpti_SassMetrics_InstanceValue *values;
+    size_t count, instances;
+    size_t dropped; /* Disable's numOfDroppedRecords */
+} stop_request;
+
+static stop_request pending_stop;
+/* Records such a stop discarded, for the next read. */
+static _Atomic uint64_t late_lost;
+
+static void free_flushed(stop_request *request)
+{
+    for (size_t i = 0; request->data != NULL && i < request->count; i++)
+        free((void *)request->data[i].functionName);
+    free(request->data);
+    free(request->values);
+    request->data = NULL;
+    request->values = NULL;
+}
+
+/* GetDataProperties, then FlushData into fresh arrays (CUPTI fills the
+ * names). 0, or a flare_status with request->reason. */
+static int flush_raw(stop_request *request)
 {
     CUpti_SassMetricsGetDataProperties_Params properties = {
         .structSize = CUpti_SassMetricsGetDataProperties_Params_STRUCT_SIZE};
-    properties.ctx = context;
+    properties.ctx = request->context;
     CUptiResult result = SASS_LOGGED(cuptiSassMetricsGetDataProperties, &properties);
     if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiSassMetricsGetDataProperties", reason, reason_size);
-    flushed_zero = flushed_unknown = 0;
+        return failed(result, "cuptiSassMetricsGetDataProperties", request->reason,
+                      sizeof(request->reason));
     size_t count = properties.numOfPatchedInstructionRecords;
     size_t instances = properties.numOfInstances > 0 ? properties.numOfInstances : 1;
-    core_log(CORE_LOG_INFO, "SASS metrics: %zu records of %zu instances to flush", count,
-             properties.numOfInstances);
     if (count == 0)
         return FLARE_OK;
-    if (count > CUDA_SASS_RECORDS_MAX || instances > 4096)
-        return FLARE_OK; /* left unflushed: the disable drops them, and counts them */
-    CUpti_SassMetrics_Data *data = calloc(count, sizeof(*data));
-    CUpti_SassMetrics_InstanceValue *values = calloc(count * instances, sizeof(*values));
-    hardware.records = calloc(count * instances, sizeof(*hardware.records));
-    if (data == NULL || values == NULL || hardware.records == NULL) {
-        free(data);
-        free(values);
-        drop_records(); /* the disable drops them, and counts them */
-        snprintf(reason, reason_size, "no memory for %zu SASS records", count);
+    if (count > CUDA_SASS_RECORDS_MAX || instances > 4096) {
+        /* Left unflushed: the disable drops them, and counts them. */
+        snprintf(request->reason, sizeof(request->reason),
+                 "SASS metrics: %zu records of %zu instances, past the bound of %u: none kept",
+                 count, instances, CUDA_SASS_RECORDS_MAX);
+        return FLARE_ERR_BACKEND;
+    }
+    request->data = calloc(count, sizeof(*request->data));
+    request->values = calloc(count * instances, sizeof(*request->values));
+    if (request->data == NULL || request->values == NULL) {
+        free_flushed(request);
+        snprintf(request->reason, sizeof(request->reason), "no memory for %zu SASS records", count);
         return FLARE_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < count; i++) {
-        data[i].structSize = sizeof(data[i]);
-        data[i].pInstanceValues = &values[i * instances];
+        request->data[i].structSize = sizeof(request->data[i]);
+        request->data[i].pInstanceValues = &request->values[i * instances];
     }
+    request->count = count;
+    request->instances = instances;
     CUpti_SassMetricsFlushData_Params params = {.structSize =
                                                     CUpti_SassMetricsFlushData_Params_STRUCT_SIZE};
-    params.ctx = context;
+    params.ctx = request->context;
     params.numOfPatchedInstructionRecords = count;
     params.numOfInstances = instances;
-    params.pMetricsData = data;
+    params.pMetricsData = request->data;
     result = SASS_LOGGED(cuptiSassMetricsFlushData, &params);
-    uint64_t now_ns = core_now_ns();
-    for (size_t i = 0; i < count && result == CUPTI_SUCCESS; i++)
-        keep_record(&data[i], instances, now_ns);
-    free(data);
-    free(values);
     if (result != CUPTI_SUCCESS) {
-        drop_records(); /* the disable drops them, and counts them */
-        return failed(result, "cuptiSassMetricsFlushData", reason, reason_size);
+        free_flushed(request); /* the disable drops them, and counts them */
+        request->count = 0;
+        return failed(result, "cuptiSassMetricsFlushData", request->reason,
+                      sizeof(request->reason));
     }
     return FLARE_OK;
 }
 
-/* A stop's flush and disable, and what they answered: made on the
- * application's thread at its next launch (cuda_app_thread.h). */
-typedef struct stop_request {
-    CUcontext context;
-    char reason[192];
-} stop_request;
-
-static stop_request pending_stop;
-
-/* Flush, then disable (CUPTI refuses a flush after the disable). */
+/* Flush, then disable (CUPTI refuses a flush after the disable); nothing
+ * when the context is no longer the one enabled (destroyed meanwhile). */
 static int stop_here(void *argument)
 {
     stop_request *request = argument;
-    char flush_reason[192] = "";
-    int status = flush(request->context, flush_reason, sizeof(flush_reason));
-    CUpti_SassMetricsDisable_Params disable = {.structSize =
-                                                   CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
-    disable.ctx = request->context;
-    CUptiResult result = SASS_LOGGED(cuptiSassMetricsDisable, &disable);
-    hardware.lost += disable.numOfDroppedRecords;
-    core_log(CORE_LOG_INFO,
-             "SASS metrics: %zu records kept, %zu values of 0 and %zu of another metric left "
-             "out, %zu dropped at the disable",
-             hardware.record_count, flushed_zero, flushed_unknown, disable.numOfDroppedRecords);
-    if (status != FLARE_OK) {
-        snprintf(request->reason, sizeof(request->reason), "%s", flush_reason);
-        return status;
+    if (atomic_load(&hardware.context) != request->context) {
+        snprintf(request->reason, sizeof(request->reason),
+                 "SASS metrics: the context was destroyed in the window");
+        request->status = FLARE_ERR_BACKEND;
+    } else {
+        request->status = flush_raw(request);
+        CUpti_SassMetricsDisable_Params disable = {.structSize =
+                                                       CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
+        disable.ctx = request->context;
+        CUptiResult result = SASS_LOGGED(cuptiSassMetricsDisable, &disable);
+        request->dropped = disable.numOfDroppedRecords;
+        if (request->status == FLARE_OK && result != CUPTI_SUCCESS)
+            request->status =
+                failed(result, "cuptiSassMetricsDisable", request->reason, sizeof(request->reason));
     }
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiSassMetricsDisable", request->reason, sizeof(request->reason));
-    return FLARE_OK;
+    if (atomic_exchange(&request->state, STOP_DONE) == STOP_ABANDONED) {
+        /* Its window closed without it: what it brought back is lost. */
+        atomic_fetch_add(&late_lost, request->count + request->dropped);
+        free_flushed(request);
+        atomic_store(&stop_pending, 0);
+    }
+    return request->status;
+}
+
+/* A stop's results into hardware.records, on flare's thread. */
+static void take_results(stop_request *request)
+{
+    flushed_zero = flushed_unknown = 0;
+    hardware.lost += request->dropped;
+    if (request->count > 0)
+        hardware.records = calloc(request->count * request->instances, sizeof(*hardware.records));
+    if (request->count > 0 && hardware.records == NULL) {
+        hardware.lost += request->count;
+        free_flushed(request);
+        return;
+    }
+    uint64_t now_ns = core_now_ns();
+    for (size_t i = 0; i < request->count; i++)
+        keep_record(&request->data[i], request->instances, now_ns);
+    free_flushed(request);
+    core_log(CORE_LOG_INFO,
+             "SASS metrics: %zu records flushed, %zu kept, %zu values of 0 and %zu of another "
+             "metric left out, %zu dropped at the disable",
+             request->count, hardware.record_count, flushed_zero, flushed_unknown,
+             request->dropped);
 }
 
 /*
@@ -461,8 +523,10 @@ static int stop_here(void *argument)
  * entry of its next launch: made from flare's collector while the program
  * launched, FlushData or Disable never returned and held the program with
  * them (3 runs of 3 on the H200, session 18), as cuptiPCSamplingStop did
- * (session 15). A program that launches nothing for CUDA_SASS_STOP_WAIT_NS
- * is not inside a launch: the stop is then made here.
+ * (session 15). A stop that sees no launch within CUDA_SASS_STOP_WAIT_NS
+ * stays posted for a later one (the program may wait on a patched kernel
+ * for that long: never made from here while it is inside CUDA); the window
+ * then keeps nothing, and the next start waits for that stop.
  */
 static int hw_stop(void *unused, char *reason, size_t reason_size)
 {
@@ -478,12 +542,27 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
     pending_stop = (stop_request){.context = context};
     int status = FLARE_OK;
     cuda_app_thread_outcome outcome =
-        cuda_app_thread_call(stop_here, &pending_stop, CUDA_SASS_STOP_WAIT_NS, 0, &status);
-    if (outcome != CUDA_APP_THREAD_RAN)
+        cuda_app_thread_call(stop_here, &pending_stop, CUDA_SASS_STOP_WAIT_NS, 1, &status);
+    if (outcome == CUDA_APP_THREAD_WITHDRAWN) {
+        /* Another engine's request held the program's thread: not posted. */
         status = stop_here(&pending_stop);
-    core_log(CORE_LOG_INFO, "SASS metrics: stopped %s",
-             outcome == CUDA_APP_THREAD_RAN ? "on the program's thread"
-                                            : "on flare's thread (no launch came)");
+    } else if (outcome == CUDA_APP_THREAD_DETACHED) {
+        atomic_store(&stop_pending, 1);
+        if (atomic_exchange(&pending_stop.state, STOP_ABANDONED) != STOP_DONE) {
+            snprintf(reason, reason_size,
+                     "SASS metrics: no launch within %.0f s to stop at; the counts stop at the "
+                     "program's next launch and are lost",
+                     (double)CUDA_SASS_STOP_WAIT_NS / 1e9);
+            return FLARE_ERR_BACKEND;
+        }
+        atomic_store(&stop_pending, 0); /* it ran just now: its results are ours */
+        status = pending_stop.status;
+    }
+    core_log(CORE_LOG_INFO, "SASS metrics: stopped on %s",
+             outcome == CUDA_APP_THREAD_WITHDRAWN
+                 ? "flare's thread (another request held the program's thread)"
+                 : "the program's thread");
+    take_results(&pending_stop);
     cuda_pc_lines_report();
     if (status != FLARE_OK)
         snprintf(reason, reason_size, "%s", pending_stop.reason);
@@ -493,7 +572,7 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
 static size_t hw_read(void *unused, pc_raw_sample *out, size_t max, uint64_t *lost)
 {
     (void)unused;
-    *lost += hardware.lost;
+    *lost += hardware.lost + atomic_exchange(&late_lost, 0);
     hardware.lost = 0;
     size_t moved = 0;
     while (!hardware.enabled && moved < max && hardware.cursor < hardware.record_count)
@@ -629,7 +708,7 @@ static int device_of(int device)
      * which the first start configures. */
     if (device >= 0)
         return device;
-    if (atomic_load(&hardware.configured) > 0)
+    if (atomic_load(&hardware.configured) == 1)
         return (int)hardware.device;
     CUcontext context = atomic_load(&hardware.context);
     uint32_t id = 0;

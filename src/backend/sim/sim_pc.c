@@ -67,6 +67,10 @@ typedef struct slot_snapshot {
 
 static sim_pc_slot slots[SIM_PC_SLOTS];
 static _Thread_local sim_pc_slot *thread_slot;
+/* The calling thread's kernel, for SASS metrics: kept apart from the slot,
+ * so a kernel whose thread found no free slot still counts its marks. */
+static _Thread_local const char *sass_kernel;
+static _Thread_local int sass_device;
 static pthread_key_t slot_key;
 static pthread_once_t slot_key_once = PTHREAD_ONCE_INIT;
 static int slot_key_ready;
@@ -122,7 +126,9 @@ static sim_pc_slot *slot_claim(void)
 
 void sim_pc_kernel_begin(int device, const char *name)
 {
-    sim_sass_count(device, name != NULL ? name : "?", 0); /* its first instruction */
+    sass_kernel = name != NULL ? name : "?";
+    sass_device = device;
+    sim_sass_count(device, sass_kernel, 0); /* its first instruction */
     sim_pc_slot *slot = slot_claim();
     if (slot == NULL) {
         atomic_fetch_add_explicit(&unsampled_kernels, 1, memory_order_relaxed);
@@ -144,6 +150,7 @@ void sim_pc_kernel_begin(int device, const char *name)
 
 void sim_pc_kernel_end(void)
 {
+    sass_kernel = NULL;
     sim_pc_slot *slot = thread_slot;
     if (slot == NULL)
         return;
@@ -155,12 +162,11 @@ void sim_pc_kernel_end(void)
 
 void sim_pc_mark(uint64_t pc_offset, uint32_t stall_reason)
 {
+    if (sass_kernel != NULL)
+        sim_sass_count(sass_device, sass_kernel, pc_offset);
     sim_pc_slot *slot = thread_slot;
     if (slot == NULL || !atomic_load_explicit(&slot->busy, memory_order_relaxed))
         return;
-    /* The slot is this thread's: its own fields read relaxed. */
-    sim_sass_count(atomic_load_explicit(&slot->device, memory_order_relaxed),
-                   atomic_load_explicit(&slot->kernel, memory_order_relaxed), pc_offset);
     unsigned seq = write_begin(slot);
     atomic_store_explicit(&slot->pc_offset, pc_offset, memory_order_release);
     atomic_store_explicit(&slot->stall, stall_reason, memory_order_release);

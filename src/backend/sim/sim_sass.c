@@ -177,6 +177,15 @@ static int sass_start(void *hardware, int device, uint64_t period_ns, char *reas
     }
     uint32_t capacity = take_capacity();
     pthread_mutex_lock(&unit->lock);
+    /* A mark the last stop stopped waiting for must be out of the table
+     * before it is freed or cleared. */
+    for (long spin = 0; atomic_load(&unit->inflight) != 0 && spin < STOP_SPINS; spin++)
+        sched_yield();
+    if (atomic_load(&unit->inflight) != 0) {
+        pthread_mutex_unlock(&unit->lock);
+        snprintf(reason, reason_size, "sim SASS metrics: a kernel's count is still under way");
+        return FLARE_ERR_BACKEND;
+    }
     if (unit->rows == NULL || unit->capacity != capacity) {
         sass_row *rows = calloc(capacity, sizeof(*rows));
         if (rows == NULL) {
