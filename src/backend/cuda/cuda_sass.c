@@ -562,8 +562,18 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
              outcome == CUDA_APP_THREAD_WITHDRAWN
                  ? "flare's thread (another request held the program's thread)"
                  : "the program's thread");
+    size_t flushed = pending_stop.count;
     take_results(&pending_stop);
     cuda_pc_lines_report();
+    if (status == FLARE_OK && flushed > 0 && hardware.record_count == 0 && flushed_zero > 0) {
+        /* Seen on the H200 (session 18) when the flush was made inside a
+         * launch's callback: every record came back, every count 0. */
+        snprintf(pending_stop.reason, sizeof(pending_stop.reason),
+                 "SASS metrics: CUPTI flushed %zu records, every count 0 (a flush made inside "
+                 "the program's launch reads none)",
+                 flushed);
+        status = FLARE_ERR_BACKEND;
+    }
     if (status != FLARE_OK)
         snprintf(reason, reason_size, "%s", pending_stop.reason);
     return status;
