@@ -23,6 +23,7 @@
  * reader; otherData.time_unit says "us".
  */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,6 +88,17 @@ void perfetto_member_bool(cli_output *output, const char *key, int value)
     cli_output_bytes(output, ",\"", 2);
     cli_output_text(output, key);
     cli_output_text(output, value ? "\":true" : "\":false");
+}
+
+void perfetto_append(char *text, size_t size, const char *format, ...)
+{
+    size_t used = strlen(text);
+    if (used + 1 >= size)
+        return;
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(text + used, size - used, format, arguments);
+    va_end(arguments);
 }
 
 /* A metadata event: kind "process_name" or "thread_name" with a name, or

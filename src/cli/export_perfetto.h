@@ -11,7 +11,9 @@
  * on the streams of a device, with the flow arrows from their API calls;
  * export_perfetto_counters.c the counter tracks (NVML metrics, application
  * counters, PM samples); export_perfetto_flare.c flare's own tracks (deep
- * windows, rule firings, launch storms, replay).
+ * windows, rule firings, launch storms, replay), with export_perfetto_pc.c
+ * and export_perfetto_sass.c summing a window's PC samples and SASS
+ * metrics for its slice's args.
  *
  * None of them may hold a table in memory: rows stream from the store's
  * readers to the output. What grows is bounded by tracks (the maps below),
@@ -21,6 +23,7 @@
 #ifndef FLARE_CLI_EXPORT_PERFETTO_H
 #define FLARE_CLI_EXPORT_PERFETTO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cli/export.h"
@@ -95,6 +98,10 @@ typedef struct perfetto_context {
     struct perfetto_pc_window *pc_windows; /* by pid, window */
     size_t pc_window_count;
     size_t pc_window_capacity;
+    /* SASS metrics windows' summaries (export_perfetto_sass.c). */
+    struct perfetto_sass_window *sass_windows; /* by pid, window */
+    size_t sass_window_count;
+    size_t sass_window_capacity;
     /* PM counter tracks (export_perfetto_counters.c). */
     cli_pair_map pm_track_index; /* (trace pid, hash of metric) -> index + 1 */
     perfetto_pm_track *pm_tracks;
@@ -118,6 +125,10 @@ void perfetto_time_span(perfetto_context *context, uint64_t start_ns, uint64_t e
 void perfetto_track(perfetto_context *context, int64_t trace_pid, int64_t tid);
 /* ,"KEY":true or false */
 void perfetto_member_bool(cli_output *output, const char *key, int value);
+/* Appends printf(format) to the NUL-terminated text (size bytes), cut at
+ * the end: how a window's summary args are built. Can't fail. */
+void perfetto_append(char *text, size_t size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- tracks (export_perfetto.c) ---- */
 
@@ -171,6 +182,15 @@ int perfetto_write_windows(perfetto_context *context);
 int perfetto_pc_load(perfetto_context *context);
 void perfetto_pc_window_args(perfetto_context *context, int64_t pid, uint64_t window_id);
 void perfetto_pc_free(perfetto_context *context);
+/* export_perfetto_sass.c: the SASS metrics of each window, summed for its
+ * slice's args (sass_totals, sass_hottest, sass_lines, sass_by_scope,
+ * sass_rows), as export_perfetto_pc.c does for PC samples: load returns
+ * FLARE_OK or the store's status (the metrics' failure leaves none loaded;
+ * the lines' or scopes' alone leaves the rest); args writes nothing for a
+ * window without SASS metrics. */
+int perfetto_sass_load(perfetto_context *context);
+void perfetto_sass_window_args(perfetto_context *context, int64_t pid, uint64_t window_id);
+void perfetto_sass_free(perfetto_context *context);
 int perfetto_write_storms(perfetto_context *context);
 int perfetto_write_replay(perfetto_context *context);
 

@@ -1,8 +1,8 @@
 /*
  * export_perfetto_flare.c: flare's own tracks in a Perfetto export, in each
  * process's track group: deep-profiling windows (table windows) as slices
- * named by what opened them (a PC window's findings in its args,
- * export_perfetto_pc.c), rule firings as instants, launch storms
+ * named by what opened them (a PC or SASS window's findings in its args,
+ * export_perfetto_pc.c, export_perfetto_sass.c), rule firings as instants, launch storms
  * (table storms) as slices, and kernel and range replay (tables
  * replay_launches, replay_metrics, replay_passes, replay_spans).
  *
@@ -419,6 +419,7 @@ static void perfetto_window_args(perfetto_context *context, const store_window_r
     if (row->has_cause)
         cli_output_json_member_u64(output, "rule_id", row->rule_id);
     perfetto_pc_window_args(context, row->pid, row->id);
+    perfetto_sass_window_args(context, row->pid, row->id);
     perfetto_member_bool(output, "still_open", 0);
     cli_output_text(output, "}}");
 }
@@ -507,15 +508,19 @@ static int perfetto_unrecorded_window(const store_export_unrecorded_window_row *
 int perfetto_write_windows(perfetto_context *context)
 {
     store *database = context->session->database;
-    /* The windows are written even when their PC samples cannot be read. */
+    /* The windows are written even when their PC samples or SASS metrics
+     * cannot be read. */
     int pc_status = perfetto_pc_load(context);
+    int sass_status = perfetto_sass_load(context);
     int stopped = perfetto_failed(context, "windows",
                                   store_read_windows(database, perfetto_window_row, context)) ||
                   perfetto_failed(context, "windows",
                                   store_export_unrecorded_windows(
                                       database, perfetto_unrecorded_window, context));
     perfetto_pc_free(context);
-    return stopped || perfetto_failed(context, "pc samples", pc_status);
+    perfetto_sass_free(context);
+    return stopped || perfetto_failed(context, "pc samples", pc_status) ||
+           perfetto_failed(context, "sass metrics", sass_status);
 }
 
 /* ---- launch storms ---- */

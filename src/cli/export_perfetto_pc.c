@@ -13,7 +13,6 @@
  * numbers on another window's slice.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,20 +42,6 @@ typedef struct pc_load {
     report_pc_lines lines;
     int failed;
 } pc_load;
-
-/* Appends printf(format) to text (size bytes), cut at the end. */
-static void append(char *text, size_t size, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-static void append(char *text, size_t size, const char *format, ...)
-{
-    size_t used = strlen(text);
-    if (used + 1 >= size)
-        return;
-    va_list arguments;
-    va_start(arguments, format);
-    vsnprintf(text + used, size - used, format, arguments);
-    va_end(arguments);
-}
 
 static perfetto_pc_window *window_for(pc_load *load, int64_t pid, uint64_t window_id)
 {
@@ -90,22 +75,24 @@ static void add_lines(pc_load *load, perfetto_pc_window *window, const report_pc
 {
     if (!load->lines.recorded || load->lines.unreadable)
         return;
-    append(window->lines, sizeof(window->lines), "%sdevice %d: ", separator, summary->device);
+    perfetto_append(window->lines, sizeof(window->lines), "%sdevice %d: ", separator,
+                    summary->device);
     const report_pc_lines_window *lines =
         report_pc_lines_of_window(&load->lines, summary->pid, summary->window_id, summary->device);
     if (lines == NULL) {
-        append(window->lines, sizeof(window->lines), "no line information (nvcc -lineinfo)");
+        perfetto_append(window->lines, sizeof(window->lines),
+                        "no line information (nvcc -lineinfo)");
         return;
     }
     for (size_t i = 0; i < lines->shown && i < PC_LINES_SHOWN; i++) {
         const report_pc_source_line *line = &load->lines.rows[lines->first + i];
-        append(window->lines, sizeof(window->lines), "%s%s:%" PRIu32 " %s %.1f%%",
-               i == 0 ? "" : ", ", line->file, line->line, line->top_stall,
-               report_pc_share(line->samples, summary->total));
+        perfetto_append(window->lines, sizeof(window->lines), "%s%s:%" PRIu32 " %s %.1f%%",
+                        i == 0 ? "" : ", ", line->file, line->line, line->top_stall,
+                        report_pc_share(line->samples, summary->total));
     }
     if (summary->total > lines->samples)
-        append(window->lines, sizeof(window->lines), ", no line %.1f%%",
-               report_pc_share(summary->total - lines->samples, summary->total));
+        perfetto_append(window->lines, sizeof(window->lines), ", no line %.1f%%",
+                        report_pc_share(summary->total - lines->samples, summary->total));
 }
 
 static void add_window(report_pc_window *summary, void *user)
@@ -120,29 +107,31 @@ static void add_window(report_pc_window *summary, void *user)
     const char *separator = window->samples != 0 || window->rows != 0 ? "; " : "";
     window->samples += summary->total;
     window->rows += summary->rows;
-    append(window->stalls, sizeof(window->stalls), "%sdevice %d: ", separator, summary->device);
-    append(window->hottest, sizeof(window->hottest), "%sdevice %d: ", separator, summary->device);
+    perfetto_append(window->stalls, sizeof(window->stalls), "%sdevice %d: ", separator,
+                    summary->device);
+    perfetto_append(window->hottest, sizeof(window->hottest), "%sdevice %d: ", separator,
+                    summary->device);
     for (size_t i = 0; i < summary->reasons && i < PC_STALLS_SHOWN; i++)
-        append(window->stalls, sizeof(window->stalls), "%s%s %.1f%%", i == 0 ? "" : ", ",
-               summary->reason_names[i],
-               report_pc_share(summary->reason_samples[i], summary->total));
+        perfetto_append(window->stalls, sizeof(window->stalls), "%s%s %.1f%%", i == 0 ? "" : ", ",
+                        summary->reason_names[i],
+                        report_pc_share(summary->reason_samples[i], summary->total));
     for (size_t i = 0; i < summary->lines && i < PC_HOTTEST_SHOWN; i++)
-        append(window->hottest, sizeof(window->hottest), "%s%s+0x%" PRIx64 " %s %.1f%%",
-               i == 0 ? "" : ", ", summary->top[i].function, summary->top[i].pc_offset,
-               summary->top[i].stall_reason,
-               report_pc_share(summary->top[i].samples, summary->total));
+        perfetto_append(window->hottest, sizeof(window->hottest), "%s%s+0x%" PRIx64 " %s %.1f%%",
+                        i == 0 ? "" : ", ", summary->top[i].function, summary->top[i].pc_offset,
+                        summary->top[i].stall_reason,
+                        report_pc_share(summary->top[i].samples, summary->total));
     add_lines(load, window, summary, separator);
     report_pc_scope_sum sums[PC_SCOPES_SHOWN];
     size_t more = 0;
     size_t count = report_pc_scopes_of_window(&load->scopes, summary->pid, summary->window_id,
                                               summary->device, sums, PC_SCOPES_SHOWN, &more);
     if (count > 0)
-        append(window->scopes, sizeof(window->scopes),
-               "%sdevice %d: ", window->scopes[0] != '\0' ? "; " : "", summary->device);
+        perfetto_append(window->scopes, sizeof(window->scopes),
+                        "%sdevice %d: ", window->scopes[0] != '\0' ? "; " : "", summary->device);
     for (size_t i = 0; i < count; i++)
-        append(window->scopes, sizeof(window->scopes), "%s%s %.1f%%", i == 0 ? "" : ", ",
-               sums[i].name,
-               summary->total != 0 ? 100.0 * sums[i].samples / (double)summary->total : 0.0);
+        perfetto_append(
+            window->scopes, sizeof(window->scopes), "%s%s %.1f%%", i == 0 ? "" : ", ", sums[i].name,
+            summary->total != 0 ? 100.0 * sums[i].samples / (double)summary->total : 0.0);
 }
 
 int perfetto_pc_load(perfetto_context *context)

@@ -804,6 +804,7 @@ static const data_section data_sections[] = {
     {"pc_by_scope", NULL, report_pc_scopes_emit},
     {"pc_lines", NULL, report_pc_lines_emit},
     {"sass_metrics", NULL, report_sass_emit},
+    {"sass_by_scope", NULL, report_sass_scopes_emit},
     {"sass_lines", NULL, report_sass_lines_emit},
     {"pm_samples", data_pm_samples, NULL},
     {"kernel_replay", data_kernel_replay, NULL},

@@ -22,10 +22,8 @@
 #include "flare/flare.h"
 #include "store/store_pc.h"
 
-/* The store's resolver: attrib.h's rule (the deepest scope holding the
- * time; scopes of every thread compete). */
-static int resolve_scopes(const store_pc_scope_span *spans, size_t span_count,
-                          const uint64_t *times, size_t count, int64_t *winners)
+int report_pc_scopes_resolve(const store_pc_scope_span *spans, size_t span_count,
+                             const uint64_t *times, size_t count, int64_t *winners)
 {
     attrib_scope *scopes = calloc(span_count > 0 ? span_count : 1, sizeof(*scopes));
     if (scopes == NULL)
@@ -64,7 +62,7 @@ static int hold_row(const store_pc_scope_row *row, void *user)
 int report_pc_scopes_load(store *database, report_pc_scopes *scopes)
 {
     memset(scopes, 0, sizeof(*scopes));
-    int status = store_read_pc_by_scope(database, resolve_scopes, hold_row, scopes);
+    int status = store_read_pc_by_scope(database, report_pc_scopes_resolve, hold_row, scopes);
     if (status != FLARE_OK)
         report_pc_scopes_free(scopes); /* nothing half-read is shown */
     return status;
@@ -159,5 +157,5 @@ static int emit_row(const store_pc_scope_row *row, void *user)
 
 int report_pc_scopes_emit(store *database, report_emit *emit)
 {
-    return store_read_pc_by_scope(database, resolve_scopes, emit_row, emit);
+    return store_read_pc_by_scope(database, report_pc_scopes_resolve, emit_row, emit);
 }

@@ -13,6 +13,7 @@
 
 #include "cli/report_emit.h"
 #include "store/store.h"
+#include "store/store_pc.h"
 
 #define REPORT_PC_SCOPES_SHOWN 6 /* scopes printed per window, most samples first */
 
@@ -29,6 +30,13 @@ typedef struct report_pc_scopes {
     report_pc_scope_row *rows; /* in the store's order: window, scope, samples */
     size_t count, capacity;
 } report_pc_scopes;
+
+/* The resolver the store's attributions take (store_read_pc_by_scope,
+ * store_read_sass_by_scope): attrib.h's rule, the deepest scope holding
+ * the time, scopes of every thread competing. FLARE_OK, or
+ * FLARE_ERR_NO_MEMORY (or attrib_resolve's status). */
+int report_pc_scopes_resolve(const store_pc_scope_span *spans, size_t span_count,
+                             const uint64_t *times, size_t count, int64_t *winners);
 
 /* Reads every window's rows (memory in proportion: the windows' scopes
  * times their stall reasons). FLARE_OK, FLARE_ERR_NO_MEMORY or the store's

@@ -3,8 +3,9 @@
  * (report_sass.h, issue 26 item 2): the walk that gathers one window and
  * device at a time (each metric's total, the instructions executed most
  * with what the other metrics counted for them, what had no source line),
- * the text section "SASS metrics", and the JSON/CSV section sass_metrics,
- * every row as read (store_read_sass_metrics).
+ * the text section "SASS metrics" (with report_sass_lines.c's lines and
+ * report_sass_scopes.c's split by scope), and the JSON/CSV section
+ * sass_metrics, every row as read (store_read_sass_metrics).
  *
  * Reads the rows in the store's order (pid, window, device, metric, largest
  * value first) and holds one window at a time: at most REPORT_SASS_TOP
@@ -352,6 +353,7 @@ void report_sass_print_legend(const report_sass_window *window, report_sass_lege
 typedef struct sass_print {
     cli_report_run *run;
     report_sass_lines lines;
+    report_sass_scopes scopes;
     report_sass_legend legend;
 } sass_print;
 
@@ -438,6 +440,7 @@ static void print_window(report_sass_window *window, void *user)
            window->window_id, window->pid, window->device, instructions,
            instructions == 1 ? "" : "s");
     print_totals(window);
+    report_sass_scopes_print(&print->scopes, window);
     print_instructions(window, &print->legend);
     if (window->instructions != 0)
         report_sass_lines_print(&print->lines, window);
@@ -449,13 +452,17 @@ int cli_report_sass(cli_report_run *run)
      * them: nothing is said, as for PC samples. */
     if (run->summary->schema_version < REPORT_SASS_SINCE)
         return 0;
-    /* The instructions are shown even when the lines cannot be read (a
-     * damaged session); that failure is reported after them. */
+    /* The instructions are shown even when the lines or the scopes cannot
+     * be read (a damaged session); that failure is reported after them. */
     sass_print print = {.run = run};
     int lines_status = report_sass_lines_load(run->database, &print.lines);
+    int scopes_status = report_sass_scopes_load(run->database, &print.scopes);
     int status = report_sass_windows(run->database, print_window, &print);
     report_sass_lines_free(&print.lines);
-    return status != FLARE_OK ? status : lines_status;
+    report_sass_scopes_free(&print.scopes);
+    if (status == FLARE_OK)
+        status = lines_status != FLARE_OK ? lines_status : scopes_status;
+    return status;
 }
 
 /* ---- JSON and CSV ---- */

@@ -4,9 +4,11 @@
  * per window and device that ran a SASS metrics engine, each metric's total,
  * the instructions executed most (smsp__sass_inst_executed) with what the
  * other metrics say of them, and the source lines executed most
- * (report_sass.c, report_sass_lines.c); the text section, the JSON/CSV
- * sections sass_metrics and sass_lines, and the HTML page's section
- * (report_html_sass.c) all hold the same numbers.
+ * (report_sass.c, report_sass_lines.c), and each metric split over the
+ * scopes its kernels ran in (report_sass_scopes.c); the text section, the
+ * JSON/CSV sections sass_metrics, sass_by_scope and sass_lines, and the
+ * HTML page's section (report_html_sass.c: not the scopes) all hold the
+ * same numbers.
  *
  * The values are exact counts, never samples. Two columns are derived, each
  * from two stored metrics of the same instruction (or line): threads per
@@ -160,6 +162,46 @@ void report_sass_lines_free(report_sass_lines *lines);
 const report_sass_lines_window *report_sass_lines_of_window(report_sass_lines *lines, int64_t pid,
                                                             uint64_t window_id, int32_t device);
 
+/* ---- by scope (report_sass_scopes.c) ---- */
+
+#define REPORT_SASS_SCOPES_SHOWN 6 /* scopes printed per window, largest share first */
+
+/* A row of store_read_sass_by_scope, held: one metric's value (fractional)
+ * in one scope of a window and device. */
+typedef struct report_sass_scope {
+    int64_t pid;
+    uint64_t window_id;
+    int32_t device;
+    char metric[64];  /* cut to fit */
+    char *scope_name; /* whole; owned by the report_sass_scopes */
+    double value;
+} report_sass_scope;
+
+typedef struct report_sass_scopes {
+    int unreadable;          /* they could not be read (none are held) */
+    report_sass_scope *rows; /* the store's order: window, device, metric, largest first */
+    size_t count, capacity;
+} report_sass_scopes;
+
+/* One window's split of one metric: the metric is smsp__sass_inst_executed
+ * where the window counted it, else the window's first by name. */
+typedef struct report_sass_scope_split {
+    const char *metric;            /* NULL: the window has no rows */
+    const report_sass_scope *rows; /* the metric's scopes, largest first */
+    size_t count;
+    double total; /* their sum: the metric's total in the window (the store's rule) */
+} report_sass_scope_split;
+
+/* Reads every window's rows (memory in proportion: windows times devices,
+ * metrics and scopes). FLARE_OK, FLARE_ERR_NO_MEMORY or the store's status
+ * (then none are held and unreadable is set); free with
+ * report_sass_scopes_free. */
+int report_sass_scopes_load(store *database, report_sass_scopes *scopes);
+void report_sass_scopes_free(report_sass_scopes *scopes);
+/* The window's split (split->metric NULL when it has no rows). Can't fail. */
+void report_sass_scopes_of_window(const report_sass_scopes *scopes, int64_t pid, uint64_t window_id,
+                                  int32_t device, report_sass_scope_split *split);
+
 /* ---- the text report ---- */
 
 /* What the text section has said once: each derived column's meaning. */
@@ -175,6 +217,10 @@ void report_sass_print_derived(const report_sass_window *window, const report_sa
  * not explained yet. */
 void report_sass_print_legend(const report_sass_window *window, report_sass_legend *legend);
 
+/* The window's "by scope" line (nothing when it has no rows): its scopes by
+ * share of the split metric's total. */
+void report_sass_scopes_print(const report_sass_scopes *scopes, const report_sass_window *window);
+
 /* The window's "hottest source lines" list and what had no line. */
 void report_sass_lines_print(report_sass_lines *lines, const report_sass_window *window);
 
@@ -186,5 +232,8 @@ int cli_report_sass(cli_report_run *run);
  * status. */
 int report_sass_emit(store *database, report_emit *emit);
 int report_sass_lines_emit(store *database, report_emit *emit);
+/* Every store_read_sass_by_scope row (sass_by_scope) as a record of the
+ * open table. FLARE_OK or the store's status. */
+int report_sass_scopes_emit(store *database, report_emit *emit);
 
 #endif /* FLARE_CLI_REPORT_SASS_H */

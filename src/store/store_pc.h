@@ -99,7 +99,8 @@ typedef struct store_pc_scope_span {
 
 /* For each of count times, the index into spans of the scope that gets it,
  * or -1 for none; FLARE_OK or a negative flare_status. The store stays
- * below the attribution module: the caller passes it (cli: attrib_resolve). */
+ * below the attribution module: the caller passes it (cli: attrib_resolve).
+ * store_read_sass_by_scope (store_sass.h) takes the same. */
 typedef int (*store_pc_scope_resolver)(const store_pc_scope_span *spans, size_t span_count,
                                        const uint64_t *times, size_t count, int64_t *winners);
 

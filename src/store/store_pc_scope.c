@@ -1,18 +1,23 @@
 /*
- * store_pc_scope.c: PC samples attributed to scopes (store_read_pc_by_scope,
- * store_pc.h). CUDA hands PC samples over as counts per instruction, with no
- * time of their own, so a function's samples in a window are split over the
- * scopes its kernels ran in during the window, by kernel time.
+ * store_pc_scope.c: values counted per instruction, attributed to scopes:
+ * PC samples (store_read_pc_by_scope, store_pc.h) and SASS metrics
+ * (store_read_sass_by_scope, store_sass.h). CUDA hands both over as counts
+ * per instruction, with no time of their own, so a function's values in a
+ * window are split over the scopes its kernels ran in during the window, by
+ * kernel time. One implementation serves both: a source (scope_source)
+ * names the table, the query of its values (per function: a key, the stall
+ * reason or the metric, and a count), the order of the rows handed over
+ * and how one is handed over.
  *
- * Three reads and a sweep: the windows' kernels of sampled functions
+ * Three reads and a sweep: the windows' kernels of the table's functions
  * (clipped to the window; the kernels index answers each window with one
  * range, bounded below by the longest kernel), the scopes overlapping each
- * window, and the samples. Which scope holds a kernel's midpoint is the
+ * window, and the values. Which scope holds a kernel's midpoint is the
  * caller's resolver (attrib_resolve: O((n + m) log m)); a query per kernel
  * over the window's scopes was quadratic (16.5 s for 10,000 kernels with a
  * scope each). The rest is sorting and merging here.
  *
- * Must never: credit a sample to a window, device or function other than
+ * Must never: credit a value to a window, device or function other than
  * its own, lose one (each lands in a scope, "(no range)" or "(no kernel in
  * the window)"), or write to the session.
  */
@@ -25,53 +30,54 @@
 #include "flare/flare.h"
 #include "store/store_internal.h"
 #include "store/store_pc.h"
+#include "store/store_sass.h"
 
 #define NO_RANGE  "(no range)"
 #define NO_KERNEL "(no kernel in the window)"
 
-/* The windows with PC samples, closed, with the earliest start a kernel
+/* The windows with rows in table, closed, with the earliest start a kernel
  * overlapping them can have. */
-#define PC_WINDOWS_CTE                                                                             \
+#define WINDOWS_CTE(table)                                                                         \
     "WITH win AS MATERIALIZED (SELECT pid, id AS window_id, opened_ns AS o, closed_ns AS c,"       \
     " opened_ns - COALESCE((SELECT value FROM meta WHERE key = 'kernel_duration_max_ns'),"         \
     " (SELECT MAX(end_ns - start_ns) FROM kernels), 0) AS lo"                                      \
     " FROM windows WHERE opened_ns IS NOT NULL AND closed_ns IS NOT NULL"                          \
-    " AND id IN (SELECT window_id FROM pc_samples))"
+    " AND id IN (SELECT window_id FROM " table "))"
 
-/* A name of 255 bytes that no kernel of its process has stands for the
- * kernel names it begins: sessions written before PC samples kept whole
- * names (session 16) cut them there. A kernel whose whole name is 255
- * bytes keeps its own samples. */
-static const char kernels_sql[] = PC_WINDOWS_CTE
-    ","
-    " fn AS MATERIALIZED (SELECT DISTINCT pid, window_id, device, name_id FROM pc_samples),"
-    /* The few names cut at 255 bytes (one test per distinct name, not per
-     * window's function: kernels has no (pid, name_id) index). */
-    " cut AS MATERIALIZED (SELECT DISTINCT f.pid, f.name_id FROM fn f"
-    "  JOIN names n ON n.id = f.name_id AND length(CAST(n.name AS BLOB)) = 255),"
-    " orphan AS MATERIALIZED (SELECT c.pid, c.name_id FROM cut c WHERE NOT EXISTS"
-    "  (SELECT 1 FROM kernels x WHERE x.pid = c.pid AND x.name_id = c.name_id)),"
-    " kn AS (SELECT pid, window_id, device, name_id, name_id AS kernel_name_id FROM fn"
-    "  UNION SELECT f.pid, f.window_id, f.device, f.name_id, k.id FROM fn f"
-    "  JOIN orphan o ON o.pid = f.pid AND o.name_id = f.name_id"
-    "  JOIN names n ON n.id = f.name_id"
-    "  JOIN names k ON k.id != n.id"
-    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"
-    " SELECT f.pid, f.window_id, f.device, f.name_id,"
-    "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)"
-    " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"
-    " JOIN kernels k ON k.pid = f.pid AND k.device = f.device AND k.name_id = f.kernel_name_id"
-    " AND k.start_ns >= w.lo AND k.start_ns < w.c AND k.end_ns > w.o"
-    " ORDER BY f.pid, f.window_id";
+/* The kernels of table's functions in their windows. A name of 255 bytes
+ * that no kernel of its process has stands for the kernel names it begins:
+ * sessions written before PC samples kept whole names (session 16) cut
+ * them there. A kernel whose whole name is 255 bytes keeps its own values.
+ * cut holds the few names cut at 255 bytes (one test per distinct name,
+ * not per window's function: kernels has no (pid, name_id) index). */
+#define KERNELS_SQL(table)                                                                         \
+    WINDOWS_CTE(table)                                                                             \
+    ","                                                                                            \
+    " fn AS MATERIALIZED (SELECT DISTINCT pid, window_id, device, name_id FROM " table "),"        \
+    " cut AS MATERIALIZED (SELECT DISTINCT f.pid, f.name_id FROM fn f"                             \
+    "  JOIN names n ON n.id = f.name_id AND length(CAST(n.name AS BLOB)) = 255),"                  \
+    " orphan AS MATERIALIZED (SELECT c.pid, c.name_id FROM cut c WHERE NOT EXISTS"                 \
+    "  (SELECT 1 FROM kernels x WHERE x.pid = c.pid AND x.name_id = c.name_id)),"                  \
+    " kn AS (SELECT pid, window_id, device, name_id, name_id AS kernel_name_id FROM fn"            \
+    "  UNION SELECT f.pid, f.window_id, f.device, f.name_id, k.id FROM fn f"                       \
+    "  JOIN orphan o ON o.pid = f.pid AND o.name_id = f.name_id"                                   \
+    "  JOIN names n ON n.id = f.name_id"                                                           \
+    "  JOIN names k ON k.id != n.id"                                                               \
+    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"                           \
+    " SELECT f.pid, f.window_id, f.device, f.name_id,"                                             \
+    "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)"                                                   \
+    " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"                         \
+    " JOIN kernels k ON k.pid = f.pid AND k.device = f.device AND k.name_id = f.kernel_name_id"    \
+    " AND k.start_ns >= w.lo AND k.start_ns < w.c AND k.end_ns > w.o"                              \
+    " ORDER BY f.pid, f.window_id"
 
-static const char scopes_sql[] =
-    PC_WINDOWS_CTE " SELECT w.pid, w.window_id, s.name_id, s.depth, s.start_ns,"
-                   "  CASE WHEN s.still_open != 0 THEN -1 ELSE s.end_ns END, s.instance_id"
-                   " FROM win w JOIN scopes s ON s.pid = w.pid AND s.start_ns <= w.c"
-                   " AND (s.end_ns >= w.o OR s.still_open != 0) ORDER BY w.pid, w.window_id";
-
-static const char samples_sql[] =
-    "SELECT pid, window_id, device, name_id, stall_reason, samples FROM pc_samples";
+/* The scopes overlapping the windows with rows in table. */
+#define SCOPES_SQL(table)                                                                          \
+    WINDOWS_CTE(table)                                                                             \
+    " SELECT w.pid, w.window_id, s.name_id, s.depth, s.start_ns,"                                  \
+    "  CASE WHEN s.still_open != 0 THEN -1 ELSE s.end_ns END, s.instance_id"                       \
+    " FROM win w JOIN scopes s ON s.pid = w.pid AND s.start_ns <= w.c"                             \
+    " AND (s.end_ns >= w.o OR s.still_open != 0) ORDER BY w.pid, w.window_id"
 
 static const char names_sql[] =
     "SELECT id, name FROM names WHERE id IN (SELECT name_id FROM scopes) ORDER BY id";
@@ -97,8 +103,8 @@ typedef struct out_row {
     int64_t pid, device;
     uint64_t window_id;
     const char *scope;
-    char stall[64];
-    double samples;
+    const char *key; /* the stall reason or metric, interned in work.keys */
+    double value;
 } out_row;
 
 typedef struct work {
@@ -108,9 +114,31 @@ typedef struct work {
     size_t scope_count, scope_capacity;
     name_entry *names;
     size_t name_count, name_capacity;
+    char **keys; /* sorted: a table has few distinct keys */
+    size_t key_count, key_capacity;
     out_row *out;
     size_t out_count, out_capacity;
 } work;
+
+/* Where the rows go: the reader's callback of its own row type. */
+typedef struct scope_target {
+    store_pc_scope_callback pc;
+    store_sass_scope_callback sass;
+    void *user;
+} scope_target;
+
+/* A table of values per instruction, as the split reads it. values_sql
+ * gives pid, window_id, device, name_id, the key and the value, in any
+ * order and any number of rows per (function, key): the split is per
+ * function. order sorts the merged rows; deliver hands one to target and
+ * returns its callback's answer (non-zero: stop). */
+typedef struct scope_source {
+    const char *table;
+    const char *kernels_sql, *scopes_sql, *values_sql;
+    const char *what; /* the failure's message */
+    int (*order)(const void *a, const void *b);
+    int (*deliver)(const out_row *row, const scope_target *target);
+} scope_source;
 
 /* Room for one more element in *array; 0, or FLARE_ERR_NO_MEMORY. */
 static int reserve(void **array, size_t *capacity, size_t used, size_t size)
@@ -277,104 +305,137 @@ static const char *scope_name(const work *w, int64_t id)
     return low < w->name_count && w->names[low].id == id ? w->names[low].name : NO_RANGE;
 }
 
-static int add_out(work *w, const credit *key, const char *scope, const char *stall, double samples)
+/* The one copy of text in w->keys, in *interned. 0, or
+ * FLARE_ERR_NO_MEMORY. */
+static int intern_key(work *w, const char *text, const char **interned)
 {
-    if (RESERVE(w, out, out_count, out_capacity) != 0)
+    size_t low = 0, high = w->key_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        int c = strcmp(w->keys[middle], text);
+        if (c == 0) {
+            *interned = w->keys[middle];
+            return 0;
+        }
+        if (c < 0)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    if (RESERVE(w, keys, key_count, key_capacity) != 0)
         return FLARE_ERR_NO_MEMORY;
-    out_row *row = &w->out[w->out_count++];
-    *row = (out_row){.pid = key->pid,
-                     .device = key->device,
-                     .window_id = key->window_id,
-                     .scope = scope,
-                     .samples = samples};
-    snprintf(row->stall, sizeof(row->stall), "%s", stall);
+    char *copy = strdup(text);
+    if (copy == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    memmove(&w->keys[low + 1], &w->keys[low], (w->key_count - low) * sizeof(*w->keys));
+    w->keys[low] = copy;
+    w->key_count++;
+    *interned = copy;
     return 0;
 }
 
-/* A sample row, split over its function's scopes in its window. */
-static int sample_row(sqlite3_stmt *statement, void *user)
+static int add_out(work *w, const credit *where, const char *scope, const char *key, double value)
+{
+    if (RESERVE(w, out, out_count, out_capacity) != 0)
+        return FLARE_ERR_NO_MEMORY;
+    w->out[w->out_count++] = (out_row){.pid = where->pid,
+                                       .device = where->device,
+                                       .window_id = where->window_id,
+                                       .scope = scope,
+                                       .key = key,
+                                       .value = value};
+    return 0;
+}
+
+/* A value row, split over its function's scopes in its window. */
+static int value_row(sqlite3_stmt *statement, void *user)
 {
     work *w = user;
-    credit key = {.pid = sqlite3_column_int64(statement, 0),
-                  .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
-                  .device = sqlite3_column_int64(statement, 2),
-                  .function = sqlite3_column_int64(statement, 3)};
-    const char *stall = store_column_text_or_empty(statement, 4);
-    double samples = (double)sqlite3_column_int64(statement, 5);
+    credit where = {.pid = sqlite3_column_int64(statement, 0),
+                    .window_id = (uint64_t)sqlite3_column_int64(statement, 1),
+                    .device = sqlite3_column_int64(statement, 2),
+                    .function = sqlite3_column_int64(statement, 3)};
+    const char *key = NULL;
+    int status = intern_key(w, store_column_text_or_empty(statement, 4), &key);
+    if (status != 0)
+        return status;
+    double value = (double)sqlite3_column_int64(statement, 5);
     size_t low = 0, high = w->credit_count;
     while (low < high) {
         size_t middle = low + (high - low) / 2;
-        if (by_function(&w->credits[middle], &key) < 0)
+        if (by_function(&w->credits[middle], &where) < 0)
             low = middle + 1;
         else
             high = middle;
     }
     uint64_t total = 0;
     size_t end = low;
-    for (; end < w->credit_count && by_function(&w->credits[end], &key) == 0; end++)
+    for (; end < w->credit_count && by_function(&w->credits[end], &where) == 0; end++)
         total += w->credits[end].ns;
     if (total == 0)
-        return add_out(w, &key, NO_KERNEL, stall, samples);
-    for (size_t i = low; i < end; i++) {
+        return add_out(w, &where, NO_KERNEL, key, value);
+    for (size_t i = low; i < end && status == 0; i++) {
         if (w->credits[i].ns == 0)
             continue;
         const char *scope =
             w->credits[i].scope != 0 ? scope_name(w, w->credits[i].scope) : NO_RANGE;
-        int status =
-            add_out(w, &key, scope, stall, samples * (double)w->credits[i].ns / (double)total);
-        if (status != 0)
-            return status;
+        status = add_out(w, &where, scope, key, value * (double)w->credits[i].ns / (double)total);
     }
-    return 0;
+    return status;
 }
 
-/* (pid, window, device, scope, stall). */
+/* (pid, window, device, scope, key). */
 static int by_out_key(const void *a, const void *b)
 {
     const out_row *x = a, *y = b;
     int c = by_window(x->pid, x->window_id, x->device, y->pid, y->window_id, y->device);
     if (c == 0)
         c = strcmp(x->scope, y->scope);
-    return c != 0 ? c : strcmp(x->stall, y->stall);
+    return c != 0 ? c : strcmp(x->key, y->key);
 }
 
-/* (pid, window, device, scope), most samples first, then stall. */
-static int by_out_order(const void *a, const void *b)
+/* PC samples: (pid, window, device, scope), most samples first, then stall. */
+static int by_scope_then_value(const void *a, const void *b)
 {
     const out_row *x = a, *y = b;
     int c = by_window(x->pid, x->window_id, x->device, y->pid, y->window_id, y->device);
     if (c == 0)
         c = strcmp(x->scope, y->scope);
     if (c == 0)
-        c = x->samples > y->samples ? -1 : x->samples < y->samples;
-    return c != 0 ? c : strcmp(x->stall, y->stall);
+        c = x->value > y->value ? -1 : x->value < y->value;
+    return c != 0 ? c : strcmp(x->key, y->key);
 }
 
-static int emit(work *w, store_pc_scope_callback callback, void *user)
+/* SASS metrics: (pid, window, device, metric), largest first, then scope. */
+static int by_key_then_value(const void *a, const void *b)
+{
+    const out_row *x = a, *y = b;
+    int c = by_window(x->pid, x->window_id, x->device, y->pid, y->window_id, y->device);
+    if (c == 0)
+        c = strcmp(x->key, y->key);
+    if (c == 0)
+        c = x->value > y->value ? -1 : x->value < y->value;
+    return c != 0 ? c : strcmp(x->scope, y->scope);
+}
+
+/* Merged per (pid, window, device, scope, key), sorted by the source's
+ * order and handed over until a callback says stop. */
+static void emit(work *w, const scope_source *source, const scope_target *target)
 {
     if (w->out_count == 0) /* out is NULL then */
-        return 0;
+        return;
     qsort(w->out, w->out_count, sizeof(*w->out), by_out_key);
     size_t used = 0;
     for (size_t i = 0; i < w->out_count; i++) {
         if (used > 0 && by_out_key(&w->out[used - 1], &w->out[i]) == 0)
-            w->out[used - 1].samples += w->out[i].samples;
+            w->out[used - 1].value += w->out[i].value;
         else
             w->out[used++] = w->out[i];
     }
-    qsort(w->out, used, sizeof(*w->out), by_out_order);
-    for (size_t i = 0; i < used; i++) {
-        const out_row *row = &w->out[i];
-        store_pc_scope_row shown = {.pid = row->pid,
-                                    .window_id = row->window_id,
-                                    .device = (int32_t)row->device,
-                                    .scope_name = row->scope,
-                                    .stall_reason = row->stall,
-                                    .samples = row->samples};
-        if (callback(&shown, user) != 0)
+    qsort(w->out, used, sizeof(*w->out), source->order);
+    for (size_t i = 0; i < used; i++)
+        if (source->deliver(&w->out[i], target) != 0)
             break;
-    }
-    return 0;
 }
 
 static void work_free(work *w)
@@ -382,34 +443,104 @@ static void work_free(work *w)
     for (size_t i = 0; i < w->name_count; i++)
         free(w->names[i].name);
     free(w->names);
+    for (size_t i = 0; i < w->key_count; i++)
+        free(w->keys[i]);
+    free(w->keys);
     free(w->credits);
     free(w->scopes);
     free(w->out);
 }
 
-int store_read_pc_by_scope(store *handle, store_pc_scope_resolver resolve,
-                           store_pc_scope_callback callback, void *user)
+/* The split of source's values over scopes, handed to target. FLARE_OK
+ * (none for a session without the table), FLARE_ERR_STORE,
+ * FLARE_ERR_NO_MEMORY, or what a read said. */
+static int split_by_scope(store *handle, const scope_source *source,
+                          store_pc_scope_resolver resolve, const scope_target *target)
 {
-    if (handle == NULL || resolve == NULL || callback == NULL)
-        return FLARE_ERR_INVALID_ARGUMENT;
-    int found = store_has_table(handle, "pc_samples");
+    int found = store_has_table(handle, source->table);
     if (found <= 0)
         return found < 0 ? FLARE_ERR_STORE : 0;
-    const char *what = "cannot attribute the PC samples to scopes";
+    const char *what = source->what;
     work w = {0};
-    int status = store_query_each(handle, kernels_sql, NULL, kernel_row, &w, what);
+    int status = store_query_each(handle, source->kernels_sql, NULL, kernel_row, &w, what);
     if (status == 0)
-        status = store_query_each(handle, scopes_sql, NULL, scope_row, &w, what);
+        status = store_query_each(handle, source->scopes_sql, NULL, scope_row, &w, what);
     if (status == 0)
         status = store_query_each(handle, names_sql, NULL, name_row, &w, what);
     if (status == 0)
         status = resolve_windows(&w, resolve);
     if (status == 0) {
         merge_credits(&w);
-        status = store_query_each(handle, samples_sql, NULL, sample_row, &w, what);
+        status = store_query_each(handle, source->values_sql, NULL, value_row, &w, what);
     }
     if (status == 0)
-        status = emit(&w, callback, user);
+        emit(&w, source, target);
     work_free(&w);
     return status;
+}
+
+/* ---- the sources ---- */
+
+static int deliver_pc(const out_row *row, const scope_target *target)
+{
+    store_pc_scope_row shown = {.pid = row->pid,
+                                .window_id = row->window_id,
+                                .device = (int32_t)row->device,
+                                .scope_name = row->scope,
+                                .stall_reason = row->key,
+                                .samples = row->value};
+    return target->pc(&shown, target->user);
+}
+
+static const scope_source pc_samples_source = {
+    .table = "pc_samples",
+    .kernels_sql = KERNELS_SQL("pc_samples"),
+    .scopes_sql = SCOPES_SQL("pc_samples"),
+    .values_sql = "SELECT pid, window_id, device, name_id, stall_reason, samples FROM pc_samples",
+    .what = "cannot attribute the PC samples to scopes",
+    .order = by_scope_then_value,
+    .deliver = deliver_pc,
+};
+
+int store_read_pc_by_scope(store *handle, store_pc_scope_resolver resolve,
+                           store_pc_scope_callback callback, void *user)
+{
+    if (handle == NULL || resolve == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    return split_by_scope(handle, &pc_samples_source, resolve,
+                          &(scope_target){.pc = callback, .user = user});
+}
+
+static int deliver_sass(const out_row *row, const scope_target *target)
+{
+    store_sass_scope_row shown = {.pid = row->pid,
+                                  .window_id = row->window_id,
+                                  .device = (int32_t)row->device,
+                                  .scope_name = row->scope,
+                                  .metric = row->key,
+                                  .value = row->value};
+    return target->sass(&shown, target->user);
+}
+
+/* A function's instructions summed per metric first: the split is per
+ * function, so the rows to split are functions times metrics, not
+ * instructions times metrics. */
+static const scope_source sass_metrics_source = {
+    .table = "sass_metrics",
+    .kernels_sql = KERNELS_SQL("sass_metrics"),
+    .scopes_sql = SCOPES_SQL("sass_metrics"),
+    .values_sql = "SELECT pid, window_id, device, name_id, metric, SUM(value) FROM sass_metrics"
+                  " GROUP BY pid, window_id, device, name_id, metric",
+    .what = "cannot attribute the SASS metrics to scopes",
+    .order = by_key_then_value,
+    .deliver = deliver_sass,
+};
+
+int store_read_sass_by_scope(store *handle, store_pc_scope_resolver resolve,
+                             store_sass_scope_callback callback, void *user)
+{
+    if (handle == NULL || resolve == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    return split_by_scope(handle, &sass_metrics_source, resolve,
+                          &(scope_target){.sass = callback, .user = user});
 }

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/store_pc.h"
 
 typedef struct store_sass_row {
     int64_t pid;
@@ -72,5 +73,34 @@ typedef struct store_sass_line_row {
 } store_sass_line_row;
 typedef int (*store_sass_line_callback)(const store_sass_line_row *row, void *user);
 int store_read_sass_lines(store *handle, store_sass_line_callback callback, void *user);
+
+/* SASS metrics attributed to the scopes (flare scopes and NVTX ranges) they
+ * ran in (store_pc_scope.c, the rule of store_read_pc_by_scope): per
+ * window, device, scope name and metric. A function's values of a metric
+ * in a window are split over the scopes its kernels ran in during the
+ * window, in proportion to their kernel time there, each kernel credited
+ * to the scope resolve picks for the middle of its time in the window
+ * (attrib.h's rule); "(no range)" where none was open, "(no kernel in the
+ * window)" for a function with no kernel record in its window. So values
+ * are fractional, and sum per window, device and metric to its total. */
+typedef struct store_sass_scope_row {
+    int64_t pid;
+    uint64_t window_id;
+    int32_t device;
+    const char *scope_name;
+    const char *metric;
+    double value;
+} store_sass_scope_row;
+
+/* Every row, by pid, window, device and metric, largest value first, then
+ * scope name; none (and 0) for a session older than version 13. Strings are
+ * valid during the call only; callback returns non-zero to stop (not an
+ * error). FLARE_ERR_INVALID_ARGUMENT for a NULL handle, resolve or
+ * callback; memory in proportion to the windows' kernels and scopes, and to
+ * their functions times metrics; FLARE_ERR_NO_MEMORY when it cannot be
+ * had; else the store's status. */
+typedef int (*store_sass_scope_callback)(const store_sass_scope_row *row, void *user);
+int store_read_sass_by_scope(store *handle, store_pc_scope_resolver resolve,
+                             store_sass_scope_callback callback, void *user);
 
 #endif /* FLARE_STORE_STORE_SASS_H */

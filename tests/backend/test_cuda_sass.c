@@ -155,6 +155,7 @@ static struct {
     _Atomic int enable_lazy;    /* the last Enable's enableLazyPatching */
     _Atomic CUptiResult flush_result;
     _Atomic int batch_ready; /* fake_batch counted, not yet flushed nor dropped */
+    _Atomic int zero_counts; /* FlushData hands every value over as 0 (the H200 in flare) */
     /* The metric names GetProperties was asked, in order. */
     char asked[16][PC_STALL_NAME_MAX];
     _Atomic int asked_count;
@@ -384,7 +385,7 @@ CUptiResult cuptiSassMetricsFlushData(CUpti_SassMetricsFlushData_Params *params)
         data->functionIndex = (uint32_t)i;
         data->pcOffset = fake_batch[i].offset;
         data->pInstanceValues[0].metricId = fake_batch[i].metric_id;
-        data->pInstanceValues[0].value = fake_batch[i].value;
+        data->pInstanceValues[0].value = atomic_load(&fake.zero_counts) ? 0 : fake_batch[i].value;
         data->functionName = NULL;
         if (fake_batch[i].function != NULL) {
             char *name = strdup(fake_batch[i].function); /* CUPTI's malloc; the caller frees */
@@ -999,6 +1000,29 @@ static void test_failed_flush_still_disables(void **state)
     assert_fake_clean();
 }
 
+/* Case 4b. Every count flushed is 0 (what the H200 gave in flare's
+ * windows, session 18): the disarm fails and says so, nothing is stored
+ * as a window of zeros. */
+static void test_every_count_zero_is_said(void **state)
+{
+    (void)state;
+    window_call arm = arm_window();
+    if (arm.status != FLARE_OK)
+        fail_msg("arm: %d %s", arm.status, arm.reason);
+    atomic_store(&fake.batch_ready, 1);
+    atomic_store(&fake.zero_counts, 1);
+    window_call disarm = disarm_window(1);
+    atomic_store(&fake.zero_counts, 0);
+    assert_int_equal(disarm.status, FLARE_ERR_BACKEND);
+    if (strstr(disarm.result.reason, "CUPTI flushed 7 records, every count 0") == NULL)
+        fail_msg("disarm's reason: \"%s\"", disarm.result.reason);
+    assert_int_equal(disarm.result.samples, 0);
+    pc_entry taken[8];
+    assert_int_equal(pc_engine_take(cuda_sass_core(), taken, 8), 0);
+    assert_names_freed(batch_names());
+    assert_fake_clean();
+}
+
 /* Case 7, last (the first context stays destroyed). The first context
  * ends inside a window: the disarm says so and calls nothing; another
  * context's end changes nothing; a context created after the first one's
@@ -1100,6 +1124,7 @@ int main(void)
         cmocka_unit_test_setup(test_window_stops_at_the_application_launch, fresh),
         cmocka_unit_test_setup(test_stop_without_a_launch_waits_for_the_next_launch, fresh),
         cmocka_unit_test_setup(test_failed_flush_still_disables, fresh),
+        cmocka_unit_test_setup(test_every_count_zero_is_said, fresh),
         cmocka_unit_test_setup(test_no_later_context_after_the_first_ends, fresh),
 #else
         cmocka_unit_test_setup(test_refused_metric_fails_the_configuration, fresh),

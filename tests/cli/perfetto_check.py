@@ -28,7 +28,10 @@ decompress to the same document. Checked on every event:
 GPU work began after it has an arrow to each such kernel, copy or memset,
 and that the trace has one slice per call, kernel, copy and scope.
 --expect names content that must be there: calls, flows, pm, counters,
-windows, rules, storms, replay, unrecorded-window, still-open.
+windows, rules, storms, replay, unrecorded-window, still-open, sass (a
+window slice summarising SASS metrics; with --db, every window with
+sass_metrics rows has one, its sass_rows the window's rows and its
+sass_totals each device's sum of each metric).
 
 Exits 0 when every check holds, 1 with the first failure on stdout.
 """
@@ -248,7 +251,62 @@ def check_database(path, events, finishes):
            '%d calls with GPU work but %d with arrows' % (calls_with_work, calls_with_arrows))
 
 
-def check_expected(what, events, starts):
+def parse_sass_totals(text):
+    """'device D: METRIC V, METRIC V; device E: ...' -> {(D, METRIC): V}.
+    A summary cut at its bound (639 bytes) loses its last, maybe cut, pair;
+    'N more metrics' is not a pair."""
+    totals = {}
+    cut = len(text.encode('utf-8')) >= 639
+    parts = text.split('; ')
+    for index, part in enumerate(parts):
+        last = cut and index == len(parts) - 1
+        if last and ': ' not in part:
+            break
+        expect(part.startswith('device '), 'sass_totals part %r' % part)
+        head, _, body = part.partition(': ')
+        device = int(head[len('device '):])
+        pairs = body.split(', ')
+        for k, pair in enumerate(pairs):
+            if last and k == len(pairs) - 1:
+                break
+            if pair.endswith(' more metrics'):
+                continue
+            metric, _, value = pair.rpartition(' ')
+            totals[(device, metric)] = int(value)
+    return totals
+
+
+def check_sass(events, db_path):
+    slices = [e for e in events if e['ph'] == 'X' and e.get('cat') == 'flare_window'
+              and 'sass_rows' in e.get('args', {})]
+    expect(slices, 'expected a window slice with SASS metrics (sass_rows), found none')
+    for e in slices:
+        args = e['args']
+        for key in ('sass_totals', 'sass_hottest'):
+            expect(isinstance(args.get(key), str) and args[key].startswith('device '),
+                   'a SASS window slice without %s: %r' % (key, e))
+    if db_path is None:
+        return
+    db = sqlite3.connect('file:%s?mode=ro' % db_path, uri=True)
+    by_window = {(e['pid'], e['args']['window_id']): e['args'] for e in slices}
+    for pid, window_id, rows in db.execute(
+            'SELECT s.pid, s.window_id, COUNT(*) FROM sass_metrics s JOIN windows w'
+            ' ON w.pid = s.pid AND w.id = s.window_id WHERE w.opened_ns IS NOT NULL'
+            ' GROUP BY s.pid, s.window_id'):
+        args = by_window.get((pid, window_id))
+        expect(args is not None, 'window %d of %d has SASS metrics but no summary' %
+               (window_id, pid))
+        expect(args['sass_rows'] == rows, 'window %d: sass_rows %r, the table has %d' %
+               (window_id, args['sass_rows'], rows))
+        wanted = {(d, m): v for d, m, v in db.execute(
+            'SELECT device, metric, SUM(value) FROM sass_metrics WHERE pid = ? AND window_id = ?'
+            ' GROUP BY device, metric', (pid, window_id))}
+        got = parse_sass_totals(args['sass_totals'])
+        expect(got and all(wanted.get(k) == v for k, v in got.items()),
+               'window %d: sass_totals %r, the table says %r' % (window_id, got, wanted))
+
+
+def check_expected(what, events, starts, db_path=None):
     def any_event(predicate):
         return any(predicate(e) for e in events)
 
@@ -268,6 +326,9 @@ def check_expected(what, events, starts):
             lambda e: e['ph'] == 'X' and e.get('args', {}).get('still_open') is True),
     }
     for name in what:
+        if name == 'sass':
+            check_sass(events, db_path)
+            continue
         if name == 'pm':
             tracks = defaultdict(list)
             for e in events:
@@ -301,7 +362,7 @@ def main():
     events = strip_order(events)
     if options.db:
         check_database(options.db, events, finishes)
-    check_expected([w for w in options.expect.split(',') if w], events, starts)
+    check_expected([w for w in options.expect.split(',') if w], events, starts, options.db)
     print('perfetto check: %d events, %d flows: ok' % (len(events), len(starts)))
 
 

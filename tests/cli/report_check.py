@@ -16,7 +16,7 @@ import sys
 
 SECTIONS = ["flare_version", "schema_version", "session", "ranks", "kernels", "copies", "graphs",
             "scopes", "counters", "metrics", "rules", "windows", "triggered_replays", "pc_samples",
-            "pc_by_scope", "pc_lines", "sass_metrics", "sass_lines", "pm_samples", "kernel_replay", "range_replay", "range_replay_kernels", "replay_metrics",
+            "pc_by_scope", "pc_lines", "sass_metrics", "sass_by_scope", "sass_lines", "pm_samples", "kernel_replay", "range_replay", "range_replay_kernels", "replay_metrics",
             "replay_summary", "capabilities", "drops", "errors"]
 KERNEL_KEYS = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p99_ns", "max_ns",
                "gpu_time_pct"]

@@ -6,17 +6,23 @@
  *   * a real one on the simulated device, whose counts are exact: a kernel
  *     whose body marks a hot instruction ten times, a cold one once, twelve
  *     more once each on lines of their own and one above 0x10000 (no line)
- *     once, launched LAUNCHES times while a window with engine "sass" is
- *     open (and as often before and after it, never counted): every count,
- *     share, line, "more" and "no line information" line is known;
+ *     once, launched LAUNCHES times inside scope "step" while a window with
+ *     engine "sass" is open (and as often before and after it, never
+ *     counted): every count, share, line, scope, "more" and "no line
+ *     information" line is known;
  *   * a crafted one for what the simulated device does not count: global
  *     memory sectors against the ideal, divergent warps, an instruction
  *     without sectors ("-", never 0x), two functions whose names differ only
  *     past what is shown, a metric the report does not know (a total only),
- *     a second device, and a SASS window that stored nothing (refused);
+ *     a second device, kernels in two scopes with 3:1 kernel time and
+ *     functions without a kernel (the split by scope), a window that did
+ *     not count smsp__sass_inst_executed (split by its first metric), and
+ *     a SASS window that stored nothing (refused);
  *
- * and the crafted one as schema 12 wrote it (no sass_metrics: nothing is
- * said, nothing fails). Must never depend on a GPU or on time.
+ * both exported to Perfetto (the window slice's sass_* args; the simulated
+ * one also checked by perfetto_check.py against its table); and the
+ * crafted one as schema 12 wrote it (no sass_metrics: nothing is said,
+ * nothing fails). Must never depend on a GPU or on time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +43,10 @@
 #include "store/store.h"
 #include "store/store_sass.h"
 #include "test_util.h"
+
+#ifndef PYTHON3_PATH
+#error "PYTHON3_PATH and PERFETTO_CHECK_PATH are set by tests/cli/CMakeLists.txt"
+#endif
 
 #define LAUNCHES    20u
 #define HOT_OFFSET  0x100u
@@ -101,7 +111,9 @@ static void make_sim_session(const char *name)
     window.label = "counts";
     window.engine = "sass";
     assert_int_equal(flare_window_open(&window), FLARE_OK);
+    assert_int_equal(flare_scope_begin("step"), FLARE_OK);
     launch_some(stream, kernel);
+    assert_int_equal(flare_scope_end(), FLARE_OK);
     assert_int_equal(flare_window_close(), FLARE_OK);
     launch_some(stream, kernel); /* after: not counted */
     assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
@@ -172,6 +184,7 @@ static void test_sim_session_text(void **state)
              "    smsp__sass_inst_executed                                  500           16\n"
              "    smsp__sass_thread_inst_executed                         16000           16\n"
              "    32.0 threads per warp instruction over the window\n"
+             "    by scope (smsp__sass_inst_executed split by kernel time): step 100.0%%\n"
              "    hottest instructions by smsp__sass_inst_executed:\n"
              "      executed   share threads  function+offset\n"
              "           200   40.0%%    32.0  sass_report_kernel+0x100 (" SIM_FILE ":5)\n"
@@ -251,6 +264,15 @@ static void test_sim_session_json_and_csv(void **state)
              "\"value\":6400,\"instructions\":1}",
              (int)getpid(), id);
     expect_contains(section, expected);
+    /* All of the window's kernels ran in scope step: each metric whole. */
+    snprintf(expected, sizeof expected,
+             "\"sass_by_scope\":[\n"
+             "{\"pid\":%d,\"window_id\":%u,\"device\":0,\"metric\":\"smsp__sass_inst_executed\","
+             "\"scope\":\"step\",\"value\":500},\n"
+             "{\"pid\":%d,\"window_id\":%u,\"device\":0,\"metric\":\"smsp__sass_thread_inst_"
+             "executed\",\"scope\":\"step\",\"value\":16000}\n]",
+             (int)getpid(), id, (int)getpid(), id);
+    expect_contains(out_text, expected);
     expect_contains(out_text, "\"errors\":[]");
 
     assert_int_equal(FLARE("report", "--format", "csv", "sim"), 0);
@@ -262,6 +284,42 @@ static void test_sim_session_json_and_csv(void **state)
                               "sass_metrics,31,file,\n"
                               "sass_metrics,31,line,\n");
     expect_contains(out_text, "sass_lines,29,instructions,1\n");
+    expect_contains(out_text, "sass_by_scope,0,scope,step\n"
+                              "sass_by_scope,0,value,500\n");
+    expect_contains(out_text, "sass_by_scope,1,value,16000\n");
+}
+
+/* Exported to Perfetto, checked by perfetto_check.py against the session's
+ * table (the window's sass_rows and each metric's total), and its window's
+ * slice summarises it exactly. */
+static void test_sim_session_perfetto(void **state)
+{
+    (void)state;
+    make_sim_session("sim");
+    assert_int_equal(FLARE("export", "sim", "-f", "perfetto", "-o", "sim.json"), 0);
+    char trace[700], db[700];
+    snprintf(trace, sizeof trace, "%s/sim.json", scratch);
+    snprintf(db, sizeof db, "%s/sim/session.db", scratch);
+    const char *arguments[] = {PERFETTO_CHECK_PATH,  trace, "--db", db, "--expect",
+                               "calls,windows,sass", NULL};
+    static char out[1 << 14], err[1 << 14];
+    if (cli_run_program(PYTHON3_PATH, 0, arguments, scratch, out, sizeof out, err, sizeof err) != 0)
+        fail_msg("perfetto_check.py failed:\n%s%s", out, err);
+    static char text[1 << 20];
+    FILE *file = fopen(trace, "r");
+    assert_non_null(file);
+    size_t length = fread(text, 1, sizeof text - 1, file);
+    fclose(file);
+    text[length] = '\0';
+    expect_contains(text, "\"sass_totals\":\"device 0: smsp__sass_inst_executed 500, "
+                          "smsp__sass_thread_inst_executed 16000\","
+                          "\"sass_hottest\":\"device 0: sass_report_kernel+0x100 " SIM_FILE
+                          ":5 40.0%, sass_report_kernel+0x0 " SIM_FILE
+                          ":1 4.0%, sass_report_kernel+0x40 " SIM_FILE ":2 4.0%\","
+                          "\"sass_lines\":\"device 0: " SIM_FILE ":5 40.0%, " SIM_FILE
+                          ":1 4.0%, " SIM_FILE ":2 4.0%, no line 4.0%\","
+                          "\"sass_by_scope\":\"device 0: step 100.0%\",\"sass_rows\":32,");
+    assert_int_equal(occurrences(text, "\"sass_rows\":"), 1);
 }
 
 /* ---- the crafted session ---- */
@@ -308,7 +366,8 @@ static void put_window(store *database, uint64_t id, const char *status, const c
                                .requested_ns = ORIGIN + id * 20 * MS,
                                .opened_ns = ORIGIN + id * 20 * MS,
                                .closed_ns = ORIGIN + id * 20 * MS + 10 * MS,
-                               .close_reason = id == 1 ? "duration" : "refused",
+                               .close_reason =
+                                   strcmp(status, "refused") == 0 ? "refused" : "duration",
                                .launches = id == 1 ? 10 : 0,
                                .engine = "cuda-sass-metrics",
                                .engine_status = status,
@@ -317,11 +376,36 @@ static void put_window(store *database, uint64_t id, const char *status, const c
     assert_int_equal(store_put_window(database, &window), 0);
 }
 
-/* Window 1, device 0: 2,000 executed. reduce+0x10: 1,000, 7.9 threads,
+static void put_kernel(store *database, int32_t device, uint64_t start_ms, uint64_t end_ms)
+{
+    store_kernel_row kernel = {.pid = PID,
+                               .device = device,
+                               .name = "reduce",
+                               .start_ns = ORIGIN + start_ms * MS,
+                               .end_ns = ORIGIN + end_ms * MS};
+    assert_int_equal(store_put_kernel(database, &kernel), 0);
+}
+
+static void put_scope(store *database, uint64_t instance, const char *name, uint64_t start_us,
+                      uint64_t end_us)
+{
+    store_scope_row scope = {.pid = PID,
+                             .thread_id = PID,
+                             .instance_id = instance,
+                             .name = name,
+                             .start_ns = ORIGIN + start_us * 1000,
+                             .end_ns = ORIGIN + end_us * 1000};
+    assert_int_equal(store_put_scope(database, &scope), 0);
+}
+
+/* Window 1 (20 to 30 ms), device 0: 2,000 executed. reduce+0x10: 1,000, 7.9 threads,
  * sectors 4.0x; reduce+0x20: 500, full warps, 1.0x, on the same line (10);
  * reduce+0x30: 300, no sectors, line 11; the two gemm functions 100 each
- * with 16 and 9 threads, without a line. Device 1: one instruction. Window
- * 2: refused, nothing stored. */
+ * with 16 and 9 threads, without a line. Device 1: one instruction. reduce's
+ * kernels: 3 ms in scope forward and 1 ms in backward on device 0, 1 ms in
+ * backward on device 1; the gemm functions have none (their 200 go to "(no
+ * kernel in the window)"). Window 2: refused, nothing stored. Window 3 (60
+ * to 70 ms): sectors only, outside any scope. */
 static void make_crafted_session(const char *name)
 {
     char dir[600], error[1024];
@@ -345,6 +429,18 @@ static void make_crafted_session(const char *name)
     put_row(database, 1, 0, "reduce", 0x10, "smsp__sass_inst_executed_op_global_ld", 1000, FILE_A,
             10);
     put_instruction(database, 1, "reduce", 0x10, 64, 2048, 64, 64, FILE_A, 10);
+    /* A metric named before smsp__sass_inst_executed: the split shown is
+     * still smsp__sass_inst_executed's. */
+    put_row(database, 1, 1, "reduce", 0x10, "smsp__sass_branch_targets_threads_divergent", 5,
+            FILE_A, 10);
+    put_kernel(database, 0, 21, 24);
+    put_kernel(database, 0, 25, 26);
+    put_kernel(database, 1, 25, 26);
+    put_scope(database, 1, "forward", 20500, 24500);
+    put_scope(database, 2, "backward", 24500, 29000);
+    put_window(database, 3, "disarmed", "");
+    put_row(database, 3, 0, "reduce", 0x10, "smsp__sass_sectors_mem_global", 77, FILE_A, 10);
+    put_kernel(database, 0, 62, 63);
     assert_int_equal(store_process_end(database, PID, ORIGIN + 100 * MS), 0);
     assert_int_equal(store_session_end(database, ORIGIN + 100 * MS, 1, 0), 0);
     store_close(database);
@@ -371,6 +467,8 @@ static void test_crafted_session_text(void **state)
              "    smsp__sass_thread_inst_executed                         36000            5\n"
              "    18.0 threads per warp instruction over the window\n"
              "    global memory sectors 3.0x the ideal over the window\n"
+             "    by scope (smsp__sass_inst_executed split by kernel time): forward 67.5%%, "
+             "backward 22.5%%, (no kernel in the window) 10.0%%\n"
              "    hottest instructions by smsp__sass_inst_executed:\n"
              "      executed   share threads sectors  function+offset\n"
              "          1000   50.0%%     7.9    4.0x  reduce+0x10 (" FILE_A ":10)\n"
@@ -395,6 +493,13 @@ static void test_crafted_session_text(void **state)
     expect_contains(out_text, "  window 1 (pid 4242, device 1): 1 instruction counted\n");
     expect_contains(out_text,
                     "            64  100.0%    32.0    1.0x  reduce+0x10 (" FILE_A ":10)\n");
+    window_part(out_text, "  window 1 (pid 4242, device 1)", part, sizeof part);
+    expect_contains(part, "    by scope (smsp__sass_inst_executed split by kernel time): "
+                          "backward 100.0%\n");
+    /* A window without smsp__sass_inst_executed: its first metric split. */
+    window_part(out_text, "  window 3 (pid 4242, device 0)", part, sizeof part);
+    expect_contains(part, "    by scope (smsp__sass_sectors_mem_global split by kernel time): "
+                          "(no range) 100.0%\n");
     assert_int_equal(occurrences(out_text, "    threads: threads per warp instruction"), 1);
     assert_int_equal(occurrences(out_text, "    sectors: global memory sectors per ideal"), 1);
     expect_contains(out_text, "  window 2 (pid 4242): no SASS metrics stored (engine "
@@ -415,7 +520,80 @@ static void test_crafted_session_json(void **state)
     expect_contains(out_text, "\"function\":\"" GEMM_B "\",\"pc_offset\":128,\"metric\":"
                               "\"smsp__sass_thread_inst_executed\",\"value\":900,"
                               "\"file\":null,\"line\":null}");
+    /* Every row of the split by scope: reduce's 75% and 25%, each metric
+     * by itself, largest first; the gemm functions' own bucket; device 1
+     * and window 3 apart. */
+    expect_contains(out_text,
+                    "\"sass_by_scope\":[\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_inst_"
+                    "executed\",\"scope\":\"forward\",\"value\":1350},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_inst_"
+                    "executed\",\"scope\":\"backward\",\"value\":450},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_inst_"
+                    "executed\",\"scope\":\"(no kernel in the window)\",\"value\":200},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_inst_"
+                    "executed_op_global_ld\",\"scope\":\"forward\",\"value\":750},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_inst_"
+                    "executed_op_global_ld\",\"scope\":\"backward\",\"value\":250},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global\",\"scope\":\"forward\",\"value\":3375},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global\",\"scope\":\"backward\",\"value\":1125},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global_ideal\",\"scope\":\"forward\",\"value\":1125},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global_ideal\",\"scope\":\"backward\",\"value\":375},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_thread_"
+                    "inst_executed\",\"scope\":\"forward\",\"value\":25125},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_thread_"
+                    "inst_executed\",\"scope\":\"backward\",\"value\":8375},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":0,\"metric\":\"smsp__sass_thread_"
+                    "inst_executed\",\"scope\":\"(no kernel in the window)\",\"value\":2500},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":1,\"metric\":\"smsp__sass_branch_"
+                    "targets_threads_divergent\",\"scope\":\"backward\",\"value\":5},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":1,\"metric\":\"smsp__sass_inst_"
+                    "executed\",\"scope\":\"backward\",\"value\":64},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":1,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global\",\"scope\":\"backward\",\"value\":64},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":1,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global_ideal\",\"scope\":\"backward\",\"value\":64},\n"
+                    "{\"pid\":4242,\"window_id\":1,\"device\":1,\"metric\":\"smsp__sass_thread_"
+                    "inst_executed\",\"scope\":\"backward\",\"value\":2048},\n"
+                    "{\"pid\":4242,\"window_id\":3,\"device\":0,\"metric\":\"smsp__sass_sectors_"
+                    "mem_global\",\"scope\":\"(no range)\",\"value\":77}\n]");
     expect_contains(out_text, "\"errors\":[]");
+}
+
+/* The Perfetto export: each SASS window's slice summarises it, devices
+ * one after another; the refused window's slice has no summary. */
+static void test_crafted_session_perfetto(void **state)
+{
+    (void)state;
+    make_crafted_session("crafted");
+    assert_int_equal(FLARE("export", "crafted", "-f", "perfetto"), 0);
+    expect_contains(
+        out_text,
+        "\"engine_samples\":19,\"launches\":10,\"max_duration_ns\":0,\"queued_ns\":0,"
+        "\"sass_totals\":\"device 0: smsp__sass_inst_executed 2000, "
+        "smsp__sass_inst_executed_op_global_ld 1000, smsp__sass_sectors_mem_global 4500, "
+        "smsp__sass_sectors_mem_global_ideal 1500, smsp__sass_thread_inst_executed 36000; "
+        "device 1: smsp__sass_branch_targets_threads_divergent 5, smsp__sass_inst_executed 64, "
+        "smsp__sass_sectors_mem_global 64, "
+        "smsp__sass_sectors_mem_global_ideal 64, smsp__sass_thread_inst_executed 2048\","
+        "\"sass_hottest\":\"device 0: reduce+0x10 " FILE_A ":10 50.0%, reduce+0x20 " FILE_A
+        ":10 25.0%, reduce+0x30 " FILE_A ":11 15.0%; device 1: reduce+0x10 " FILE_A ":10 100.0%\","
+        "\"sass_lines\":\"device 0: " FILE_A ":10 75.0%, " FILE_A ":11 15.0%, no line 10.0%; "
+        "device 1: " FILE_A ":10 100.0%\","
+        "\"sass_by_scope\":\"device 0: forward 67.5%, backward 22.5%, (no kernel in the "
+        "window) 10.0%; device 1: backward 100.0%\","
+        "\"sass_rows\":20,\"still_open\":false}");
+    /* Window 3 split by its only metric, which the summary names. */
+    expect_contains(out_text, "\"sass_totals\":\"device 0: smsp__sass_sectors_mem_global 77\","
+                              "\"sass_hottest\":\"device 0: smsp__sass_inst_executed not "
+                              "counted\",\"sass_by_scope\":\"device 0 "
+                              "(smsp__sass_sectors_mem_global): (no range) 100.0%\","
+                              "\"sass_rows\":1,");
+    assert_int_equal(occurrences(out_text, "\"sass_rows\":"), 2);
 }
 
 static void test_an_older_session_has_no_sass_metrics(void **state)
@@ -436,7 +614,7 @@ static void test_an_older_session_has_no_sass_metrics(void **state)
     if (strstr(out_text, "SASS metrics") != NULL)
         fail_msg("a SASS section for a session of schema 12:\n%s", out_text);
     assert_int_equal(FLARE("report", "--format", "json", "old"), 0);
-    expect_contains(out_text, "\"sass_metrics\":[],\n\"sass_lines\":[],");
+    expect_contains(out_text, "\"sass_metrics\":[],\n\"sass_by_scope\":[],\n\"sass_lines\":[],");
     expect_contains(out_text, "\"errors\":[]");
 }
 
@@ -461,8 +639,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_sim_session_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sim_session_json_and_csv, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sim_session_perfetto, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crafted_session_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crafted_session_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crafted_session_perfetto, setup, teardown),
         cmocka_unit_test_setup_teardown(test_an_older_session_has_no_sass_metrics, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,10 @@
  * arguments refused with nothing written; the per-line sums with their top
  * function and instruction count (store_read_sass_lines); a version 12
  * session read with no rows and a notice naming version 13, and `flare
- * index` bringing it up to a session that takes SASS metrics.
+ * index` bringing it up to a session that takes SASS metrics; and the
+ * values split over the scopes their kernels ran in, by kernel time
+ * (store_read_sass_by_scope: 3:1 kernel time gives 75% and 25% of each
+ * metric, a function without a kernel in the window its own bucket).
  *
  * Each test works in its own temporary directory and removes it.
  */
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attrib/attrib.h"
 #include "flare/flare.h"
 #include "store/store.h"
 #include "store/store_pc.h"
@@ -399,6 +403,172 @@ static void test_version_12_session(void **state)
     assert_int_equal(r.rows[0].value, 11);
 }
 
+/* What store_read_sass_by_scope gave, copied. */
+typedef struct scope_readback {
+    int count;
+    int stop_after; /* 0: never */
+    char scopes[ROWS_MAX][40];
+    char metrics[ROWS_MAX][40];
+    double values[ROWS_MAX];
+    uint64_t windows[ROWS_MAX];
+    int32_t devices[ROWS_MAX];
+} scope_readback;
+
+static int collect_scope(const store_sass_scope_row *row, void *user)
+{
+    scope_readback *r = user;
+    assert_true(r->count < ROWS_MAX);
+    assert_int_equal(row->pid, PID);
+    snprintf(r->scopes[r->count], sizeof(r->scopes[0]), "%s", row->scope_name);
+    snprintf(r->metrics[r->count], sizeof(r->metrics[0]), "%s", row->metric);
+    r->values[r->count] = row->value;
+    r->windows[r->count] = row->window_id;
+    r->devices[r->count] = row->device;
+    r->count++;
+    return r->stop_after != 0 && r->count >= r->stop_after;
+}
+
+/* The resolver flare report passes: attrib.h's rule. */
+static int resolve_scopes(const store_pc_scope_span *spans, size_t span_count,
+                          const uint64_t *times, size_t count, int64_t *winners)
+{
+    attrib_scope scopes[16];
+    assert_true(span_count <= 16);
+    for (size_t i = 0; i < span_count; i++)
+        scopes[i] = (attrib_scope){.start_ns = spans[i].start_ns,
+                                   .end_ns = spans[i].end_ns,
+                                   .instance_id = spans[i].instance_id,
+                                   .depth = spans[i].depth};
+    return attrib_resolve(scopes, span_count, times, count, winners, NULL);
+}
+
+static void put_kernel(store *handle, int device, const char *name, uint64_t start, uint64_t end)
+{
+    store_kernel_row kernel = {
+        .pid = PID, .device = device, .name = name, .start_ns = start, .end_ns = end};
+    assert_int_equal(store_put_kernel(handle, &kernel), 0);
+}
+
+/* Window 1 of PID (1000..2000 ns), scope forward 1000..1500, backward
+ * 1500..2000. gemm's kernels in it: 1100..1400 (300 ns, in forward) and
+ * 1600..1700 (100 ns, in backward): 3:1; one after the window and one of
+ * another function count for nothing. On device 1, gemm ran 1700..1900
+ * (backward). relu ran only after the window. */
+static void make_scoped_session(void)
+{
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    put_kernel(handle, 0, "gemm", 1100, 1400);
+    put_kernel(handle, 0, "gemm", 1600, 1700);
+    put_kernel(handle, 0, "gemm", 2500, 2600);
+    put_kernel(handle, 0, "copy", 1000, 2000);
+    put_kernel(handle, 1, "gemm", 1700, 1900);
+    put_kernel(handle, 0, "relu", 3000, 3100);
+    const store_sass_row rows[] = {
+        {PID, 1, 0, "gemm", 0x40, INST, 600, "gemm.cu", 7},
+        {PID, 1, 0, "gemm", 0x50, INST, 200, NULL, 0},
+        {PID, 1, 0, "gemm", 0x40, THRD, 19200, "gemm.cu", 7},
+        {PID, 1, 0, "gemm", 0x50, THRD, 6400, NULL, 0},
+        {PID, 1, 0, "relu", 0x10, INST, 40, NULL, 0},
+        {PID, 1, 1, "gemm", 0x40, INST, 10, "gemm.cu", 7},
+    };
+    put_all(handle, rows, sizeof(rows) / sizeof(rows[0]));
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
+         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
+         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
+         " 2000, 'duration', 0, 'sim-sass-metrics', 'disarmed', '', 0);"
+         "INSERT OR IGNORE INTO names (name) VALUES ('forward'), ('backward');"
+         "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 1000, 1500, 0 FROM names"
+         " WHERE name = 'forward';"
+         "INSERT INTO scopes SELECT 4242, 7, 2, id, 0, 1500, 2000, 0 FROM names"
+         " WHERE name = 'backward';");
+}
+
+static void test_values_split_over_scopes_by_kernel_time(void **state)
+{
+    (void)state;
+    make_scoped_session();
+    store *handle = open_mode(STORE_OPEN_READ);
+    scope_readback r = {0};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
+    /* By window, device, metric, largest first: gemm's 800 executions
+     * 75% (600) in forward and 25% (200) in backward, its 25,600 threads
+     * the same; relu's 40 without a kernel; device 1 on its own. */
+    const struct {
+        int32_t device;
+        const char *metric, *scope;
+        double value;
+    } want[] = {
+        {0, INST, "forward", 600},
+        {0, INST, "backward", 200},
+        {0, INST, "(no kernel in the window)", 40},
+        {0, THRD, "forward", 19200},
+        {0, THRD, "backward", 6400},
+        {1, INST, "backward", 10},
+    };
+    assert_int_equal(r.count, (int)(sizeof(want) / sizeof(want[0])));
+    for (int i = 0; i < r.count; i++) {
+        assert_int_equal(r.windows[i], 1);
+        assert_int_equal(r.devices[i], want[i].device);
+        assert_string_equal(r.metrics[i], want[i].metric);
+        assert_string_equal(r.scopes[i], want[i].scope);
+        if (!(r.values[i] > want[i].value - 1e-9 && r.values[i] < want[i].value + 1e-9))
+            fail_msg("row %d (%s in %s): %.17g, expected %.17g", i, r.metrics[i], r.scopes[i],
+                     r.values[i], want[i].value);
+    }
+    /* A callback's non-zero stops the walk, not an error. */
+    scope_readback first = {.stop_after = 2};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &first), 0);
+    assert_int_equal(first.count, 2);
+    assert_int_equal(store_read_sass_by_scope(NULL, resolve_scopes, collect_scope, &r),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_sass_by_scope(handle, NULL, collect_scope, &r),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, NULL, &r),
+                     FLARE_ERR_INVALID_ARGUMENT);
+    store_close(handle);
+}
+
+/* Outside any scope, a kernel's share goes to "(no range)"; a window never
+ * closed has no kernel time to split by, so each value goes whole to "(no
+ * kernel in the window)", none lost; a session of version 12 has nothing
+ * to split. */
+static void test_no_range_and_sessions_without_values(void **state)
+{
+    (void)state;
+    make_scoped_session();
+    exec("DELETE FROM scopes WHERE name_id = (SELECT id FROM names WHERE name = 'backward')");
+    store *handle = open_mode(STORE_OPEN_READ);
+    scope_readback r = {0};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
+    store_close(handle);
+    assert_int_equal(r.count, 6);
+    assert_string_equal(r.scopes[1], "(no range)");
+    assert_true(r.values[1] > 200 - 1e-9 && r.values[1] < 200 + 1e-9);
+    assert_string_equal(r.scopes[5], "(no range)");
+    exec("UPDATE windows SET closed_ns = NULL");
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback open = {0};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &open), 0);
+    store_close(handle);
+    assert_int_equal(open.count, 3);
+    for (int i = 0; i < open.count; i++)
+        assert_string_equal(open.scopes[i], "(no kernel in the window)");
+    assert_string_equal(open.metrics[0], INST);
+    assert_true(open.values[0] > 840 - 1e-9 && open.values[0] < 840 + 1e-9);
+    assert_true(open.values[1] > 25600 - 1e-9 && open.values[1] < 25600 + 1e-9);
+    assert_int_equal(open.devices[2], 1);
+    exec("DROP VIEW v_sass_metrics; DROP TABLE sass_metrics;"
+         "UPDATE meta SET value = 12 WHERE key = 'schema_version'");
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback none = {0};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &none), 0);
+    store_close(handle);
+    assert_int_equal(none.count, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +579,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_arguments_are_refused, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_lines_sum_their_instructions, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_version_12_session, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_values_split_over_scopes_by_kernel_time, set_up,
+                                        tear_down),
+        cmocka_unit_test_setup_teardown(test_no_range_and_sessions_without_values, set_up,
+                                        tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -566,11 +566,12 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
     take_results(&pending_stop);
     cuda_pc_lines_report();
     if (status == FLARE_OK && flushed > 0 && hardware.record_count == 0 && flushed_zero > 0) {
-        /* Seen on the H200 (session 18) when the flush was made inside a
-         * launch's callback: every record came back, every count 0. */
+        /* Seen on the H200 in every flare window (session 18), flushed at a
+         * launch or at the program's end alike, while CUPTI alone counted
+         * exactly (session 17): said, never stored as a window of zeros. */
         snprintf(pending_stop.reason, sizeof(pending_stop.reason),
-                 "SASS metrics: CUPTI flushed %zu records, every count 0 (a flush made inside "
-                 "the program's launch reads none)",
+                 "SASS metrics: CUPTI flushed %zu records, every count 0 (no counts reached "
+                 "flare on the H200; docs/windows.md)",
                  flushed);
         status = FLARE_ERR_BACKEND;
     }
