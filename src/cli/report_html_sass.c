@@ -25,9 +25,13 @@
 /* Windows a page lists, as for PC samples; the rest are counted. */
 #define HTML_SASS_WINDOWS_MAX 256
 
+/* Scopes a window lists, largest share first; the rest are counted. */
+#define HTML_SASS_SCOPES_MAX 24
+
 typedef struct sass_section {
     html_report *report;
     report_sass_lines lines;
+    report_sass_scopes scopes;
     uint64_t written, left_out;
 } sass_section;
 
@@ -107,6 +111,33 @@ static void write_lines(sass_section *section, const report_sass_window *window)
     html_json_u64(page, "lines_left_out", own != NULL ? own->count - own->shown : 0);
 }
 
+/* The window's split by scope (report_sass_scopes.c): scope_metric (the
+ * metric split, or null when none), scopes (name, value; largest first),
+ * scopes_left_out and scope_total (the metric's total in the window). */
+static void write_scopes(sass_section *section, const report_sass_window *window)
+{
+    html_page *page = section->report->page;
+    report_sass_scope_split split = {0};
+    if (!section->scopes.unreadable)
+        report_sass_scopes_of_window(&section->scopes, window->pid, window->window_id,
+                                     window->device, &split);
+    if (split.metric != NULL)
+        html_json_string(page, "scope_metric", split.metric);
+    else
+        html_json_null(page, "scope_metric");
+    size_t shown = split.count < HTML_SASS_SCOPES_MAX ? split.count : HTML_SASS_SCOPES_MAX;
+    html_json_array(page, "scopes");
+    for (size_t i = 0; i < shown; i++) {
+        html_json_object(page, NULL);
+        html_json_string(page, "name", split.rows[i].scope_name);
+        html_json_double(page, "value", split.rows[i].value);
+        html_json_end(page);
+    }
+    html_json_end(page);
+    html_json_u64(page, "scopes_left_out", split.count - shown);
+    html_json_double(page, "scope_total", split.total);
+}
+
 static void write_window(report_sass_window *window, void *user)
 {
     sass_section *section = user;
@@ -135,6 +166,7 @@ static void write_window(report_sass_window *window, void *user)
     write_totals(page, window);
     write_top(page, window);
     write_lines(section, window);
+    write_scopes(section, window);
     html_json_u64(page, "no_line_instructions", window->no_line_instructions);
     html_json_u64(page, "no_line_executed", window->no_line_executed);
     html_json_end(page);
@@ -145,13 +177,17 @@ void html_section_sass(html_report *report)
     sass_section section = {.report = report};
     /* The windows are drawn even when their lines cannot be read. */
     int lines_status = report_sass_lines_load(report->database, &section.lines);
+    int scopes_status = report_sass_scopes_load(report->database, &section.scopes);
     html_json_array(report->page, "windows");
     int status = report_sass_windows(report->database, write_window, &section);
     html_json_end(report->page);
     html_json_u64(report->page, "left_out", section.left_out);
     report_sass_lines_free(&section.lines);
+    report_sass_scopes_free(&section.scopes);
     if (status == FLARE_OK)
         status = lines_status;
+    if (status == FLARE_OK)
+        status = scopes_status;
     if (status == FLARE_ERR_NO_MEMORY)
         html_report_failed(report, "out of memory");
     else

@@ -7,7 +7,7 @@
  * (report_sass.c, report_sass_lines.c), and each metric split over the
  * scopes its kernels ran in (report_sass_scopes.c); the text section, the
  * JSON/CSV sections sass_metrics, sass_by_scope and sass_lines, and the
- * HTML page's section (report_html_sass.c: not the scopes) all hold the
+ * HTML page's section (report_html_sass.c) all hold the
  * same numbers.
  *
  * The values are exact counts, never samples. Two columns are derived, each

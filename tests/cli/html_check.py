@@ -27,7 +27,8 @@ section is there with its JSON data block, each block parses, no block holds
                    within 0..32 and sectors per ideal of at least 1 where
                    shown, an instruction whose sectors were not counted shown
                    without (null), some instructions without a line; and a
-                   window that ran the engine and stored nothing, with its
+                   window split by scope whose scopes add up to the metric's
+                   total; a window that ran the engine and stored nothing, with its
                    engine's status
 --expect storms    a launch storm on the timeline
 --expect metrics   NVML metrics on the timeline
@@ -108,6 +109,12 @@ def check_sass(windows, problems):
         problems.append("no SASS instruction shown without sectors in a window that has them")
     if not any(w["device"] is None and w["rows"] == 0 and w["engine_status"] for w in windows):
         problems.append("no SASS window that stored nothing, with its engine's status")
+    split = [w for w in good if w["scopes"]]
+    if not split or not all(w["scope_metric"] and w["scope_total"] > 0 and
+                            abs(sum(x["value"] for x in w["scopes"]) - w["scope_total"]) <=
+                            1e-6 * w["scope_total"] + (w["scope_total"] if w["scopes_left_out"] else 0)
+                            for w in split):
+        problems.append("no SASS window split by scope whose scopes add up to its metric's total")
 
 
 def check_expectations(data, expects, problems):

@@ -541,6 +541,17 @@
     if (w.whole.threads !== null) whole.push(w.whole.threads.toFixed(1) + ' threads per warp instruction');
     if (w.whole.sectors !== null) whole.push('global memory sectors ' + w.whole.sectors.toFixed(1) + 'x the ideal');
     if (whole.length) note(card, 'Over the window: ' + whole.join(', ') + '.');
+    if (w.scopes && w.scopes.length) {
+      add(card, el('h4', '', 'By scope (' + w.scope_metric + ' split by kernel time)'));
+      barChart(card, w.scopes, {
+        label: function (r) { return r.name; },
+        fraction: function (r) { return w.scope_total ? r.value / w.scope_total : 0; },
+        value: function (r) { return (w.scope_total ? 100 * r.value / w.scope_total : 0).toFixed(1) + '%'; },
+        detail: function (r) { return fmtCount(Math.round(r.value)) + ' of ' + w.scope_metric; }
+      });
+      if (w.scopes_left_out > 0) note(card, fmtCount(w.scopes_left_out) + ' more scopes (flare ' +
+        'report --format json has them all, section sass_by_scope).');
+    }
     if (!w.instructions) {
       empty(card, 'No hottest instructions: smsp__sass_inst_executed was not counted.');
       return;
