@@ -6,7 +6,8 @@
  * the process (CUDA programs carry libstdc++); flare itself stays C and
  * links no C++ runtime. Runs on CUPTI's buffer thread and on PC sampling's
  * reading thread (cuda_pc.c, so PC samples name a kernel as its records
- * do): the buffer is per thread, the look-up once.
+ * do), and on the thread that closes a SASS metrics window (cuda_sass.c):
+ * the buffer is per thread, freed when its thread ends, the look-up once.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -23,9 +24,19 @@ static _Thread_local size_t demangle_length;
 
 static demangle_function demangle;
 static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
+/* Frees a thread's buffer when the thread ends (a window's closing thread
+ * may be short-lived). */
+static pthread_key_t buffer_key;
+static int buffer_key_ready;
+
+static void free_buffer(void *buffer)
+{
+    free(buffer);
+}
 
 static void demangle_look_up(void)
 {
+    buffer_key_ready = pthread_key_create(&buffer_key, free_buffer) == 0;
     /* A C++ runtime loaded privately (PyTorch's extensions load theirs
      * RTLD_LOCAL) is not in the global scope: open it by name. */
     *(void **)&demangle = dlsym(RTLD_DEFAULT, "__cxa_demangle");
@@ -47,6 +58,8 @@ const char *cuda_demangle(const char *mangled)
     char *result = demangle(mangled, demangle_buffer, &demangle_length, &status);
     if (status != 0 || result == NULL)
         return mangled;
+    if (result != demangle_buffer && buffer_key_ready)
+        pthread_setspecific(buffer_key, result);
     demangle_buffer = result; /* the demangler may have grown it */
     return result;
 }
