@@ -43,7 +43,6 @@ static uint64_t generation; /* under registry_lock */
 /* Collector thread only. */
 static pc_entry taken[PC_SESSION_BATCH];
 static pc_session_stats stats;
-static uint64_t samples_in_batch;
 /* Per pc_engine_kind: what the drops rows say now, and values not stored. */
 #define KINDS 2
 static uint64_t stored_lost[KINDS], stored_dropped[KINDS], stored_unwritten[KINDS];
@@ -116,7 +115,6 @@ void pc_session_begin(void)
         start_counting(&engines[i]);
     pthread_mutex_unlock(&registry_lock);
     memset(&stats, 0, sizeof(stats));
-    samples_in_batch = 0;
     memset(stored_lost, 0, sizeof(stored_lost));
     memset(stored_dropped, 0, sizeof(stored_dropped));
     memset(stored_unwritten, 0, sizeof(stored_unwritten));
@@ -172,7 +170,6 @@ static void write_entry(store *database, int64_t pid, const pc_entry *entry, int
         stats.sass_entries_written++;
     else
         stats.samples_written += entry->samples;
-    samples_in_batch += sass ? 0 : entry->samples;
     in_batch_by_kind[sass] += sass ? 1 : entry->samples;
 }
 
@@ -237,7 +234,6 @@ static void write_drops(store *database, int64_t pid, int always)
 
 void pc_session_batch(store *database, int64_t pid)
 {
-    samples_in_batch = 0;
     memset(in_batch_by_kind, 0, sizeof(in_batch_by_kind));
     take_all(database, pid);
     write_drops(database, pid, 0);
@@ -248,14 +244,13 @@ void pc_session_committed(int committed)
     if (!committed) {
         /* Taken from the engines, gone with the batch: counted, and the
          * drops rows written again with the next batch. */
-        stats.samples_uncommitted += samples_in_batch;
+        stats.samples_uncommitted += in_batch_by_kind[0]; /* PC samples */
         for (int kind = 0; kind < KINDS; kind++)
             unwritten_by_kind[kind] += in_batch_by_kind[kind];
         memset(stored_lost, 0, sizeof(stored_lost));
         memset(stored_dropped, 0, sizeof(stored_dropped));
         memset(stored_unwritten, 0, sizeof(stored_unwritten));
     }
-    samples_in_batch = 0;
     memset(in_batch_by_kind, 0, sizeof(in_batch_by_kind));
 }
 

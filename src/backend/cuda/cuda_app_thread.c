@@ -189,3 +189,9 @@ cuda_app_thread_outcome cuda_app_thread_call(cuda_app_thread_fn fn, void *argume
     pthread_mutex_unlock(&lock);
     return CUDA_APP_THREAD_RAN;
 }
+
+void cuda_app_thread_serve(void)
+{
+    if (!cuda_app_thread_is_flare())
+        cuda_app_thread_run_posted();
+}

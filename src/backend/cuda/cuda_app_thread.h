@@ -50,6 +50,12 @@ int cuda_app_thread_pending(void);
 /* 1 when the calling thread is one of flare's (its name begins "flare-"). */
 int cuda_app_thread_is_flare(void);
 
+/* Runs the request posted for the program's next launch on the calling
+ * thread, unless it is one of flare's (CUPTI's stop made there never
+ * returned): the engines' serve hook (backend_engine_ops.serve), called by
+ * flare_window_open/close and the session's end while they wait. */
+void cuda_app_thread_serve(void);
+
 /* The launch hook, from the entry of every application kernel launch. */
 extern _Atomic int cuda_app_thread_posted;
 void cuda_app_thread_run_posted(void);

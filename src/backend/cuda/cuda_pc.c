@@ -673,16 +673,6 @@ static int engine_probe(int device, char *reason, size_t reason_size)
     return pc_engine_probe(engine, reason, reason_size);
 }
 
-/* Runs a start or stop posted for the program's next launch, on the calling
- * thread, unless it is one of flare's (CUPTI's stop made there never
- * returned): flare_window_open/close and the session's end call it while
- * they wait. */
-static void engine_serve(void)
-{
-    if (!cuda_app_thread_is_flare())
-        cuda_app_thread_run_posted();
-}
-
 /* Why auto must not pick PC sampling now (NULL when it may). */
 static const char *engine_unusable(void)
 {
@@ -702,7 +692,7 @@ static const backend_engine_ops cuda_pc_engine_ops = {
     .probe = engine_probe,
     .prepare = NULL,
     /* flare_window_open/close wait on the program's thread: serve there. */
-    .serve = engine_serve,
+    .serve = cuda_app_thread_serve,
     .cost_launch_ns = CUDA_PC_COST_LAUNCH_NS,
     .cost_gpu = CUDA_PC_COST_GPU,
     .cost_source = CUDA_ENGINE_COST_SOURCE,

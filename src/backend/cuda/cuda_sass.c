@@ -753,15 +753,6 @@ static int engine_probe(int device, char *reason, size_t reason_size)
     return pc_engine_probe(engine, reason, reason_size);
 }
 
-/* Runs a stop posted for the program's next launch on the calling thread,
- * unless it is one of flare's: flare_window_open/close and the session's
- * end call it while they wait. */
-static void engine_serve(void)
-{
-    if (!cuda_app_thread_is_flare())
-        cuda_app_thread_run_posted();
-}
-
 static const backend_engine_ops cuda_sass_engine_ops = {
     .name = "cuda-sass-metrics",
     .arm = engine_arm,
@@ -769,7 +760,7 @@ static const backend_engine_ops cuda_sass_engine_ops = {
     .probe = engine_probe,
     .prepare = NULL,
     /* The stop waits for the program's launch: a waiting thread runs it. */
-    .serve = engine_serve,
+    .serve = cuda_app_thread_serve,
     .cost_launch_ns = CUDA_SASS_COST_LAUNCH_NS,
     .cost_gpu = CUDA_SASS_COST_GPU,
     .cost_source = CUDA_SASS_COST_SOURCE,
