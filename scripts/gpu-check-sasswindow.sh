@@ -90,9 +90,9 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
      tests/gpu/pc_hot_loop.cu -ldl; then
   session="$work/sasswindow"
   rm -rf "$session"
-  # The window lasts past the program's end: it closes at the session's end,
-  # on the exiting thread, outside any launch (a flush made inside a
-  # launch's callback read every count as 0 on the H200, session 18).
+  # The window lasts past the program's end: it is stopped at the program's
+  # exit, on the exiting thread, before CUPTI's exit handlers (made after
+  # them, the flush lost counts and the program crashed, session 19).
   echo "-- PC_HOT_LOOP_MS=0.5 flare trace --deep-after 1500ms --deep-for 30s --deep-engine sass" \
     "-- pc_hot_loop 3" | tee -a "$sasswindow_out"
   started=$(date +%s.%N)
@@ -107,27 +107,34 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
     OR message LIKE '%sass%'" 2>&1 | tail -20 | tee -a "$sasswindow_out"
   [ "$sasswindow_status" -eq 0 ] || fail "sasswindow: flare trace of pc_hot_loop exited $sasswindow_status"
   # A window that ends while the program runs: its stop is made at the
-  # program's next launch, inside the launch's callback (shown, not judged).
+  # program's next launch, inside the launch's callback (judged below too).
   echo "-- the same with --deep-for 300ms (the window ends while the program launches)" |
     tee -a "$sasswindow_out"
   rm -rf "$session-300ms"
   PC_HOT_LOOP_MS=0.5 sasswindow_run -q -o "$session-300ms" --deep-after 1500ms \
-    --deep-for 300ms --deep-engine sass -- "$build/gpu/pc_hot_loop_sass" 3 2>&1 | tee -a "$sasswindow_out"
-  echo "   exit ${PIPESTATUS[0]}" | tee -a "$sasswindow_out"
+    --deep-for 300ms --deep-engine sass -- "$build/gpu/pc_hot_loop_sass" 3 > "$work/sasswindow-300ms.stdout" 2>&1
+  sasswindow_status=$?
+  tee -a "$sasswindow_out" < "$work/sasswindow-300ms.stdout"
+  echo "   exit $sasswindow_status" | tee -a "$sasswindow_out"
+  [ "$sasswindow_status" -eq 0 ] || fail "sasswindow: flare trace of pc_hot_loop (300 ms window) exited $sasswindow_status"
   sasswindow_sql "$session-300ms/session.db" "SELECT 'window', engine, engine_status, \
     engine_samples, engine_reason FROM windows" "SELECT 'rows', COUNT(*) FROM sass_metrics" \
     "SELECT level, message FROM log WHERE message LIKE '%SASS%'" 2>&1 | tee -a "$sasswindow_out"
   echo "-- flare report" | tee -a "$sasswindow_out"
   "$flare" report "$session" 2>&1 | tee -a "$sasswindow_out"
   [ "${PIPESTATUS[0]}" -eq 0 ] || fail "sasswindow: flare report of the session"
-  warps=$(awk '$1 == "pc_hot_loop" {for (i = 2; i < NF; i++) if ($i == "warps") print $(i + 1)}' \
-    "$work/sasswindow.stdout")
-  iters=$(awk '$1 == "pc_hot_loop" {for (i = 2; i < NF; i++) if ($i == "hot_iters") print $(i + 1)}' \
-    "$work/sasswindow.stdout")
-  echo "-- tests/gpu/sass_window_check.py $session ${warps:-?} ${iters:-?}" | tee -a "$sasswindow_out"
-  python3 tests/gpu/sass_window_check.py "$session" "${warps:-x}" "${iters:-x}" 2>&1 | tee -a "$sasswindow_out"
-  [ "${PIPESTATUS[0]}" -eq 0 ] ||
-    fail "sasswindow: the SASS window's check failed (tests/gpu/sass_window_check.py, $OUT/sass-window.txt)"
+  for sasswindow_which in "" -300ms; do
+    warps=$(awk '$1 == "pc_hot_loop" {for (i = 2; i < NF; i++) if ($i == "warps") print $(i + 1)}' \
+      "$work/sasswindow$sasswindow_which.stdout")
+    iters=$(awk '$1 == "pc_hot_loop" {for (i = 2; i < NF; i++) if ($i == "hot_iters") print $(i + 1)}' \
+      "$work/sasswindow$sasswindow_which.stdout")
+    echo "-- tests/gpu/sass_window_check.py $session$sasswindow_which ${warps:-?} ${iters:-?}" |
+      tee -a "$sasswindow_out"
+    python3 tests/gpu/sass_window_check.py "$session$sasswindow_which" "${warps:-x}" "${iters:-x}" 2>&1 |
+      tee -a "$sasswindow_out"
+    [ "${PIPESTATUS[0]}" -eq 0 ] ||
+      fail "sasswindow: the SASS window's check failed for $session$sasswindow_which (tests/gpu/sass_window_check.py, $OUT/sass-window.txt)"
+  done
   sasswindow_sql "$session/session.db" "SELECT feature, status, reason FROM capabilities WHERE feature IN \
     ('sass_metrics', 'pc_source_lines', 'pm_sampling', 'pc_sampling')" 2>&1 | tee -a "$sasswindow_out"
 

@@ -42,7 +42,10 @@
 #        (engine auto's choice on the GPU: pc, pm under a small budget, refused in a storm;
 #        scripts/gpu-check-auto.sh); sassprobe (CUPTI's SASS metrics alone, no flare:
 #        scripts/gpu-check-sassprobe.sh); sasswindow (flare's SASS metrics deep window on the
-#        hot loop, a refused metric, a PyTorch window: scripts/gpu-check-sasswindow.sh). Any
+#        hot loop, a refused metric, a PyTorch window: scripts/gpu-check-sasswindow.sh);
+#        sassbisect (which of flare's pieces keeps SASS counts at 0: the bare probe with
+#        flare's metrics and activity tracing, flare with pieces off:
+#        scripts/gpu-check-sassbisect.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -298,12 +301,12 @@ fi
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
 for part in pcwindow auto pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered \
-            replayready pmaccuracy pcprobe sassprobe sasswindow; do
+            replayready pmaccuracy pcprobe sassprobe sasswindow sassbisect; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
        [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ] &&
        [ "$part" != sassprobe ] && [ "$part" != pcwindow ] && [ "$part" != auto ] &&
-       [ "$part" != sasswindow ]; } ||
+       [ "$part" != sasswindow ] && [ "$part" != sassbisect ]; } ||
      [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"

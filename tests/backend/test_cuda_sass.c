@@ -59,6 +59,7 @@
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_sass.h"
+#include "backend/cuda/cuda_storm.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -130,6 +131,8 @@ typedef enum fake_call {
     CALL_DATA_PROPERTIES,
     CALL_FLUSH,
     CALL_DISABLE,
+    CALL_ACTIVITY_OFF, /* cuptiActivityDisable of kernel activity */
+    CALL_ACTIVITY_ON,  /* cuptiActivityEnable of it */
 } fake_call;
 
 /* One call, as the fake saw it. Written by the calling thread at an index
@@ -156,6 +159,10 @@ static struct {
     _Atomic CUptiResult flush_result;
     _Atomic int batch_ready; /* fake_batch counted, not yet flushed nor dropped */
     _Atomic int zero_counts; /* FlushData hands every value over as 0 (the H200 in flare) */
+    /* Kernel activity (watched as flare's tracing enables it): on the H200
+     * every SASS count read 0 when it was on while SASS metrics were
+     * enabled (session 19), so switching it on then is a misuse. */
+    _Atomic int activity_on;
     /* The metric names GetProperties was asked, in order. */
     char asked[16][PC_STALL_NAME_MAX];
     _Atomic int asked_count;
@@ -333,6 +340,8 @@ CUptiResult cuptiSassMetricsEnable(CUpti_SassMetricsEnable_Params *params)
         misused("cuptiSassMetricsEnable before SetConfig, or while enabled");
         return CUPTI_ERROR_INVALID_OPERATION;
     }
+    if (atomic_load(&fake.activity_on))
+        misused("cuptiSassMetricsEnable with kernel activity on (its counts would all be 0)");
     atomic_store(&fake.enable_lazy, params->enableLazyPatching);
     atomic_store(&fake.enabled, params->ctx);
     return CUPTI_SUCCESS;
@@ -413,6 +422,25 @@ CUptiResult cuptiSassMetricsDisable(CUpti_SassMetricsDisable_Params *params)
     return CUPTI_SUCCESS;
 }
 
+/* Kernel activity, switched through cuda_cupti_api (set up in setup()). */
+static CUptiResult fake_activity_enable(CUpti_ActivityKind kind)
+{
+    record(CALL_ACTIVITY_ON);
+    if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || atomic_exchange(&fake.activity_on, 1))
+        misused("cuptiActivityEnable: another kind, or kernel activity on already");
+    if (atomic_load(&fake.enabled) != NULL)
+        misused("kernel activity on while SASS metrics are enabled (their counts would be 0)");
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult fake_activity_disable(CUpti_ActivityKind kind)
+{
+    record(CALL_ACTIVITY_OFF);
+    if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || !atomic_exchange(&fake.activity_on, 0))
+        misused("cuptiActivityDisable: another kind, or kernel activity off already");
+    return CUPTI_SUCCESS;
+}
+
 /* ---- the fake's log ---- */
 
 static int event_mark(void)
@@ -437,6 +465,32 @@ static void assert_all_on(int mark, pthread_t thread)
         if (!pthread_equal(fake.events[i].thread, thread))
             fail_msg("call %d (kind %d) ran on another thread", i, (int)fake.events[i].call);
 }
+
+#ifndef FLARE_TEST_SASS_BAD_METRIC
+static int is_activity(fake_call call)
+{
+    return call == CALL_ACTIVITY_OFF || call == CALL_ACTIVITY_ON;
+}
+
+/* Every driver and SASS call since mark was made on thread (kernel activity
+ * is switched from flare's thread). */
+static void assert_sass_calls_on(int mark, pthread_t thread)
+{
+    int end = atomic_load(&fake.event_count);
+    for (int i = mark; i < end && i < FAKE_EVENTS_MAX; i++)
+        if (!is_activity(fake.events[i].call) && !pthread_equal(fake.events[i].thread, thread))
+            fail_msg("call %d (kind %d) ran on another thread", i, (int)fake.events[i].call);
+}
+
+/* Driver and SASS calls since mark. */
+static int sass_calls_since(int mark)
+{
+    int count = 0, end = atomic_load(&fake.event_count);
+    for (int i = mark; i < end && i < FAKE_EVENTS_MAX; i++)
+        count += !is_activity(fake.events[i].call);
+    return count;
+}
+#endif
 
 /* What every case ends with: nothing CUPTI would refuse was asked of it,
  * and nothing is left posted for a launch. */
@@ -614,6 +668,12 @@ static int setup(void **state)
     snprintf(cupti.path, sizeof(cupti.path), "(the test program's fake CUPTI)");
     if (cupti.library == NULL)
         return -1;
+    /* Kernel activity traced, as flare's tracing enables it: a SASS window
+     * switches it off while open (cuda_storm.h's quiet). */
+    cupti.cuptiActivityEnable = fake_activity_enable;
+    cupti.cuptiActivityDisable = fake_activity_disable;
+    atomic_store(&fake.activity_on, 1);
+    cuda_storm_watch_kind(&cupti, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     test_make_temp_dir(database_dir, sizeof(database_dir), "sass");
     char error[256];
     return store_open(database_dir, STORE_OPEN_WRITE, &database, error, sizeof(error));
@@ -879,7 +939,10 @@ static void test_window_stops_at_the_application_launch(void **state)
         fail_msg("arm: %d %s", arm.status, arm.reason);
     assert_all_on(mark, arm.thread);
     assert_int_equal(calls_since(mark, CALL_ENABLE), 1);
-    assert_int_equal(event_mark() - mark, 1); /* no push, no configuration again */
+    /* Kernel activity off first; no push, no configuration again. */
+    assert_int_equal(event_mark() - mark, 2);
+    assert_int_equal(fake.events[mark].call, CALL_ACTIVITY_OFF);
+    assert_int_equal(fake.events[mark + 1].call, CALL_ENABLE);
     assert_ptr_equal(atomic_load(&fake.enabled), TEST_CONTEXT);
     assert_int_equal(atomic_load(&fake.enable_lazy), 1);
 
@@ -889,11 +952,16 @@ static void test_window_stops_at_the_application_launch(void **state)
     if (disarm.status != FLARE_OK)
         fail_msg("disarm: %d %s", disarm.status, disarm.result.reason);
     assert_false(pthread_equal(disarm.thread, app_thread));
-    assert_all_on(mark, app_thread);
-    assert_int_equal(event_mark() - mark, 3);
+    assert_int_equal(event_mark() - mark, 4);
     assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
     assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
     assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
+    for (int i = mark; i < mark + 3; i++)
+        assert_true(pthread_equal(fake.events[i].thread, app_thread));
+    /* Kernel activity back on after the disable, from flare's thread. */
+    assert_int_equal(fake.events[mark + 3].call, CALL_ACTIVITY_ON);
+    assert_true(pthread_equal(fake.events[mark + 3].thread, disarm.thread));
+    assert_int_equal(atomic_load(&fake.activity_on), 1);
     assert_null(atomic_load(&fake.enabled));
     assert_true(log_says("stopped on the program's thread"));
 
@@ -905,6 +973,48 @@ static void test_window_stops_at_the_application_launch(void **state)
     assert_int_equal(stats.window_lost, 0);
     assert_int_equal(take_window(arm.window_id, &disarm.result), EXPECTED_ENTRIES);
     assert_int_equal(engine_stats().entries_held, 0);
+    assert_fake_clean();
+}
+
+/* Case 2b. The program exits with a window open: cuda_sass_exit (cuda_trace's
+ * exit handler, before CUPTI's own) flushes, disables and looks the names
+ * up on the exiting thread, the program's; the window's close at the
+ * session's end, from flare's thread, hands those results over and calls
+ * nothing of CUPTI (kernel activity stays off). Made at the session's end
+ * instead, after CUPTI's exit handlers, the flush lost counts and the
+ * program crashed on the H200 (session 19). A second exit call finds
+ * nothing to stop. */
+static void test_exit_stops_an_open_window(void **state)
+{
+    (void)state;
+    window_call arm = arm_window();
+    if (arm.status != FLARE_OK)
+        fail_msg("arm: %d %s", arm.status, arm.reason);
+    atomic_store(&fake.batch_ready, 1);
+    int mark = event_mark();
+    cuda_sass_exit(); /* on the main thread: the program's */
+    assert_int_equal(event_mark() - mark, 3);
+    assert_all_on(mark, app_thread);
+    assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
+    assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
+    assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
+    assert_null(atomic_load(&fake.enabled));
+    assert_int_equal(atomic_load(&fake.activity_on), 0); /* until the close */
+    cuda_sass_exit();
+    assert_int_equal(event_mark() - mark, 3);
+
+    mark = event_mark();
+    window_call disarm = disarm_window(0);
+    if (disarm.status != FLARE_OK)
+        fail_msg("disarm: %d %s", disarm.status, disarm.result.reason);
+    /* Nothing of CUPTI at the close: its exit handlers have run by then
+     * (kernel activity stays off; the next window's close here turns it on). */
+    assert_int_equal(event_mark(), mark);
+    assert_int_equal(atomic_load(&fake.activity_on), 0);
+    assert_true(log_says("stopped on the program's thread, at its exit"));
+    assert_names_freed(batch_names());
+    assert_int_equal(disarm.result.samples, EXPECTED_ENTRIES);
+    assert_int_equal(take_window(arm.window_id, &disarm.result), EXPECTED_ENTRIES);
     assert_fake_clean();
 }
 
@@ -945,12 +1055,26 @@ static void test_stop_without_a_launch_waits_for_the_next_launch(void **state)
     assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
     assert_null(atomic_load(&fake.enabled));
     assert_names_freed(batch_names());
+    /* Kernel activity stays off: never switched from the program's thread;
+     * the sampler's next step would switch it back on. */
+    assert_int_equal(atomic_load(&fake.activity_on), 0);
 
-    /* The next window works, and its read reports the late stop's records. */
+    /* The next window arms before that step: its quiet is the late one's, and
+     * the step after it leaves kernel activity off (on, its counts would
+     * read 0: the fake calls that a misuse). Its read reports the late stop's
+     * records; its disarm switches kernel activity back on. */
+    mark = event_mark();
     window_call next = arm_window();
     assert_int_equal(next.status, FLARE_OK);
+    assert_int_equal(event_mark() - mark, 1);
+    assert_int_equal(fake.events[mark].call, CALL_ENABLE);
+    cuda_storm_step();
+    assert_int_equal(atomic_load(&fake.activity_on), 0);
     window_call close_next = disarm_window(1);
     assert_int_equal(close_next.status, FLARE_OK);
+    assert_int_equal(atomic_load(&fake.activity_on), 1);
+    cuda_storm_step();
+    assert_int_equal(atomic_load(&fake.activity_on), 1);
     assert_int_equal(engine_stats().samples_lost - lost_before, FAKE_RECORDS);
     pc_entry taken[8];
     while (pc_engine_take(cuda_sass_core(), taken, 8) > 0) {
@@ -975,7 +1099,9 @@ static void test_failed_flush_still_disables(void **state)
     assert_int_equal(disarm.status, FLARE_ERR_BACKEND);
     if (strstr(disarm.result.reason, "cuptiSassMetricsFlushData: fake: invalid operation") == NULL)
         fail_msg("disarm's reason: \"%s\"", disarm.result.reason);
-    assert_all_on(mark, app_thread);
+    assert_sass_calls_on(mark, app_thread);
+    assert_int_equal(calls_since(mark, CALL_ACTIVITY_ON), 1); /* after a failed stop too */
+    assert_int_equal(atomic_load(&fake.activity_on), 1);
     assert_int_equal(calls_since(mark, CALL_FLUSH), 1);
     assert_int_equal(calls_since(mark, CALL_DISABLE), 1);
     assert_true(first_call(mark, CALL_FLUSH) < first_call(mark, CALL_DISABLE));
@@ -1056,9 +1182,10 @@ static void test_no_later_context_after_the_first_ends(void **state)
         fail_msg("disarm's reason: \"%s\"", disarm.result.reason);
     char reason[256] = "";
     assert_int_equal(ops()->probe(-1, reason, sizeof(reason)), FLARE_ERR_BACKEND);
+    assert_int_equal(atomic_load(&fake.activity_on), 1); /* back on, the window over */
     window_call again = arm_window();
     assert_int_equal(again.status, FLARE_ERR_BACKEND);
-    assert_int_equal(event_mark(), mark); /* nothing on the later context */
+    assert_int_equal(sass_calls_since(mark), 0); /* nothing on the later context */
     assert_capability(CORE_CAPABILITY_DEGRADED, "no later context is counted");
     assert_fake_clean();
 }
@@ -1122,6 +1249,7 @@ int main(void)
 #ifndef FLARE_TEST_SASS_BAD_METRIC
         cmocka_unit_test_setup(test_configure_at_the_first_context, fresh),
         cmocka_unit_test_setup(test_window_stops_at_the_application_launch, fresh),
+        cmocka_unit_test_setup(test_exit_stops_an_open_window, fresh),
         cmocka_unit_test_setup(test_stop_without_a_launch_waits_for_the_next_launch, fresh),
         cmocka_unit_test_setup(test_failed_flush_still_disables, fresh),
         cmocka_unit_test_setup(test_every_count_zero_is_said, fresh),

@@ -44,7 +44,12 @@
 // files, no device setting). CUPTI's function-name strings are left to the process exit
 // (NVIDIA's sample frees each; name_pointers_distinct says whether records share them).
 // SMP_TARGET_MS (default 2): an unpatched launch's length; SMP_NO_SUBSCRIBE=1: no
-// module-loaded callback, so no source lines.
+// module-loaded callback, so no source lines; SMP_DRIVER_CB=1: every driver-API callback
+// on too; SMP_ACTIVITY=1 (or letters, see activity_start): CUPTI activity tracing of
+// kernels, copies and memsets (flare's pieces, to find which of them keeps SASS counts at 0,
+// session 18); SMP_TIMESTAMP_CB=1: CUPTI's timestamps from the probe's clock; SMP_NVTX_CB=1:
+// the NVTX callback domain on; SMP_EARLY_CONFIG=1:
+// `sample` configures before the kernels' modules load, as flare does.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -394,6 +399,72 @@ static void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_Call
     m.cubin.assign(md->pCubin, md->pCubin + md->cubinSize);
     std::lock_guard<std::mutex> lock(g_modules_mu);
     g_modules.push_back(std::move(m));
+}
+
+// SMP_ACTIVITY: CUPTI activity tracing as flare does it, in parts, to find which keeps
+// SASS counts at 0 (session 18): letters k (kernel activity), c (copy and memset
+// activity), p (CUPTI's periodic flush, 100 ms), f (`sample`: cuptiActivityFlushAll just
+// before the SASS flush), o (`sample`: kernel activity off from before the SASS enable to
+// after its disable), r (`sample`: kernel activity off after the launches, before the SASS
+// flush); "1" is kcp. Made before any CUDA call; the records are counted, and the count
+// printed at the exit (after a last flush).
+static std::atomic<uint64_t> g_activity_records{0};
+static std::string g_activity;
+
+static bool activity_has(char letter)
+{
+    return g_activity.find(letter) != std::string::npos;
+}
+
+static void CUPTIAPI activity_buffer(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *size = 1u << 20;
+    *buffer = (uint8_t *)aligned_alloc(8, *size);
+    *max_records = 0;
+}
+
+static void CUPTIAPI activity_done(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t valid)
+{
+    CUpti_Activity *record = nullptr;
+    while (buffer && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS)
+        g_activity_records++;
+    free(buffer);
+}
+
+static uint64_t CUPTIAPI probe_clock()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static bool activity_start()
+{
+    // SMP_TIMESTAMP_CB=1: CUPTI's timestamps from the probe's clock, as flare registers its own.
+    if (env_num("SMP_TIMESTAMP_CB", 0) != 0)
+        CUPTI_CHECK(cuptiActivityRegisterTimestampCallback(probe_clock));
+    const char *env = getenv("SMP_ACTIVITY");
+    g_activity = env == nullptr || strcmp(env, "0") == 0 ? "" : strcmp(env, "1") == 0 ? "kcp" : env;
+    if (g_activity.empty())
+        return false;
+    CUPTI_CHECK(cuptiActivityRegisterCallbacks(activity_buffer, activity_done));
+    if (activity_has('k'))
+        CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    if (activity_has('c')) {
+        CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+        CUPTI_CHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    }
+    if (activity_has('p'))
+        note(cuptiActivityFlushPeriod(100), "cuptiActivityFlushPeriod");
+    return true;
+}
+
+// Kernel activity on or off around the SASS calls (letters o and r).
+static void activity_kernels(bool on)
+{
+    note(on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+         on ? "cuptiActivityEnable(kernel)" : "cuptiActivityDisable(kernel)");
 }
 
 // Context on device 0, cuptiProfilerInitialize (NVIDIA's sample calls it before any SASS
@@ -883,13 +954,25 @@ static int patched_launches(const workload &w, int k, int n, double *first_ms,
 static int run_sample(int launches)
 {
     start();
+    double set_ms = 0, en_ms = 0, dis_ms = 0, unset_ms = 0, first_ms[2] = {0, 0};
+    // SMP_EARLY_CONFIG=1: SetConfig before the kernels' modules load (flare configures at
+    // the first context's creation), not after the workload's first launches.
+    bool early = env_num("SMP_EARLY_CONFIG", 0) != 0;
+    if (early) {
+        resolve_metrics();
+        g_step = "sample: SetConfig before the modules load";
+        if (set_config(&set_ms) != CUPTI_SUCCESS)
+            die(1);
+    }
     workload w;
     workload_init(w);
-    resolve_metrics();
-    double set_ms = 0, en_ms = 0, dis_ms = 0, unset_ms = 0, first_ms[2] = {0, 0};
+    if (!early)
+        resolve_metrics();
     size_t r1 = 0, i1 = 0, r2 = 0, i2 = 0, dropped = 0;
     g_step = "sample: SetConfig, Enable";
-    if (set_config(&set_ms) != CUPTI_SUCCESS || enable(&en_ms) != CUPTI_SUCCESS)
+    if (activity_has('o'))
+        activity_kernels(false);
+    if ((!early && set_config(&set_ms) != CUPTI_SUCCESS) || enable(&en_ms) != CUPTI_SUCCESS)
         die(1);
     CUptiResult props_enabled = data_props(&r1, &i1, nullptr, true); // before any launch
     int n[2];
@@ -899,8 +982,14 @@ static int run_sample(int launches)
         n[k] = patched_launches(w, k, launches, &first_ms[k], &batch[k]);
     CUDA_CHECK(cudaDeviceSynchronize());
     g_step = "sample: flush, Disable, UnsetConfig";
+    if (activity_has('r'))
+        activity_kernels(false);
+    if (activity_has('f'))
+        note(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
     flushed f;
     CUptiResult fr = flush(f, false), dr = disable(&dropped, &dis_ms);
+    if (activity_has('o') || activity_has('r'))
+        activity_kernels(true);
     CUptiResult props_after = data_props(&r2, &i2, nullptr, true); // the header: refused
     CUptiResult ur = unset_config(&unset_ms);
 
@@ -1251,13 +1340,25 @@ int main(int argc, char **argv)
     if (env_num("SMP_NO_SUBSCRIBE", 0) == 0) {
         CUPTI_CHECK(cuptiSubscribe(&sub, on_callback, nullptr));
         CUPTI_CHECK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RESOURCE));
+        // SMP_DRIVER_CB=1: every driver-API callback on as well (on_callback ignores them).
+        if (env_num("SMP_DRIVER_CB", 0) != 0)
+            CUPTI_CHECK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API));
+        // SMP_NVTX_CB=1: the NVTX domain too (flare subscribes to it).
+        if (env_num("SMP_NVTX_CB", 0) != 0)
+            CUPTI_CHECK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_NVTX));
         g.subscribed = true;
     }
+    bool activity = activity_start();
     int status = mode == "list"     ? run_list()
                  : mode == "sample" ? run_sample((int)v[0])
                  : mode == "cost"   ? run_cost((int)v[0], (int)v[1])
                                     : run_window();
     g_step = "exit";
+    if (activity) {
+        note(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
+        fprintf(stderr, PFX "activity tracing on: %llu activity records\n",
+                (unsigned long long)g_activity_records.load());
+    }
     fflush(stdout);
     fflush(stderr);
     if (g.subscribed)

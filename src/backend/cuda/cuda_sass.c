@@ -24,12 +24,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_engine_costs.h"
 #include "backend/cuda/cuda_pc_lines.h"
 #include "backend/cuda/cuda_pc_settings.h"
 #include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -273,6 +275,14 @@ static void pop_context(void)
 
 /* ---- the hardware ops ---- */
 
+/* cuda_storm_quiet_untimed() at the window's enable (flare's thread). */
+static uint64_t quiet_launches_from;
+/* A window's counting, for the program's exit (cuda_sass_exit): OPEN from
+ * its enable until its stop or the exit's takes it (a compare-and-swap
+ * settles which); the exit's stop runs EXIT_RUNNING, then EXIT_DONE. */
+enum { WINDOW_IDLE = 0, WINDOW_OPEN = 1, WINDOW_EXIT_RUNNING = 2, WINDOW_EXIT_DONE = 3 };
+static _Atomic int window_state;
+
 static void drop_records(void)
 {
     free(hardware.records);
@@ -308,17 +318,25 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
                  hardware.device, device);
         status = FLARE_ERR_INVALID_ARGUMENT;
     }
+    /* CUPTI's activity off first: beside it every count reads 0 (the
+     * quiet, cuda_storm.h). */
+    if (status == FLARE_OK)
+        status = cuda_storm_quiet_begin(reason, reason_size);
     if (status == FLARE_OK) {
         drop_records();
+        quiet_launches_from = cuda_storm_quiet_untimed();
         CUpti_SassMetricsEnable_Params enable = {.structSize =
                                                      CUpti_SassMetricsEnable_Params_STRUCT_SIZE};
         enable.ctx = context;
         enable.enableLazyPatching = 1;
         CUptiResult result = SASS_LOGGED(cuptiSassMetricsEnable, &enable);
-        if (result != CUPTI_SUCCESS)
+        if (result != CUPTI_SUCCESS) {
             status = failed(result, "cuptiSassMetricsEnable", reason, reason_size);
+            cuda_storm_quiet_end();
+        }
     }
     hardware.enabled = status == FLARE_OK;
+    atomic_store(&window_state, status == FLARE_OK ? WINDOW_OPEN : WINDOW_IDLE);
     return status;
 }
 
@@ -487,9 +505,12 @@ static int stop_here(void *argument)
                 failed(result, "cuptiSassMetricsDisable", request->reason, sizeof(request->reason));
     }
     if (atomic_exchange(&request->state, STOP_DONE) == STOP_ABANDONED) {
-        /* Its window closed without it: what it brought back is lost. */
+        /* Its window closed without it: what it brought back is lost. The
+         * activity comes back at the sampler's next step (never switched
+         * from a program's thread), unless a next window began first. */
         atomic_fetch_add(&late_lost, request->count + request->dropped);
         free_flushed(request);
+        cuda_storm_quiet_end_later();
         atomic_store(&stop_pending, 0);
     }
     return request->status;
@@ -518,6 +539,79 @@ static void take_results(stop_request *request)
              request->dropped);
 }
 
+/* A window's stop, done: its results into the engine (names and lines
+ * looked up, which calls CUPTI), said in the log; status becomes its
+ * outcome, with pending_stop.reason. On flare's thread, or at the exit on
+ * the program's (cuda_sass_exit: CUPTI is still there then). */
+static int finish_stop(int status, const char *where)
+{
+    core_log(CORE_LOG_INFO,
+             "SASS metrics: stopped on %s; %llu kernel launches counted, not timed, while it "
+             "was open",
+             where, (unsigned long long)(cuda_storm_quiet_untimed() - quiet_launches_from));
+    size_t flushed = pending_stop.count;
+    take_results(&pending_stop);
+    cuda_pc_lines_report();
+    if (status == FLARE_OK && flushed > 0 && hardware.record_count == 0 && flushed_zero > 0) {
+        /* Every flare window on the H200 in session 18, while CUPTI's
+         * activity stayed on (now switched off while a window is open):
+         * said, never stored as a window of zeros. */
+        snprintf(pending_stop.reason, sizeof(pending_stop.reason),
+                 "SASS metrics: CUPTI flushed %zu records, every count 0 (docs/windows.md)",
+                 flushed);
+        status = FLARE_ERR_BACKEND;
+    }
+    return status;
+}
+
+/* The stop made at the program's exit (cuda_sass_exit), or being made
+ * there: its outcome, once it is done (bounded). Nothing of CUPTI here:
+ * at the session's end its exit handlers have run (calls then crashed the
+ * program on the H200, session 19). */
+static int took_exit_stop(char *reason, size_t reason_size)
+{
+    uint64_t deadline = core_now_ns() + CUDA_SASS_STOP_WAIT_NS;
+    const struct timespec pause = {0, 1000000};
+    while (atomic_load(&window_state) != WINDOW_EXIT_DONE && core_now_ns() < deadline)
+        nanosleep(&pause, NULL);
+    if (atomic_load(&window_state) != WINDOW_EXIT_DONE) {
+        snprintf(reason, reason_size,
+                 "SASS metrics: the stop made at the program's exit did not end within %.0f s",
+                 (double)CUDA_SASS_STOP_WAIT_NS / 1e9);
+        return FLARE_ERR_BACKEND;
+    }
+    atomic_store(&window_state, WINDOW_IDLE);
+    if (pending_stop.status != FLARE_OK)
+        snprintf(reason, reason_size, "%s", pending_stop.reason);
+    return pending_stop.status;
+}
+
+void cuda_sass_exit(void)
+{
+    if (engine == NULL)
+        return;
+    /* A stop posted for the program's next launch (the window closed just
+     * now): made here, on the program's thread. */
+    cuda_app_thread_serve();
+    int expected = WINDOW_OPEN;
+    if (!atomic_compare_exchange_strong(&window_state, &expected, WINDOW_EXIT_RUNNING))
+        return;
+    pending_stop = (stop_request){.context = atomic_load(&hardware.context)};
+    if (pending_stop.context != NULL)
+        stop_here(&pending_stop);
+    /* The process ends: CUPTI's activity stays off (switched after CUPTI's
+     * exit handlers, it would crash); the window's launches are counted. */
+    cuda_storm_quiet_forget();
+    if (pending_stop.context != NULL) {
+        pending_stop.status = finish_stop(pending_stop.status, "the program's thread, at its exit");
+    } else {
+        snprintf(pending_stop.reason, sizeof(pending_stop.reason),
+                 "SASS metrics: the context was destroyed in the window");
+        pending_stop.status = FLARE_ERR_BACKEND;
+    }
+    atomic_store(&window_state, WINDOW_EXIT_DONE);
+}
+
 /*
  * The flush and the disable are made on the application's thread, at the
  * entry of its next launch: made from flare's collector while the program
@@ -534,8 +628,12 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
     if (!hardware.enabled)
         return FLARE_OK;
     hardware.enabled = 0;
+    int expected = WINDOW_OPEN;
+    if (!atomic_compare_exchange_strong(&window_state, &expected, WINDOW_IDLE))
+        return took_exit_stop(reason, reason_size);
     CUcontext context = atomic_load(&hardware.context);
     if (context == NULL) {
+        cuda_storm_quiet_end();
         snprintf(reason, reason_size, "SASS metrics: the context was destroyed in the window");
         return FLARE_ERR_BACKEND;
     }
@@ -558,23 +656,11 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
         atomic_store(&stop_pending, 0); /* it ran just now: its results are ours */
         status = pending_stop.status;
     }
-    core_log(CORE_LOG_INFO, "SASS metrics: stopped on %s",
-             outcome == CUDA_APP_THREAD_WITHDRAWN
-                 ? "flare's thread (another request held the program's thread)"
-                 : "the program's thread");
-    size_t flushed = pending_stop.count;
-    take_results(&pending_stop);
-    cuda_pc_lines_report();
-    if (status == FLARE_OK && flushed > 0 && hardware.record_count == 0 && flushed_zero > 0) {
-        /* Seen on the H200 in every flare window (session 18), flushed at a
-         * launch or at the program's end alike, while CUPTI alone counted
-         * exactly (session 17): said, never stored as a window of zeros. */
-        snprintf(pending_stop.reason, sizeof(pending_stop.reason),
-                 "SASS metrics: CUPTI flushed %zu records, every count 0 (no counts reached "
-                 "flare on the H200; docs/windows.md)",
-                 flushed);
-        status = FLARE_ERR_BACKEND;
-    }
+    /* Disabled: CUPTI's activity back on. */
+    cuda_storm_quiet_end();
+    status = finish_stop(status, outcome == CUDA_APP_THREAD_WITHDRAWN
+                                     ? "flare's thread (another request held the program's thread)"
+                                     : "the program's thread");
     if (status != FLARE_OK)
         snprintf(reason, reason_size, "%s", pending_stop.reason);
     return status;

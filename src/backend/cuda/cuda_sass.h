@@ -70,6 +70,14 @@ int cuda_sass_installed(void);
 void cuda_sass_context_created(CUcontext context);
 void cuda_sass_context_destroying(CUcontext context);
 
+/* The program's exit, from cuda_trace's exit handler on the exiting
+ * thread, before CUPTI's own exit handlers: a window still open is flushed
+ * and disabled here (made at the session's end, after CUPTI's handlers, the
+ * flush lost counts, the disable was refused, and the program crashed on
+ * the H200, session 19); its close takes the results. A stop posted for the
+ * program's next launch is made here first. Nothing when not installed. */
+void cuda_sass_exit(void);
+
 /* The window coordinator's engine, and the engine the collector takes
  * aggregates from: NULL unless installed. */
 const backend_engine_ops *cuda_sass_deep_engine(void);

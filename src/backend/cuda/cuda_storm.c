@@ -1,22 +1,26 @@
 /*
- * cuda_storm.c: the CUDA tracer's launch-storm driver. The sampler thread
- * (cuda_trace.c) steps the launch-storm guard (src/storm) here: during a
- * storm CUPTI's activity (kernels, copies, memsets, external correlations)
- * is switched off between short sample slices, every launch is still
- * counted, and the launches and copies left untimed are reported as drops
- * and in the guard's capability row. A failed switch stops the guard with
- * every kind CUPTI lets it switch back on timed.
+ * cuda_storm.c: the CUDA tracer's switches of CUPTI's activity. The
+ * sampler thread (cuda_trace.c) steps the launch-storm guard (src/storm)
+ * here: during a storm CUPTI's activity (kernels, copies, memsets, external
+ * correlations) is switched off between short sample slices, every launch
+ * is still counted, and the launches and copies left untimed are reported
+ * as drops and in the guard's capability row. A failed switch stops the
+ * guard with every kind CUPTI lets it switch back on timed. A SASS metrics
+ * window's quiet (cuda_storm.h) switches every kind off while it is open,
+ * from flare's collector thread; its launches and copies are counted apart.
  *
- * The state belongs to the sampler thread once it started; the program's
- * threads only touch the copy count (cuda_storm_count_copy), with relaxed
- * atomics. Must never switch CUPTI from a program thread, block, or leave
- * a copy or launch that went untimed uncounted (the count may run high by
- * a switch's worth, never low).
+ * The switching state is under switch_lock, taken by the sampler and
+ * flare's collector only; the program's threads only touch the copy counts
+ * (cuda_storm_count_copy) and the quiet's late end, with relaxed atomics.
+ * Must never switch CUPTI from a program thread, block one, or leave a copy
+ * or launch that went untimed uncounted (the count may run high by a
+ * switch's worth, never low).
  */
 #include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_host.h"
 #include "backend/cuda/cuda_pc.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +47,9 @@ static const cuda_cupti_api *cupti;
  * sampler thread stopped). */
 static _Atomic int copies_untimed_now;
 static _Atomic uint64_t copies_untimed;
+/* The same while a SASS metrics window has every kind off (its own count). */
+static _Atomic int quiet_now;
+static _Atomic uint64_t quiet_copies_untimed;
 
 bool cuda_storm_untimed_now(void)
 {
@@ -53,15 +60,22 @@ void cuda_storm_count_copy(CUpti_CallbackId id)
 {
     if (atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) &&
         cuda_replay_is_copy(id)) {
-        /* A launch storm has copy and memset activity off: count them. */
-        atomic_fetch_add_explicit(&copies_untimed, 1, memory_order_relaxed);
+        /* A launch storm or a SASS window has copy and memset activity off:
+         * count them. */
+        atomic_fetch_add_explicit(atomic_load_explicit(&quiet_now, memory_order_relaxed)
+                                      ? &quiet_copies_untimed
+                                      : &copies_untimed,
+                                  1, memory_order_relaxed);
     }
 }
 
 void cuda_storm_count_graph_copies(uint32_t copies)
 {
     if (copies != 0 && atomic_load_explicit(&copies_untimed_now, memory_order_relaxed))
-        atomic_fetch_add_explicit(&copies_untimed, copies, memory_order_relaxed);
+        atomic_fetch_add_explicit(atomic_load_explicit(&quiet_now, memory_order_relaxed)
+                                      ? &quiet_copies_untimed
+                                      : &copies_untimed,
+                                  copies, memory_order_relaxed);
 }
 
 /* The guard's launch count: host launches, and for each launch of a
@@ -91,8 +105,19 @@ static uint64_t launches_when_broken;
  * launching threads): reported with the guard's summary. */
 static uint64_t switches, switch_ns_total, switch_ns_longest;
 
-void cuda_storm_watch_kind(CUpti_ActivityKind kind)
+/* The quiet of a SASS metrics window (cuda_storm_quiet_begin): every kind
+ * off while it is open. The switching and the state above are under
+ * switch_lock from then on: the sampler thread and flare's collector both
+ * switch (neither is a program thread; the lock is never taken by one). */
+static pthread_mutex_t switch_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool quiet;                   /* under switch_lock */
+static uint64_t quiet_launches_from; /* under switch_lock: the launch count at its begin */
+static _Atomic uint64_t quiet_untimed;
+static _Atomic int quiet_end_asked;
+
+void cuda_storm_watch_kind(const cuda_cupti_api *cupti_api, CUpti_ActivityKind kind)
 {
+    cupti = cupti_api; /* a SASS window's quiet switches them, guard or not */
     if (storm_kind_count >= CUDA_STORM_KINDS_MAX)
         return;
     storm_kinds[storm_kind_count] = kind;
@@ -158,6 +183,9 @@ void cuda_storm_abandon(void)
     }
 }
 
+static void guard_step(void);
+static void quiet_end_locked(void);
+
 /* Switches every storm kind on or off. On a failure every kind is switched
  * back on where CUPTI lets it (timing everything is the safe state);
  * storm_kind_on then says what stands. */
@@ -216,8 +244,19 @@ static void break_guard(CUptiResult result, uint64_t launches)
 
 void cuda_storm_step(void)
 {
-    if (guard == NULL || guard_broken)
-        return;
+    pthread_mutex_lock(&switch_lock);
+    /* Under the lock: a window's begin clears a late end that it follows. */
+    if (atomic_exchange(&quiet_end_asked, 0))
+        quiet_end_locked();
+    if (guard != NULL && !guard_broken && !quiet)
+        guard_step();
+    pthread_mutex_unlock(&switch_lock);
+}
+
+/* One step of the guard, under switch_lock; nothing while a SASS window
+ * has every kind off (its launches are counted as the quiet's). */
+static void guard_step(void)
+{
     /* A deep window wants every kernel: the storm goes on underneath. */
     bool hold = cuda_session_host->deep_window_active() != 0;
     bool was_storm = storm_guard_in_storm(guard);
@@ -286,6 +325,97 @@ void cuda_storm_step(void)
         atomic_store_explicit(&copies_untimed_now, 0, memory_order_relaxed);
 }
 
+/* ---- The quiet of a SASS metrics window ---- */
+
+int cuda_storm_quiet_begin(char *reason, size_t reason_size)
+{
+    int status = FLARE_OK;
+    pthread_mutex_lock(&switch_lock);
+    /* A late end asked for by the last window's stop: that window's quiet
+     * goes on as this one's. */
+    atomic_store(&quiet_end_asked, 0);
+    if (!quiet && storm_kind_count > 0 && cuda_pc_enabled()) {
+        snprintf(reason, reason_size,
+                 "SASS metrics need CUPTI's activity off while the window is open, and CUPTI "
+                 "cannot switch kernel activity back on beside PC sampling");
+        status = FLARE_ERR_BACKEND;
+    } else if (!quiet) {
+        quiet_launches_from = guard_launches();
+        atomic_store_explicit(&quiet_now, 1, memory_order_relaxed);
+        atomic_store_explicit(&copies_untimed_now, 1, memory_order_relaxed);
+        CUptiResult result = storm_kind_count > 0 ? switch_activity(false) : CUPTI_SUCCESS;
+        if (result != CUPTI_SUCCESS) {
+            snprintf(reason, reason_size,
+                     "SASS metrics need CUPTI's activity off while the window is open, and "
+                     "switching it off failed: %s",
+                     cuda_cupti_error_text(cupti, result));
+            status = FLARE_ERR_BACKEND;
+        }
+        quiet = result == CUPTI_SUCCESS;
+        atomic_store_explicit(&quiet_now, quiet, memory_order_relaxed);
+        atomic_store_explicit(&copies_untimed_now,
+                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
+                                  storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
+                              memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&switch_lock);
+    return status;
+}
+
+void cuda_storm_quiet_end(void)
+{
+    pthread_mutex_lock(&switch_lock);
+    quiet_end_locked();
+    pthread_mutex_unlock(&switch_lock);
+}
+
+static void quiet_end_locked(void)
+{
+    if (quiet) {
+        quiet = false;
+        atomic_fetch_add(&quiet_untimed, guard_launches() - quiet_launches_from);
+        atomic_store_explicit(&quiet_now, 0, memory_order_relaxed);
+        /* Back to what the guard had: on, unless a storm had them off. */
+        bool on = guard == NULL || guard_broken || activity_on;
+        CUptiResult result = storm_kind_count > 0 ? switch_activity(on) : CUPTI_SUCCESS;
+        if (result != CUPTI_SUCCESS) {
+            core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
+                                "kernel activity could not be switched back on after a SASS "
+                                "metrics window (%s); later kernels are counted, not timed",
+                                cuda_cupti_error_text(cupti, result));
+            core_log(CORE_LOG_WARNING,
+                     "kernel timing could not be switched back on after a SASS metrics "
+                     "window: %s",
+                     cuda_cupti_error_text(cupti, result));
+        }
+        atomic_store_explicit(&copies_untimed_now,
+                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
+                                  storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
+                              memory_order_relaxed);
+    }
+}
+
+void cuda_storm_quiet_forget(void)
+{
+    pthread_mutex_lock(&switch_lock);
+    if (quiet) {
+        quiet = false;
+        atomic_fetch_add(&quiet_untimed, guard_launches() - quiet_launches_from);
+        atomic_store_explicit(&quiet_now, 0, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&switch_lock);
+}
+
+void cuda_storm_quiet_end_later(void)
+{
+    atomic_store(&quiet_end_asked, 1);
+}
+
+uint64_t cuda_storm_quiet_untimed(void)
+{
+    return atomic_load(&quiet_untimed);
+}
+
 uint64_t cuda_storm_next_wake(uint64_t now, uint64_t wake_ns)
 {
     if (guard != NULL && !guard_broken && now + STORM_STEP_NS < wake_ns)
@@ -307,6 +437,16 @@ uint64_t cuda_storm_untimed_launches(void)
 /* After the sampler stopped: charges the last launches, reports the guard. */
 void cuda_storm_finish(void)
 {
+    /* A SASS window still open keeps its quiet: it is flushed after this,
+     * at the session's end, and any kind on would read its counts as 0. */
+    pthread_mutex_lock(&switch_lock);
+    uint64_t quiet_launches = atomic_load(&quiet_untimed);
+    if (quiet)
+        quiet_launches += guard_launches() - quiet_launches_from;
+    pthread_mutex_unlock(&switch_lock);
+    core_drops_set("sass_metrics", CUDA_STORM_QUIET_DROP_LAUNCHES, quiet_launches);
+    core_drops_set("sass_metrics", CUDA_STORM_QUIET_DROP_COPIES,
+                   atomic_load(&quiet_copies_untimed));
     if (guard == NULL)
         return;
     if (!guard_broken) {

@@ -22,10 +22,11 @@
 /* How many activity kinds a storm may switch (every kind tracing enables). */
 #define CUDA_STORM_KINDS_MAX 4
 
-/* At start, before cuda_storm_set_up: an activity kind tracing enabled,
- * which a storm switches off and on (kinds past CUDA_STORM_KINDS_MAX are
- * not switched). */
-void cuda_storm_watch_kind(CUpti_ActivityKind kind);
+/* At start, before cuda_storm_set_up: an activity kind tracing enabled
+ * (through cupti, which must stay valid for the process), which a storm and
+ * a SASS window switch off and on (kinds past CUDA_STORM_KINDS_MAX are not
+ * switched). */
+void cuda_storm_watch_kind(const cuda_cupti_api *cupti, CUpti_ActivityKind kind);
 /* The kinds watched (every kind tracing enabled), up to max into out. */
 size_t cuda_storm_kinds(CUpti_ActivityKind *out, size_t max);
 
@@ -67,8 +68,39 @@ bool cuda_storm_untimed_now(void);
  * like copies when a storm has their activity off. Never blocks. */
 void cuda_storm_count_graph_copies(uint32_t copies);
 
+/*
+ * The quiet of a SASS metrics window: with any of CUPTI's activity kinds
+ * enabled while the patched kernels run, every count CUPTI's SASS metrics
+ * flush is 0 (kernel activity: records of 0; copy and memset activity: no
+ * records at all; the bare-CUPTI probe on the H200, session 19). So every
+ * watched kind is off from before the window's enable until after its
+ * disable; the launches, copies and memsets made meanwhile are counted (the
+ * drops below), not timed, and a launch storm's guard does not step.
+ *
+ * begin: on flare's collector thread, before cuptiSassMetricsEnable. 0, or
+ * a flare_status with reason (beside PC sampling CUPTI cannot switch kernel
+ * activity back on; a failed switch leaves every kind as it was). Nothing to
+ * switch (no activity traced) is 0.
+ * end: on flare's thread after the disable (kinds back as the guard had
+ * them); end_later from any thread, a program's included (an atomic store:
+ * the sampler thread ends it at its next step).
+ */
+#define CUDA_STORM_QUIET_DROP_LAUNCHES "kernel launches counted but not timed (SASS metrics window)"
+#define CUDA_STORM_QUIET_DROP_COPIES                                                               \
+    "copies and memsets counted but not timed (SASS metrics window)"
+int cuda_storm_quiet_begin(char *reason, size_t reason_size);
+void cuda_storm_quiet_end(void);
+void cuda_storm_quiet_end_later(void);
+/* At the program's exit: the quiet is over, its launches counted, and
+ * every kind stays off (CUPTI's exit handlers come next; switching after
+ * them crashed the program on the H200). */
+void cuda_storm_quiet_forget(void);
+/* Launches a SASS window's quiet left untimed so far. */
+uint64_t cuda_storm_quiet_untimed(void);
+
 /* After the sampler stopped: charges the last launches, publishes the
- * untimed launches and copies as drops, and reports the guard. */
+ * untimed launches and copies as drops (a launch storm's and a SASS
+ * window's), and reports the guard. */
 void cuda_storm_finish(void);
 
 #endif /* FLARE_BACKEND_CUDA_STORM_H */

@@ -596,6 +596,8 @@ static void finish_tracing(void)
     if (!started)
         return;
     wait_for_setup_threads(); /* a program that never launched */
+    /* Before CUPTI's exit handlers: a SASS window still open stops now. */
+    cuda_sass_exit();
     /* The sampler first: it may still switch activity on (a storm guard's
      * slice), and what it lets CUPTI record must be in the last flush. */
     stop_sampler();
@@ -673,7 +675,7 @@ static int start_activity(void)
     };
     for (size_t i = 0; i < CUDA_STORM_KINDS_MAX; i++)
         if (enable_activity(kinds[i].kind, kinds[i].feature) == CUPTI_SUCCESS) {
-            cuda_storm_watch_kind(kinds[i].kind);
+            cuda_storm_watch_kind(&cupti, kinds[i].kind);
             kernels_timed |= kinds[i].kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
         }
     if (cupti.cuptiActivityFlushPeriod != NULL)
