@@ -220,6 +220,17 @@ void storm_guard_settle(storm_guard *guard, uint64_t launches)
     charge(guard, launches, false);
 }
 
+void storm_guard_charge(storm_guard *guard, uint64_t launches)
+{
+    charge(guard, launches, guard->timed);
+}
+
+void storm_guard_skip(storm_guard *guard, uint64_t launches)
+{
+    if (launches > guard->charged_launches)
+        guard->charged_launches = launches;
+}
+
 bool storm_guard_in_storm(const storm_guard *guard)
 {
     return guard->in_storm;

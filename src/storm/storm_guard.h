@@ -66,6 +66,13 @@ bool storm_guard_step(storm_guard *guard, uint64_t now_ns, uint64_t launches, bo
  * silent loss). Without it, a switch on charges its latency as timed. */
 void storm_guard_settle(storm_guard *guard, uint64_t launches);
 
+/* Another switch (a SASS window's quiet, cuda_storm.h) takes the launches
+ * from here: charge brings the guard's count up to launches under its
+ * current answer; skip moves it to launches without charging any (the
+ * other switch counted them). */
+void storm_guard_charge(storm_guard *guard, uint64_t launches);
+void storm_guard_skip(storm_guard *guard, uint64_t launches);
+
 /* Whether a storm is running (sample slices and holds included). */
 bool storm_guard_in_storm(const storm_guard *guard);
 /* Storms begun, and their time so far (a running storm counts up to the

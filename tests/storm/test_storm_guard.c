@@ -306,6 +306,34 @@ static void test_settle_never_counts_low(void **unused)
     storm_guard_destroy(guard);
 }
 
+/* Another switch (a SASS window's quiet) takes a span of launches: charge
+ * books the launches up to its start under the guard's answer, skip moves
+ * past the span without charging it (the other switch counted it), so a
+ * storm's untimed count never counts the span a second time. */
+static void test_charge_and_skip_leave_a_span_to_another(void **unused)
+{
+    (void)unused;
+    storm_guard *guard = make_guard(50000);
+    uint64_t now = 0, launches = 0;
+    for (int step = 0; step < 5; step++) { /* 100k/s: a storm, untimed */
+        now += STEP;
+        launches += 1000;
+        storm_guard_step(guard, now, launches, false);
+    }
+    assert_true(storm_guard_in_storm(guard));
+    assert_int_equal(storm_guard_untimed_launches(guard), 0);
+    storm_guard_charge(guard, launches + 400); /* untimed under the storm */
+    assert_int_equal(storm_guard_untimed_launches(guard), 400);
+    storm_guard_skip(guard, launches + 5400); /* the other switch's 5,000 */
+    assert_int_equal(storm_guard_untimed_launches(guard), 400);
+    storm_guard_skip(guard, launches); /* never backwards */
+    now += STEP;
+    launches += 6000;
+    assert_false(storm_guard_step(guard, now, launches, false));
+    assert_int_equal(storm_guard_untimed_launches(guard), 1000); /* only the 600 after it */
+    storm_guard_destroy(guard);
+}
+
 /* The limits themselves: exactly enter_rate starts a storm, exactly half of
  * it is not calm. */
 static void test_rate_boundaries(void **unused)
@@ -455,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_irregular_steps),
         cmocka_unit_test(test_every_launch_is_charged_once),
         cmocka_unit_test(test_storm_periods_are_taken_once),
+        cmocka_unit_test(test_charge_and_skip_leave_a_span_to_another),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
- * cuda_pc_settings.c: the CUDA PC sampling engine's settings from the
- * environment (cuda_pc_settings.h): whether PC sampling is wanted in this
- * process, and the bring-up call log.
+ * cuda_pc_settings.c: the CUDA instruction engines' settings from the
+ * environment (cuda_pc_settings.h): whether PC sampling and SASS metrics
+ * are wanted in this process, and the bring-up call log both write.
  *
  * Must never call CUPTI, or open the log through a link or onto a file
  * that exists.
@@ -54,6 +54,22 @@ const char *cuda_pc_wanted_by(const char **off)
     if (auto_asked)
         *off = "engine auto: PC sampling is over the deep budget at 10,000 launches/s, or "
                "FLARE_DEEP_BUDGET is malformed; auto windows use PM sampling";
+    return NULL;
+}
+
+const char *cuda_sass_wanted_by(const char **off)
+{
+    /* The switch for a program where SASS metrics misbehave. */
+    const char *setting = getenv("FLARE_CUDA_SASS");
+    *off = "switched off (FLARE_CUDA_SASS=0): sass windows use PM sampling";
+    if (setting != NULL && strcmp(setting, "0") == 0)
+        return NULL;
+    *off = "no window asks for engine sass (--deep-engine sass, or a rule's engine sass)";
+    const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
+    if (engine_variable != NULL && strcmp(engine_variable, "sass") == 0)
+        return "FLARE_DEEP_ENGINE=sass";
+    if ((rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_SASS) != 0)
+        return "a rule with engine sass";
     return NULL;
 }
 

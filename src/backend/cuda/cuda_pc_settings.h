@@ -1,9 +1,10 @@
 /*
- * cuda_pc_settings.h: the CUDA PC sampling engine's settings from the
+ * cuda_pc_settings.h: the CUDA instruction engines' settings from the
  * environment: whether this process's windows may ask for PC sampling at
  * all (FLARE_CUDA_PC, FLARE_DEEP_ENGINE, FLARE_DEEP_WHEN's engines, engine
- * auto's FLARE_DEEP_BUDGET), decided once before the first context; and
- * the bring-up call log (FLARE_CUDA_PC_LOG).
+ * auto's FLARE_DEEP_BUDGET) or for SASS metrics (FLARE_CUDA_SASS, the same
+ * engine settings), decided once before the first context; and the
+ * bring-up call log both engines write (FLARE_CUDA_PC_LOG).
  *
  * Must never: call CUPTI, enable anything, or write a file that existed
  * before (the call log is created new, never through a link).
@@ -14,6 +15,8 @@
 /* Why this process's windows may ask for pc, or NULL when none can, with
  * *off saying why not. */
 const char *cuda_pc_wanted_by(const char **off);
+/* The same for sass (FLARE_CUDA_SASS=0 turns it off). */
+const char *cuda_sass_wanted_by(const char **off);
 
 /* FLARE_CUDA_PC_LOG=PATH (a new file: never an existing one or a link)
  * gets a line before and after every CUPTI PC sampling call that can

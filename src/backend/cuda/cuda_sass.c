@@ -39,7 +39,6 @@
 #include "flare/flare.h"
 #include "pcsamp/pc_engine.h"
 #include "pcsamp/pc_names.h"
-#include "rules/rule.h"
 
 #define SASS_FUNCTIONS(X)                                                                          \
     X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                             \
@@ -75,8 +74,8 @@ typedef struct sass_hardware {
     /* The last stop's records, handed over by read. */
     pc_raw_sample *records;
     size_t record_count, cursor;
-    uint64_t lost;   /* not yet reported by a read */
-    pc_names *names; /* CUPTI's (mangled) name -> flare's, whole */
+    _Atomic uint64_t lost; /* not yet reported by a read (written at the exit too) */
+    pc_names *names;       /* CUPTI's (mangled) name -> flare's, whole */
 } sass_hardware;
 
 static sass_hardware hardware;
@@ -278,10 +277,18 @@ static void pop_context(void)
 /* cuda_storm_quiet_untimed() at the window's enable (flare's thread). */
 static uint64_t quiet_launches_from;
 /* A window's counting, for the program's exit (cuda_sass_exit): OPEN from
- * its enable until its stop or the exit's takes it (a compare-and-swap
- * settles which); the exit's stop runs EXIT_RUNNING, then EXIT_DONE. */
-enum { WINDOW_IDLE = 0, WINDOW_OPEN = 1, WINDOW_EXIT_RUNNING = 2, WINDOW_EXIT_DONE = 3 };
+ * its enable until its stop (STOPPING until it is made or posted) or the
+ * exit's takes it (a compare-and-swap settles which); the exit's stop runs
+ * EXIT_RUNNING, then EXIT_DONE. After the exit no window starts (exited). */
+enum {
+    WINDOW_IDLE = 0,
+    WINDOW_OPEN = 1,
+    WINDOW_STOPPING = 2,
+    WINDOW_EXIT_RUNNING = 3,
+    WINDOW_EXIT_DONE = 4
+};
 static _Atomic int window_state;
+static _Atomic int exited;
 
 static void drop_records(void)
 {
@@ -302,6 +309,10 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
     if (atomic_load(&stop_pending)) {
         snprintf(reason, reason_size,
                  "SASS metrics: the last window's stop still waits for the program's next launch");
+        return FLARE_ERR_BACKEND;
+    }
+    if (atomic_load(&exited)) {
+        snprintf(reason, reason_size, "SASS metrics: the program is exiting");
         return FLARE_ERR_BACKEND;
     }
     /* Configured at the first context, unless that could not push it: then
@@ -336,7 +347,14 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
         }
     }
     hardware.enabled = status == FLARE_OK;
-    atomic_store(&window_state, status == FLARE_OK ? WINDOW_OPEN : WINDOW_IDLE);
+    int idle = WINDOW_IDLE;
+    if (status == FLARE_OK && !atomic_compare_exchange_strong(&window_state, &idle, WINDOW_OPEN)) {
+        /* The exit came first (cuda_sass_exit): left enabled for the process's
+         * last moments; nothing of CUPTI is made after the exit. */
+        hardware.enabled = 0;
+        snprintf(reason, reason_size, "SASS metrics: the program is exiting");
+        status = FLARE_ERR_BACKEND;
+    }
     return status;
 }
 
@@ -520,11 +538,11 @@ static int stop_here(void *argument)
 static void take_results(stop_request *request)
 {
     flushed_zero = flushed_unknown = 0;
-    hardware.lost += request->dropped;
+    atomic_fetch_add(&hardware.lost, request->dropped);
     if (request->count > 0)
         hardware.records = calloc(request->count * request->instances, sizeof(*hardware.records));
     if (request->count > 0 && hardware.records == NULL) {
-        hardware.lost += request->count;
+        atomic_fetch_add(&hardware.lost, request->count);
         free_flushed(request);
         return;
     }
@@ -575,11 +593,13 @@ static int took_exit_stop(char *reason, size_t reason_size)
     while (atomic_load(&window_state) != WINDOW_EXIT_DONE && core_now_ns() < deadline)
         nanosleep(&pause, NULL);
     if (atomic_load(&window_state) != WINDOW_EXIT_DONE) {
+        /* Still enabled for hw_read: it touches nothing the exit writes. */
         snprintf(reason, reason_size,
                  "SASS metrics: the stop made at the program's exit did not end within %.0f s",
                  (double)CUDA_SASS_STOP_WAIT_NS / 1e9);
         return FLARE_ERR_BACKEND;
     }
+    hardware.enabled = 0; /* its results are readable */
     atomic_store(&window_state, WINDOW_IDLE);
     if (pending_stop.status != FLARE_OK)
         snprintf(reason, reason_size, "%s", pending_stop.reason);
@@ -590,19 +610,28 @@ void cuda_sass_exit(void)
 {
     if (engine == NULL)
         return;
+    atomic_store(&exited, 1); /* no window starts from here on */
     /* A stop posted for the program's next launch (the window closed just
-     * now): made here, on the program's thread. */
-    cuda_app_thread_serve();
-    int expected = WINDOW_OPEN;
-    if (!atomic_compare_exchange_strong(&window_state, &expected, WINDOW_EXIT_RUNNING))
-        return;
+     * now) is made here, on the program's thread; one being posted (its
+     * close runs on flare's thread now) is waited for, bounded. */
+    uint64_t deadline = core_now_ns() + CUDA_SASS_STOP_WAIT_NS;
+    const struct timespec pause = {0, 1000000};
+    int state;
+    for (;;) {
+        cuda_app_thread_serve();
+        state = WINDOW_OPEN;
+        if (atomic_compare_exchange_strong(&window_state, &state, WINDOW_EXIT_RUNNING))
+            break;
+        if (state != WINDOW_STOPPING || core_now_ns() >= deadline)
+            return;
+        nanosleep(&pause, NULL);
+    }
     pending_stop = (stop_request){.context = atomic_load(&hardware.context)};
-    if (pending_stop.context != NULL)
-        stop_here(&pending_stop);
-    /* The process ends: CUPTI's activity stays off (switched after CUPTI's
-     * exit handlers, it would crash); the window's launches are counted. */
-    cuda_storm_quiet_forget();
     if (pending_stop.context != NULL) {
+        stop_here(&pending_stop);
+        /* CUPTI's activity stays off: the process ends, and switched after
+         * CUPTI's exit handlers it would crash (cuda_storm_finish counts
+         * the quiet's launches to the end). */
         pending_stop.status = finish_stop(pending_stop.status, "the program's thread, at its exit");
     } else {
         snprintf(pending_stop.reason, sizeof(pending_stop.reason),
@@ -622,15 +651,26 @@ void cuda_sass_exit(void)
  * for that long: never made from here while it is inside CUDA); the window
  * then keeps nothing, and the next start waits for that stop.
  */
+static int stop_on_program_thread(char *reason, size_t reason_size);
+
 static int hw_stop(void *unused, char *reason, size_t reason_size)
 {
     (void)unused;
     if (!hardware.enabled)
         return FLARE_OK;
-    hardware.enabled = 0;
     int expected = WINDOW_OPEN;
-    if (!atomic_compare_exchange_strong(&window_state, &expected, WINDOW_IDLE))
+    if (!atomic_compare_exchange_strong(&window_state, &expected, WINDOW_STOPPING))
         return took_exit_stop(reason, reason_size);
+    hardware.enabled = 0;
+    int status = stop_on_program_thread(reason, reason_size);
+    atomic_store(&window_state, WINDOW_IDLE);
+    return status;
+}
+
+/* hw_stop's stop: made on the program's thread (or flare's, when another
+ * request held it), posted for a later launch when none comes in time. */
+static int stop_on_program_thread(char *reason, size_t reason_size)
+{
     CUcontext context = atomic_load(&hardware.context);
     if (context == NULL) {
         cuda_storm_quiet_end();
@@ -669,8 +709,7 @@ static int hw_stop(void *unused, char *reason, size_t reason_size)
 static size_t hw_read(void *unused, pc_raw_sample *out, size_t max, uint64_t *lost)
 {
     (void)unused;
-    *lost += hardware.lost + atomic_exchange(&late_lost, 0);
-    hardware.lost = 0;
+    *lost += atomic_exchange(&hardware.lost, 0) + atomic_exchange(&late_lost, 0);
     size_t moved = 0;
     while (!hardware.enabled && moved < max && hardware.cursor < hardware.record_count)
         out[moved++] = hardware.records[hardware.cursor++];
@@ -730,21 +769,6 @@ void cuda_sass_context_destroying(CUcontext context)
 /* ---- install ---- */
 
 /* Why this process's windows may ask for sass, or NULL (and *off why not). */
-static const char *wanted_by(const char **off)
-{
-    const char *setting = getenv("FLARE_CUDA_SASS");
-    *off = "switched off (FLARE_CUDA_SASS=0): sass windows use PM sampling";
-    if (setting != NULL && strcmp(setting, "0") == 0)
-        return NULL;
-    *off = "no window asks for engine sass (--deep-engine sass, or a rule's engine sass)";
-    const char *engine_variable = getenv("FLARE_DEEP_ENGINE");
-    if (engine_variable != NULL && strcmp(engine_variable, "sass") == 0)
-        return "FLARE_DEEP_ENGINE=sass";
-    if ((rules_list_engines(getenv("FLARE_DEEP_WHEN")) & RULES_ENGINES_SASS) != 0)
-        return "a rule with engine sass";
-    return NULL;
-}
-
 static int resolve(const cuda_cupti_api *cupti, char *reason, size_t reason_size)
 {
     if (cupti == NULL || cupti->library == NULL) {
@@ -764,14 +788,22 @@ static int resolve(const cuda_cupti_api *cupti, char *reason, size_t reason_size
     return FLARE_OK;
 }
 
-void cuda_sass_install(const cuda_cupti_api *cupti)
+void cuda_sass_install(const cuda_cupti_api *cupti, int launch_callbacks)
 {
     if (engine != NULL)
         return;
     const char *off = NULL;
-    const char *why = wanted_by(&off);
+    const char *why = cuda_sass_wanted_by(&off);
     if (why == NULL) {
         core_capability_set("sass_metrics", 0, CORE_CAPABILITY_OFF, "%s", off);
+        return;
+    }
+    if (!launch_callbacks) {
+        core_capability_set("sass_metrics", 1, CORE_CAPABILITY_UNAVAILABLE,
+                            "needs the launch callbacks (a window's stop is made at the "
+                            "program's launch, and the launches its quiet leaves untimed are "
+                            "counted there), which this mode has off: sass windows use PM "
+                            "sampling");
         return;
     }
     cuda_pc_log_open();

@@ -58,8 +58,9 @@ struct pc_engine;
 
 /* After libcupti is loaded (cuda_trace_start): resolves the SASS metrics
  * functions and makes the engine when the process's windows may ask for
- * sass; otherwise records why SASS metrics are off. */
-void cuda_sass_install(const cuda_cupti_api *cupti);
+ * sass and launch_callbacks (the launches are counted); otherwise records
+ * why SASS metrics are off. */
+void cuda_sass_install(const cuda_cupti_api *cupti, int launch_callbacks);
 /* Whether installed: module loads are then watched, for source lines. */
 int cuda_sass_installed(void);
 

@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_replay.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
+#include "backend/cuda/cuda_app_thread.h"
 #include "backend/cuda/cuda_graph_weights.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -107,8 +108,9 @@ static uint64_t switches, switch_ns_total, switch_ns_longest;
 
 /* The quiet of a SASS metrics window (cuda_storm_quiet_begin): every kind
  * off while it is open. The switching and the state above are under
- * switch_lock from then on: the sampler thread and flare's collector both
- * switch (neither is a program thread; the lock is never taken by one). */
+ * switch_lock: the sampler thread and flare's threads switch (never a
+ * program's thread: cuda_storm_quiet_end from one is left to the sampler),
+ * and cuda_storm_quiet_untimed reads under it. */
 static pthread_mutex_t switch_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool quiet;                   /* under switch_lock */
 static uint64_t quiet_launches_from; /* under switch_lock: the launch count at its begin */
@@ -185,6 +187,7 @@ void cuda_storm_abandon(void)
 
 static void guard_step(void);
 static void quiet_end_locked(void);
+static void break_guard(CUptiResult result, uint64_t launches);
 
 /* Switches every storm kind on or off. On a failure every kind is switched
  * back on where CUPTI lets it (timing everything is the safe state);
@@ -327,6 +330,13 @@ static void guard_step(void)
 
 /* ---- The quiet of a SASS metrics window ---- */
 
+/* Whether the quiet counts its launches: only when it switched kernel
+ * activity off itself (with none traced, or a storm's slice having it off,
+ * nothing it did left a kernel untimed that would have been timed). */
+static bool quiet_counts;
+/* The copy callbacks could not be switched on for a quiet (said once). */
+static _Atomic int quiet_copies_unwatched;
+
 int cuda_storm_quiet_begin(char *reason, size_t reason_size)
 {
     int status = FLARE_OK;
@@ -340,7 +350,20 @@ int cuda_storm_quiet_begin(char *reason, size_t reason_size)
                  "cannot switch kernel activity back on beside PC sampling");
         status = FLARE_ERR_BACKEND;
     } else if (!quiet) {
-        quiet_launches_from = guard_launches();
+        /* The copy callbacks count what the quiet leaves untimed (on
+         * already where API calls are recorded). */
+        if (storm_kind_count > 0 && cuda_replay_watch_copies() != FLARE_OK &&
+            !atomic_exchange(&quiet_copies_unwatched, 1))
+            core_log(CORE_LOG_WARNING,
+                     "not every copy and memset entry point could be watched: copies made "
+                     "while a SASS metrics window is open may go uncounted");
+        uint64_t launches = guard_launches();
+        /* The guard's launches so far under its answer; the quiet's are its own. */
+        if (guard != NULL && !guard_broken)
+            storm_guard_charge(guard, launches);
+        quiet_counts =
+            storm_kind_count > 0 && !storm_kind_is_off(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        quiet_launches_from = launches;
         atomic_store_explicit(&quiet_now, 1, memory_order_relaxed);
         atomic_store_explicit(&copies_untimed_now, 1, memory_order_relaxed);
         CUptiResult result = storm_kind_count > 0 ? switch_activity(false) : CUPTI_SUCCESS;
@@ -350,6 +373,10 @@ int cuda_storm_quiet_begin(char *reason, size_t reason_size)
                      "switching it off failed: %s",
                      cuda_cupti_error_text(cupti, result));
             status = FLARE_ERR_BACKEND;
+            /* switch_activity switched every kind back on where it could: the
+             * guard stops, with what CUPTI was left doing. */
+            if (guard != NULL && !guard_broken)
+                break_guard(result, guard_launches());
         }
         quiet = result == CUPTI_SUCCESS;
         atomic_store_explicit(&quiet_now, quiet, memory_order_relaxed);
@@ -364,6 +391,12 @@ int cuda_storm_quiet_begin(char *reason, size_t reason_size)
 
 void cuda_storm_quiet_end(void)
 {
+    if (!cuda_app_thread_is_flare()) {
+        /* A program's thread (flare_shutdown closing a window): never
+         * switched there; the sampler's next step ends it. */
+        cuda_storm_quiet_end_later();
+        return;
+    }
     pthread_mutex_lock(&switch_lock);
     quiet_end_locked();
     pthread_mutex_unlock(&switch_lock);
@@ -371,39 +404,38 @@ void cuda_storm_quiet_end(void)
 
 static void quiet_end_locked(void)
 {
-    if (quiet) {
-        quiet = false;
-        atomic_fetch_add(&quiet_untimed, guard_launches() - quiet_launches_from);
-        atomic_store_explicit(&quiet_now, 0, memory_order_relaxed);
-        /* Back to what the guard had: on, unless a storm had them off. */
-        bool on = guard == NULL || guard_broken || activity_on;
-        CUptiResult result = storm_kind_count > 0 ? switch_activity(on) : CUPTI_SUCCESS;
-        if (result != CUPTI_SUCCESS) {
+    if (!quiet)
+        return;
+    quiet = false;
+    /* Back to what the guard had: on, unless a storm had them off. */
+    bool on = guard == NULL || guard_broken || activity_on;
+    CUptiResult result = storm_kind_count > 0 ? switch_activity(on) : CUPTI_SUCCESS;
+    /* Counted after the switch: a launch made while CUPTI switched is
+     * counted untimed (high by a switch's worth, never low). */
+    uint64_t launches = guard_launches();
+    if (quiet_counts)
+        atomic_fetch_add(&quiet_untimed, launches - quiet_launches_from);
+    if (guard != NULL && !guard_broken)
+        storm_guard_skip(guard, launches); /* the quiet's, not the guard's */
+    atomic_store_explicit(&quiet_now, 0, memory_order_relaxed);
+    if (result != CUPTI_SUCCESS) {
+        core_log(CORE_LOG_WARNING,
+                 "kernel timing could not be switched back on after a SASS metrics window: %s",
+                 cuda_cupti_error_text(cupti, result));
+        if (guard != NULL && !guard_broken) {
+            break_guard(result, launches); /* counts what stays untimed from here */
+        } else {
             core_capability_set("kernels", 1, CORE_CAPABILITY_DEGRADED,
                                 "kernel activity could not be switched back on after a SASS "
-                                "metrics window (%s); later kernels are counted, not timed",
+                                "metrics window (%s); later kernels are neither timed nor "
+                                "counted",
                                 cuda_cupti_error_text(cupti, result));
-            core_log(CORE_LOG_WARNING,
-                     "kernel timing could not be switched back on after a SASS metrics "
-                     "window: %s",
-                     cuda_cupti_error_text(cupti, result));
         }
-        atomic_store_explicit(&copies_untimed_now,
-                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
-                                  storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
-                              memory_order_relaxed);
     }
-}
-
-void cuda_storm_quiet_forget(void)
-{
-    pthread_mutex_lock(&switch_lock);
-    if (quiet) {
-        quiet = false;
-        atomic_fetch_add(&quiet_untimed, guard_launches() - quiet_launches_from);
-        atomic_store_explicit(&quiet_now, 0, memory_order_relaxed);
-    }
-    pthread_mutex_unlock(&switch_lock);
+    atomic_store_explicit(&copies_untimed_now,
+                          storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMCPY) ||
+                              storm_kind_is_off(CUPTI_ACTIVITY_KIND_MEMSET),
+                          memory_order_relaxed);
 }
 
 void cuda_storm_quiet_end_later(void)
@@ -413,7 +445,12 @@ void cuda_storm_quiet_end_later(void)
 
 uint64_t cuda_storm_quiet_untimed(void)
 {
-    return atomic_load(&quiet_untimed);
+    pthread_mutex_lock(&switch_lock);
+    uint64_t untimed = atomic_load(&quiet_untimed);
+    if (quiet && quiet_counts)
+        untimed += guard_launches() - quiet_launches_from; /* the open quiet's so far */
+    pthread_mutex_unlock(&switch_lock);
+    return untimed;
 }
 
 uint64_t cuda_storm_next_wake(uint64_t now, uint64_t wake_ns)
@@ -439,12 +476,7 @@ void cuda_storm_finish(void)
 {
     /* A SASS window still open keeps its quiet: it is flushed after this,
      * at the session's end, and any kind on would read its counts as 0. */
-    pthread_mutex_lock(&switch_lock);
-    uint64_t quiet_launches = atomic_load(&quiet_untimed);
-    if (quiet)
-        quiet_launches += guard_launches() - quiet_launches_from;
-    pthread_mutex_unlock(&switch_lock);
-    core_drops_set("sass_metrics", CUDA_STORM_QUIET_DROP_LAUNCHES, quiet_launches);
+    core_drops_set("sass_metrics", CUDA_STORM_QUIET_DROP_LAUNCHES, cuda_storm_quiet_untimed());
     core_drops_set("sass_metrics", CUDA_STORM_QUIET_DROP_COPIES,
                    atomic_load(&quiet_copies_untimed));
     if (guard == NULL)

@@ -81,9 +81,12 @@ void cuda_storm_count_graph_copies(uint32_t copies);
  * a flare_status with reason (beside PC sampling CUPTI cannot switch kernel
  * activity back on; a failed switch leaves every kind as it was). Nothing to
  * switch (no activity traced) is 0.
- * end: on flare's thread after the disable (kinds back as the guard had
- * them); end_later from any thread, a program's included (an atomic store:
- * the sampler thread ends it at its next step).
+ * end: after the disable (kinds back as the guard had them), on flare's
+ * thread; from a program's thread it is end_later. end_later from any
+ * thread (an atomic store: the sampler thread ends it at its next step).
+ * A quiet still on at the exit stays on (CUPTI's exit handlers come next);
+ * cuda_storm_finish counts it to the end. Beginning refuses when copies
+ * made meanwhile could not be counted.
  */
 #define CUDA_STORM_QUIET_DROP_LAUNCHES "kernel launches counted but not timed (SASS metrics window)"
 #define CUDA_STORM_QUIET_DROP_COPIES                                                               \
@@ -91,11 +94,8 @@ void cuda_storm_count_graph_copies(uint32_t copies);
 int cuda_storm_quiet_begin(char *reason, size_t reason_size);
 void cuda_storm_quiet_end(void);
 void cuda_storm_quiet_end_later(void);
-/* At the program's exit: the quiet is over, its launches counted, and
- * every kind stays off (CUPTI's exit handlers come next; switching after
- * them crashed the program on the H200). */
-void cuda_storm_quiet_forget(void);
-/* Launches a SASS window's quiet left untimed so far. */
+/* Launches the SASS windows' quiet left untimed so far (an open one's
+ * included). */
 uint64_t cuda_storm_quiet_untimed(void);
 
 /* After the sampler stopped: charges the last launches, publishes the

@@ -762,7 +762,7 @@ static int subscribe_callbacks(int want_launch_callbacks)
         }
         cuda_pm_install(&cupti);
         cuda_pc_install(&cupti, launches_counted);
-        cuda_sass_install(&cupti);
+        cuda_sass_install(&cupti, launches_counted);
         if ((cuda_pc_core() != NULL || cuda_sass_core() != NULL) &&
             cupti.cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                       CUPTI_CBID_RESOURCE_MODULE_LOADED) != CUPTI_SUCCESS)
