@@ -493,6 +493,10 @@ static void test_kernel_not_launched_again_is_cancelled(void **state)
 static void test_cooldown_spaces_the_replays(void **state)
 {
     (void)state;
+    /* The cooldown is the point here, not which kernel is replayed: on a
+     * loaded machine (CI's ASan stage) a fast_add of a few microseconds can
+     * stretch past 1 ms when its thread is descheduled, and a replay then
+     * rightly goes to it. */
     workload work = {.slow_ms = 3,
                      .slow_per_round = 1,
                      .fast_per_round = 1,
@@ -504,15 +508,17 @@ static void test_cooldown_spaces_the_replays(void **state)
     outcome out;
     run("kernel_duration_p99 > 1ms for 100ms over 500ms bucket 100ms deep_for 5s "
         "max_windows 2 cooldown 3s action replay",
-        &work, "replaying the next launch of slow_add", &launched, &out);
+        &work, "replaying the next launch of ", &launched, &out);
     assert_string_equal(out.rule_status, "exhausted");
     assert_int_equal(out.triggered_count, 2);
     assert_int_equal(out.replays, 2);
-    assert_int_equal(out.log_lines_matching, 2);
     for (int i = 0; i < 2; i++) {
         assert_string_equal(out.triggered[i].status, "replayed");
-        assert_string_equal(out.triggered[i].target, "slow_add");
+        if (strcmp(out.triggered[i].target, "slow_add") != 0 &&
+            strcmp(out.triggered[i].target, "fast_add") != 0)
+            fail_msg("replay %d of '%s'", i, out.triggered[i].target);
     }
+    assert_int_equal(out.log_lines_matching, 2);
     assert_true(out.triggered[1].fired_ns - out.triggered[0].done_ns >= (int64_t)(3000 * MS));
     expect_buffers_exact(&launched);
 }
