@@ -169,6 +169,7 @@ static struct {
      * every SASS count read 0 when it was on while SASS metrics were
      * enabled (session 19), so switching it on then is a misuse. */
     _Atomic int activity_on;
+    _Atomic CUptiResult activity_off_result; /* what cuptiActivityDisable answers */
     /* The metric names GetProperties was asked, in order. */
     char asked[16][PC_STALL_NAME_MAX];
     _Atomic int asked_count;
@@ -442,6 +443,9 @@ static CUptiResult fake_activity_enable(CUpti_ActivityKind kind)
 static CUptiResult fake_activity_disable(CUpti_ActivityKind kind)
 {
     record(CALL_ACTIVITY_OFF);
+    CUptiResult refused = atomic_load(&fake.activity_off_result);
+    if (refused != CUPTI_SUCCESS)
+        return refused; /* kernel activity stays on */
     if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || !atomic_exchange(&fake.activity_on, 0))
         misused("cuptiActivityDisable: another kind, or kernel activity off already");
     return CUPTI_SUCCESS;
@@ -1098,6 +1102,37 @@ static void test_stop_without_a_launch_waits_for_the_next_launch(void **state)
     assert_fake_clean();
 }
 
+/* Case 3b. CUPTI refuses to switch kernel activity off: the window is
+ * refused with CUPTI's words before any SASS call (enabled beside activity,
+ * its counts would all read 0), kernel activity stays on, and the next
+ * window, once CUPTI switches again, works. */
+static void test_activity_that_stays_on_refuses_the_window(void **state)
+{
+    (void)state;
+    atomic_store(&fake.activity_off_result, CUPTI_ERROR_UNKNOWN);
+    int mark = event_mark();
+    window_call arm = arm_window();
+    atomic_store(&fake.activity_off_result, CUPTI_SUCCESS); /* before a failure ends the case */
+    assert_int_equal(arm.status, FLARE_ERR_BACKEND);
+    if (strstr(arm.reason, "activity off while the window is open, and switching it off "
+                           "failed") == NULL)
+        fail_msg("arm's reason: \"%s\"", arm.reason);
+    assert_int_equal(sass_calls_since(mark), 0);
+    assert_int_equal(atomic_load(&fake.activity_on), 1);
+    assert_null(atomic_load(&fake.enabled));
+
+    window_call next = arm_window();
+    assert_int_equal(next.status, FLARE_OK);
+    assert_int_equal(atomic_load(&fake.activity_on), 0);
+    window_call close_next = disarm_window(1);
+    assert_int_equal(close_next.status, FLARE_OK);
+    assert_int_equal(atomic_load(&fake.activity_on), 1);
+    pc_entry taken[8];
+    while (pc_engine_take(cuda_sass_core(), taken, 8) > 0) {
+    }
+    assert_fake_clean();
+}
+
 /* Case 4. FlushData fails: the disarm says FLARE_ERR_BACKEND with CUPTI's
  * text, Disable is still made (after the flush), the records it dropped are
  * the window's losses, and the window has no entries. The next window
@@ -1266,6 +1301,7 @@ int main(void)
         cmocka_unit_test_setup(test_configure_at_the_first_context, fresh),
         cmocka_unit_test_setup(test_window_stops_at_the_application_launch, fresh),
         cmocka_unit_test_setup(test_stop_without_a_launch_waits_for_the_next_launch, fresh),
+        cmocka_unit_test_setup(test_activity_that_stays_on_refuses_the_window, fresh),
         cmocka_unit_test_setup(test_failed_flush_still_disables, fresh),
         cmocka_unit_test_setup(test_every_count_zero_is_said, fresh),
         cmocka_unit_test_setup(test_no_later_context_after_the_first_ends, fresh),
