@@ -1,5 +1,5 @@
 # gpu-check-sassbisect.sh: part "sassbisect" of scripts/gpu-check.sh (sourced there;
-# uses its $flare, $build, $work, $OUT and fail; it must not exit). Finds which of
+# uses its $flare, $build, $work, $OUT, fail and gpu_sql; it must not exit). Finds which of
 # flare's pieces keeps CUPTI's SASS metric counts at 0 in flare's windows on the H200
 # while the bare-CUPTI probe counts exactly (session 18). Two halves, each run bounded:
 #   * the bare probe (tests/gpu/sass_metrics_probe.cu, `sample 10`) with flare's
@@ -21,7 +21,6 @@ mkdir -p "$build/gpu"
 sassbisect_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so \
   /usr/local/cuda/extras/CUPTI/lib64/libcupti.so 2>/dev/null | head -1)")
 sassbisect_flare_metrics=smsp__sass_inst_executed,smsp__sass_thread_inst_executed,smsp__sass_sectors_mem_global,smsp__sass_sectors_mem_global_ideal
-sassbisect_probe_metrics=smsp__sass_inst_executed,smsp__sass_thread_inst_executed,smsp__sass_inst_executed_op_global_ld
 
 if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/sass_metrics_probe" \
      tests/gpu/sass_metrics_probe.cu -L"$sassbisect_lib" -L/usr/local/cuda/lib64/stubs -lcupti -lcuda \
@@ -42,15 +41,6 @@ else
   fail "sassbisect: nvcc sass_metrics_probe"
 fi
 
-sassbisect_sql() {
-  python3 - "$@" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
-for statement in sys.argv[2:]:
-    for row in db.execute(statement):
-        print(" | ".join(str(v) for v in row))
-PY
-}
 
 if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_hot_loop_sass" \
      tests/gpu/pc_hot_loop.cu -ldl; then
@@ -70,7 +60,7 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
       --deep-engine sass -- "$build/gpu/pc_hot_loop_sass" 3 > "$work/sassbisect.stdout" 2>&1
     echo "   exit $?" | tee -a "$sassbisect_out"
     grep -E "pc_hot_loop|SASS|sass" "$work/sassbisect.stdout" | cut -c1-300 | tail -12 | tee -a "$sassbisect_out"
-    sassbisect_sql "$session/session.db" \
+    gpu_sql "$session/session.db" \
       "SELECT 'window', engine, engine_status, engine_samples, engine_reason FROM windows" \
       "SELECT 'metric', metric, COUNT(*), SUM(value), MAX(value) FROM v_sass_metrics GROUP BY metric" \
       "SELECT 'top', substr(function, 1, 40), pc_offset, metric, value FROM v_sass_metrics \
@@ -82,4 +72,3 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
 else
   fail "sassbisect: nvcc pc_hot_loop"
 fi
-unset -f sassbisect_sql

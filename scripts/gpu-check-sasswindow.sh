@@ -1,5 +1,5 @@
 # gpu-check-sasswindow.sh: part "sasswindow" of scripts/gpu-check.sh (sourced there;
-# uses its $flare, $build, $work, $OUT and fail; it must not exit). flare's CUDA SASS
+# uses its $flare, $build, $work, $OUT, fail and gpu_sql; it must not exit). flare's CUDA SASS
 # metrics deep window (issue 26, item 2) on the known hot loop of tests/gpu/pc_hot_loop.cu,
 # its launches shortened to 0.5 ms (PC_HOT_LOOP_MS: patched kernels run up to 465x
 # slower), traced with one scheduled window that asks for sass (--deep-after 1500ms
@@ -73,18 +73,6 @@ sasswindow_run() {
   return "$status"
 }
 
-# sasswindow_sql DB SQL...: each statement's rows, one per line, fields joined by " | "
-# (python3's sqlite3, read-only: the machine may have no sqlite3 program).
-sasswindow_sql() {
-  python3 - "$@" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
-for statement in sys.argv[2:]:
-    for row in db.execute(statement):
-        print(" | ".join(str(v) for v in row))
-PY
-}
-
 rm -f "$build/gpu/pc_hot_loop_sass"
 if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_hot_loop_sass" \
      tests/gpu/pc_hot_loop.cu -ldl; then
@@ -103,7 +91,7 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
     tee -a "$sasswindow_out"
   tee -a "$sasswindow_out" < "$work/sasswindow.stdout"
   echo "   the session's log (SASS lines):" | tee -a "$sasswindow_out"
-  sasswindow_sql "$session/session.db" "SELECT level, message FROM log WHERE message LIKE '%SASS%' \
+  gpu_sql "$session/session.db" "SELECT level, message FROM log WHERE message LIKE '%SASS%' \
     OR message LIKE '%sass%'" 2>&1 | tail -20 | tee -a "$sasswindow_out"
   [ "$sasswindow_status" -eq 0 ] || fail "sasswindow: flare trace of pc_hot_loop exited $sasswindow_status"
   # A window that ends while the program runs: its stop is made at the
@@ -117,7 +105,7 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
   tee -a "$sasswindow_out" < "$work/sasswindow-300ms.stdout"
   echo "   exit $sasswindow_status" | tee -a "$sasswindow_out"
   [ "$sasswindow_status" -eq 0 ] || fail "sasswindow: flare trace of pc_hot_loop (300 ms window) exited $sasswindow_status"
-  sasswindow_sql "$session-300ms/session.db" "SELECT 'window', engine, engine_status, \
+  gpu_sql "$session-300ms/session.db" "SELECT 'window', engine, engine_status, \
     engine_samples, engine_reason FROM windows" "SELECT 'rows', COUNT(*) FROM sass_metrics" \
     "SELECT level, message FROM log WHERE message LIKE '%SASS%'" 2>&1 | tee -a "$sasswindow_out"
   echo "-- flare report" | tee -a "$sasswindow_out"
@@ -135,7 +123,7 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
     [ "${PIPESTATUS[0]}" -eq 0 ] ||
       fail "sasswindow: the SASS window's check failed for $session$sasswindow_which (tests/gpu/sass_window_check.py, $OUT/sass-window.txt)"
   done
-  sasswindow_sql "$session/session.db" "SELECT feature, status, reason FROM capabilities WHERE feature IN \
+  gpu_sql "$session/session.db" "SELECT feature, status, reason FROM capabilities WHERE feature IN \
     ('sass_metrics', 'pc_source_lines', 'pm_sampling', 'pc_sampling')" 2>&1 | tee -a "$sasswindow_out"
 
   # CUPTI refuses a metric: the window is refused with its words, the run ends well.
@@ -147,7 +135,7 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
     sasswindow_run -q -o "$session" --deep-after 1s --deep-for 300ms --deep-engine sass -- \
     "$build/gpu/pc_hot_loop_sass" 2 >> "$sasswindow_out" 2>&1 ||
     fail "sasswindow: the run with a bad SASS metric exited $?"
-  refused=$(sasswindow_sql "$session/session.db" "SELECT engine_status || ': ' || engine_reason FROM windows" 2>&1)
+  refused=$(gpu_sql "$session/session.db" "SELECT engine_status || ': ' || engine_reason FROM windows" 2>&1)
   echo "   window: $refused" | tee -a "$sasswindow_out"
   case "$refused" in
     *no_such_metric*) ;;
@@ -165,9 +153,9 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   sasswindow_run -q -o "$session" --deep-after 11s --deep-for 30s --deep-engine sass -- \
     python3 tests/gpu/pc_torch.py --seconds 12 >> "$sasswindow_out" 2>&1 ||
     fail "sasswindow: flare trace of pc_torch.py under a sass window exited $?"
-  sasswindow_sql "$session/session.db" "SELECT level, message FROM log WHERE message LIKE '%SASS%' \
+  gpu_sql "$session/session.db" "SELECT level, message FROM log WHERE message LIKE '%SASS%' \
     OR message LIKE '%sass%'" 2>&1 | tail -20 | tee -a "$sasswindow_out"
-  sasswindow_sql "$session/session.db" "SELECT 'window', engine, engine_status, engine_samples, engine_reason, \
+  gpu_sql "$session/session.db" "SELECT 'window', engine, engine_status, engine_samples, engine_reason, \
       (closed_ns - opened_ns) / 1e6 || ' ms' FROM windows" \
     "SELECT 'rows', COUNT(*), COUNT(DISTINCT function), COUNT(DISTINCT function || pc_offset), \
       SUM(file IS NOT NULL) FROM v_sass_metrics" \
@@ -177,9 +165,9 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
       ON k.end_ns > w.opened_ns AND k.start_ns < w.closed_ns" \
     "SELECT 'capability', feature, reason FROM capabilities WHERE feature = 'sass_metrics'" 2>&1 |
     tee -a "$sasswindow_out"
-  rows=$(sasswindow_sql "$session/session.db" "SELECT COUNT(*) FROM sass_metrics" 2>/dev/null)
+  rows=$(gpu_sql "$session/session.db" "SELECT COUNT(*) FROM sass_metrics" 2>/dev/null)
   [ "${rows:-0}" -gt 0 ] || fail "sasswindow: the PyTorch sass window stored no SASS metrics"
 else
   echo "sasswindow: no PyTorch with CUDA here: the PyTorch SASS window is not run" | tee -a "$sasswindow_out"
 fi
-unset -f sasswindow_run sasswindow_sql sasswindow_tree
+unset -f sasswindow_run sasswindow_tree

@@ -62,6 +62,17 @@ status=0
 fail() { echo "FAIL: $*"; status=1; }
 # wants PART: whether PART was asked for (all, or named in the comma list).
 wants() { [ "$what" = all ] || [[ ",$what," == *",$1,"* ]]; }
+# gpu_sql DB SQL...: each statement's rows, one per line, fields joined by " | "
+# (python3's sqlite3, read-only: the machine may have no sqlite3 program).
+gpu_sql() {
+  python3 - "$@" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+for statement in sys.argv[2:]:
+    for row in db.execute(statement):
+        print(" | ".join(str(v) for v in row))
+PY
+}
 
 echo "== environment ($(date -u))"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || fail "nvidia-smi"
