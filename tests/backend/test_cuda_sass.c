@@ -933,6 +933,19 @@ static void test_configure_at_the_first_context(void **state)
     assert_fake_clean();
 }
 
+/* A stop's calls from mark: GetDataProperties, FlushData, then Disable (a
+ * flush after the disable is refused), each on the program's thread; the
+ * context is no longer enabled. */
+static void assert_stop_at(int mark)
+{
+    assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
+    assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
+    assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
+    for (int i = mark; i < mark + 3; i++)
+        assert_true(pthread_equal(fake.events[i].thread, app_thread));
+    assert_null(atomic_load(&fake.enabled));
+}
+
 /* Case 2. A window: the arm enables on the flare thread that arms (lazy
  * patching, the first context), with no configuration again; the disarm
  * posts its stop, made at the application's next launch on its thread:
@@ -963,16 +976,11 @@ static void test_window_stops_at_the_application_launch(void **state)
         fail_msg("disarm: %d %s", disarm.status, disarm.result.reason);
     assert_false(pthread_equal(disarm.thread, app_thread));
     assert_int_equal(event_mark() - mark, 4);
-    assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
-    assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
-    assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
-    for (int i = mark; i < mark + 3; i++)
-        assert_true(pthread_equal(fake.events[i].thread, app_thread));
+    assert_stop_at(mark);
     /* Kernel activity back on after the disable, from flare's thread. */
     assert_int_equal(fake.events[mark + 3].call, CALL_ACTIVITY_ON);
     assert_true(pthread_equal(fake.events[mark + 3].thread, disarm.thread));
     assert_int_equal(atomic_load(&fake.activity_on), 1);
-    assert_null(atomic_load(&fake.enabled));
     assert_true(log_says("stopped on the program's thread"));
 
     assert_names_freed(batch_names());
@@ -1006,10 +1014,7 @@ static void test_exit_stops_an_open_window(void **state)
     cuda_sass_exit(); /* on the main thread: the program's */
     assert_int_equal(event_mark() - mark, 3);
     assert_all_on(mark, app_thread);
-    assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
-    assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
-    assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
-    assert_null(atomic_load(&fake.enabled));
+    assert_stop_at(mark);
     assert_int_equal(atomic_load(&fake.activity_on), 0); /* until the close */
     cuda_sass_exit();
     assert_int_equal(event_mark() - mark, 3);
@@ -1070,10 +1075,7 @@ static void test_stop_without_a_launch_waits_for_the_next_launch(void **state)
     assert_int_equal(cuda_app_thread_pending(), 0);
     assert_int_equal(event_mark() - mark, 3);
     assert_all_on(mark, app_thread);
-    assert_int_equal(fake.events[mark].call, CALL_DATA_PROPERTIES);
-    assert_int_equal(fake.events[mark + 1].call, CALL_FLUSH);
-    assert_int_equal(fake.events[mark + 2].call, CALL_DISABLE);
-    assert_null(atomic_load(&fake.enabled));
+    assert_stop_at(mark);
     assert_names_freed(batch_names());
     /* Kernel activity stays off: never switched from the program's thread;
      * the sampler's next step would switch it back on. */
