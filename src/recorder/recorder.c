@@ -64,6 +64,7 @@ typedef struct recorder_progress {
     uint64_t evicted[REASON_COUNT][RECORDER_TABLES];
     uint64_t stored[REASON_COUNT][RECORDER_TABLES]; /* what the drops rows say */
     uint64_t used;                                  /* used bytes at the last pass */
+    uint64_t used_ns;                               /* and that pass's time */
     uint64_t freed;        /* bytes eviction freed since (--max-size only) */
     unsigned size_attempt; /* passes in a row that found the database over */
     /* The open window is among target's intervals (or below its marks):
@@ -91,6 +92,7 @@ static struct {
     uint64_t last_pass_ns;
     bool work_in_batch;
     bool pass_in_batch;
+    bool urgent_pass; /* the batch's pass came early (recorder_size_urgent) */
     uint64_t pass_ns;
     bool over_cap_said;
     recorder_marks marks;
@@ -99,7 +101,7 @@ static struct {
     recorder_progress pending;
 } state;
 
-static _Atomic uint64_t stat_passes, stat_until_ns, stat_rows, stat_kernels, stat_used;
+static _Atomic uint64_t stat_passes, stat_until_ns, stat_rows, stat_kernels, stat_used, stat_urgent;
 static _Atomic int64_t stat_kernel_rowid;
 
 /* ---- begin and end ---- */
@@ -110,6 +112,7 @@ void recorder_begin_with(const recorder_settings *settings, uint64_t now_ns)
     memset(&state, 0, sizeof(state));
     state.capability_set = was_set;
     atomic_store(&stat_passes, 0);
+    atomic_store(&stat_urgent, 0);
     atomic_store(&stat_until_ns, 0);
     atomic_store(&stat_rows, 0);
     atomic_store(&stat_kernels, 0);
@@ -169,6 +172,7 @@ int recorder_check_environment(char *error, size_t error_size)
 void recorder_stats_get(recorder_stats *stats)
 {
     stats->passes = atomic_load(&stat_passes);
+    stats->urgent_passes = atomic_load(&stat_urgent);
     stats->evicted_until_ns = atomic_load(&stat_until_ns);
     stats->evicted_rows = atomic_load(&stat_rows);
     stats->evicted_kernels = atomic_load(&stat_kernels);
@@ -316,12 +320,18 @@ static void plan_size(store *database, uint64_t now_ns)
     uint64_t used = 0, file = 0;
     if (store_evict_used_bytes(database, &used, &file) != FLARE_OK)
         return;
-    /* What a period brings, whatever eviction took away meanwhile. */
+    /* What a period brings, whatever eviction took away meanwhile; after an
+     * urgent pass, a shorter period's growth counts as a whole period's. */
     uint64_t growth = pending->used != 0 && used + pending->freed > pending->used
                           ? used + pending->freed - pending->used
                           : 0;
+    uint64_t period_ns = now_ns > pending->used_ns ? now_ns - pending->used_ns : 0;
+    if (pending->used_ns != 0 && period_ns != 0 && period_ns < RECORDER_PERIOD_NS)
+        growth = growth > UINT64_MAX / RECORDER_PERIOD_NS ? UINT64_MAX
+                                                          : growth * RECORDER_PERIOD_NS / period_ns;
     uint64_t target = recorder_size_target(state.settings.max_bytes, growth);
     pending->used = used;
+    pending->used_ns = now_ns;
     pending->freed = 0;
     if (used <= target) {
         pending->size_attempt = 0;
@@ -448,8 +458,9 @@ static bool evict_share(store *database, int64_t pid, int reason, uint64_t *budg
     return reached;
 }
 
-/* This batch's share of the way to the target: the keep mark first. */
-static void evict_batch_share(store *database, int64_t pid, uint64_t now_ns)
+/* This batch's share of the way to the target: the keep mark first; all
+ * of it (up to RECORDER_CHUNK_MAX rows a table) when urgent. */
+static void evict_batch_share(store *database, int64_t pid, uint64_t now_ns, bool urgent)
 {
     recorder_progress *pending = &state.pending;
     uint64_t budget[RECORDER_TABLES];
@@ -459,9 +470,9 @@ static void evict_batch_share(store *database, int64_t pid, uint64_t now_ns)
             : &pending->target.marks[REASON_KEEP];
     for (int t = 0; t < RECORDER_TABLES; t++) {
         int64_t behind = last->rowid[t] - pending->cursor.rowid[t];
-        budget[t] =
-            recorder_chunk_rows(behind > 0 ? (uint64_t)behind : 0, now_ns,
-                                state.last_pass_ns + RECORDER_PERIOD_NS, state.batch_gap_ns);
+        uint64_t next_pass_ns = urgent ? now_ns : state.last_pass_ns + RECORDER_PERIOD_NS;
+        budget[t] = recorder_chunk_rows(behind > 0 ? (uint64_t)behind : 0, now_ns, next_pass_ns,
+                                        state.batch_gap_ns);
     }
     bool failed = false;
     for (int reason = 0; reason < REASON_COUNT && !failed; reason++) {
@@ -493,6 +504,16 @@ static void write_drops(store *database, int64_t pid)
     }
 }
 
+/* --max-size, between passes: whether the database is so near its cap that
+ * this batch must not wait (recorder_size_urgent). */
+static bool size_urgent(store *database)
+{
+    uint64_t used = 0, file = 0;
+    return state.settings.max_bytes != 0 &&
+           store_evict_used_bytes(database, &used, &file) == FLARE_OK &&
+           recorder_size_urgent(used, state.settings.max_bytes);
+}
+
 void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_active)
 {
     if (!state.on || state.work_in_batch)
@@ -506,12 +527,16 @@ void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_a
         target_protect_window(&state.pending.target);
         state.pending.window_in_target = true;
     }
-    if (recorder_pass_due(state.last_pass_ns, now_ns)) {
+    bool due = recorder_pass_due(state.last_pass_ns, now_ns);
+    bool urgent = !due && size_urgent(database);
+    state.urgent_pass = urgent && now_ns - state.last_pass_ns >= RECORDER_URGENT_GAP_NS;
+    due = due || state.urgent_pass;
+    if (due) {
         state.last_pass_ns = now_ns;
         if (!run_pass(database, now_ns))
             return;
     }
-    evict_batch_share(database, pid, now_ns);
+    evict_batch_share(database, pid, now_ns, urgent);
     write_drops(database, pid);
 }
 
@@ -543,6 +568,8 @@ void recorder_committed(int committed)
     state.committed = state.pending;
     if (pass)
         atomic_fetch_add(&stat_passes, 1);
+    if (pass && state.urgent_pass)
+        atomic_fetch_add(&stat_urgent, 1);
     atomic_store(&stat_until_ns, state.committed.cursor.time_ns);
     atomic_store(&stat_rows, sum_evicted(&state.committed, -1));
     atomic_store(&stat_kernels, sum_evicted(&state.committed, STORE_EVICT_KERNELS));

@@ -58,6 +58,7 @@ int recorder_check_environment(char *error, size_t error_size);
 /* The committed totals so far, for tests and benchmarks (any thread). */
 typedef struct recorder_stats {
     uint64_t passes;           /* passes committed */
+    uint64_t urgent_passes;    /* of those, run early: the database near --max-size */
     uint64_t evicted_until_ns; /* the cursor: rows that ended before it may be gone */
     uint64_t evicted_rows;     /* every table, both reasons */
     uint64_t evicted_kernels;

@@ -400,6 +400,11 @@ uint64_t recorder_size_cutoff(uint64_t oldest_ns, uint64_t newest_ns, uint64_t u
     return oldest_ns + (uint64_t)(share * (double)(newest_ns - oldest_ns));
 }
 
+bool recorder_size_urgent(uint64_t used_bytes, uint64_t cap_bytes)
+{
+    return cap_bytes != 0 && used_bytes > cap_bytes / 100 * RECORDER_URGENT_PERCENT;
+}
+
 uint64_t recorder_chunk_rows(uint64_t behind, uint64_t now_ns, uint64_t next_pass_ns,
                              uint64_t batch_gap_ns)
 {

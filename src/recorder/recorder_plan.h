@@ -183,6 +183,23 @@ uint64_t recorder_size_cutoff(uint64_t oldest_ns, uint64_t newest_ns, uint64_t u
 uint64_t recorder_chunk_rows(uint64_t behind, uint64_t now_ns, uint64_t next_pass_ns,
                              uint64_t batch_gap_ns);
 
+/* The share of --max-size past which a batch does not wait for the next
+ * pass, and the least time between two such early passes. */
+#define RECORDER_URGENT_PERCENT 90
+#define RECORDER_URGENT_GAP_NS  (RECORDER_NS_PER_S / 10)
+
+/*
+ * Whether a batch, between passes, must act at once: the database uses
+ * more than RECORDER_URGENT_PERCENT of cap_bytes. The pass's target leaves
+ * room for about two seconds of growth, but when the collector runs late
+ * (a starved machine) the batches that spread the work arrive late too, and
+ * the database can pass the cap before the next pass: an urgent batch evicts
+ * its whole way at once (up to RECORDER_CHUNK_MAX rows a table) and, once
+ * RECORDER_URGENT_GAP_NS after the last pass, runs a pass first so the
+ * target moves on. false when cap_bytes is 0 (no --max-size).
+ */
+bool recorder_size_urgent(uint64_t used_bytes, uint64_t cap_bytes);
+
 /* The --keep cutoff at now_ns: now - keep (0 before keep has passed). */
 uint64_t recorder_keep_cutoff(uint64_t now_ns, uint64_t keep_ns);
 /* Whether a pass is due: none yet, or RECORDER_PERIOD_NS since the last. */

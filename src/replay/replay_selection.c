@@ -188,9 +188,9 @@ static const char *regex_bracket_end(const char *p)
 }
 
 /* An interval "{m}", "{m,}" or "{m,n}" at p: how many copies it makes (at
- * least 1) in *copies and its last character in *end. 0 when p does not
- * start one (regcomp then takes '{' as it will). */
-static int regex_interval(const char *p, uint64_t *copies, const char **end)
+ * least 1) in *copies, its m in *low, and its last character in *end. 0
+ * when p does not start one (regcomp then takes '{' as it will). */
+static int regex_interval(const char *p, uint64_t *copies, uint64_t *low_out, const char **end)
 {
     uint64_t low = 0, high = 0;
     int low_digits = 0, comma = 0, high_digits = 0;
@@ -208,6 +208,7 @@ static int regex_interval(const char *p, uint64_t *copies, const char **end)
     }
     uint64_t count = high_digits > 0 ? high : comma ? low + 1 : low;
     *copies = count > 0 ? count : 1;
+    *low_out = low;
     *end = p;
     return 1;
 }
@@ -218,63 +219,148 @@ static uint64_t regex_cost_add(uint64_t a, uint64_t b)
     return a + b > REPLAY_REGEX_COST_MAX + 1ull ? REPLAY_REGEX_COST_MAX + 1ull : a + b;
 }
 
+/* One open group while replay_regex_check walks a pattern (the pattern
+ * itself is the outermost). */
+typedef struct regex_frame {
+    uint64_t total;   /* nodes of its branches so far */
+    uint64_t last;    /* nodes of its last atom, repetitions included */
+    int has_last;     /* the current branch has an atom */
+    int last_empty;   /* that atom, as repeated so far, can match nothing */
+    int before_empty; /* the branch before that atom can match nothing */
+    int any_empty;    /* a finished branch can match nothing */
+    int last_anchor;  /* that atom holds an anchor or a word edge */
+    int any_anchor;   /* the frame holds one */
+} regex_frame;
+
+static void regex_frame_open(regex_frame *frame)
+{
+    memset(frame, 0, sizeof *frame);
+    frame->before_empty = 1;
+}
+
+/* Whether the frame's current branch can match nothing (an empty one can). */
+static int regex_branch_empty(const regex_frame *frame)
+{
+    return frame->has_last ? frame->before_empty && frame->last_empty : 1;
+}
+
+/* A new atom of nodes nodes, which can match nothing when empty is set and
+ * holds an anchor or a word edge when anchor is. */
+static void regex_frame_atom(regex_frame *frame, uint64_t nodes, int empty, int anchor)
+{
+    frame->before_empty = regex_branch_empty(frame);
+    frame->has_last = 1;
+    frame->last_empty = empty;
+    frame->last_anchor = anchor;
+    frame->any_anchor = frame->any_anchor || anchor;
+    frame->total = regex_cost_add(frame->total, nodes);
+    frame->last = nodes;
+}
+
+/* The last atom copied copies times (it is there once already). */
+static void regex_frame_copy(regex_frame *frame, uint64_t copies)
+{
+    uint64_t copied = frame->last > (REPLAY_REGEX_COST_MAX + 1ull) / copies
+                          ? REPLAY_REGEX_COST_MAX + 1ull
+                          : frame->last * copies;
+    frame->total = regex_cost_add(frame->total, copied - frame->last);
+    frame->last = copied;
+}
+
+/* Zero-width escapes of glibc's extended syntax: word edges and buffer ends. */
+static int regex_escape_empty(char c)
+{
+    return c != '\0' && strchr("bB<>`'", c) != NULL;
+}
+
+/* A repetition of an anchor or word edge at p. */
+static int regex_refuse_repeated_anchor(const char *pattern, const char *p, char *error,
+                                        size_t error_size)
+{
+    snprintf(error, error_size,
+             "kernel regex \"%s\" repeats an anchor or a word edge ('%c' at character %zu "
+             "applies to '^', '$' or '\\<'...): glibc's regcomp can take seconds on that and it "
+             "matches in one place only; move the anchor out of the repetition",
+             pattern, *p, (size_t)(p - pattern) + 1);
+    return FLARE_ERR_INVALID_ARGUMENT;
+}
+
+/* A repetition at p of what can match nothing. */
+static int regex_refuse_empty_repeat(const char *pattern, const char *p, char *error,
+                                     size_t error_size)
+{
+    snprintf(error, error_size,
+             "kernel regex \"%s\" repeats what can match nothing ('%c' at character %zu): "
+             "glibc's regcomp can take minutes on that; repeat what matches something "
+             "(\"a*\" or \"a{0,3}\", not \"(a?)+\" or \"(a?){3}\")",
+             pattern, *p, (size_t)(p - pattern) + 1);
+    return FLARE_ERR_INVALID_ARGUMENT;
+}
+
 int replay_regex_check(const char *pattern, char *error, size_t error_size)
 {
-    /* Per open group: the nodes of its branches so far, and those of its
-     * last atom (what a repetition after it copies). The pattern is
-     * shorter than the selection's 256 bytes, so it cannot nest deeper;
-     * a longer one only adds up its deepest groups at the top. */
+    /* The pattern is shorter than the selection's 256 bytes, so it cannot
+     * nest deeper; a longer one only adds up its deepest groups at the top. */
     enum { FRAMES = 256 };
-    uint64_t total[FRAMES], last[FRAMES];
+    regex_frame frames[FRAMES];
     size_t depth = 0;
-    total[0] = last[0] = 0;
+    regex_frame_open(&frames[0]);
     for (const char *p = pattern; *p != '\0'; p++) {
-        uint64_t atom = 1, copies = 0;
+        regex_frame *frame = &frames[depth];
+        uint64_t copies = 0, low = 0;
         const char *end = NULL;
-        if (*p == '\\') {
-            if (p[1] != '\0') {
-                p++;
-            }
-        } else if (*p == '[') {
-            p = regex_bracket_end(p);
-        } else if (*p == '(' && depth + 1 < FRAMES) {
-            depth++;
-            total[depth] = last[depth] = 0;
-            continue;
+        if (*p == '(' && depth + 1 < FRAMES) {
+            regex_frame_open(&frames[++depth]);
         } else if (*p == ')' && depth > 0) {
-            atom = regex_cost_add(total[depth], 1);
+            int empty = frame->any_empty || regex_branch_empty(frame);
+            uint64_t nodes = regex_cost_add(frame->total, 1);
+            regex_frame_atom(&frames[depth - 1], nodes, empty, frame->any_anchor);
             depth--;
         } else if (*p == '|') {
-            total[depth] = regex_cost_add(total[depth], 1);
-            last[depth] = 0;
-            continue;
+            frame->any_empty = frame->any_empty || regex_branch_empty(frame);
+            frame->total = regex_cost_add(frame->total, 1);
+            frame->has_last = 0;
+            frame->before_empty = 1;
+            frame->last = 0;
+        } else if (frame->has_last && frame->last_anchor &&
+                   (*p == '*' || *p == '?' || *p == '+' ||
+                    (*p == '{' && regex_interval(p, &copies, &low, &end)))) {
+            return regex_refuse_repeated_anchor(pattern, p, error, error_size);
+        } else if (frame->has_last && frame->last_empty &&
+                   (*p == '*' || *p == '?' || *p == '+' ||
+                    (*p == '{' && regex_interval(p, &copies, &low, &end)))) {
+            return regex_refuse_empty_repeat(pattern, p, error, error_size);
         } else if (*p == '*' || *p == '?') {
             /* One node around the last atom; a later repetition copies it too. */
-            total[depth] = regex_cost_add(total[depth], 1);
-            last[depth] = regex_cost_add(last[depth], 1);
-            continue;
-        } else if (*p == '+' || (*p == '{' && regex_interval(p, &copies, &end))) {
+            frame->total = regex_cost_add(frame->total, 1);
+            frame->last = regex_cost_add(frame->last, 1);
+            frame->last_empty = 1;
+        } else if (*p == '+' || (*p == '{' && regex_interval(p, &copies, &low, &end))) {
             if (*p == '+') {
                 copies = 2;
             } else {
                 p = end;
+                frame->last_empty = frame->last_empty || low == 0;
             }
-            /* The last atom, copies times (it is there once already). */
-            uint64_t copied = last[depth] > (REPLAY_REGEX_COST_MAX + 1ull) / copies
-                                  ? REPLAY_REGEX_COST_MAX + 1ull
-                                  : last[depth] * copies;
-            total[depth] = regex_cost_add(total[depth], copied - last[depth]);
-            last[depth] = copied;
-            continue;
+            regex_frame_copy(frame, copies);
+        } else if (*p == '\\') {
+            int empty = regex_escape_empty(p[1]);
+            p += p[1] != '\0';
+            regex_frame_atom(frame, 1, empty, empty);
+        } else if (*p == '[') {
+            p = regex_bracket_end(p);
+            regex_frame_atom(frame, 1, 0, 0);
+        } else {
+            int anchor = *p == '^' || *p == '$';
+            regex_frame_atom(frame, 1, anchor, anchor);
         }
-        total[depth] = regex_cost_add(total[depth], atom);
-        last[depth] = atom;
     }
     /* Groups never closed count where they stand. */
     for (; depth > 0; depth--) {
-        total[depth - 1] = regex_cost_add(total[depth - 1], regex_cost_add(total[depth], 1));
+        frames[depth - 1].total =
+            regex_cost_add(frames[depth - 1].total, regex_cost_add(frames[depth].total, 1));
     }
-    if (total[0] > REPLAY_REGEX_COST_MAX) {
+    if (frames[0].total > REPLAY_REGEX_COST_MAX) {
         snprintf(error, error_size,
                  "kernel regex \"%s\" repeats too much to compile: its repetitions ('+', '*', "
                  "'{n}') stacked or nested multiply past %d nodes; write it with fewer",

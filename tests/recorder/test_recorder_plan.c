@@ -260,6 +260,13 @@ static void test_size_pressure(void **unused)
     assert_int_equal(recorder_chunk_rows(10, 0, S, S / 10), RECORDER_CHUNK_MIN);
     assert_int_equal(recorder_chunk_rows(0, 0, S, S / 10), RECORDER_CHUNK_MIN);
 
+    /* Near the cap, a batch does not wait for the next pass. */
+    assert_false(recorder_size_urgent(cap / 100 * RECORDER_URGENT_PERCENT, cap));
+    assert_true(recorder_size_urgent(cap / 100 * RECORDER_URGENT_PERCENT + 1, cap));
+    assert_true(recorder_size_urgent(2 * cap, cap));
+    assert_false(recorder_size_urgent(cap / 2, cap));
+    assert_false(recorder_size_urgent(UINT64_MAX, 0)); /* no --max-size */
+
     assert_int_equal(recorder_keep_cutoff(10 * S, 3 * S), 7 * S);
     assert_int_equal(recorder_keep_cutoff(2 * S, 3 * S), 0);
     assert_int_equal(recorder_keep_cutoff(10 * S, 0), 0);

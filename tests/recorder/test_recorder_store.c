@@ -345,6 +345,37 @@ static void test_max_size_holds_the_database_under_the_cap(void **unused)
     run_close(&r);
 }
 
+/* Rows faster than a pass's plan allows for: at 3.5 MB a second into a
+ * 4 MB cap, the target's floor (half the cap) plus a second's growth is
+ * past the cap before the next pass (the file reached 5.7 MB when batches
+ * waited for it). Batches that find the database over 90% of the cap evict
+ * at once (urgent passes), and the file stays under. */
+static void test_max_size_holds_when_rows_outrun_the_pass(void **unused)
+{
+    (void)unused;
+    run r;
+    run_open(&r, "rec-urgent");
+    const uint64_t cap = 4ull << 20;
+    recorder_settings settings = {.max_bytes = cap};
+    recorder_begin_with(&settings, START);
+    long long largest = 0;
+    for (int i = 0; i < 150; i++) {
+        batch(&r, 3500, true);
+        long long size = file_size(&r, "session.db");
+        largest = size > largest ? size : largest;
+    }
+    recorder_stats stats;
+    recorder_stats_get(&stats);
+    if (largest > (long long)cap)
+        fail_msg("session.db reached %lld bytes, over the cap of %llu (%llu urgent passes)",
+                 largest, (unsigned long long)cap, (unsigned long long)stats.urgent_passes);
+    assert_true(stats.urgent_passes > 0);
+    assert_true(stats.urgent_passes < stats.passes);
+    assert_true(stats.used_bytes <= cap);
+    expect_kernels_add_up(&r);
+    run_close(&r);
+}
+
 static void test_off_writes_nothing(void **unused)
 {
     (void)unused;
@@ -372,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_keep_evicts_old_rows_and_keeps_the_rest),
         cmocka_unit_test(test_lost_batch_takes_its_pass_with_it),
         cmocka_unit_test(test_max_size_holds_the_database_under_the_cap),
+        cmocka_unit_test(test_max_size_holds_when_rows_outrun_the_pass),
         cmocka_unit_test(test_off_writes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
