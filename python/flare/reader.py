@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 13
+SCHEMA_NEWEST = 14
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,16 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 13 lacks: the table version 14 added (src/store/store_schema.c) ----
+
+# The table (empty: an older flare recorded no untimed launches), a copy of
+# src/store/store_schema.c.
+_COMPAT_V14_DDL = [
+    "CREATE TEMP TABLE untimed_launches (pid INTEGER NOT NULL, correlation_id INTEGER NOT NULL,"
+    " thread_id INTEGER NOT NULL, time_ns INTEGER NOT NULL, device INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL, scope_instance_id INTEGER)",
+]
 
 # ---- what version 12 lacks: the table version 13 added (src/store/store_schema.c) ----
 
@@ -517,7 +527,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6 to 13), notice (what the reader wants you to know about
+    schema_version (6 to 14), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):
@@ -638,6 +648,8 @@ class Session:
                 setup += _COMPAT_V12_DDL
             if version < 13:
                 setup += _COMPAT_V13_DDL
+            if version < 14:
+                setup += _COMPAT_V14_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)

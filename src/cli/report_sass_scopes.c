@@ -125,7 +125,7 @@ void report_sass_scopes_print(const report_sass_scopes *scopes, const report_sas
     report_sass_scopes_of_window(scopes, window->pid, window->window_id, window->device, &split);
     if (split.metric == NULL)
         return;
-    printf("    by scope (%s split by kernel time):", split.metric);
+    printf("    by scope (%s split by kernels):", split.metric);
     size_t shown = split.count < REPORT_SASS_SCOPES_SHOWN ? split.count : REPORT_SASS_SCOPES_SHOWN;
     for (size_t i = 0; i < shown; i++)
         printf("%s %s %.1f%%", i == 0 ? "" : ",", split.rows[i].scope_name,

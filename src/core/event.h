@@ -23,7 +23,8 @@
     X(EXTERNAL_CORRELATION, 6, "external_correlation")                                             \
     X(GRAPH_LAUNCH, 7, "graph_launch")                                                             \
     X(API_CALL, 8, "api_call")                                                                     \
-    X(STORM, 9, "storm")
+    X(STORM, 9, "storm")                                                                           \
+    X(UNTIMED_LAUNCH, 10, "untimed_launch")
 
 typedef enum core_event_kind {
 #define CORE_EVENT_KIND_ENUM_(name, value, text) CORE_EVENT_##name = value,
@@ -79,6 +80,13 @@ typedef struct core_event {
             /* STORM: start_ns to end_ns, device (-1: the process). */
             uint64_t untimed_launches;
         } storm;
+        /* UNTIMED_LAUNCH: a kernel launch the GPU does not time (a SASS
+         * metrics window's quiet, cuda_storm.h): id its correlation id,
+         * start_ns its time on the launching thread, device, name the
+         * kernel's. */
+        struct {
+            uint64_t scope_instance_id; /* the innermost open scope; 0 for none */
+        } untimed_launch;
     } detail;
     uint64_t context_id; /* kernels: the CUDA context; 0 elsewhere */
     /* Kernels, copies and memsets run by a CUDA graph: CUPTI's graph id and

@@ -66,6 +66,15 @@ typedef struct core_thread {
     uint64_t scope_drops_stored;
 } core_thread;
 
+/* The innermost open scope (flare's, or an NVTX push range, which flare
+ * keeps on the same stack) of thread, which must be the caller's own (its
+ * owner is the only writer): NULL for none. */
+static inline const core_scope_frame *core_thread_innermost_scope(core_thread *thread)
+{
+    uint32_t depth = atomic_load_explicit(&thread->scope_depth, memory_order_relaxed);
+    return depth == 0 || depth > FLARE_SCOPE_DEPTH_MAX ? NULL : &thread->scopes[depth - 1];
+}
+
 /* Bit 0: a session is active. Bits 1..: its generation (never 0 when active). */
 extern _Atomic uint64_t core_session_word;
 extern _Thread_local core_thread *core_current_thread;

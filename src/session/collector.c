@@ -220,6 +220,19 @@ static void write_event(const core_event *event, void *user)
     case CORE_EVENT_API_CALL:
         status = write_api_call(context, event);
         break;
+    case CORE_EVENT_UNTIMED_LAUNCH: {
+        store_untimed_launch_row row = {
+            .pid = context->pid,
+            .correlation_id = event->id,
+            .thread_id = context->thread_id,
+            .time_ns = event->start_ns,
+            .device = event->device,
+            .name = event->long_name != NULL ? event->long_name : event->name,
+            .scope_instance_id = event->detail.untimed_launch.scope_instance_id,
+        };
+        status = store_put_untimed_launch(context->store, &row);
+        break;
+    }
     case CORE_EVENT_STORM:
         status = write_storm(context, event);
         break;

@@ -116,6 +116,7 @@ static void store_added_since(int version, char *text, size_t size)
         [11] = "the PC samples of version 11",
         [12] = "the PC source lines of version 12",
         [13] = "the SASS metrics of version 13",
+        [14] = "the untimed launches of version 14",
     };
     _Static_assert(sizeof added / sizeof added[0] == STORE_SCHEMA_VERSION + 1,
                    "say what the new version added");

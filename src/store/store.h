@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 13
+#define STORE_SCHEMA_VERSION 14
 /* The oldest version READ opens (read-only, without version 7's views). */
 #define STORE_SCHEMA_VERSION_OLDEST 6
 #define STORE_DATABASE_NAME         "session.db"
@@ -165,6 +165,22 @@ typedef struct store_graph_launch_row {
     const char *scope_name;
 } store_graph_launch_row;
 int store_put_graph_launch(store *store, const store_graph_launch_row *row);
+
+/* A kernel launch the GPU did not time (a SASS metrics window's quiet):
+ * what the split of a window's SASS values over scopes counts instead of
+ * kernel time (store_sass.h). */
+typedef struct store_untimed_launch_row {
+    int64_t pid;
+    uint64_t correlation_id;
+    int64_t thread_id; /* the launching thread */
+    uint64_t time_ns;  /* when it was launched, flare clock */
+    int32_t device;
+    const char *name; /* the kernel's, as kernels.name_id would name it */
+    /* The innermost scope or NVTX push range open on the launching thread;
+     * 0 (stored as NULL) for none. */
+    uint64_t scope_instance_id;
+} store_untimed_launch_row;
+int store_put_untimed_launch(store *store, const store_untimed_launch_row *row);
 
 /* A kernel launch, copy or memset call as the application's thread made
  * it (table api_calls): the host side of the GPU work sharing its

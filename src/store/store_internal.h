@@ -64,6 +64,9 @@
     X(GRAPH_LAUNCH, "INSERT INTO graph_launches(pid, correlation_id, thread_id, time_ns, "         \
                     "stream_id, graph_exec, "                                                      \
                     "scope_instance_id, scope_name) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")      \
+    X(UNTIMED_LAUNCH,                                                                              \
+      "INSERT INTO untimed_launches(pid, correlation_id, thread_id, time_ns, device, name_id, "    \
+      "scope_instance_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")                                    \
     X(STORM, "INSERT INTO storms(pid, device, start_ns, end_ns, untimed_launches, still_open) "    \
              "VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                                                    \
     X(PC_SAMPLE,                                                                                   \

@@ -4,10 +4,11 @@
  * (store_read_sass_by_scope, store_sass.h). CUDA hands both over as counts
  * per instruction, with no time of their own, so a function's values in a
  * window are split over the scopes its kernels ran in during the window, by
- * kernel time. One implementation serves both: a source (scope_source)
- * names the table, the query of its values (per function: a key, the stall
- * reason or the metric, and a count), the order of the rows handed over
- * and how one is handed over.
+ * kernel time; for SASS metrics, a function whose launches in the window the
+ * GPU did not time (untimed_launches: a SASS window's quiet) by those
+ * launches, each in the scope open at its launch time. One implementation serves both: a source
+ * (scope_source) names the table, the query of its values (per function: a key, the stall reason or
+ * the metric, and a count), the order of the rows handed over and how one is handed over.
  *
  * Three reads and a sweep: the windows' kernels of the table's functions
  * (clipped to the window; the kernels index answers each window with one
@@ -50,7 +51,7 @@
  * them there. A kernel whose whole name is 255 bytes keeps its own values.
  * cut holds the few names cut at 255 bytes (one test per distinct name,
  * not per window's function: kernels has no (pid, name_id) index). */
-#define KERNELS_SQL(table)                                                                         \
+#define KERNELS_CTE(table)                                                                         \
     WINDOWS_CTE(table)                                                                             \
     ","                                                                                            \
     " fn AS MATERIALIZED (SELECT DISTINCT pid, window_id, device, name_id FROM " table "),"        \
@@ -63,13 +64,32 @@
     "  JOIN orphan o ON o.pid = f.pid AND o.name_id = f.name_id"                                   \
     "  JOIN names n ON n.id = f.name_id"                                                           \
     "  JOIN names k ON k.id != n.id"                                                               \
-    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"                           \
+    "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"
+#define KERNELS_SELECT                                                                             \
     " SELECT f.pid, f.window_id, f.device, f.name_id,"                                             \
     "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)"                                                   \
     " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"                         \
     " JOIN kernels k ON k.pid = f.pid AND k.device = f.device AND k.name_id = f.kernel_name_id"    \
-    " AND k.start_ns >= w.lo AND k.start_ns < w.c AND k.end_ns > w.o"                              \
-    " ORDER BY f.pid, f.window_id"
+    " AND k.start_ns >= w.lo AND k.start_ns < w.c AND k.end_ns > w.o"
+#define KERNELS_SQL(table) KERNELS_CTE(table) KERNELS_SELECT " ORDER BY 1, 2"
+
+/* The launches of a function in its window that the GPU did not time (a
+ * SASS window's quiet): one nanosecond each, at its launch time on the
+ * launching thread, so the split goes by launches. */
+#define UNTIMED_ON(u)                                                                              \
+    " " u ".pid = f.pid AND " u ".name_id = f.kernel_name_id AND " u ".device = f.device"          \
+    " AND " u ".time_ns >= w.o AND " u ".time_ns < w.c"
+#define UNTIMED_SELECT                                                                             \
+    " SELECT f.pid, f.window_id, f.device, f.name_id, u.time_ns, u.time_ns + 1"                    \
+    " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"                         \
+    " JOIN untimed_launches u ON" UNTIMED_ON("u")
+/* As KERNELS_SQL, but a function with untimed launches in its window is
+ * weighed by those alone (its kernels, if any, ran outside the quiet). */
+#define KERNELS_OR_UNTIMED_SQL(table)                                                              \
+    KERNELS_CTE(table)                                                                             \
+    KERNELS_SELECT " WHERE NOT EXISTS (SELECT 1 FROM untimed_launches x WHERE" UNTIMED_ON(         \
+        "x") ")"                                                                                   \
+             " UNION ALL" UNTIMED_SELECT " ORDER BY 1, 2"
 
 /* The scopes overlapping the windows with rows in table. */
 #define SCOPES_SQL(table)                                                                          \
@@ -135,6 +155,9 @@ typedef struct scope_target {
 typedef struct scope_source {
     const char *table;
     const char *kernels_sql, *scopes_sql, *values_sql;
+    /* kernels_sql where the session has untimed_launches (schema 14); NULL:
+     * kernels_sql always. */
+    const char *kernels_untimed_sql;
     const char *what; /* the failure's message */
     int (*order)(const void *a, const void *b);
     int (*deliver)(const out_row *row, const scope_target *target);
@@ -462,7 +485,15 @@ static int split_by_scope(store *handle, const scope_source *source,
         return found < 0 ? FLARE_ERR_STORE : 0;
     const char *what = source->what;
     work w = {0};
-    int status = store_query_each(handle, source->kernels_sql, NULL, kernel_row, &w, what);
+    const char *kernels_sql = source->kernels_sql;
+    if (source->kernels_untimed_sql != NULL) {
+        int untimed = store_has_table(handle, "untimed_launches");
+        if (untimed < 0)
+            return FLARE_ERR_STORE;
+        if (untimed > 0)
+            kernels_sql = source->kernels_untimed_sql;
+    }
+    int status = store_query_each(handle, kernels_sql, NULL, kernel_row, &w, what);
     if (status == 0)
         status = store_query_each(handle, source->scopes_sql, NULL, scope_row, &w, what);
     if (status == 0)
@@ -528,6 +559,7 @@ static int deliver_sass(const out_row *row, const scope_target *target)
 static const scope_source sass_metrics_source = {
     .table = "sass_metrics",
     .kernels_sql = KERNELS_SQL("sass_metrics"),
+    .kernels_untimed_sql = KERNELS_OR_UNTIMED_SQL("sass_metrics"),
     .scopes_sql = SCOPES_SQL("sass_metrics"),
     .values_sql = "SELECT pid, window_id, device, name_id, metric, SUM(value) FROM sass_metrics"
                   " GROUP BY pid, window_id, device, name_id, metric",

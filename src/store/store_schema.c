@@ -411,11 +411,26 @@ const char *const store_schema_ddl[] = {
     " value INTEGER NOT NULL,"
     " PRIMARY KEY (pid, window_id, device, name_id, pc_offset, metric))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 13), ('created_by', 'flare')",
+    /* Version 14: kernel launches the GPU did not time (a SASS metrics
+     * window's quiet), by which the window's SASS values are split over
+     * scopes (store_pc_scope.c); read per (pid, function) over a window's
+     * time. */
+    "CREATE TABLE IF NOT EXISTS untimed_launches ("
+    " pid INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL,"
+    " thread_id INTEGER NOT NULL,"
+    " time_ns INTEGER NOT NULL,"
+    " device INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " scope_instance_id INTEGER)",
+    "CREATE INDEX IF NOT EXISTS untimed_launches_by_name ON untimed_launches(pid, name_id, "
+    "time_ns)",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 14), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 13, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 14, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

@@ -627,6 +627,29 @@ int store_put_graph_launch(store *handle, const store_graph_launch_row *row)
     return store_step(handle, statement, "cannot write a graph launch");
 }
 
+int store_put_untimed_launch(store *handle, const store_untimed_launch_row *row)
+{
+    int status = store_writer_ready(handle, row != NULL && row->name != NULL);
+    if (status != 0)
+        return status;
+    int64_t name_id = 0;
+    status = store_intern(handle, row->name, &name_id);
+    if (status != 0)
+        return status;
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_UNTIMED_LAUNCH];
+    sqlite3_bind_int64(statement, 1, row->pid);
+    sqlite3_bind_int64(statement, 2, (int64_t)row->correlation_id);
+    sqlite3_bind_int64(statement, 3, row->thread_id);
+    sqlite3_bind_int64(statement, 4, (int64_t)row->time_ns);
+    sqlite3_bind_int64(statement, 5, row->device);
+    sqlite3_bind_int64(statement, 6, name_id);
+    if (row->scope_instance_id != 0)
+        sqlite3_bind_int64(statement, 7, (int64_t)row->scope_instance_id);
+    else
+        sqlite3_bind_null(statement, 7);
+    return store_step(handle, statement, "cannot write an untimed launch");
+}
+
 int store_put_storm(store *handle, const store_storm_row *row)
 {
     if (row == NULL)

@@ -184,7 +184,7 @@ static void test_sim_session_text(void **state)
              "    smsp__sass_inst_executed                                  500           16\n"
              "    smsp__sass_thread_inst_executed                         16000           16\n"
              "    32.0 threads per warp instruction over the window\n"
-             "    by scope (smsp__sass_inst_executed split by kernel time): step 100.0%%\n"
+             "    by scope (smsp__sass_inst_executed split by kernels): step 100.0%%\n"
              "    hottest instructions by smsp__sass_inst_executed:\n"
              "      executed   share threads  function+offset\n"
              "           200   40.0%%    32.0  sass_report_kernel+0x100 (" SIM_FILE ":5)\n"
@@ -480,7 +480,7 @@ static void test_crafted_session_text(void **state)
              "    smsp__sass_thread_inst_executed                         36000            5\n"
              "    18.0 threads per warp instruction over the window\n"
              "    global memory sectors 3.0x the ideal over the window\n"
-             "    by scope (smsp__sass_inst_executed split by kernel time): forward 67.5%%, "
+             "    by scope (smsp__sass_inst_executed split by kernels): forward 67.5%%, "
              "backward 22.5%%, (no kernel in the window) 10.0%%\n"
              "    hottest instructions by smsp__sass_inst_executed:\n"
              "      executed   share threads sectors  function+offset\n"
@@ -507,11 +507,11 @@ static void test_crafted_session_text(void **state)
     expect_contains(out_text,
                     "            64  100.0%    32.0    1.0x  reduce+0x10 (" FILE_A ":10)\n");
     window_part(out_text, "  window 1 (pid 4242, device 1)", part, sizeof part);
-    expect_contains(part, "    by scope (smsp__sass_inst_executed split by kernel time): "
+    expect_contains(part, "    by scope (smsp__sass_inst_executed split by kernels): "
                           "backward 100.0%\n");
     /* A window without smsp__sass_inst_executed: its first metric split. */
     window_part(out_text, "  window 3 (pid 4242, device 0)", part, sizeof part);
-    expect_contains(part, "    by scope (smsp__sass_sectors_mem_global split by kernel time): "
+    expect_contains(part, "    by scope (smsp__sass_sectors_mem_global split by kernels): "
                           "(no range) 100.0%\n");
     assert_int_equal(occurrences(out_text, "    threads: threads per warp instruction"), 1);
     assert_int_equal(occurrences(out_text, "    sectors: global memory sectors per ideal"), 1);

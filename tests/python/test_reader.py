@@ -440,9 +440,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 13)
+            self.assertEqual(session.schema_version, 14)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 13", repr(session))
+            self.assertIn("schema 14", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -629,7 +629,8 @@ def make_version_6(source, name):
                                      "ESCAPE '\\' OR name IN ('kernel_name_stats', "
                                      "'kernels_by_start', 'api_calls', 'storms', "
                                      "'process_ranks', 'clock_pairs', 'triggered_replays', "
-                                     "'pc_samples', 'pc_lines', 'sass_metrics')"
+                                     "'pc_samples', 'pc_lines', 'sass_metrics', "
+                                     "'untimed_launches')"
                                      ).fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
@@ -642,6 +643,7 @@ def make_version_7(source, name):
     storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
@@ -659,6 +661,7 @@ def make_version_8(source, name):
     or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
@@ -675,6 +678,7 @@ def make_version_9(source, name):
     triggered_replays table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
@@ -687,10 +691,11 @@ def make_version_9(source, name):
 
 
 def make_version_10(source, name):
-    """A copy of a version 13 session as version 10 wrote it: no pc_samples,
-    pc_lines or sass_metrics tables, nor their views."""
+    """A copy of a version 14 session as version 10 wrote it: no pc_samples,
+    pc_lines, sass_metrics or untimed_launches tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
@@ -702,10 +707,11 @@ def make_version_10(source, name):
 
 
 def make_version_11(source, name):
-    """A copy of a version 13 session as version 11 wrote it: no pc_lines or
-    sass_metrics tables, nor their views."""
+    """A copy of a version 14 session as version 11 wrote it: no pc_lines,
+    sass_metrics or untimed_launches tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
         db.execute("DROP VIEW v_pc_lines")
@@ -715,14 +721,37 @@ def make_version_11(source, name):
 
 
 def make_version_12(source, name):
-    """A copy of a version 13 session as version 12 wrote it: no
-    sass_metrics table or v_sass_metrics view."""
+    """A copy of a version 14 session as version 12 wrote it: no
+    sass_metrics or untimed_launches table, nor v_sass_metrics."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
         db.execute("UPDATE meta SET value = 12 WHERE key = 'schema_version'")
     return target
+
+
+def make_version_13(source, name):
+    """A copy of a version 14 session as version 13 wrote it: no
+    untimed_launches table."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP TABLE untimed_launches")
+        db.execute("UPDATE meta SET value = 13 WHERE key = 'schema_version'")
+    return target
+
+
+class Version13(unittest.TestCase):
+    def test_table_of_version_14_reads_empty(self):
+        old = make_version_13(PC, os.path.basename(PC) + "-v13")
+        with flare.open(old, pandas=False) as thirteen, \
+                flare.open(PC, pandas=False) as fourteen:
+            self.assertEqual((thirteen.schema_version, fourteen.schema_version), (13, 14))
+            self.assertIsNone(thirteen.notice)
+            self.assertEqual(thirteen.sql("SELECT COUNT(*) AS n FROM untimed_launches"),
+                             [{"n": 0}])
+            self.assertEqual(thirteen.sass_metrics(), fourteen.sass_metrics())
 
 
 class Version12(unittest.TestCase):
@@ -731,7 +760,7 @@ class Version12(unittest.TestCase):
         for use_pandas in ([False, True] if pandas is not None else [False]):
             with flare.open(old, pandas=use_pandas) as twelve, \
                     flare.open(PC, pandas=use_pandas) as thirteen:
-                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 13))
+                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 14))
                 self.assertIsNone(twelve.notice)
                 self.assertEqual(len(thirteen.sass_metrics()), 4)
                 old_rows = twelve.sass_metrics()
@@ -751,7 +780,7 @@ class Version11(unittest.TestCase):
     def test_table_of_version_12_reads_empty(self):
         old = make_version_11(PC, os.path.basename(PC) + "-v11")
         with flare.open(old, pandas=False) as eleven, flare.open(PC, pandas=False) as twelve:
-            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 13))
+            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 14))
             self.assertEqual(len(twelve.pc_lines()), 2)
             self.assertEqual(eleven.pc_lines(), [])
             self.assertEqual(eleven.sass_metrics(), [])
@@ -762,7 +791,7 @@ class Version10(unittest.TestCase):
     def test_table_of_version_11_reads_empty(self):
         old = make_version_10(PC, os.path.basename(PC) + "-v10")
         with flare.open(old, pandas=False) as ten, flare.open(PC, pandas=False) as eleven:
-            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 13))
+            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 14))
             self.assertIsNone(ten.notice)
             self.assertEqual(len(eleven.pc_samples()), 4)
             self.assertEqual(ten.pc_samples(), [])
@@ -776,7 +805,7 @@ class Version9(unittest.TestCase):
     def test_table_of_version_10_reads_empty(self):
         old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
         with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
-            self.assertEqual((nine.schema_version, ten.schema_version), (9, 13))
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 14))
             self.assertEqual(len(ten.triggered_replays()), 1)
             self.assertEqual(nine.triggered_replays(), [])
             self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
@@ -787,7 +816,7 @@ class Version8(unittest.TestCase):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 13)
+            self.assertEqual(nine.schema_version, 14)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -800,7 +829,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 13)
+            self.assertEqual(eight.schema_version, 14)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -899,11 +928,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((14, r"schema version 14 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 13"),
+        for version, words in ((15, r"schema version 15 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 14"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 13"),
-                               ("'13'", "schema version 13; this reader reads versions 6 to 13")):
+                                   r"versions 6 to 14"),
+                               ("'14'", "schema version 14; this reader reads versions 6 to 14")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -1048,7 +1077,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 13)
+            self.assertEqual(session.schema_version, 14)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

@@ -199,15 +199,17 @@ static void test_version_10_session(void **state)
 {
     (void)state;
     store_close(open_mode(STORE_OPEN_WRITE));
-    exec("DROP VIEW v_sass_metrics; DROP TABLE sass_metrics; DROP VIEW v_pc_lines;"
+    exec("DROP TABLE untimed_launches; DROP VIEW v_sass_metrics; DROP TABLE sass_metrics;"
+         "DROP VIEW v_pc_lines;"
          "DROP TABLE pc_lines; DROP VIEW v_pc_samples; DROP TABLE pc_samples;"
          "UPDATE meta SET value = 10 WHERE key = 'schema_version'");
     store *handle = open_mode(STORE_OPEN_READ);
     const char *notice = store_read_notice(handle);
     assert_non_null(notice);
     assert_non_null(strstr(notice, "schema version 10 (an older flare): read without the PC "
-                                   "samples of version 11, the PC source lines of version 12 "
-                                   "and the SASS metrics of version 13 (it recorded none)"));
+                                   "samples of version 11, the PC source lines of version 12, "
+                                   "the SASS metrics of version 13 and the untimed launches of "
+                                   "version 14 (it recorded none)"));
     readback r = {0};
     assert_int_equal(store_read_pc_samples(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -215,7 +217,7 @@ static void test_version_10_session(void **state)
     char error[512];
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 13);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 14);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_samples"), 0);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_lines"), 0);
 }

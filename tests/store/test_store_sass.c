@@ -11,7 +11,9 @@
  * index` bringing it up to a session that takes SASS metrics; and the
  * values split over the scopes their kernels ran in, by kernel time
  * (store_read_sass_by_scope: 3:1 kernel time gives 75% and 25% of each
- * metric, a function without a kernel in the window its own bucket).
+ * metric, a function without a kernel in the window its own bucket), or by
+ * launches where a SASS window's quiet left them untimed (untimed_launches,
+ * schema 14).
  *
  * Each test works in its own temporary directory and removes it.
  */
@@ -367,14 +369,14 @@ static void test_version_12_session(void **state)
     assert_int_equal(store_put_pc_sample(handle, &sample), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
-    exec("DROP VIEW v_sass_metrics; DROP TABLE sass_metrics;"
+    exec("DROP VIEW v_sass_metrics; DROP TABLE sass_metrics; DROP TABLE untimed_launches;"
          "UPDATE meta SET value = 12 WHERE key = 'schema_version'");
     handle = open_mode(STORE_OPEN_READ);
     const char *notice = store_read_notice(handle);
     assert_non_null(notice);
     assert_non_null(strstr(notice, "schema version 12 (an older flare): read without the SASS "
-                                   "metrics of version 13 (it recorded none); 'flare index' "
-                                   "adds the empty tables"));
+                                   "metrics of version 13 and the untimed launches of version "
+                                   "14 (it recorded none); 'flare index' adds the empty tables"));
     readback r = {0};
     assert_int_equal(store_read_sass_metrics(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -388,8 +390,9 @@ static void test_version_12_session(void **state)
                      FLARE_ERR_UNSUPPORTED);
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 13);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 14);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_sass_metrics"), 0);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM untimed_launches"), 0); /* added, empty */
     /* Upgraded, it takes SASS metrics; the line the PC sample left is theirs. */
     handle = open_mode(STORE_OPEN_WRITE);
     assert_null(store_read_notice(handle));
@@ -569,6 +572,76 @@ static void test_no_range_and_sessions_without_values(void **state)
     assert_int_equal(none.count, 0);
 }
 
+static void put_untimed(store *handle, int device, const char *name, uint64_t time_ns)
+{
+    static uint64_t correlation = 100;
+    store_untimed_launch_row row = {.pid = PID,
+                                    .correlation_id = ++correlation,
+                                    .thread_id = 7,
+                                    .time_ns = time_ns,
+                                    .device = device,
+                                    .name = name,
+                                    .scope_instance_id = time_ns < 1500 ? 1 : 2};
+    assert_int_equal(store_put_untimed_launch(handle, &row), 0);
+}
+
+/* A SASS window's quiet leaves its kernels untimed: a function launched
+ * in the window is split by its launches, each in the scope open at its
+ * launch time. relu launched twice in forward and once in backward: 2:1
+ * of its 40; gemm on device 1 launched once, in forward, though a timed
+ * kernel of it ran in backward (outside the quiet): the launch decides.
+ * A launch after the window and gemm on device 0 (no launch recorded) do
+ * not change gemm's 3:1. A version 13 session (no table) splits by kernel
+ * time as before. */
+static void test_untimed_launches_split_by_launch(void **state)
+{
+    (void)state;
+    make_scoped_session();
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    put_untimed(handle, 0, "relu", 1200);
+    put_untimed(handle, 0, "relu", 1300);
+    put_untimed(handle, 0, "relu", 1800);
+    put_untimed(handle, 1, "gemm", 1100);
+    put_untimed(handle, 0, "gemm", 2500); /* after the window */
+    assert_int_equal(store_commit(handle), 0);
+    store_close(handle);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM untimed_launches WHERE scope_instance_id = 1"),
+                     3);
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback r = {0};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
+    store_close(handle);
+    const struct {
+        int32_t device;
+        const char *metric, *scope;
+        double value;
+    } want[] = {
+        {0, INST, "forward", 600 + 40.0 * 2 / 3},
+        {0, INST, "backward", 200 + 40.0 / 3},
+        {0, THRD, "forward", 19200},
+        {0, THRD, "backward", 6400},
+        {1, INST, "forward", 10},
+    };
+    assert_int_equal(r.count, (int)(sizeof(want) / sizeof(want[0])));
+    for (int i = 0; i < r.count; i++) {
+        assert_int_equal(r.devices[i], want[i].device);
+        assert_string_equal(r.metrics[i], want[i].metric);
+        assert_string_equal(r.scopes[i], want[i].scope);
+        if (!(r.values[i] > want[i].value - 1e-9 && r.values[i] < want[i].value + 1e-9))
+            fail_msg("row %d (%s in %s): %.17g, expected %.17g", i, r.metrics[i], r.scopes[i],
+                     r.values[i], want[i].value);
+    }
+    exec("DROP TABLE untimed_launches; UPDATE meta SET value = 13 WHERE key = 'schema_version'");
+    handle = open_mode(STORE_OPEN_READ);
+    scope_readback old = {0};
+    assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &old), 0);
+    store_close(handle);
+    assert_int_equal(old.count, 6);
+    assert_string_equal(old.scopes[2], "(no kernel in the window)");
+    assert_string_equal(old.scopes[5], "backward");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +656,7 @@ int main(void)
                                         tear_down),
         cmocka_unit_test_setup_teardown(test_no_range_and_sessions_without_values, set_up,
                                         tear_down),
+        cmocka_unit_test_setup_teardown(test_untimed_launches_split_by_launch, set_up, tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

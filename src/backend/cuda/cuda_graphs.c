@@ -65,14 +65,9 @@ void cuda_graphs_resource(CUpti_CallbackId id, const void *data)
  * id, 0 for none, and its name into event. */
 static uint64_t innermost_scope(core_thread *thread, core_event *event)
 {
-    uint32_t depth = atomic_load_explicit(&thread->scope_depth, memory_order_relaxed);
-    if (depth == 0 || depth > FLARE_SCOPE_DEPTH_MAX) {
-        event->name[0] = '\0';
-        return 0;
-    }
-    const core_scope_frame *frame = &thread->scopes[depth - 1];
-    core_copy_name(event->name, frame->name);
-    return frame->instance_id;
+    const core_scope_frame *frame = core_thread_innermost_scope(thread);
+    core_copy_name(event->name, frame != NULL ? frame->name : NULL);
+    return frame != NULL ? frame->instance_id : 0;
 }
 
 void cuda_graphs_launched(const cuda_cupti_api *cupti, CUpti_CallbackId id,

@@ -6,8 +6,10 @@
  * the process (CUDA programs carry libstdc++); flare itself stays C and
  * links no C++ runtime. Runs on CUPTI's buffer thread and on PC sampling's
  * reading thread (cuda_pc.c, so PC samples name a kernel as its records
- * do), and on the thread that closes a SASS metrics window (cuda_sass.c):
- * the buffer is per thread, freed when its thread ends, the look-up once.
+ * do), on the thread that closes a SASS metrics window (cuda_sass.c), and
+ * on a program's thread at a launch during one (cuda_untimed.c, once per
+ * name and thread): the buffer is per thread, freed when its thread ends,
+ * the look-up once.
  */
 #include <dlfcn.h>
 #include <pthread.h>

@@ -43,6 +43,7 @@
 #include "backend/cuda/cuda_activity_buffers.h"
 #include "backend/cuda/cuda_api_calls.h"
 #include "backend/cuda/cuda_storm.h"
+#include "backend/cuda/cuda_untimed.h"
 #include "backend/cuda/cuda_trace_alternate.h"
 #include "backend/cuda/cuda_trace.h"
 #include "core/capability.h"
@@ -403,6 +404,10 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                     !atomic_exchange(&exit_wait_registered, 1))
                     atexit(wait_for_setup_threads);
                 cuda_api_call_enter(call);
+                /* A SASS window's quiet: the launch's kernel will not be
+                 * timed, so the launch itself is what its values are split by. */
+                if (cuda_storm_quiet_now())
+                    cuda_untimed_launch(call);
             } else {
                 /* A copy or memset while a launch storm has their activity
                  * off: counted (cuda_storm.c). */

@@ -542,7 +542,7 @@
     if (w.whole.sectors !== null) whole.push('global memory sectors ' + w.whole.sectors.toFixed(1) + 'x the ideal');
     if (whole.length) note(card, 'Over the window: ' + whole.join(', ') + '.');
     if (w.scopes && w.scopes.length) {
-      add(card, el('h4', '', 'By scope (' + w.scope_metric + ' split by kernel time)'));
+      add(card, el('h4', '', 'By scope (' + w.scope_metric + ' split by kernels)'));
       barChart(card, w.scopes, {
         label: function (r) { return r.name; },
         fraction: function (r) { return w.scope_total ? r.value / w.scope_total : 0; },
