@@ -7,7 +7,8 @@
 # tests/gpu/sass_window_check.py on it (self-test first, no GPU), which fails unless the
 # window ran the SASS engine, hot_chain's loop count is a whole number of launches
 # (warps x iterations each), thread instructions are 32x, and the top line is the hot
-# loop's. Then the failure path on the real CUPTI: FLARE_SASS_METRICS naming a metric
+# loop's, and the window's untimed launches are in the NVTX range "step", which the
+# report's by-scope line then gives 100%. Then the failure path on the real CUPTI: FLARE_SASS_METRICS naming a metric
 # that does not exist must refuse the window with CUPTI's words and end the run exit 0.
 # Last, where PyTorch has CUDA, tests/gpu/pc_torch.py with one sass window: the run
 # must end exit 0 with rows for the kernels that ran (shown, and the flush's size).
@@ -109,8 +110,14 @@ if nvcc -O2 -lineinfo -arch=sm_90 -I/usr/local/cuda/include -o "$build/gpu/pc_ho
     engine_samples, engine_reason FROM windows" "SELECT 'rows', COUNT(*) FROM sass_metrics" \
     "SELECT level, message FROM log WHERE message LIKE '%SASS%'" 2>&1 | tee -a "$sasswindow_out"
   echo "-- flare report" | tee -a "$sasswindow_out"
-  "$flare" report "$session" 2>&1 | tee -a "$sasswindow_out"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "sasswindow: flare report of the session"
+  "$flare" report "$session" > "$work/sasswindow-report.txt" 2>&1 ||
+    fail "sasswindow: flare report of the session"
+  tee -a "$sasswindow_out" < "$work/sasswindow-report.txt"
+  # Every launch is inside the NVTX range "step": the values split by the window's
+  # untimed launches (untimed_launches) all land there, none in "(no kernel in the window)".
+  grep -Eq "by scope \(smsp__sass_inst_executed split by kernels\): step (100\.0|99\.[0-9])%" \
+    "$work/sasswindow-report.txt" ||
+    fail "sasswindow: the report does not put the window's instructions in scope step (by scope line)"
   for sasswindow_which in "" -300ms; do
     warps=$(awk '$1 == "pc_hot_loop" {for (i = 2; i < NF; i++) if ($i == "warps") print $(i + 1)}' \
       "$work/sasswindow$sasswindow_which.stdout")

@@ -21,7 +21,10 @@ Reads the session's views (v_sass_metrics, v_kernels, windows) read-only and fai
     divergence in the loop);
   * hot_chain's instructions have no source lines (built with -lineinfo), or its line with the
     most smsp__sass_inst_executed is not one of the hot loop's (the line marked `// HOT LOOP`
-    in tests/gpu/pc_hot_loop.cu and the next).
+    in tests/gpu/pc_hot_loop.cu and the next);
+  * no launch of hot_chain in the window is in untimed_launches (schema 14: the launches the
+    window's quiet left untimed, which flare report splits the values by), or one of them is
+    not in the NVTX range "step" that pc_hot_loop launches every kernel in.
 Prints per function the instructions and the top metric values, hot_chain's top lines, k,
 and the median duration of each kernel before, inside and after the window (the patched
 kernels' slowdown, and whether kernels run unpatched again after it, measured by flare's own
@@ -132,6 +135,20 @@ def check(session_dir, warps, hot_iters):
         elif max(lines, key=lines.get) not in wanted:
             failures.append(f"hot_chain's line with the most instructions executed is "
                             f"{max(lines, key=lines.get)}, not the hot loop's {sorted(wanted)}")
+        # The window's launches, untimed: each recorded on its thread with the scope open
+        # there (untimed_launches, schema 14), which flare report splits the values by.
+        untimed = [(function_key(name), scope) for name, scope in db.execute(
+            "SELECT n.name, sn.name FROM untimed_launches u JOIN names n ON n.id = u.name_id "
+            "LEFT JOIN scopes s ON s.pid = u.pid AND s.instance_id = u.scope_instance_id "
+            "LEFT JOIN names sn ON sn.id = s.name_id WHERE u.time_ns >= ? AND u.time_ns < ?",
+            (opened, closed))]
+        hot_scopes = [scope for key, scope in untimed if key == HOT]
+        print(f"untimed launches in the window: {len(untimed)}, of hot_chain {len(hot_scopes)} "
+              f"(its count: {k} launches), scopes {sorted({str(s) for _, s in untimed})}")
+        if not hot_scopes:
+            failures.append("no untimed launch of hot_chain in the window (untimed_launches)")
+        elif any(scope != "step" for scope in hot_scopes):
+            failures.append(f"hot_chain's untimed launches are not all in scope step: {sorted(set(map(str, hot_scopes)))}")
         for name in (HOT, CHEAP):
             spans = {"before": ("end_ns < ?", (opened,)), "in": ("start_ns >= ? AND end_ns <= ?", (opened, closed)),
                      "after": ("start_ns > ?", (closed,))}
@@ -154,10 +171,11 @@ def check(session_dir, warps, hot_iters):
     return failures
 
 
-def make_session(directory, name, statements, window, rows, kernels):
+def make_session(directory, name, statements, window, rows, kernels, untimed=()):
     """A session under directory: the schema, one window (engine, status, reason), rows of
-    (function, offset, metric, value, line or None) in window 1 and kernels of (name, start_ns,
-    end_ns). Returns its path."""
+    (function, offset, metric, value, line or None) in window 1, kernels of (name, start_ns,
+    end_ns) and untimed launches of (name, time_ns, in the scope "step" or not). Returns its
+    path."""
     path = os.path.join(directory, name)
     os.makedirs(path)
     db = sqlite3.connect(os.path.join(path, "session.db"))
@@ -182,6 +200,14 @@ def make_session(directory, name, statements, window, rows, kernels):
                    "grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_memory_bytes, registers_per_thread) "
                    "SELECT 1, 0, 7, ?, id, ?, ?, 1, 1, 1, 1, 1, 1, 0, 0 FROM names WHERE name = ?",
                    (index, start, end, kernel))
+    db.execute("INSERT OR IGNORE INTO names (name) VALUES ('step')")
+    db.execute("INSERT INTO scopes (pid, thread_id, instance_id, name_id, depth, start_ns, end_ns, still_open) "
+               "SELECT 1, 9, 77, id, 0, 1000, 2000, 0 FROM names WHERE name = 'step'")
+    for index, (kernel, time_ns, in_step) in enumerate(untimed):
+        db.execute("INSERT OR IGNORE INTO names (name) VALUES (?)", (kernel,))
+        db.execute("INSERT INTO untimed_launches (pid, correlation_id, thread_id, time_ns, device, name_id, "
+                   "scope_instance_id) SELECT 1, ?, 9, ?, 0, id, ? FROM names WHERE name = ?",
+                   (100 + index, time_ns, 77 if in_step else None, kernel))
     db.commit()
     db.close()
     return path
@@ -197,8 +223,11 @@ def self_test():
                  (HOT, 0x10, INST, 2 * warps, hot_line - 3), (CHEAP, 0x40, INST, 500, 90)]
     kernels = [(HOT, 1100, 1200), (HOT, 1300, 1400), (HOT, 100, 150), (CHEAP, 1500, 1600)]
     good_window = ("cuda-sass-metrics", "disarmed", "")
+    launches = [(HOT, 1100, True), (HOT, 1300, True), (CHEAP, 1500, True), (HOT, 2500, False)]
     cases = [
         ("good", good_window, good_rows, kernels, None),
+        ("no untimed launches", good_window, good_rows, kernels, "no untimed launch of hot_chain"),
+        ("launch outside step", good_window, good_rows, kernels, "not all in scope step"),
         ("fell back", ("cuda-pm", "disarmed", "asked for sass: SASS metrics busy; fell back to pm"), [], kernels,
          "not SASS metrics"),
         ("no cheap_math", good_window, good_rows[:3], kernels, "cheap_math has no"),
@@ -216,7 +245,10 @@ def self_test():
     directory = tempfile.mkdtemp(prefix="sass-window-check-")
     try:
         for name, window, rows, kernel_rows, expected in cases:
-            path = make_session(directory, name.replace(" ", "-"), statements, window, rows, kernel_rows)
+            untimed = [] if name == "no untimed launches" else \
+                launches + [(HOT, 1700, False)] if name == "launch outside step" else launches
+            path = make_session(directory, name.replace(" ", "-"), statements, window, rows, kernel_rows,
+                                untimed)
             with contextlib.redirect_stdout(io.StringIO()):
                 failures = check(path, warps, iters)
             if expected is None and failures:
