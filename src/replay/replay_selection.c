@@ -273,29 +273,23 @@ static int regex_escape_empty(char c)
     return c != '\0' && strchr("bB<>`'", c) != NULL;
 }
 
-/* A repetition of an anchor or word edge at p. */
-static int regex_refuse_repeated_anchor(const char *pattern, const char *p, char *error,
-                                        size_t error_size)
+/* Refuses the repetition at p: what it repeats, then what to do instead. */
+static int regex_refuse_repetition(const char *pattern, const char *p, const char *what,
+                                   const char *instead, char *error, size_t error_size)
 {
-    snprintf(error, error_size,
-             "kernel regex \"%s\" repeats an anchor or a word edge ('%c' at character %zu "
-             "applies to '^', '$' or '\\<'...): glibc's regcomp can take seconds on that and it "
-             "matches in one place only; move the anchor out of the repetition",
-             pattern, *p, (size_t)(p - pattern) + 1);
+    snprintf(error, error_size, "kernel regex \"%s\" repeats %s ('%c' at character %zu%s", pattern,
+             what, *p, (size_t)(p - pattern) + 1, instead);
     return FLARE_ERR_INVALID_ARGUMENT;
 }
 
-/* A repetition at p of what can match nothing. */
-static int regex_refuse_empty_repeat(const char *pattern, const char *p, char *error,
-                                     size_t error_size)
-{
-    snprintf(error, error_size,
-             "kernel regex \"%s\" repeats what can match nothing ('%c' at character %zu): "
-             "glibc's regcomp can take minutes on that; repeat what matches something "
-             "(\"a*\" or \"a{0,3}\", not \"(a?)+\" or \"(a?){3}\")",
-             pattern, *p, (size_t)(p - pattern) + 1);
-    return FLARE_ERR_INVALID_ARGUMENT;
-}
+#define REGEX_ANCHOR "an anchor or a word edge"
+#define REGEX_ANCHOR_INSTEAD                                                                       \
+    " applies to '^', '$' or '\\<'...): glibc's regcomp can take seconds on that and it "          \
+    "matches in one place only; move the anchor out of the repetition"
+#define REGEX_EMPTY "what can match nothing"
+#define REGEX_EMPTY_INSTEAD                                                                        \
+    "): glibc's regcomp can take minutes on that; repeat what matches something (\"a*\" or "       \
+    "\"a{0,3}\", not \"(a?)+\" or \"(a?){3}\")"
 
 int replay_regex_check(const char *pattern, char *error, size_t error_size)
 {
@@ -325,11 +319,13 @@ int replay_regex_check(const char *pattern, char *error, size_t error_size)
         } else if (frame->has_last && frame->last_anchor &&
                    (*p == '*' || *p == '?' || *p == '+' ||
                     (*p == '{' && regex_interval(p, &copies, &low, &end)))) {
-            return regex_refuse_repeated_anchor(pattern, p, error, error_size);
+            return regex_refuse_repetition(pattern, p, REGEX_ANCHOR, REGEX_ANCHOR_INSTEAD, error,
+                                           error_size);
         } else if (frame->has_last && frame->last_empty &&
                    (*p == '*' || *p == '?' || *p == '+' ||
                     (*p == '{' && regex_interval(p, &copies, &low, &end)))) {
-            return regex_refuse_empty_repeat(pattern, p, error, error_size);
+            return regex_refuse_repetition(pattern, p, REGEX_EMPTY, REGEX_EMPTY_INSTEAD, error,
+                                           error_size);
         } else if (*p == '*' || *p == '?') {
             /* One node around the last atom; a later repetition copies it too. */
             frame->total = regex_cost_add(frame->total, 1);

@@ -431,6 +431,28 @@ static int collect_scope(const store_sass_scope_row *row, void *user)
     return r->stop_after != 0 && r->count >= r->stop_after;
 }
 
+/* One row store_read_sass_by_scope should give, in window 1. */
+typedef struct scope_want {
+    int32_t device;
+    const char *metric, *scope;
+    double value;
+} scope_want;
+
+/* r holds exactly want's rows, in order, values within 1e-9. */
+static void expect_scopes(const scope_readback *r, const scope_want *want, size_t count)
+{
+    assert_int_equal(r->count, (int)count);
+    for (int i = 0; i < r->count; i++) {
+        assert_int_equal(r->windows[i], 1);
+        assert_int_equal(r->devices[i], want[i].device);
+        assert_string_equal(r->metrics[i], want[i].metric);
+        assert_string_equal(r->scopes[i], want[i].scope);
+        if (!(r->values[i] > want[i].value - 1e-9 && r->values[i] < want[i].value + 1e-9))
+            fail_msg("row %d (%s in %s): %.17g, expected %.17g", i, r->metrics[i], r->scopes[i],
+                     r->values[i], want[i].value);
+    }
+}
+
 /* The resolver flare report passes: attrib.h's rule. */
 static int resolve_scopes(const store_pc_scope_span *spans, size_t span_count,
                           const uint64_t *times, size_t count, int64_t *winners)
@@ -499,11 +521,7 @@ static void test_values_split_over_scopes_by_kernel_time(void **state)
     /* By window, device, metric, largest first: gemm's 800 executions
      * 75% (600) in forward and 25% (200) in backward, its 25,600 threads
      * the same; relu's 40 without a kernel; device 1 on its own. */
-    const struct {
-        int32_t device;
-        const char *metric, *scope;
-        double value;
-    } want[] = {
+    const scope_want want[] = {
         {0, INST, "forward", 600},
         {0, INST, "backward", 200},
         {0, INST, "(no kernel in the window)", 40},
@@ -511,16 +529,7 @@ static void test_values_split_over_scopes_by_kernel_time(void **state)
         {0, THRD, "backward", 6400},
         {1, INST, "backward", 10},
     };
-    assert_int_equal(r.count, (int)(sizeof(want) / sizeof(want[0])));
-    for (int i = 0; i < r.count; i++) {
-        assert_int_equal(r.windows[i], 1);
-        assert_int_equal(r.devices[i], want[i].device);
-        assert_string_equal(r.metrics[i], want[i].metric);
-        assert_string_equal(r.scopes[i], want[i].scope);
-        if (!(r.values[i] > want[i].value - 1e-9 && r.values[i] < want[i].value + 1e-9))
-            fail_msg("row %d (%s in %s): %.17g, expected %.17g", i, r.metrics[i], r.scopes[i],
-                     r.values[i], want[i].value);
-    }
+    expect_scopes(&r, want, sizeof(want) / sizeof(want[0]));
     /* A callback's non-zero stops the walk, not an error. */
     scope_readback first = {.stop_after = 2};
     assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &first), 0);
@@ -612,26 +621,14 @@ static void test_untimed_launches_split_by_launch(void **state)
     scope_readback r = {0};
     assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
     store_close(handle);
-    const struct {
-        int32_t device;
-        const char *metric, *scope;
-        double value;
-    } want[] = {
+    const scope_want want[] = {
         {0, INST, "forward", 600 + 40.0 * 2 / 3},
         {0, INST, "backward", 200 + 40.0 / 3},
         {0, THRD, "forward", 19200},
         {0, THRD, "backward", 6400},
         {1, INST, "forward", 10},
     };
-    assert_int_equal(r.count, (int)(sizeof(want) / sizeof(want[0])));
-    for (int i = 0; i < r.count; i++) {
-        assert_int_equal(r.devices[i], want[i].device);
-        assert_string_equal(r.metrics[i], want[i].metric);
-        assert_string_equal(r.scopes[i], want[i].scope);
-        if (!(r.values[i] > want[i].value - 1e-9 && r.values[i] < want[i].value + 1e-9))
-            fail_msg("row %d (%s in %s): %.17g, expected %.17g", i, r.metrics[i], r.scopes[i],
-                     r.values[i], want[i].value);
-    }
+    expect_scopes(&r, want, sizeof(want) / sizeof(want[0]));
     exec("DROP TABLE untimed_launches; UPDATE meta SET value = 13 WHERE key = 'schema_version'");
     handle = open_mode(STORE_OPEN_READ);
     scope_readback old = {0};
