@@ -15,7 +15,8 @@ lists of dicts, no pandas) and fails when:
     sampling engine: its `engine` is not a PC engine (a name with the word `pc`:
     `sim-pc-sampling`, the CUDA one), its `engine_status` is not `disarmed`, or its
     `engine_reason` says it fell back (printed: `asked for pc: ...; fell back to pm`);
-  * a PC window has no rows in pc_samples();
+  * a PC window has no rows in pc_samples(), or a row whose first_ns..last_ns reaches outside
+    the window's opened_ns..closed_ns;
   * a stall reason still carries CUPTI's prefix `smsp__pcsamp_warps_issue_stalled_` (flare
     stores the bare name: docs/schema.md);
   * hot_chain or cheap_math has no samples;
@@ -201,6 +202,14 @@ def check_session(path, reader=None):
               f"{w['engine_samples']})")
         if not mine:
             fail(f"window {w['id']} ran {w['engine']} but has no PC samples")
+        # Every sample inside its window (session 19: a drain round between the close and
+        # the disarm stamped samples after closed_ns; the engine clamps them now).
+        outside = [r for r in mine if r["first_ns"] < w["opened_ns"] or
+                   (w["closed_ns"] is not None and r["last_ns"] > w["closed_ns"])]
+        if outside:
+            r = outside[0]
+            fail(f"window {w['id']} has {len(outside)} PC sample rows outside it (e.g. {r['first_ns']}.."
+                 f"{r['last_ns']} against {w['opened_ns']}..{w['closed_ns']})")
         pc_rows.extend(mine)
     for detail in drops:
         print(f"drops {detail['source']} {detail['detail']}: {detail['count']}")
@@ -328,7 +337,7 @@ def good_line_of(function, offset):
 
 def make_session(directory, name, statements, windows, samples, line_of=good_line_of):
     """A session directory name under directory: the schema, windows (dicts of GOOD_WINDOW's
-    keys, ids from 1) and samples ((window_id, function, pc_offset, reason, samples)), as
+    keys, ids from 1) and samples ((window_id, function, pc_offset, reason, samples[, last_ns])), as
     the store writes them (functions interned in names), each instruction on the line
     line_of(function, offset) gives ((file, line), or None for none). Returns its path."""
     path = os.path.join(directory, name)
@@ -346,11 +355,12 @@ def make_session(directory, name, statements, windows, samples, line_of=good_lin
                    (PID, index, opened, "duration" if w["opened"] else "refused", w["engine"],
                     w["engine_status"], w["engine_reason"],
                     sum(s[4] for s in samples if s[0] == index)))
-    for window_id, function, offset, reason, count in samples:
+    for window_id, function, offset, reason, count, *last in samples:
         db.execute("INSERT OR IGNORE INTO names (name) VALUES (?)", (function,))
         db.execute("INSERT INTO pc_samples (pid, window_id, device, name_id, pc_offset, stall_reason, samples, "
-                   "first_ns, last_ns) SELECT ?, ?, 0, id, ?, ?, ?, 1500100000, 1999900000 FROM names "
-                   "WHERE name = ?", (PID, window_id, offset, reason, count, function))
+                   "first_ns, last_ns) SELECT ?, ?, 0, id, ?, ?, ?, 1500100000, ? FROM names "
+                   "WHERE name = ?", (PID, window_id, offset, reason, count, last[0] if last else 1999900000,
+                                      function))
         where = line_of(function, offset)
         if where is not None:
             db.execute("INSERT OR IGNORE INTO names (name) VALUES (?)", (where[0],))
@@ -420,6 +430,9 @@ def self_test():
         ("still preparing", [dict(GOOD_WINDOW, engine_status="preparing", engine_reason="still being set up")],
          [], "ran without its engine cuda-pc-sampling (status preparing): still being set up"),
         ("no samples", [GOOD_WINDOW], [], "has no PC samples"),
+        ("a sample after the close", [GOOD_WINDOW],
+         [(1,) + s for s in GOOD_HOT + GOOD_CHEAP] + [(1, HOT, 0xa0, "wait", 5, 2000000100)],
+         "PC sample rows outside it"),
         ("never opened", [dict(GOOD_WINDOW, opened=False, engine_status="refused",
                                engine_reason="CUPTI_ERROR_NOT_SUPPORTED")], [], "no deep window ran"),
         ("no window", [], [], "no deep window in the session"),
