@@ -31,7 +31,9 @@
  * again with FLARE_TEST_SASS_BAD_METRIC (test_cuda_sass_bad_metric): a
  * metric CUPTI does not know fails the configuration; and with
  * FLARE_TEST_SASS_EXIT (test_cuda_sass_exit): the program's exit with a
- * window open, after which no window starts (so in a process of its own).
+ * window open, after which no window starts (so in a process of its own);
+ * and with FLARE_TEST_SASS_EXIT_CLOSING too (test_cuda_sass_exit_closing):
+ * the exit while the window's close waits for the program's next launch.
  *
  * Must never: load the real libcupti or libcuda or reach a GPU, let a fixed
  * sleep be an assertion (conditions are polled with TEST_WAIT_UNTIL; the 2 s
@@ -1041,6 +1043,46 @@ static void test_exit_stops_an_open_window(void **state)
     assert_int_equal(event_mark(), mark);
     assert_fake_clean();
 }
+
+/* Case 2c (test_cuda_sass_exit_closing). The window's close and the exit
+ * at once: the close (flare's thread) has posted its stop for the program's
+ * next launch when the program exits instead. cuda_sass_exit serves it on
+ * the exiting thread: the stop is made once, there, the close gets the
+ * window's values without waiting out its bound (a close that did would
+ * say "no launch within 2 s"), and the exit then has nothing of its own to
+ * stop. */
+static void test_exit_serves_a_close_in_flight(void **state)
+{
+    (void)state;
+    window_call arm = arm_window();
+    if (arm.status != FLARE_OK)
+        fail_msg("arm: %d %s", arm.status, arm.reason);
+    atomic_store(&fake.batch_ready, 1);
+    int mark = event_mark();
+    window_call disarm = {.disarm = 1};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, window_call_main, &disarm), 0);
+    TEST_WAIT_UNTIL(cuda_app_thread_pending() == 1); /* the close's stop, posted */
+    cuda_sass_exit(); /* the program's thread, exiting instead of launching */
+    TEST_WAIT_UNTIL(atomic_load(&disarm.done));
+    pthread_join(thread, NULL);
+    if (disarm.status != FLARE_OK)
+        fail_msg("disarm: %d %s", disarm.status, disarm.result.reason);
+    assert_stop_at(mark); /* on this thread */
+    for (int i = mark + 3; i < event_mark(); i++)
+        assert_true(is_activity(fake.events[i].call)); /* the quiet's end, nothing of SASS */
+    assert_int_equal(cuda_app_thread_pending(), 0);
+    assert_names_freed(batch_names());
+    assert_int_equal(disarm.result.samples, EXPECTED_ENTRIES);
+    assert_int_equal(take_window(arm.window_id, &disarm.result), EXPECTED_ENTRIES);
+    mark = event_mark();
+    cuda_sass_exit();
+    assert_int_equal(event_mark(), mark);
+    window_call late = arm_window();
+    assert_int_equal(late.status, FLARE_ERR_BACKEND);
+    assert_int_equal(event_mark(), mark);
+    assert_fake_clean();
+}
 #endif
 
 /* Case 3. A disarm while the program launches nothing: after
@@ -1310,7 +1352,11 @@ int main(void)
 #elif defined(FLARE_TEST_SASS_EXIT)
         cmocka_unit_test_setup(test_configure_at_the_first_context, fresh),
         cmocka_unit_test_setup(test_window_stops_at_the_application_launch, fresh),
+#ifdef FLARE_TEST_SASS_EXIT_CLOSING
+        cmocka_unit_test_setup(test_exit_serves_a_close_in_flight, fresh),
+#else
         cmocka_unit_test_setup(test_exit_stops_an_open_window, fresh),
+#endif
 #else
         cmocka_unit_test_setup(test_refused_metric_fails_the_configuration, fresh),
 #endif
