@@ -72,8 +72,8 @@ static void atom(generator *g, int depth)
 /* Up to four atoms, each with up to three stacked repetitions. */
 static void expression(generator *g, int depth)
 {
-    static const char *const repetitions[] = {"+",   "+",     "*",     "?",    "?",   "*",
-                                              "{2}", "{1,3}", "{0,2}", "{2,}", "{3}", "{1,}"};
+    static const char *const repetitions[] = {"+",     "+",     "*",    "?",   "?",    "*",   "{2}",
+                                              "{1,3}", "{0,2}", "{2,}", "{3}", "{1,}", "{,2}"};
     static const unsigned stacked[] = {0, 0, 1, 1, 2, 3};
     unsigned atoms = pick(g, depth < 3 ? 5 : 3);
     for (unsigned i = 0; i < atoms; i++) {

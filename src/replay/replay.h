@@ -358,10 +358,10 @@ void replay_trigger_reset_for_tests(void);
  * it then computes grow with the square of the nodes ("a", 60 '*' and 8 '+':
  * 2 GB, 30 s). Counts an upper bound of the nodes without compiling: at
  * REPLAY_REGEX_COST_MAX the worst shapes found compile in a tenth of a
- * second and 16 MB. Refuses as well a loop ('*', '+', "{m,}") around what
- * can match nothing ("a?+", "(a?)+", "a**"): the closures of nested ones
- * take time exponential in their nesting, far below the bound ("((a)?)+"
- * nested 9 deep: 67 s); and any repetition of an anchor or word edge
+ * second and 16 MB. Refuses as well any repetition ('?', '*', '+', "{m,n}",
+ * "{,n}") of what can match nothing ("a?+", "(a?)+", "a**", "(a?){3}"): the
+ * closures of nested ones take time exponential in their nesting, far below
+ * the bound ("((a)?)+" nested 9 deep: 67 s; "^((a?){1,3}){150}$": 6.7 s); and any repetition of an anchor or word edge
  * ("(^a)+", "(_|\\<){2}"), around which regcomp duplicates nodes per
  * context (0.8 s with no such loop). Returns 0 when the bound is at most
  * REPLAY_REGEX_COST_MAX and neither is there, else FLARE_ERR_INVALID_ARGUMENT

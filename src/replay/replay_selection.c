@@ -187,7 +187,7 @@ static const char *regex_bracket_end(const char *p)
     return p > start ? p - 1 : start;
 }
 
-/* An interval "{m}", "{m,}" or "{m,n}" at p: how many copies it makes (at
+/* An interval "{m}", "{m,}", "{m,n}" or "{,n}" at p: how many copies it makes (at
  * least 1) in *copies, its m in *low, and its last character in *end. 0
  * when p does not start one (regcomp then takes '{' as it will). */
 static int regex_interval(const char *p, uint64_t *copies, uint64_t *low_out, const char **end)
@@ -203,7 +203,8 @@ static int regex_interval(const char *p, uint64_t *copies, uint64_t *low_out, co
             high = high < 1000000 ? high * 10 + (uint64_t)(*p - '0') : high;
         }
     }
-    if (low_digits == 0 || *p != '}') {
+    /* glibc reads "{,n}" as "{0,n}" (and "{,}" as "*"). */
+    if ((low_digits == 0 && !comma) || *p != '}') {
         return 0;
     }
     uint64_t count = high_digits > 0 ? high : comma ? low + 1 : low;

@@ -85,6 +85,8 @@ static void test_costly_expressions_refused(void **state)
     expect_refused("x{2000}");
     expect_refused("a{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}{2}");
     expect_refused("(a|b{300}){300}");
+    expect_refused("(ab{,200}){200}");
+    expect_refused("x{,2000}");
     /* Nested copies with optional parts: "((ab?){2,3}){2,3}..." 6 deep. */
     repeat(pattern, sizeof pattern, "", "(", 6, "ab?");
     for (int i = 0; i < 6; i++)
@@ -107,6 +109,7 @@ static void test_ordinary_expressions_accepted(void **state)
     expect_accepted("a{30}{30}");
     expect_accepted("(((((a+)+)+)+)+)+"); /* 2^6 */
     expect_accepted("a{0,3}b?c{2}d{1,}");
+    expect_accepted("_{,2}gemm");
     expect_accepted("(_.*)?kernel(<.*>)?$");
     expect_accepted("(x|y+)*z");
     expect_accepted("^(a|b)+$");
@@ -137,6 +140,10 @@ static void test_empty_repeats_refused(void **state)
     expect_empty_repeat("a??", '?', 3);
     expect_empty_repeat("^((a?){1,3}){150}$", '{', 7);
     expect_empty_repeat("(.*)?", '?', 5);
+    /* "{,n}" is "{0,n}" to glibc: an interval like any other. */
+    expect_empty_repeat("^((a?){,3}){,150}$", '{', 7);
+    expect_empty_repeat("a{,3}+", '+', 6);
+    expect_empty_repeat("(a{,}){2}", '{', 7);
     expect_empty_repeat("x()+", '+', 4);
     char pattern[256];
     repeat(pattern, sizeof pattern, "", "(", 9, "(a)");
