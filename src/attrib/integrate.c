@@ -2,7 +2,10 @@
  * integrate.c: per-kernel values from PM samples (integrate.h).
  *
  * One pass over the samples that overlap the kernel, found by a binary
- * search on their starts. The sums are kept in double: a sample's value
+ * search on their starts.
+ *
+ * Must never: sum a flagged or non-finite sample, wrap an unsigned
+ * difference, or read outside the arrays it is given. The sums are kept in double: a sample's value
  * times a fraction is not whole, and the totals stay far inside double's
  * exact range for the counts PM samples hold (bytes of a second at HBM
  * speed: 5e12 < 2^53).
@@ -66,7 +69,7 @@ static void finish_value(const sums *s, int additive, attrib_integral *out)
     } else if (additive) {
         /* The missed time at the highest rate the counted time allows (its
          * sum plus the edges' bound), so the bound holds for a steady rate. */
-        uint64_t missed = out->duration_ns - s->counted_ns;
+        uint64_t missed = out->duration_ns > s->counted_ns ? out->duration_ns - s->counted_ns : 0;
         double rate =
             s->counted_ns > 0 ? (fabs(s->sum) + s->edge_bound) / (double)s->counted_ns : 0.0;
         out->value = s->sum;
@@ -94,9 +97,9 @@ int attrib_integrate(const attrib_pm_sample *samples, size_t sample_count, uint6
             continue;
         out->samples++;
         out->covered_ns += high - low;
-        if (sample->flags != 0) {
+        if (sample->flags != 0 || !isfinite(sample->value)) {
             out->flagged++;
-            out->flags |= sample->flags;
+            out->flags |= sample->flags != 0 ? sample->flags : ATTRIB_FLAG_NOT_FINITE;
             continue;
         }
         add_sample(&s, sample, high - low);
@@ -106,7 +109,9 @@ int attrib_integrate(const attrib_pm_sample *samples, size_t sample_count, uint6
         return 0;
     }
     finish_value(&s, additive, out);
-    if (out->flagged > 0)
+    if (out->duration_ns == 0)
+        out->status = ATTRIB_INTEGRAL_UNCOVERED; /* no time to hold a value */
+    else if (out->flagged > 0)
         out->status = ATTRIB_INTEGRAL_FLAGGED;
     else if ((double)out->covered_ns < ATTRIB_MIN_COVERAGE * (double)out->duration_ns)
         out->status = ATTRIB_INTEGRAL_UNCOVERED;

@@ -23,6 +23,10 @@
  * pm_accuracy.py's MIN_COVERAGE). */
 #define ATTRIB_MIN_COVERAGE 0.9
 
+/* Or'd into attrib_integral.flags for a sample whose value is NaN or
+ * infinite: never summed either. */
+#define ATTRIB_FLAG_NOT_FINITE 0x80000000u
+
 typedef struct attrib_pm_sample {
     uint64_t start_ns, end_ns; /* end_ns > start_ns; a sample of no width is skipped */
     double value;              /* one metric's value over the sample */
@@ -65,11 +69,15 @@ typedef struct attrib_integral {
 
 /*
  * The value of one metric over [kernel_start_ns, kernel_end_ns): samples
- * sorted by start_ns (PM samples follow one another; a clamped first one
- * may start before an earlier one ends, which is looked back for).
+ * sorted by start_ns with their end_ns not decreasing either (PM samples
+ * follow one another; a clamped first one, which pm_engine flags, may
+ * start before an earlier one ends, which is looked back for: the earlier
+ * samples that still overlap are the ones just before it). Two unflagged
+ * samples that overlap would both be summed there.
  * additive: non-zero for a metric that adds up over time, zero for a rate
  * or share. min_ns: a kernel shorter than it is BELOW_MINIMUM. Statuses in
- * pm_accuracy.py's order: below the minimum, then flagged, then uncovered.
+ * pm_accuracy.py's order: below the minimum, then flagged, then uncovered;
+ * a kernel of no length (not below min_ns) is UNCOVERED.
  * Returns 0, or -1 (out untouched) for a NULL pointer with a count, or a
  * kernel that ends before it starts.
  */

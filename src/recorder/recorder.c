@@ -340,7 +340,9 @@ static void plan_size(store *database, uint64_t now_ns)
     const recorder_mark *mark = choose_mark(
         recorder_size_cutoff(pending->cursor.time_ns, now_ns, used, target, pending->size_attempt),
         true);
-    if (pending->size_attempt < 3)
+    /* Only a regular pass presses harder: urgent ones come ten a second,
+     * before the last target could be reached. */
+    if (pending->size_attempt < 3 && !state.urgent_pass)
         pending->size_attempt++;
     target_advance(REASON_SIZE, mark);
     if (mark == NULL && used > state.settings.max_bytes && !state.over_cap_said) {
@@ -528,8 +530,8 @@ void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_a
         state.pending.window_in_target = true;
     }
     bool due = recorder_pass_due(state.last_pass_ns, now_ns);
-    bool urgent = !due && size_urgent(database);
-    state.urgent_pass = urgent && now_ns - state.last_pass_ns >= RECORDER_URGENT_GAP_NS;
+    bool urgent = size_urgent(database);
+    state.urgent_pass = !due && urgent && now_ns - state.last_pass_ns >= RECORDER_URGENT_GAP_NS;
     due = due || state.urgent_pass;
     if (due) {
         state.last_pass_ns = now_ns;

@@ -4,9 +4,9 @@
  * (store_read_sass_by_scope, store_sass.h). CUDA hands both over as counts
  * per instruction, with no time of their own, so a function's values in a
  * window are split over the scopes its kernels ran in during the window, by
- * kernel time; for SASS metrics, a function whose launches in the window the
- * GPU did not time (untimed_launches: a SASS window's quiet) by those
- * launches, each in the scope open at its launch time. One implementation serves both: a source
+ * kernel time; for SASS metrics, a function whose launches the GPU did not
+ * time while the window counted (untimed_launches) by those launches, each
+ * in the scope recorded with it on its launching thread. One implementation serves both: a source
  * (scope_source) names the table, the query of its values (per function: a key, the stall reason or
  * the metric, and a count), the order of the rows handed over and how one is handed over.
  *
@@ -37,11 +37,15 @@
 #define NO_KERNEL "(no kernel in the window)"
 
 /* The windows with rows in table, closed, with the earliest start a kernel
- * overlapping them can have. */
+ * overlapping them can have, and when the process's next window opened
+ * (nx: a SASS window counts until the program's next launch after its
+ * close, which is before the next window can open). */
 #define WINDOWS_CTE(table)                                                                         \
     "WITH win AS MATERIALIZED (SELECT pid, id AS window_id, opened_ns AS o, closed_ns AS c,"       \
     " opened_ns - COALESCE((SELECT value FROM meta WHERE key = 'kernel_duration_max_ns'),"         \
-    " (SELECT MAX(end_ns - start_ns) FROM kernels), 0) AS lo"                                      \
+    " (SELECT MAX(end_ns - start_ns) FROM kernels), 0) AS lo,"                                     \
+    " COALESCE((SELECT MIN(x.opened_ns) FROM windows x WHERE x.pid = windows.pid"                  \
+    "  AND x.opened_ns > windows.opened_ns), 9223372036854775807) AS nx"                           \
     " FROM windows WHERE opened_ns IS NOT NULL AND closed_ns IS NOT NULL"                          \
     " AND id IN (SELECT window_id FROM " table "))"
 
@@ -65,31 +69,40 @@
     "  JOIN names n ON n.id = f.name_id"                                                           \
     "  JOIN names k ON k.id != n.id"                                                               \
     "  AND substr(CAST(k.name AS BLOB), 1, 255) = CAST(n.name AS BLOB))"
-#define KERNELS_SELECT                                                                             \
+#define KERNELS_SELECT(extra)                                                                      \
     " SELECT f.pid, f.window_id, f.device, f.name_id,"                                             \
-    "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)"                                                   \
+    "  MAX(k.start_ns, w.o), MIN(k.end_ns, w.c)" extra                                             \
     " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"                         \
     " JOIN kernels k ON k.pid = f.pid AND k.device = f.device AND k.name_id = f.kernel_name_id"    \
     " AND k.start_ns >= w.lo AND k.start_ns < w.c AND k.end_ns > w.o"
-#define KERNELS_SQL(table) KERNELS_CTE(table) KERNELS_SELECT " ORDER BY 1, 2"
+#define KERNELS_SQL(table) KERNELS_CTE(table) KERNELS_SELECT("") " ORDER BY 1, 2"
 
-/* The launches of a function in its window that the GPU did not time (a
- * SASS window's quiet): one nanosecond each, at its launch time on the
- * launching thread, so the split goes by launches. */
+/* The launches of a function that the GPU did not time while the window
+ * counted (recorded only while a SASS window counts, so each belongs to
+ * the last window opened before it): one nanosecond each, in the scope
+ * recorded with it on the launching thread (its name id; 0 for none; NULL,
+ * resolved by time as kernels are, when that scope has no row), so the
+ * split goes by launches. */
 #define UNTIMED_ON(u)                                                                              \
     " " u ".pid = f.pid AND " u ".name_id = f.kernel_name_id AND " u ".device = f.device"          \
-    " AND " u ".time_ns >= w.o AND " u ".time_ns < w.c"
+    " AND " u ".time_ns >= w.o AND " u ".time_ns < w.nx"
 #define UNTIMED_SELECT                                                                             \
-    " SELECT f.pid, f.window_id, f.device, f.name_id, u.time_ns, u.time_ns + 1"                    \
+    " SELECT f.pid, f.window_id, f.device, f.name_id, u.time_ns, u.time_ns + 1,"                   \
+    "  CASE WHEN u.scope_instance_id IS NULL THEN 0 ELSE sc.name_id END"                           \
     " FROM kn f JOIN win w ON w.pid = f.pid AND w.window_id = f.window_id"                         \
-    " JOIN untimed_launches u ON" UNTIMED_ON("u")
+    " JOIN untimed_launches u ON" UNTIMED_ON("u") " LEFT JOIN sc ON sc.pid = u.pid"                \
+                                                  " AND sc.instance_id = u.scope_instance_id"
+#define UNTIMED_SCOPES_CTE                                                                         \
+    ", sc AS MATERIALIZED (SELECT pid, instance_id, MIN(name_id) AS name_id FROM scopes"           \
+    " WHERE instance_id IN (SELECT scope_instance_id FROM untimed_launches)"                       \
+    " GROUP BY pid, instance_id)"
 /* As KERNELS_SQL, but a function with untimed launches in its window is
  * weighed by those alone (its kernels, if any, ran outside the quiet). */
+#define UNTIMED_NONE " WHERE NOT EXISTS (SELECT 1 FROM untimed_launches x WHERE" UNTIMED_ON("x") ")"
 #define KERNELS_OR_UNTIMED_SQL(table)                                                              \
     KERNELS_CTE(table)                                                                             \
-    KERNELS_SELECT " WHERE NOT EXISTS (SELECT 1 FROM untimed_launches x WHERE" UNTIMED_ON(         \
-        "x") ")"                                                                                   \
-             " UNION ALL" UNTIMED_SELECT " ORDER BY 1, 2"
+    UNTIMED_SCOPES_CTE KERNELS_SELECT(", NULL") UNTIMED_NONE " UNION ALL" UNTIMED_SELECT           \
+                                                             " ORDER BY 1, 2"
 
 /* The scopes overlapping the windows with rows in table. */
 #define SCOPES_SQL(table)                                                                          \
@@ -106,6 +119,7 @@ static const char names_sql[] =
 typedef struct credit {
     int64_t pid, device, function, scope; /* scope: its name id; 0 for none */
     uint64_t window_id, ns, middle;
+    int fixed; /* scope came with the row (an untimed launch's): not resolved by time */
 } credit;
 
 typedef struct window_scope {
@@ -195,6 +209,10 @@ static int kernel_row(sqlite3_stmt *statement, void *user)
         .ns = b > a ? b - a : 0,
         .middle = a + (b > a ? (b - a) / 2 : 0),
     };
+    if (sqlite3_column_count(statement) > 6 && sqlite3_column_type(statement, 6) != SQLITE_NULL) {
+        w->credits[w->credit_count - 1].scope = sqlite3_column_int64(statement, 6);
+        w->credits[w->credit_count - 1].fixed = 1;
+    }
     return 0;
 }
 
@@ -259,9 +277,10 @@ static int resolve_windows(work *w, store_pc_scope_resolver resolve)
                 times[i] = w->credits[k + i].middle;
             status = resolve(spans, m, times, n, winners);
             for (size_t i = 0; status == 0 && i < n; i++)
-                w->credits[k + i].scope = winners[i] >= 0 && (size_t)winners[i] < m
-                                              ? w->scopes[s + winners[i]].name_id
-                                              : 0;
+                if (!w->credits[k + i].fixed)
+                    w->credits[k + i].scope = winners[i] >= 0 && (size_t)winners[i] < m
+                                                  ? w->scopes[s + winners[i]].name_id
+                                                  : 0;
         }
         free(spans);
         free(times);

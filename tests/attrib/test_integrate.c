@@ -139,11 +139,36 @@ static void test_clamped_sample_looked_back_for(void **state)
     assert_int_equal(attrib_integrate(clamped, 3, 95, 99, 1, 0, &r), 0);
     assert_int_equal(r.samples, 2);
     expect_near(r.value, 4 + 4, "both overlapping samples");
+    /* Overlapping samples count 8 ns of a 4 ns kernel: nothing missed, and
+     * each is an edge (96 and 106 outside it). */
+    assert_int_equal(r.covered_ns, 8);
+    expect_near(r.error_bound, 100 * 0.96 + 110 * (1 - 4.0 / 110), "overlap bound");
     /* A sample of no width is skipped. */
     const attrib_pm_sample empty[] = {{0, 100, 100, 0}, {100, 100, 1e9, 0}, {100, 200, 100, 0}};
     assert_int_equal(attrib_integrate(empty, 3, 0, 200, 1, 0, &r), 0);
     assert_int_equal(r.samples, 2);
     expect_near(r.value, 200, "zero-width skipped");
+}
+
+/* A sample that is NaN or infinite is never summed (said as a flag); a
+ * kernel of no length holds no value. */
+static void test_values_that_are_not_numbers(void **state)
+{
+    (void)state;
+    const attrib_pm_sample odd[] = {{0, 100, 10, 0}, {100, 200, NAN, 0}, {200, 300, INFINITY, 0}};
+    attrib_integral r;
+    assert_int_equal(attrib_integrate(odd, 3, 0, 300, 1, 0, &r), 0);
+    assert_int_equal(r.status, ATTRIB_INTEGRAL_FLAGGED);
+    assert_int_equal(r.flagged, 2);
+    assert_int_equal(r.flags, ATTRIB_FLAG_NOT_FINITE);
+    expect_near(r.value, 10, "the finite one");
+    assert_true(isfinite(r.error_bound));
+    assert_int_equal(attrib_integrate(odd, 3, 0, 300, 0, 0, &r), 0);
+    expect_near(r.value, 10, "the finite one's mean");
+    assert_int_equal(attrib_integrate(three, 3, 150, 150, 1, 0, &r), 0);
+    assert_int_equal(r.status, ATTRIB_INTEGRAL_UNCOVERED);
+    assert_int_equal(attrib_integrate(three, 3, 150, 150, 1, 1, &r), 0);
+    assert_int_equal(r.status, ATTRIB_INTEGRAL_BELOW_MINIMUM);
 }
 
 static void test_bad_arguments(void **state)
@@ -206,11 +231,19 @@ static size_t make_samples(uint64_t *random, const world *w, int holes, int flag
     size_t count = 0;
     for (uint64_t t = 0; t < 60000 && count < max;) {
         uint64_t width = 100 + next_random(random) % 1900;
+        /* Where flagged, one in eight starts up to 50 ns before the last one ended: a clamped
+         * start, which the PM engine flags (8); its end still follows the
+         * last one's. */
+        uint64_t back = flagged && count > 0 && t >= 50 && next_random(random) % 8 == 0
+                            ? 1 + next_random(random) % 50
+                            : 0;
         out[count] = (attrib_pm_sample){
-            .start_ns = t,
+            .start_ns = t - back,
             .end_ns = t + width,
-            .value = work_between(w, t, t + width, 0),
-            .flags = flagged && next_random(random) % 10 == 0 ? 1u : 0u,
+            .value = work_between(w, t - back, t + width, 0),
+            .flags = back > 0                                   ? 8u
+                     : flagged && next_random(random) % 10 == 0 ? 1u
+                                                                : 0u,
         };
         count++;
         t += width + (holes ? next_random(random) % 500 : 0);
@@ -276,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_holes_and_coverage),
         cmocka_unit_test(test_below_minimum),
         cmocka_unit_test(test_clamped_sample_looked_back_for),
+        cmocka_unit_test(test_values_that_are_not_numbers),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_random_against_a_plain_loop_and_the_bound),
     };

@@ -68,6 +68,7 @@
 #include "backend/cuda/cuda_loader.h"
 #include "backend/cuda/cuda_sass.h"
 #include "backend/cuda/cuda_storm.h"
+#include "backend/cuda/cuda_untimed.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -970,10 +971,13 @@ static void test_window_stops_at_the_application_launch(void **state)
     assert_int_equal(fake.events[mark + 1].call, CALL_ENABLE);
     assert_ptr_equal(atomic_load(&fake.enabled), TEST_CONTEXT);
     assert_int_equal(atomic_load(&fake.enable_lazy), 1);
+    /* Counting: the program's launches are recorded as untimed from here. */
+    assert_true(cuda_untimed_counting());
 
     atomic_store(&fake.batch_ready, 1); /* the window's kernels ran */
     mark = event_mark();
     window_call disarm = disarm_window(1);
+    assert_false(cuda_untimed_counting()); /* from the disable on */
     if (disarm.status != FLARE_OK)
         fail_msg("disarm: %d %s", disarm.status, disarm.result.reason);
     assert_false(pthread_equal(disarm.thread, app_thread));
@@ -1063,7 +1067,9 @@ static void test_exit_serves_a_close_in_flight(void **state)
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, window_call_main, &disarm), 0);
     TEST_WAIT_UNTIL(cuda_app_thread_pending() == 1); /* the close's stop, posted */
+    assert_true(cuda_untimed_counting());            /* closed, but counting until the stop */
     cuda_sass_exit(); /* the program's thread, exiting instead of launching */
+    assert_false(cuda_untimed_counting());
     TEST_WAIT_UNTIL(atomic_load(&disarm.done));
     pthread_join(thread, NULL);
     if (disarm.status != FLARE_OK)

@@ -10,8 +10,9 @@
  * longer than an event's inline copy whole), the context's device, the
  * innermost scope open on the launching thread (none outside one), a graph
  * launch (no symbol) left out, a symbol pointer the driver reused for
- * another name not believed from the thread's cache, and two threads
- * launching at once, every launch recorded once.
+ * another name not believed from the thread's cache, a context's device
+ * looked up once (a failure too) and again after a context's end, and two
+ * threads launching at once, every launch recorded once.
  *
  * Must never: load the real libcupti or libcuda, or wait for a fixed time.
  */
@@ -37,11 +38,14 @@
 #define PER_THREAD 500
 
 static char dir[256];
+static int context_a_moved; /* CONTEXT_A made again, on device 5 */
+static int device_lookups;
 
 static CUptiResult fake_device_id(CUcontext context, uint32_t *device)
 {
+    device_lookups++;
     if (context == CONTEXT_A)
-        *device = 3;
+        *device = context_a_moved ? 5 : 3;
     else if (context == CONTEXT_B)
         *device = 1;
     else
@@ -68,6 +72,7 @@ static void start(void)
     options.session_dir = dir;
     assert_int_equal(flare_init(&options), FLARE_OK);
     cuda_replay_get_device_id = fake_device_id;
+    context_a_moved = 0;
 }
 
 static sqlite3 *open_db(void)
@@ -153,7 +158,18 @@ static void test_launches_recorded_with_name_device_and_scope(void **state)
     launch("_Z9hot_chainPfi", CONTEXT_A, 6); /* outside every scope */
     launch(NULL, CONTEXT_A, 7);              /* a graph launch */
     launch("", CONTEXT_A, 8);
-    launch("plain", (CUcontext)(uintptr_t)0x9999, 9); /* a context the fake does not know */
+    /* A context the fake does not know: looked up once, the failure kept. */
+    int lookups = device_lookups;
+    launch("plain", (CUcontext)(uintptr_t)0x9999, 9);
+    launch("plain", (CUcontext)(uintptr_t)0x9999, 10);
+    assert_int_equal(device_lookups - lookups, 1);
+    /* CONTEXT_A ends and is made again at the same address on device 5:
+     * the thread's cache holds until a context's end is said. */
+    launch("plain", CONTEXT_A, 11);
+    context_a_moved = 1;
+    launch("plain", CONTEXT_A, 12);
+    cuda_untimed_context_destroyed();
+    launch("plain", CONTEXT_A, 13);
     char demangled[256];
     snprintf(demangled, sizeof(demangled), "%s", cuda_demangle("_Z9hot_chainPfi"));
     char long_name[1024];
@@ -162,7 +178,7 @@ static void test_launches_recorded_with_name_device_and_scope(void **state)
     assert_int_equal(flare_shutdown(), FLARE_OK);
 
     sqlite3 *db = open_db();
-    assert_int_equal(count(db, "SELECT COUNT(*) FROM untimed_launches"), 7);
+    assert_int_equal(count(db, "SELECT COUNT(*) FROM untimed_launches"), 11);
     expect_row(db, 1, demangled, 3, "forward");
     expect_row(db, 2, demangled, 1, "forward");
     expect_row(db, 3, long_name, 3, "inner");
@@ -170,6 +186,10 @@ static void test_launches_recorded_with_name_device_and_scope(void **state)
     expect_row(db, 5, "second_kernel", 3, "forward");
     expect_row(db, 6, demangled, 3, "");
     expect_row(db, 9, "plain", -1, "");
+    expect_row(db, 10, "plain", -1, "");
+    expect_row(db, 11, "plain", 3, "");
+    expect_row(db, 12, "plain", 3, ""); /* the same context, as far as the thread knows */
+    expect_row(db, 13, "plain", 5, "");
     assert_int_equal(count(db, "SELECT COUNT(*) FROM untimed_launches WHERE correlation_id IN "
                                "(7, 8)"),
                      0);

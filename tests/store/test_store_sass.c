@@ -581,7 +581,10 @@ static void test_no_range_and_sessions_without_values(void **state)
     assert_int_equal(none.count, 0);
 }
 
-static void put_untimed(store *handle, int device, const char *name, uint64_t time_ns)
+/* An untimed launch recorded in scope instance (1 forward, 2 backward, 0
+ * none), whatever its time says. */
+static void put_untimed(store *handle, int device, const char *name, uint64_t time_ns,
+                        uint64_t scope)
 {
     static uint64_t correlation = 100;
     store_untimed_launch_row row = {.pid = PID,
@@ -590,43 +593,49 @@ static void put_untimed(store *handle, int device, const char *name, uint64_t ti
                                     .time_ns = time_ns,
                                     .device = device,
                                     .name = name,
-                                    .scope_instance_id = time_ns < 1500 ? 1 : 2};
+                                    .scope_instance_id = scope};
     assert_int_equal(store_put_untimed_launch(handle, &row), 0);
 }
 
 /* A SASS window's quiet leaves its kernels untimed: a function launched
- * in the window is split by its launches, each in the scope open at its
- * launch time. relu launched twice in forward and once in backward: 2:1
- * of its 40; gemm on device 1 launched once, in forward, though a timed
- * kernel of it ran in backward (outside the quiet): the launch decides.
- * A launch after the window and gemm on device 0 (no launch recorded) do
- * not change gemm's 3:1. A version 13 session (no table) splits by kernel
- * time as before. */
+ * while the window counted is split by its launches, each in the scope
+ * recorded with it (on its launching thread; other threads' scopes open at
+ * that time do not compete). relu launched twice in forward, once in
+ * backward and once outside any scope though forward was open then (on
+ * another thread): 2:1:1 of its 40. gemm on device 1 launched once, from
+ * forward, at a time only backward covers and where its own timed kernel
+ * ran: the recorded scope decides. A launch after window 2 opened is not
+ * window 1's, so gemm on device 0 keeps its 3:1 by kernel time. A version
+ * 13 session (no table) splits by kernel time as before. */
 static void test_untimed_launches_split_by_launch(void **state)
 {
     (void)state;
     make_scoped_session();
+    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
+         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
+         " engine_reason, engine_samples) VALUES (4242, 2, 'schedule', 'w2', 100, 0, 2400, 2400,"
+         " 2450, 'duration', 0, 'sim-pm', 'disarmed', '', 0)");
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
-    put_untimed(handle, 0, "relu", 1200);
-    put_untimed(handle, 0, "relu", 1300);
-    put_untimed(handle, 0, "relu", 1800);
-    put_untimed(handle, 1, "gemm", 1100);
-    put_untimed(handle, 0, "gemm", 2500); /* after the window */
+    put_untimed(handle, 0, "relu", 1200, 1);
+    put_untimed(handle, 0, "relu", 1300, 1);
+    put_untimed(handle, 0, "relu", 1800, 2);
+    put_untimed(handle, 0, "relu", 1250, 0);
+    put_untimed(handle, 1, "gemm", 1800, 1);
+    put_untimed(handle, 0, "gemm", 2500, 2); /* window 2's */
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT COUNT(*) FROM untimed_launches WHERE scope_instance_id = 1"),
-                     3);
+    assert_int_equal(query_int("SELECT COUNT(*) FROM untimed_launches WHERE scope_instance_id IS "
+                               "NULL"),
+                     1);
     handle = open_mode(STORE_OPEN_READ);
     scope_readback r = {0};
     assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &r), 0);
     store_close(handle);
     const scope_want want[] = {
-        {0, INST, "forward", 600 + 40.0 * 2 / 3},
-        {0, INST, "backward", 200 + 40.0 / 3},
-        {0, THRD, "forward", 19200},
-        {0, THRD, "backward", 6400},
-        {1, INST, "forward", 10},
+        {0, INST, "forward", 600 + 20}, {0, INST, "backward", 200 + 10},
+        {0, INST, "(no range)", 10},    {0, THRD, "forward", 19200},
+        {0, THRD, "backward", 6400},    {1, INST, "forward", 10},
     };
     expect_scopes(&r, want, sizeof(want) / sizeof(want[0]));
     exec("DROP TABLE untimed_launches; UPDATE meta SET value = 13 WHERE key = 'schema_version'");

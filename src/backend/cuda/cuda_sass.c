@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_pm.h"
 #include "backend/cuda/cuda_storm.h"
 #include "backend/cuda/cuda_trace.h"
+#include "backend/cuda/cuda_untimed.h"
 #include "core/capability.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -344,6 +345,8 @@ static int hw_start(void *unused, int device, uint64_t period_ns, char *reason, 
         if (result != CUPTI_SUCCESS) {
             status = failed(result, "cuptiSassMetricsEnable", reason, reason_size);
             cuda_storm_quiet_end();
+        } else {
+            cuda_untimed_set_counting(1); /* launches recorded (cuda_untimed.h) */
         }
     }
     hardware.enabled = status == FLARE_OK;
@@ -517,6 +520,7 @@ static int stop_here(void *argument)
                                                        CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
         disable.ctx = request->context;
         CUptiResult result = SASS_LOGGED(cuptiSassMetricsDisable, &disable);
+        cuda_untimed_set_counting(0);
         request->dropped = disable.numOfDroppedRecords;
         if (request->status == FLARE_OK && result != CUPTI_SUCCESS)
             request->status =

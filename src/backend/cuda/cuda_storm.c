@@ -52,11 +52,6 @@ static _Atomic uint64_t copies_untimed;
 static _Atomic int quiet_now;
 static _Atomic uint64_t quiet_copies_untimed;
 
-bool cuda_storm_quiet_now(void)
-{
-    return atomic_load_explicit(&quiet_now, memory_order_relaxed) != 0;
-}
-
 bool cuda_storm_untimed_now(void)
 {
     return atomic_load_explicit(&copies_untimed_now, memory_order_relaxed) != 0;

@@ -97,9 +97,6 @@ void cuda_storm_quiet_end_later(void);
 /* Launches the SASS windows' quiet left untimed so far (an open one's
  * included). */
 uint64_t cuda_storm_quiet_untimed(void);
-/* Whether a quiet is on now: the launch path records each launch as
- * untimed (cuda_untimed.h). Any thread; a relaxed load. */
-bool cuda_storm_quiet_now(void);
 
 /* After the sampler stopped: charges the last launches, publishes the
  * untimed launches and copies as drops (a launch storm's and a SASS

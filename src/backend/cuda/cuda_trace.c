@@ -406,7 +406,7 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                 cuda_api_call_enter(call);
                 /* A SASS window's quiet: the launch's kernel will not be
                  * timed, so the launch itself is what its values are split by. */
-                if (cuda_storm_quiet_now())
+                if (cuda_untimed_counting())
                     cuda_untimed_launch(call);
             } else {
                 /* A copy or memset while a launch storm has their activity
@@ -436,6 +436,7 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
         } else if (id == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
             cuda_pc_context_destroying(((const CUpti_ResourceData *)data)->context);
             cuda_sass_context_destroying(((const CUpti_ResourceData *)data)->context);
+            cuda_untimed_context_destroyed();
             cuda_pm_context_destroying(((const CUpti_ResourceData *)data)->context);
         } else if (id == CUPTI_CBID_RESOURCE_MODULE_LOADED &&
                    (cuda_pc_enabled() || cuda_sass_installed())) {
