@@ -12,6 +12,7 @@
  * (held around handing held completions over), then stream lock, then device
  * lock, then fault lock. A handler must therefore never replace the handler.
  */
+#include "backend/sim/sim_busy.h"
 #include "backend/sim/sim_internal.h"
 #include "backend/sim/sim_pc.h"
 #include "core/clock.h"
@@ -297,6 +298,10 @@ static void run_work_item(backend_stream *stream, sim_work_item *item,
         .status = FLARE_OK,
     };
     completion->start_ns = stream_next_start_ns(stream);
+    /* In the busy log from its start (sim_busy.h: the PM hardware's values). */
+    uint64_t busy = item->kind == BACKEND_WORK_KERNEL
+                        ? sim_busy_begin(stream->device, completion->start_ns)
+                        : 0;
     switch (item->kind) {
     case BACKEND_WORK_KERNEL: {
         flare_sim_launch launch = {
@@ -334,6 +339,8 @@ static void run_work_item(backend_stream *stream, sim_work_item *item,
     }
     uint64_t end = sim_clock_ns();
     completion->end_ns = end > completion->start_ns ? end : completion->start_ns;
+    if (item->kind == BACKEND_WORK_KERNEL)
+        sim_busy_end(busy, completion->end_ns);
 }
 
 /* Called after the handler returned: only now is the item no longer in flight.

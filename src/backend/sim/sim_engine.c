@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "backend/sim/sim.h"
+#include "backend/sim/sim_busy.h"
 #include "backend/sim/sim_pm.h"
 #include "core/capability.h"
 #include "core/clock.h"
@@ -364,9 +365,15 @@ static int sim_pm_hw_sample_read(void *hardware, size_t index, uint64_t *start, 
         const sim_pm_record *record = &hw->image[index];
         *start = (uint64_t)((int64_t)record->start + hw->clock_shift);
         *end = (uint64_t)((int64_t)record->end + hw->clock_shift);
-        /* Deterministic values: metric m of the sample starting at t. */
+        /* Deterministic values: metric m of the sample starting at t, or
+         * the kernels' busy time in it (values_from_kernels). */
+        uint64_t busy = pm_faults.values_from_kernels
+                            ? sim_busy_overlap_ns(hw->device, record->start, record->end)
+                            : 0;
         for (size_t m = 0; m < hw->metric_count && m < PM_METRICS_MAX; m++)
-            values[m] = (double)((record->start / hw->interval_ns * (m + 1)) % 1000);
+            values[m] = pm_faults.values_from_kernels
+                            ? (double)(busy * (m + 1))
+                            : (double)((record->start / hw->interval_ns * (m + 1)) % 1000);
         status = FLARE_OK;
     }
     pthread_mutex_unlock(&hw->lock);

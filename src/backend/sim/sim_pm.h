@@ -33,6 +33,10 @@ typedef struct sim_pm_faults {
      * decoded, and never fills after: one stall makes one overflow, however
      * late the decoder runs from then on. */
     int overflow_once;
+    /* Metric m of a sample is (m + 1) times the ns kernels of its device
+     * ran within it (sim_busy.h), instead of a pattern of its start: a
+     * truth for per-kernel integration (attrib/integrate.h). */
+    int values_from_kernels;
 } sim_pm_faults;
 
 /* Applies from the next prepare (buffer and image sizes) or at once
