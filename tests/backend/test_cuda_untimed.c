@@ -24,6 +24,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,8 +39,9 @@
 #define PER_THREAD 500
 
 static char dir[256];
-static int context_a_moved; /* CONTEXT_A made again, on device 5 */
-static int device_lookups;
+/* Read by the launching threads of the second case: atomics. */
+static _Atomic int context_a_moved; /* CONTEXT_A made again, on device 5 */
+static _Atomic int device_lookups;
 
 static CUptiResult fake_device_id(CUcontext context, uint32_t *device)
 {
