@@ -423,8 +423,8 @@ const char *const store_schema_ddl[] = {
     " device INTEGER NOT NULL,"
     " name_id INTEGER NOT NULL REFERENCES names(id),"
     " scope_instance_id INTEGER)",
-    "CREATE INDEX IF NOT EXISTS untimed_launches_by_name ON untimed_launches(pid, name_id, "
-    "time_ns)",
+    ("CREATE INDEX IF NOT EXISTS untimed_launches_by_name ON untimed_launches(pid, name_id, "
+     "time_ns)"),
 
     "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 14), ('created_by', 'flare')",
 };
