@@ -80,8 +80,8 @@ typedef struct core_event {
             /* STORM: start_ns to end_ns, device (-1: the process). */
             uint64_t untimed_launches;
         } storm;
-        /* UNTIMED_LAUNCH: a kernel launch the GPU does not time (a SASS
-         * metrics window's quiet, cuda_storm.h): id its correlation id,
+        /* UNTIMED_LAUNCH: a kernel launch made while a SASS metrics window
+         * counts, which the GPU does not time (cuda_untimed.h): id its correlation id,
          * start_ns its time on the launching thread, device, name the
          * kernel's. */
         struct {

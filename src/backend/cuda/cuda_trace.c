@@ -404,8 +404,8 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                     !atomic_exchange(&exit_wait_registered, 1))
                     atexit(wait_for_setup_threads);
                 cuda_api_call_enter(call);
-                /* A SASS window's quiet: the launch's kernel will not be
-                 * timed, so the launch itself is what its values are split by. */
+                /* A SASS window counts (and its quiet leaves the kernel
+                 * untimed): the launch is what its values are split by. */
                 if (cuda_untimed_counting())
                     cuda_untimed_launch(call);
             } else {
