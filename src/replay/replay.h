@@ -361,7 +361,8 @@ void replay_trigger_reset_for_tests(void);
  * second and 16 MB. Refuses as well any repetition ('?', '*', '+', "{m,n}",
  * "{,n}") of what can match nothing ("a?+", "(a?)+", "a**", "(a?){3}"): the
  * closures of nested ones take time exponential in their nesting, far below
- * the bound ("((a)?)+" nested 9 deep: 67 s; "^((a?){1,3}){150}$": 6.7 s); and any repetition of an anchor or word edge
+ * the bound ("((a)?)+" nested 9 deep: 67 s; "^((a?){1,3}){150}$": 6.7 s); and any repetition of an
+ * anchor or word edge
  * ("(^a)+", "(_|\\<){2}"), around which regcomp duplicates nodes per
  * context (0.8 s with no such loop). Returns 0 when the bound is at most
  * REPLAY_REGEX_COST_MAX and neither is there, else FLARE_ERR_INVALID_ARGUMENT
