@@ -949,6 +949,17 @@ static void assert_stop_at(int mark)
     assert_null(atomic_load(&fake.enabled));
 }
 
+/* A window armed (failing the case otherwise) whose kernels then ran: the
+ * fake's next flush has a batch to hand over. */
+static window_call arm_window_whose_kernels_ran(void)
+{
+    window_call arm = arm_window();
+    if (arm.status != FLARE_OK)
+        fail_msg("arm: %d %s", arm.status, arm.reason);
+    atomic_store(&fake.batch_ready, 1);
+    return arm;
+}
+
 /* Case 2. A window: the arm enables on the flare thread that arms (lazy
  * patching, the first context), with no configuration again; the disarm
  * posts its stop, made at the application's next launch on its thread:
@@ -1001,6 +1012,19 @@ static void test_window_stops_at_the_application_launch(void **state)
 }
 
 #ifdef FLARE_TEST_SASS_EXIT
+/* After the exit no window starts (CUPTI's exit handlers come next), and
+ * the refusal calls nothing of CUPTI. */
+static void expect_no_window_after_the_exit(void)
+{
+    int mark = event_mark();
+    window_call late = arm_window();
+    assert_int_equal(late.status, FLARE_ERR_BACKEND);
+    if (strstr(late.reason, "the program is exiting") == NULL)
+        fail_msg("arm's reason: \"%s\"", late.reason);
+    assert_int_equal(event_mark(), mark);
+    assert_fake_clean();
+}
+
 /* Case 2b. The program exits with a window open: cuda_sass_exit (cuda_trace's
  * exit handler, before CUPTI's own) flushes, disables and looks the names
  * up on the exiting thread, the program's; the window's close at the
@@ -1012,10 +1036,7 @@ static void test_window_stops_at_the_application_launch(void **state)
 static void test_exit_stops_an_open_window(void **state)
 {
     (void)state;
-    window_call arm = arm_window();
-    if (arm.status != FLARE_OK)
-        fail_msg("arm: %d %s", arm.status, arm.reason);
-    atomic_store(&fake.batch_ready, 1);
+    window_call arm = arm_window_whose_kernels_ran();
     int mark = event_mark();
     cuda_sass_exit(); /* on the main thread: the program's */
     assert_int_equal(event_mark() - mark, 3);
@@ -1038,14 +1059,7 @@ static void test_exit_stops_an_open_window(void **state)
     assert_int_equal(disarm.result.samples, EXPECTED_ENTRIES);
     assert_int_equal(take_window(arm.window_id, &disarm.result), EXPECTED_ENTRIES);
 
-    /* After the exit no window starts: CUPTI's exit handlers come next. */
-    mark = event_mark();
-    window_call late = arm_window();
-    assert_int_equal(late.status, FLARE_ERR_BACKEND);
-    if (strstr(late.reason, "the program is exiting") == NULL)
-        fail_msg("arm's reason: \"%s\"", late.reason);
-    assert_int_equal(event_mark(), mark);
-    assert_fake_clean();
+    expect_no_window_after_the_exit();
 }
 
 /* Case 2c (test_cuda_sass_exit_closing). The window's close and the exit
@@ -1058,10 +1072,7 @@ static void test_exit_stops_an_open_window(void **state)
 static void test_exit_serves_a_close_in_flight(void **state)
 {
     (void)state;
-    window_call arm = arm_window();
-    if (arm.status != FLARE_OK)
-        fail_msg("arm: %d %s", arm.status, arm.reason);
-    atomic_store(&fake.batch_ready, 1);
+    window_call arm = arm_window_whose_kernels_ran();
     int mark = event_mark();
     window_call disarm = {.disarm = 1};
     pthread_t thread;
@@ -1084,10 +1095,7 @@ static void test_exit_serves_a_close_in_flight(void **state)
     mark = event_mark();
     cuda_sass_exit();
     assert_int_equal(event_mark(), mark);
-    window_call late = arm_window();
-    assert_int_equal(late.status, FLARE_ERR_BACKEND);
-    assert_int_equal(event_mark(), mark);
-    assert_fake_clean();
+    expect_no_window_after_the_exit();
 }
 #endif
 
@@ -1100,10 +1108,7 @@ static void test_exit_serves_a_close_in_flight(void **state)
 static void test_stop_without_a_launch_waits_for_the_next_launch(void **state)
 {
     (void)state;
-    window_call arm = arm_window();
-    if (arm.status != FLARE_OK)
-        fail_msg("arm: %d %s", arm.status, arm.reason);
-    atomic_store(&fake.batch_ready, 1);
+    arm_window_whose_kernels_ran();
     int mark = event_mark();
     uint64_t lost_before = engine_stats().samples_lost;
     window_call disarm = disarm_window(0);
@@ -1190,10 +1195,7 @@ static void test_activity_that_stays_on_refuses_the_window(void **state)
 static void test_failed_flush_still_disables(void **state)
 {
     (void)state;
-    window_call arm = arm_window();
-    if (arm.status != FLARE_OK)
-        fail_msg("arm: %d %s", arm.status, arm.reason);
-    atomic_store(&fake.batch_ready, 1);
+    arm_window_whose_kernels_ran();
     atomic_store(&fake.flush_result, CUPTI_ERROR_INVALID_OPERATION);
     int mark = event_mark();
     window_call disarm = disarm_window(1);
@@ -1233,10 +1235,7 @@ static void test_failed_flush_still_disables(void **state)
 static void test_every_count_zero_is_said(void **state)
 {
     (void)state;
-    window_call arm = arm_window();
-    if (arm.status != FLARE_OK)
-        fail_msg("arm: %d %s", arm.status, arm.reason);
-    atomic_store(&fake.batch_ready, 1);
+    arm_window_whose_kernels_ran();
     atomic_store(&fake.zero_counts, 1);
     window_call disarm = disarm_window(1);
     atomic_store(&fake.zero_counts, 0);

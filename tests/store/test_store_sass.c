@@ -474,6 +474,21 @@ static void put_kernel(store *handle, int device, const char *name, uint64_t sta
     assert_int_equal(store_put_kernel(handle, &kernel), 0);
 }
 
+/* A closed window of PID with its engine, disarmed. */
+static void insert_window(int id, uint64_t opened_ns, uint64_t closed_ns, const char *engine)
+{
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
+             " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
+             " engine_reason, engine_samples) VALUES (%d, %d, 'schedule', 'w%d', %llu, 0, %llu,"
+             " %llu, %llu, 'duration', 0, '%s', 'disarmed', '', 0)",
+             PID, id, id, (unsigned long long)(closed_ns - opened_ns),
+             (unsigned long long)opened_ns, (unsigned long long)opened_ns,
+             (unsigned long long)closed_ns, engine);
+    exec(sql);
+}
+
 /* Window 1 of PID (1000..2000 ns), scope forward 1000..1500, backward
  * 1500..2000. gemm's kernels in it: 1100..1400 (300 ns, in forward) and
  * 1600..1700 (100 ns, in backward): 3:1; one after the window and one of
@@ -500,11 +515,8 @@ static void make_scoped_session(void)
     put_all(handle, rows, sizeof(rows) / sizeof(rows[0]));
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
-    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
-         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
-         " engine_reason, engine_samples) VALUES (4242, 1, 'schedule', 'w', 1000, 0, 1000, 1000,"
-         " 2000, 'duration', 0, 'sim-sass-metrics', 'disarmed', '', 0);"
-         "INSERT OR IGNORE INTO names (name) VALUES ('forward'), ('backward');"
+    insert_window(1, 1000, 2000, "sim-sass-metrics");
+    exec("INSERT OR IGNORE INTO names (name) VALUES ('forward'), ('backward');"
          "INSERT INTO scopes SELECT 4242, 7, 1, id, 0, 1000, 1500, 0 FROM names"
          " WHERE name = 'forward';"
          "INSERT INTO scopes SELECT 4242, 7, 2, id, 0, 1500, 2000, 0 FROM names"
@@ -611,10 +623,7 @@ static void test_untimed_launches_split_by_launch(void **state)
 {
     (void)state;
     make_scoped_session();
-    exec("INSERT INTO windows (pid, id, token_kind, label, max_duration_ns, max_launches,"
-         " requested_ns, opened_ns, closed_ns, close_reason, launches, engine, engine_status,"
-         " engine_reason, engine_samples) VALUES (4242, 2, 'schedule', 'w2', 100, 0, 2400, 2400,"
-         " 2450, 'duration', 0, 'sim-pm', 'disarmed', '', 0)");
+    insert_window(2, 2400, 2450, "sim-pm");
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
     put_untimed(handle, 0, "relu", 1200, 1);
