@@ -301,7 +301,7 @@ static void run_work_item(backend_stream *stream, sim_work_item *item,
     /* In the busy log from its start (sim_busy.h: the PM hardware's values). */
     uint64_t busy = item->kind == BACKEND_WORK_KERNEL
                         ? sim_busy_begin(stream->device, completion->start_ns)
-                        : 0;
+                        : SIM_BUSY_OFF;
     switch (item->kind) {
     case BACKEND_WORK_KERNEL: {
         flare_sim_launch launch = {
@@ -339,8 +339,7 @@ static void run_work_item(backend_stream *stream, sim_work_item *item,
     }
     uint64_t end = sim_clock_ns();
     completion->end_ns = end > completion->start_ns ? end : completion->start_ns;
-    if (item->kind == BACKEND_WORK_KERNEL)
-        sim_busy_end(busy, completion->end_ns);
+    sim_busy_end(busy, completion->end_ns);
 }
 
 /* Called after the handler returned: only now is the item no longer in flight.

@@ -8,6 +8,7 @@
 #include "backend/sim/sim_busy.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define RUNNING UINT64_MAX /* end_ns of a kernel still running */
 
@@ -19,9 +20,17 @@ typedef struct busy_entry {
 static pthread_mutex_t busy_lock = PTHREAD_MUTEX_INITIALIZER;
 static busy_entry entries[SIM_BUSY_MAX];
 static uint64_t written; /* entries ever written; tickets count them */
+static _Atomic int enabled;
+
+void sim_busy_enable(int on)
+{
+    atomic_store(&enabled, on);
+}
 
 uint64_t sim_busy_begin(int device, uint64_t start_ns)
 {
+    if (!atomic_load_explicit(&enabled, memory_order_relaxed))
+        return SIM_BUSY_OFF;
     pthread_mutex_lock(&busy_lock);
     uint64_t ticket = written++;
     entries[ticket % SIM_BUSY_MAX] = (busy_entry){start_ns, RUNNING, device};
@@ -31,6 +40,8 @@ uint64_t sim_busy_begin(int device, uint64_t start_ns)
 
 void sim_busy_end(uint64_t ticket, uint64_t end_ns)
 {
+    if (ticket == SIM_BUSY_OFF)
+        return;
     pthread_mutex_lock(&busy_lock);
     busy_entry *e = &entries[ticket % SIM_BUSY_MAX];
     if (written - ticket <= SIM_BUSY_MAX) /* not overwritten since */

@@ -18,8 +18,13 @@
 
 #define SIM_BUSY_MAX 4096u
 
+/* Whether kernels are logged at all: only while the PM hardware's values
+ * come from them (sim_pm_set_faults), so other runs take no lock per kernel. */
+void sim_busy_enable(int on);
+
 /* A kernel of device began at start_ns (the stream worker, before its
- * body): a ticket for sim_busy_end. */
+ * body): a ticket for sim_busy_end (SIM_BUSY_OFF while the log is off). */
+#define SIM_BUSY_OFF UINT64_MAX
 uint64_t sim_busy_begin(int device, uint64_t start_ns);
 /* It ended at end_ns. */
 void sim_busy_end(uint64_t ticket, uint64_t end_ns);

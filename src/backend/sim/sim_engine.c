@@ -418,6 +418,7 @@ void sim_pm_set_faults(const sim_pm_faults *faults)
 {
     pthread_mutex_lock(&pm_hardware.lock);
     pm_faults = faults != NULL ? *faults : (sim_pm_faults){0};
+    sim_busy_enable(pm_faults.values_from_kernels);
     pthread_mutex_unlock(&pm_hardware.lock);
 }
 
