@@ -22,7 +22,7 @@ import re
 import sys
 
 FEATURES = ("counters", "rules", "deepwin", "storm", "pm", "replay", "attrib", "tracebuf",
-            "recorder", "pcsamp")
+            "recorder", "pcsamp", "disasm")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 BACKEND_NAME = re.compile(r"\b(sim|cuda)_[A-Za-z0-9_]+\b")
 COMMENT_OR_STRING = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\])*"', re.S)

@@ -13,7 +13,7 @@
 # not long_scoreboard. Then the same run with FLARE_PC_PERIOD=20us, only to
 # show that the period matters: both runs' sample totals are printed, the
 # second run's check is shown but not judged. The check's self-test runs
-# first (no GPU). A run still going after 40 s has its threads dumped
+# first (no GPU). A run still going after 120 s has its threads dumped
 # (name, state, wait channel, syscall) and is killed. Output goes to
 # $OUT/pc-window.txt; the sessions stay in $work, never in $OUT. Last, where
 # PyTorch has CUDA, tests/gpu/pc_torch.py (cuBLAS's GEMM and torch's
@@ -57,17 +57,18 @@ pcwindow_dump() {
 }
 
 # pcwindow_run SESSION_ARGS...: flare trace (its arguments given) in the
-# background; after 40 s still running, its threads are dumped and it is
+# background; after 120 s still running (the session's end disassembles
+# PyTorch's cubins for the SASS text of its kernels), its threads are dumped and it is
 # killed (status 124). Returns flare trace's exit status.
 pcwindow_run() {
   "$flare" trace "$@" >> "$pcwindow_out" 2>&1 &
   local pid=$! waited=0
-  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 400 ]; do
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 1200 ]; do
     sleep 0.1
     waited=$((waited + 1))
   done
   if kill -0 "$pid" 2>/dev/null; then
-    echo "   still running after 40 s: its threads" | tee -a "$pcwindow_out"
+    echo "   still running after 120 s: its threads" | tee -a "$pcwindow_out"
     pcwindow_dump "$pid"
     # shellcheck disable=SC2046 # one pid per word
     kill -KILL $(pcwindow_tree "$pid") 2>/dev/null
@@ -235,6 +236,20 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
       python3 tests/gpu/pc_torch.py --seconds 12
   ) || fail "pcwindow: flare trace of pc_torch.py exited $?"
   "$flare" report "$work/pcwindow-torch" 2>&1 | tee -a "$pcwindow_out" | grep -i -A12 "PC samples"
+  # The SASS text of torch's kernels (no line information): how long the
+  # session's end took to disassemble them, and how many got one.
+  "$flare" report "$work/pcwindow-torch" 2>&1 | grep -E "^  (sass_text|pc_source_lines) " |
+    tee -a "$pcwindow_out"
+  python3 - "$work/pcwindow-torch" <<'PY' 2>&1 | tee -a "$pcwindow_out"
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}/session.db?mode=ro", uri=True)
+total = db.execute("SELECT SUM(samples) FROM pc_samples").fetchone()[0] or 0
+texted = db.execute("SELECT SUM(p.samples) FROM pc_samples p JOIN pc_instructions i ON "
+                    "i.pid = p.pid AND i.name_id = p.name_id AND i.pc_offset = p.pc_offset").fetchone()[0] or 0
+left = db.execute("SELECT COUNT(*), COALESCE(SUM(length(bytes)), 0) FROM pc_cubins").fetchone()
+print(f"   SASS text: {texted:,} of {total:,} samples ({100.0 * texted / max(total, 1):.1f}%); "
+      f"cubins left {left[0]} ({left[1] / 1048576:.1f} MiB)")
+PY
   echo "-- tests/gpu/pc_torch_check.py" | tee -a "$pcwindow_out"
   python3 tests/gpu/pc_torch_check.py "$work/pcwindow-torch" 2>&1 | tee -a "$pcwindow_out"
   [ "${PIPESTATUS[0]}" -eq 0 ] ||

@@ -45,7 +45,11 @@
 #        hot loop, a refused metric, a PyTorch window: scripts/gpu-check-sasswindow.sh);
 #        sassbisect (which of flare's pieces keeps SASS counts at 0: the bare probe with
 #        flare's metrics and activity tracing, flare with pieces off:
-#        scripts/gpu-check-sassbisect.sh). Any
+#        scripts/gpu-check-sassbisect.sh); pcidle (PC sampling enabled but idle on tiny
+#        launches, CUPTI's floor in one process beside flare's pc-idle against trace-timed,
+#        in ns per launch: scripts/gpu-check-pcidle.sh); sasstext (the SASS text of
+#        instructions without a source line: the hot loop built without -lineinfo under a pc
+#        and a sass window, flare disasm afterwards: scripts/gpu-check-sasstext.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -312,12 +316,13 @@ fi
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
 for part in pcwindow auto pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered \
-            replayready pmaccuracy pcprobe sassprobe sasswindow sassbisect; do
+            replayready pmaccuracy pcprobe sassprobe sasswindow sassbisect pcidle sasstext; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
        [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ] &&
        [ "$part" != sassprobe ] && [ "$part" != pcwindow ] && [ "$part" != auto ] &&
-       [ "$part" != sasswindow ] && [ "$part" != sassbisect ]; } ||
+       [ "$part" != sasswindow ] && [ "$part" != sassbisect ] && [ "$part" != pcidle ] &&
+       [ "$part" != sasstext ]; } ||
      [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"

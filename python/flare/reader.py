@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 14
+SCHEMA_NEWEST = 15
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,22 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 14 lacks: the tables version 15 added (src/store/store_schema.c) ----
+
+# The tables (empty: an older flare kept no code of functions without lines)
+# and the view, copies of src/store/store_schema.c and store_views.c.
+_COMPAT_V15_DDL = [
+    "CREATE TEMP TABLE pc_code (pid INTEGER NOT NULL, name_id INTEGER NOT NULL,"
+    " cubin_crc INTEGER NOT NULL, symbol TEXT NOT NULL, PRIMARY KEY (pid, name_id))",
+    "CREATE TEMP TABLE pc_cubins (pid INTEGER NOT NULL, cubin_crc INTEGER NOT NULL,"
+    " bytes BLOB NOT NULL, PRIMARY KEY (pid, cubin_crc))",
+    "CREATE TEMP TABLE pc_instructions (pid INTEGER NOT NULL, name_id INTEGER NOT NULL,"
+    " pc_offset INTEGER NOT NULL, sass TEXT NOT NULL, PRIMARY KEY (pid, name_id, pc_offset))",
+    "CREATE TEMP VIEW v_pc_instructions AS"
+    " SELECT i.pid, n.name AS function, i.pc_offset, i.sass"
+    " FROM pc_instructions i JOIN names n ON n.id = i.name_id",
+]
 
 # ---- what version 13 lacks: the table version 14 added (src/store/store_schema.c) ----
 
@@ -650,6 +666,8 @@ class Session:
                 setup += _COMPAT_V13_DDL
             if version < 14:
                 setup += _COMPAT_V14_DDL
+            if version < 15:
+                setup += _COMPAT_V15_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)
@@ -830,6 +848,19 @@ class Session:
         return self._select("SELECT * FROM v_sass_metrics", "SASS metrics",
                             function=(function, str), metric=(metric, str),
                             window_id=(window_id, int), pid=(pid, int))
+
+    def pc_instructions(self, function=None, pid=None):
+        """The SASS text of sampled instructions without a source line
+        (v_pc_instructions, schema 15; empty for older sessions): one row per
+        (pid, function, pc_offset) with sass, the instruction as the CUDA
+        toolkit's disassembler printed it ('LDG.E R5, desc[UR4][R2.64]'),
+        for kernels built without line information, where pc_lines() and the
+        file of sass_metrics() have nothing. `flare trace` makes them when it
+        ends (`flare disasm` later, where it found no disassembler). Join
+        pc_samples() or sass_metrics() on (pid, function, pc_offset).
+        Filters: function, pid."""
+        return self._select("SELECT * FROM v_pc_instructions", "PC instructions",
+                            function=(function, str), pid=(pid, int))
 
     def replay_metrics(self, kernel=None, metric=None, pid=None):
         """Every replayed kernel launch's metric values (v_replay_metrics): pid,

@@ -22,6 +22,7 @@ int cli_trace(int argc, char **argv);
 int cli_report(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_index(int argc, char **argv);
+int cli_disasm(int argc, char **argv);
 /* `flare merge`: several sessions made one (merge.c). */
 int cli_merge(int argc, char **argv);
 /* `flare export`: a session as Perfetto trace JSON, or its kernels as CSV or JSON. */

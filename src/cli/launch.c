@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_info.h"
 #include "cli/cli.h"
 #include "core/clock.h"
+#include "disasm/disasm_session.h"
 #include "core/config.h"
 #include "flare/flare.h"
 #include "session/session.h"
@@ -374,6 +375,50 @@ static void index_session(const cli_launch *launch, store *database)
                 (double)took_ns / 1e9);
 }
 
+/* Kept cubins past this many bytes are announced before their disassembly. */
+#define CLI_DISASM_ANNOUNCE_BYTES (8u << 20)
+
+/* The SASS text of sampled instructions without a source line, from the
+ * cubins the processes kept (docs/pc-sampling.md); every process has ended. */
+/* Before a long disassembly (PyTorch's cubins take tens of seconds): why
+ * the command has not ended yet, and how to skip it. */
+static void announce_disassembly(uint64_t cubins, uint64_t bytes, void *user)
+{
+    const cli_launch *launch = user;
+    if (!launch->quiet && bytes >= CLI_DISASM_ANNOUNCE_BYTES)
+        fprintf(stderr,
+                "flare: disassembling %llu kept cubin(s) (%.1f MiB) for the SASS text of "
+                "instructions without a source line (FLARE_DISASSEMBLER= skips it; 'flare disasm' "
+                "does it later)\n",
+                (unsigned long long)cubins, (double)bytes / (1024.0 * 1024.0));
+}
+
+static void disassemble_session(const cli_launch *launch, store *database)
+{
+    disasm_session_result result;
+    int status = disasm_session_announced(database, launch->session_dir, announce_disassembly,
+                                          (void *)launch, &result);
+    if (result.cubins == 0 && status == FLARE_OK)
+        return;
+    if (status == FLARE_ERR_UNSUPPORTED)
+        fprintf(stderr,
+                "flare: WARNING: %llu kept cubin(s) not disassembled (%s): instructions without a "
+                "source line show no SASS text; 'flare disasm %s' does it where cuobjdump or "
+                "nvdisasm is\n",
+                (unsigned long long)result.cubins, result.problem, launch->session_dir);
+    else if (status != FLARE_OK)
+        fprintf(stderr,
+                "flare: WARNING: disassembling the kept cubins failed (%s); %llu of %llu done\n",
+                result.problem, (unsigned long long)result.cubins_done,
+                (unsigned long long)result.cubins);
+    else if (!launch->quiet && result.took_ns >= 1000000000ull)
+        fprintf(stderr,
+                "flare: disassembled %llu cubin(s) for the SASS text of %llu "
+                "instruction(s) in %.1f s\n",
+                (unsigned long long)result.cubins_done, (unsigned long long)result.given,
+                (double)result.took_ns / 1e9);
+}
+
 /* What the session lost, for the closing line: every drop counter. */
 typedef struct drop_tally {
     uint64_t total;
@@ -427,6 +472,7 @@ int cli_launch_run(cli_launch *launch, char **command)
         store_commit(database) != FLARE_OK)
         cli_failure(name, "cannot record the end of the session: %s", store_last_error(database));
     index_session(launch, database);
+    disassemble_session(launch, database);
     /* A finished session as one file (if no process of it still runs). */
     store_settle(database);
     store_session_summary summary;

@@ -25,6 +25,8 @@ static const char usage_text[] =
     "  diff     compare two sessions kernel by kernel, with a test for noise\n"
     "  export   write a session as a Perfetto trace, or its kernels as CSV or JSON\n"
     "  index    build a session's indexes for its SQL views (flare trace does it)\n"
+    "  disasm   give sampled instructions without a source line their SASS text\n"
+    "           (flare trace does it when it finds cuobjdump or nvdisasm)\n"
     "  merge    merge sessions of several ranks or hosts into one, on one timeline\n"
     "  info     show the GPUs, driver and CUPTI this machine offers flare\n"
     "  rules    check deep-profiling rules: flare rules check RULE...\n"
@@ -72,6 +74,8 @@ int main(int argc, char **argv)
         return cli_info(argc - 1, argv + 1);
     if (strcmp(command, "index") == 0)
         return cli_index(argc - 1, argv + 1);
+    if (strcmp(command, "disasm") == 0)
+        return cli_disasm(argc - 1, argv + 1);
     if (strcmp(command, "merge") == 0)
         return cli_merge(argc - 1, argv + 1);
     if (strcmp(command, "rules") == 0)
@@ -80,9 +84,9 @@ int main(int argc, char **argv)
         return cli_window(argc - 1, argv + 1);
     if (command[0] == '-')
         return cli_usage_error(NULL, "unknown option '%s'", command);
-    return cli_usage_error(
-        NULL,
-        "unknown command '%s' (commands: trace, replay, report, diff, export, index, merge, info, "
-        "rules, window)",
-        command);
+    return cli_usage_error(NULL,
+                           "unknown command '%s' (commands: trace, replay, report, diff, export, "
+                           "index, disasm, merge, info, "
+                           "rules, window)",
+                           command);
 }

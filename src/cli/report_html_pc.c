@@ -127,6 +127,8 @@ static void write_window(report_pc_window *window, void *user)
         if (line->file[0] != '\0') {
             html_json_string(page, "file", line->file);
             html_json_u64(page, "line", line->source_line);
+        } else if (line->sass[0] != '\0') {
+            html_json_string(page, "sass", line->sass);
         }
         html_json_end(page);
     }

@@ -80,6 +80,8 @@ static void write_top(html_page *page, const report_sass_window *window)
         if (held->file[0] != '\0') {
             html_json_string(page, "file", held->file);
             html_json_u64(page, "line", held->source_line);
+        } else if (held->sass[0] != '\0') {
+            html_json_string(page, "sass", held->sass);
         }
         write_counts(page, &held->counts);
         html_json_end(page);

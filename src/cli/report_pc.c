@@ -84,6 +84,8 @@ static void print_window(report_pc_window *window, void *user)
                line->pc_offset);
         if (line->file[0] != '\0')
             printf(" (%s:%" PRIu32 ")", line->file, line->source_line);
+        else if (line->sass[0] != '\0')
+            printf(" [%s]", line->sass);
         printf("\n");
     }
     if (window->rows > window->lines)
@@ -142,6 +144,8 @@ static int walk_row(const store_pc_sample_row *row, void *user)
         if (row->file != NULL && row->file[0] != '\0') {
             report_pc_path_tail(line->file, sizeof(line->file), row->file);
             line->source_line = row->line;
+        } else if (row->sass != NULL) {
+            snprintf(line->sass, sizeof(line->sass), "%s", row->sass);
         }
     }
     return 0;
@@ -192,6 +196,10 @@ static int emit_row(const store_pc_sample_row *row, void *user)
     report_emit_u64(emit, "samples", row->samples);
     report_emit_u64(emit, "first_ns", row->first_ns);
     report_emit_u64(emit, "last_ns", row->last_ns);
+    int has_line = row->file != NULL && row->file[0] != '\0';
+    report_emit_string(emit, "file", has_line ? row->file : NULL);
+    report_emit_u64_if(emit, "line", row->line, has_line);
+    report_emit_string(emit, "sass", row->sass);
     report_emit_row_end(emit);
     return 0;
 }

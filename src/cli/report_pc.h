@@ -25,6 +25,9 @@ typedef struct report_pc_line {
      * not): shown beside function+offset. */
     char file[96]; /* a longer path keeps its end */
     uint32_t source_line;
+    /* Where no line is: the instruction's SASS text (pc_instructions, made
+     * at the session's end), cut to fit; empty when none. */
+    char sass[80];
 } report_pc_line;
 
 /* One window's PC samples on one device, as the report shows them. */

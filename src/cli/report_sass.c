@@ -221,6 +221,8 @@ static void add_instruction(report_sass_window *window, const store_sass_row *ro
     if (has_line) {
         report_pc_path_tail(held->file, sizeof(held->file), row->file);
         held->source_line = row->line;
+    } else if (row->sass != NULL) {
+        snprintf(held->sass, sizeof(held->sass), "%s", row->sass);
     }
     held->counts.executed = row->value;
 }
@@ -405,6 +407,8 @@ static void print_instructions(const report_sass_window *window, report_sass_leg
         printf("  %s+0x%" PRIx64, held->function, held->pc_offset);
         if (held->file[0] != '\0')
             printf(" (%s:%" PRIu32 ")", held->file, held->source_line);
+        else if (held->sass[0] != '\0')
+            printf(" [%s]", held->sass);
         printf("\n");
     }
     if (window->instructions > window->top_count)
@@ -481,6 +485,7 @@ static int emit_row(const store_sass_row *row, void *user)
     report_emit_u64(emit, "value", row->value);
     report_emit_string(emit, "file", has_line ? row->file : NULL);
     report_emit_u64_if(emit, "line", row->line, has_line);
+    report_emit_string(emit, "sass", row->sass);
     report_emit_row_end(emit);
     return 0;
 }

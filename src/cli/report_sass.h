@@ -80,6 +80,7 @@ typedef struct report_sass_instruction {
     uint64_t pc_offset;
     char file[96]; /* empty: no line information; a longer path keeps its end */
     uint32_t source_line;
+    char sass[80]; /* where no line is: its SASS text, cut to fit; or empty */
     report_sass_counts counts;
 } report_sass_instruction;
 

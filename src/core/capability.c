@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A reason holds a sentence or three (the launch-storm guard's summary is
- * the longest); a longer one is cut. */
-#define CAPABILITY_REASON_MAX 448
+/* A reason holds a sentence or three (the PC source lines' counts are the
+ * longest, about 500 bytes); a longer one is cut. */
+#define CAPABILITY_REASON_MAX 640
 
 typedef struct capability_row {
     char feature[32];

@@ -102,6 +102,7 @@ typedef struct pc_aggregate {
     const char *function; /* the hardware side's, kept while the engine lives */
     const char *file;     /* its source line, as the first sample said (not in the key) */
     uint32_t line;
+    const store_pc_code *code; /* its function's code where no line is (not in the key) */
 } pc_aggregate;
 
 typedef struct pc_table {
@@ -194,6 +195,8 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
             entry->file = sample->file;
             entry->line = sample->line;
         }
+        if (entry->file == NULL && entry->code == NULL)
+            entry->code = sample->code;
         if (sample->time_ns < entry->first_ns)
             entry->first_ns = sample->time_ns;
         if (sample->time_ns > entry->last_ns)
@@ -221,7 +224,8 @@ static int table_count(pc_table *table, uint64_t epoch, uint64_t window_id,
                             .order_next = NIL,
                             .function = sample->function,
                             .file = sample->file,
-                            .line = sample->file != NULL ? sample->line : 0};
+                            .line = sample->file != NULL ? sample->line : 0,
+                            .code = sample->file == NULL ? sample->code : NULL};
     *head = index;
     if (table->order_tail == NIL)
         table->order_head = index;
@@ -709,6 +713,7 @@ size_t pc_engine_take(pc_engine *engine, pc_entry *out, size_t max)
         taken->pc_offset = entry->pc_offset;
         taken->file = entry->file;
         taken->line = entry->line;
+        taken->code = entry->file == NULL ? entry->code : NULL;
         const char *name = engine->ops->stall_reason_name(engine->hardware, entry->stall_reason);
         snprintf(taken->stall_reason, sizeof(taken->stall_reason), "%s",
                  name != NULL ? name : "unknown");

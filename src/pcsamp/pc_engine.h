@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "store/store_pc_code.h"
 
 /* Bytes of a stall reason (or SASS metric) name in a pc_entry, NUL
  * included: CUPTI's longest SASS metric name has 49 bytes. */
@@ -89,6 +90,10 @@ typedef struct pc_raw_sample {
      * as function is. One (function, pc_offset) has one line. */
     const char *file;
     uint32_t line;
+    /* Where file is NULL: the function's machine code, for its SASS text
+     * at the session's end (store_pc_code.h), or NULL where not kept. Kept
+     * by the hardware side as function is. */
+    const store_pc_code *code;
 } pc_raw_sample;
 
 /* ---- the hardware side ---- */
@@ -131,6 +136,7 @@ typedef struct pc_entry {
     uint64_t pc_offset;
     const char *file; /* the instruction's source file, or NULL (pc_raw_sample) */
     uint32_t line;
+    const store_pc_code *code;            /* where file is NULL, or NULL (pc_raw_sample) */
     char stall_reason[PC_STALL_NAME_MAX]; /* SASS: the metric's name */
     uint64_t samples;                     /* SASS: the metric's value */
     /* The first and last sample's time, within the window's arm and disarm

@@ -133,7 +133,8 @@ static int put_sass(store *database, int64_t pid, const pc_entry *entry)
                           .metric = entry->stall_reason,
                           .value = entry->samples,
                           .file = entry->file,
-                          .line = entry->line};
+                          .line = entry->line,
+                          .code = entry->code};
     return store_put_sass_metric(database, &row);
 }
 
@@ -149,7 +150,8 @@ static int put_pc(store *database, int64_t pid, const pc_entry *entry)
                                .first_ns = entry->first_ns,
                                .last_ns = entry->last_ns,
                                .file = entry->file,
-                               .line = entry->line};
+                               .line = entry->line,
+                               .code = entry->code};
     return store_put_pc_sample(database, &row);
 }
 

@@ -80,7 +80,14 @@
     X(SASS_METRIC,                                                                                 \
       "INSERT INTO sass_metrics(pid, window_id, device, name_id, pc_offset, metric, value) "       \
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(pid, window_id, device, name_id, "          \
-      "pc_offset, metric) DO UPDATE SET value = value + excluded.value")
+      "pc_offset, metric) DO UPDATE SET value = value + excluded.value")                           \
+    X(PC_CODE, "INSERT OR IGNORE INTO pc_code(pid, name_id, cubin_crc, symbol) "                   \
+               "VALUES (?1, ?2, ?3, ?4)")                                                          \
+    X(PC_CUBIN_KNOWN, "SELECT 1 FROM pc_cubins WHERE pid = ?1 AND cubin_crc = ?2")                 \
+    X(PC_CUBIN, "INSERT OR IGNORE INTO pc_cubins(pid, cubin_crc, bytes) VALUES (?1, ?2, ?3)")      \
+    X(PC_CUBIN_DROP, "DELETE FROM pc_cubins WHERE pid = ?1 AND cubin_crc = ?2")                    \
+    X(PC_INSTRUCTION, "INSERT OR IGNORE INTO pc_instructions(pid, name_id, pc_offset, sass) "      \
+                      "VALUES (?1, ?2, ?3, ?4)")
 
 typedef enum store_statement_id {
 #define STORE_STATEMENT_ENUM_(id, sql) STORE_STATEMENT_##id,
@@ -324,6 +331,14 @@ int store_has_table(store *handle, const char *table);
  * recorded (interning the file's name or the insert failed). */
 int store_put_pc_line(store *handle, int64_t pid, int64_t name_id, uint64_t pc_offset,
                       const char *file, uint32_t line);
+
+/* Where an instruction-less-line function's code is (store_pc_code.c): its
+ * pc_code row, and its cubin's bytes the first time the process's cubin is
+ * seen. 0 without writing when code is NULL (or incomplete); else 0 or
+ * FLARE_ERR_STORE recorded. name_id is the function's interned id. */
+struct store_pc_code;
+int store_put_pc_code(store *handle, int64_t pid, int64_t name_id,
+                      const struct store_pc_code *code);
 
 /* The schema's statements, in the order they run (store_schema.c). */
 extern const char *const store_schema_ddl[];

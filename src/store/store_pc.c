@@ -71,6 +71,8 @@ int store_put_pc_sample(store *handle, const store_pc_sample_row *row)
     sqlite3_clear_bindings(statement); /* the stall reason is the caller's */
     if (status == 0)
         status = store_put_pc_line(handle, row->pid, name_id, row->pc_offset, row->file, row->line);
+    if (status == 0 && (row->file == NULL || row->file[0] == '\0'))
+        status = store_put_pc_code(handle, row->pid, name_id, row->code);
     return status;
 }
 
@@ -87,6 +89,18 @@ static const char pc_select_lines_sql[] =
     "p.first_ns, p.last_ns, f.name, l.line FROM pc_samples p JOIN names n ON n.id = p.name_id "
     "LEFT JOIN pc_lines l ON l.pid = p.pid AND l.name_id = p.name_id AND "
     "l.pc_offset = p.pc_offset LEFT JOIN names f ON f.id = l.file_name_id "
+    "ORDER BY p.pid, p.window_id, p.device, p.samples DESC, n.name, p.pc_offset, "
+    "p.stall_reason";
+
+/* With pc_instructions (schema 15): each row's SASS text too. */
+static const char pc_select_text_sql[] =
+    "SELECT p.pid, p.window_id, p.device, n.name, p.pc_offset, p.stall_reason, p.samples, "
+    "p.first_ns, p.last_ns, f.name, l.line, i.sass FROM pc_samples p "
+    "JOIN names n ON n.id = p.name_id "
+    "LEFT JOIN pc_lines l ON l.pid = p.pid AND l.name_id = p.name_id AND "
+    "l.pc_offset = p.pc_offset LEFT JOIN names f ON f.id = l.file_name_id "
+    "LEFT JOIN pc_instructions i ON i.pid = p.pid AND i.name_id = p.name_id AND "
+    "i.pc_offset = p.pc_offset "
     "ORDER BY p.pid, p.window_id, p.device, p.samples DESC, n.name, p.pc_offset, "
     "p.stall_reason";
 
@@ -107,6 +121,8 @@ static int pc_row_handler(sqlite3_stmt *statement, void *user)
         row.file = (const char *)sqlite3_column_text(statement, 9);
         row.line = (uint32_t)sqlite3_column_int64(statement, 10);
     }
+    if (sqlite3_column_count(statement) > 11 && sqlite3_column_type(statement, 11) != SQLITE_NULL)
+        row.sass = (const char *)sqlite3_column_text(statement, 11);
     return STORE_READER_CALL(store_pc_sample_callback, &row, user);
 }
 
@@ -118,11 +134,14 @@ int store_read_pc_samples(store *handle, store_pc_sample_callback callback, void
     if (found <= 0)
         return found < 0 ? FLARE_ERR_STORE : 0;
     int lines = store_has_table(handle, "pc_lines");
-    if (lines < 0)
+    int texts = store_has_table(handle, "pc_instructions");
+    if (lines < 0 || texts < 0)
         return FLARE_ERR_STORE;
-    return store_query_each(handle, lines > 0 ? pc_select_lines_sql : pc_select_sql, NULL,
-                            pc_row_handler, &(store_reader_call){&callback, user},
-                            "cannot read the PC samples");
+    const char *sql = lines == 0  ? pc_select_sql
+                      : texts > 0 ? pc_select_text_sql
+                                  : pc_select_lines_sql;
+    return store_query_each(handle, sql, NULL, pc_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the PC samples");
 }
 
 /* Per line: its samples by stall reason, then the line's total, its top

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "store/store.h"
+#include "store/store_pc_code.h"
 
 typedef struct store_pc_sample_row {
     int64_t pid;
@@ -35,6 +36,12 @@ typedef struct store_pc_sample_row {
      * back by store_read_pc_samples too (NULL for a session older than 12). */
     const char *file;
     uint32_t line;
+    /* Where file is NULL: the function's machine code, written to pc_code
+     * and pc_cubins (schema 15; NULL: not known). Not read back. */
+    const store_pc_code *code;
+    /* Read back only: the instruction's SASS text (pc_instructions), where
+     * the session's end disassembled it; NULL otherwise. */
+    const char *sass;
 } store_pc_sample_row;
 
 /* Writes one aggregate (inside the collector's open batch). FLARE_OK;

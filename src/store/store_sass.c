@@ -47,6 +47,8 @@ int store_put_sass_metric(store *handle, const store_sass_row *row)
     sqlite3_clear_bindings(statement); /* the metric's name is the caller's */
     if (status == 0)
         status = store_put_pc_line(handle, row->pid, name_id, row->pc_offset, row->file, row->line);
+    if (status == 0 && (row->file == NULL || row->file[0] == '\0'))
+        status = store_put_pc_code(handle, row->pid, name_id, row->code);
     return status;
 }
 
@@ -59,6 +61,17 @@ static const char sass_select_sql[] =
     "FROM sass_metrics s JOIN names n ON n.id = s.name_id "
     "LEFT JOIN pc_lines l ON l.pid = s.pid AND l.name_id = s.name_id AND "
     "l.pc_offset = s.pc_offset LEFT JOIN names f ON f.id = l.file_name_id "
+    "ORDER BY s.pid, s.window_id, s.device, s.metric, s.value DESC, n.name, s.pc_offset";
+
+/* With pc_instructions (schema 15): each row's SASS text too, NULL where
+ * the session's end disassembled none. */
+static const char sass_select_text_sql[] =
+    "SELECT s.pid, s.window_id, s.device, n.name, s.pc_offset, s.metric, s.value, f.name, l.line, "
+    "i.sass FROM sass_metrics s JOIN names n ON n.id = s.name_id "
+    "LEFT JOIN pc_lines l ON l.pid = s.pid AND l.name_id = s.name_id AND "
+    "l.pc_offset = s.pc_offset LEFT JOIN names f ON f.id = l.file_name_id "
+    "LEFT JOIN pc_instructions i ON i.pid = s.pid AND i.name_id = s.name_id AND "
+    "i.pc_offset = s.pc_offset "
     "ORDER BY s.pid, s.window_id, s.device, s.metric, s.value DESC, n.name, s.pc_offset";
 
 /* A session whose pc_lines was dropped (a damaged one: every version with
@@ -83,6 +96,8 @@ static int sass_row_handler(sqlite3_stmt *statement, void *user)
         row.file = (const char *)sqlite3_column_text(statement, 7);
         row.line = (uint32_t)sqlite3_column_int64(statement, 8);
     }
+    if (sqlite3_column_count(statement) > 9 && sqlite3_column_type(statement, 9) != SQLITE_NULL)
+        row.sass = (const char *)sqlite3_column_text(statement, 9);
     return STORE_READER_CALL(store_sass_callback, &row, user);
 }
 
@@ -94,11 +109,14 @@ int store_read_sass_metrics(store *handle, store_sass_callback callback, void *u
     if (found <= 0)
         return found < 0 ? FLARE_ERR_STORE : 0;
     int lines = store_has_table(handle, "pc_lines");
-    if (lines < 0)
+    int texts = store_has_table(handle, "pc_instructions");
+    if (lines < 0 || texts < 0)
         return FLARE_ERR_STORE;
-    return store_query_each(handle, lines > 0 ? sass_select_sql : sass_select_no_lines_sql, NULL,
-                            sass_row_handler, &(store_reader_call){&callback, user},
-                            "cannot read the SASS metrics");
+    const char *sql = lines == 0  ? sass_select_no_lines_sql
+                      : texts > 0 ? sass_select_text_sql
+                                  : sass_select_sql;
+    return store_query_each(handle, sql, NULL, sass_row_handler,
+                            &(store_reader_call){&callback, user}, "cannot read the SASS metrics");
 }
 
 /* Per (window, device, metric, line): the line's total, how many

@@ -39,6 +39,11 @@ typedef struct store_sass_row {
      * line information: file NULL (or empty) when not. Read back too. */
     const char *file;
     uint32_t line;
+    /* Where file is NULL: the function's machine code (store_pc_sample_row's
+     * code). Not read back. */
+    const store_pc_code *code;
+    /* Read back only: the instruction's SASS text, or NULL. */
+    const char *sass;
 } store_sass_row;
 
 /* Writes one aggregate (inside the collector's open batch). FLARE_OK;

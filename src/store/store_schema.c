@@ -426,11 +426,34 @@ const char *const store_schema_ddl[] = {
     ("CREATE INDEX IF NOT EXISTS untimed_launches_by_name ON untimed_launches(pid, name_id, "
      "time_ns)"),
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 14), ('created_by', 'flare')",
+    /* Version 15: the machine code of sampled functions built without line
+     * information (store_pc_code.h): which cubin holds a function and the
+     * symbol it names it by (pc_code), the cubin's bytes until the session's
+     * end disassembles them (pc_cubins), and the SASS text of the sampled
+     * instructions (pc_instructions), shown where no source line is. */
+    "CREATE TABLE IF NOT EXISTS pc_code ("
+    " pid INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " cubin_crc INTEGER NOT NULL,"
+    " symbol TEXT NOT NULL,"
+    " PRIMARY KEY (pid, name_id))",
+    "CREATE TABLE IF NOT EXISTS pc_cubins ("
+    " pid INTEGER NOT NULL,"
+    " cubin_crc INTEGER NOT NULL,"
+    " bytes BLOB NOT NULL,"
+    " PRIMARY KEY (pid, cubin_crc))",
+    "CREATE TABLE IF NOT EXISTS pc_instructions ("
+    " pid INTEGER NOT NULL,"
+    " name_id INTEGER NOT NULL REFERENCES names(id),"
+    " pc_offset INTEGER NOT NULL,"
+    " sass TEXT NOT NULL,"
+    " PRIMARY KEY (pid, name_id, pc_offset))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 15), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 14, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 15, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

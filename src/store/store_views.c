@@ -146,6 +146,12 @@ static const char *const views_ddl[] = {
     " ON l.pid = s.pid AND l.name_id = s.name_id AND l.pc_offset = s.pc_offset"
     " LEFT JOIN names f ON f.id = l.file_name_id",
 
+    /* The SASS text of sampled instructions without a source line (schema
+     * 15), as the session's end disassembled them. */
+    "CREATE VIEW IF NOT EXISTS v_pc_instructions AS"
+    " SELECT i.pid, n.name AS function, i.pc_offset, i.sass"
+    " FROM pc_instructions i JOIN names n ON n.id = i.name_id",
+
     "CREATE VIEW IF NOT EXISTS v_replay_metrics AS"
     " SELECT l.pid, l.launch_id, l.kernel, l.launch_index, l.device, l.stream_id, l.span_id,"
     " m.metric, m.value"

@@ -192,7 +192,7 @@ static const char *expect(uint64_t crc, const char *function, uint64_t offset,
     int before = atomic_load(&fake.correlations);
     const char *file = "(not set)";
     uint32_t line = 12345;
-    cuda_pc_lines_find(crc, function, function, offset, &file, &line);
+    cuda_pc_lines_find(crc, function, function, offset, &file, &line, NULL);
     int asks = atomic_load(&fake.correlations) - before;
     int right = want_file == NULL
                     ? file == NULL && line == 0
@@ -210,7 +210,7 @@ static int expect_quietly(uint64_t crc, const char *function, uint64_t offset)
     int before = atomic_load(&fake.correlations);
     const char *file = NULL;
     uint32_t line = 0;
-    cuda_pc_lines_find(crc, function, function, offset, &file, &line);
+    cuda_pc_lines_find(crc, function, function, offset, &file, &line, NULL);
     return atomic_load(&fake.correlations) == before + 1 && file != NULL && line > 0;
 }
 
@@ -228,9 +228,10 @@ static int log_says(const char *text)
 /* The pc_source_lines row, with its counts when it has them. */
 typedef struct lines_row {
     char status[16];
-    char reason[512];
+    char reason[1024];
     int counted; /* the counts below were read from the reason */
-    unsigned long long with_line, instructions, without, no_module, refused, cache_full;
+    unsigned long long with_line, instructions, without, no_module, codes_refused, refused,
+        cache_full;
     size_t kept;
 } lines_row;
 
@@ -257,10 +258,12 @@ static lines_row capability_now(int counts)
     row.counted =
         sscanf(row.reason,
                "%llu of %llu sampled instructions on a source line; %llu functions without line "
-               "information (nvcc -lineinfo adds it), %llu in no kept cubin; %zu cubins kept "
-               "(%*f MiB), %llu not kept (FLARE_PC_CUBIN_MIB); %llu instructions not looked up",
-               &row.with_line, &row.instructions, &row.without, &row.no_module, &row.kept,
-               &row.refused, &row.cache_full) == 7;
+               "information (nvcc -lineinfo adds it; their SASS text is disassembled at the "
+               "session's end), %llu in no kept cubin, %llu whose code was not kept (no memory); "
+               "%zu cubins kept (%*f MiB), %llu not kept (FLARE_PC_CUBIN_MIB); %llu instructions "
+               "not looked up",
+               &row.with_line, &row.instructions, &row.without, &row.no_module, &row.codes_refused,
+               &row.kept, &row.refused, &row.cache_full) == 8;
     if (row.status[0] == '\0' || (counts && !row.counted))
         fail_msg("pc_source_lines: \"%s\" (want counts: %d)", row.reason, counts);
     return row;
@@ -409,11 +412,29 @@ static void test_function_without_lines(void **state)
     expect(crc, fn_lines, 0x10, NULL, 0, 1);
     expect(crc, fn_lines, 0x20, NULL, 0, 0);
     expect(crc_alpha, fn_lines, 0x40, "/src/alpha/k.cu", 104, 1);
+    /* Without lines, the function's code for its SASS text: the kept copy of
+     * its cubin and CUPTI's name; with lines, none. */
+    const char *file = NULL;
+    uint32_t line = 0;
+    const store_pc_code *code = NULL;
+    cuda_pc_lines_find(crc, fn_lines, fn_lines, 0x20, &file, &line, &code);
+    assert_non_null(code);
+    assert_true(code->cubin_crc == crc && code->cubin_size == sizeof(nolines));
+    assert_string_equal(code->symbol, fn_lines);
+    assert_ptr_not_equal(code->symbol, fn_lines); /* a copy: CUPTI frees its name */
+    assert_memory_equal(code->cubin, nolines, sizeof(nolines));
+    const store_pc_code *again = NULL;
+    cuda_pc_lines_find(crc, fn_lines, fn_lines, 0x30, &file, &line, &again);
+    assert_ptr_equal(again, code); /* one per function */
+    cuda_pc_lines_find(crc_alpha, fn_lines, fn_lines, 0x40, &file, &line, &code);
+    assert_null(code);
+    assert_non_null(file);
 
     lines_row after = capability_now(1);
     assert_int_equal(after.without - before.without, 4);
     assert_int_equal(after.instructions - before.instructions, 5);
     assert_int_equal(after.with_line - before.with_line, 1);
+    assert_int_equal(after.codes_refused - before.codes_refused, 0);
     assert_fake_clean();
 }
 
@@ -491,7 +512,7 @@ static void test_concurrent_loads_beside_the_drain(void **state)
             if (now < LOADER_CUBINS) {
                 const char *file;
                 uint32_t line;
-                cuda_pc_lines_find(loader_crcs[t][now], fn_abs, fn_abs, 0, &file, &line);
+                cuda_pc_lines_find(loader_crcs[t][now], fn_abs, fn_abs, 0, &file, &line, NULL);
                 char want[64];
                 snprintf(want, sizeof(want), "/abs/t%d-%d.cu", t, now);
                 if (file != NULL ? strcmp(file, want) != 0 || line != 7 : line != 0)
@@ -578,7 +599,7 @@ static void test_time_budget(void **state)
         int before = atomic_load(&fake.correlations);
         const char *file = "(not set)";
         uint32_t line = 1;
-        cuda_pc_lines_find(crc_alpha, fn_lines, fn_lines, offset, &file, &line);
+        cuda_pc_lines_find(crc_alpha, fn_lines, fn_lines, offset, &file, &line, NULL);
         put_off = atomic_load(&fake.correlations) == before;
         if (put_off) {
             assert_null(file);
@@ -607,7 +628,7 @@ static void test_file_names_bound(void **state)
             fail_msg("%u source files kept: the names are not bounded", kept);
         const char *file;
         uint32_t line;
-        cuda_pc_lines_find(crc_alpha, fn_files, fn_files, 16ull * kept, &file, &line);
+        cuda_pc_lines_find(crc_alpha, fn_files, fn_files, 16ull * kept, &file, &line, NULL);
         if (file == NULL) {
             assert_int_equal(line, 0);
             break;
@@ -641,7 +662,7 @@ static void test_cache_bound(void **state)
         int asks = atomic_load(&fake.correlations);
         const char *file;
         uint32_t line;
-        cuda_pc_lines_find(crc_alpha, fn_fill, fn_fill, 16ull * filled, &file, &line);
+        cuda_pc_lines_find(crc_alpha, fn_fill, fn_fill, 16ull * filled, &file, &line, NULL);
         if (atomic_load(&fake.correlations) == asks)
             break; /* full: not asked */
         if (file != alpha_file || line != 100 + filled)

@@ -240,13 +240,13 @@ static void test_sim_session_json_and_csv(void **state)
     snprintf(expected, sizeof expected,
              "{\"pid\":%d,\"window_id\":%u,\"device\":0,\"function\":\"sass_report_kernel\","
              "\"pc_offset\":256,\"metric\":\"smsp__sass_inst_executed\",\"value\":200,"
-             "\"file\":\"" SIM_FILE "\",\"line\":5}",
+             "\"file\":\"" SIM_FILE "\",\"line\":5,\"sass\":null}",
              (int)getpid(), id);
     expect_contains(section, expected);
     snprintf(expected, sizeof expected,
              "{\"pid\":%d,\"window_id\":%u,\"device\":0,\"function\":\"sass_report_kernel\","
              "\"pc_offset\":65600,\"metric\":\"smsp__sass_thread_inst_executed\",\"value\":640,"
-             "\"file\":null,\"line\":null}",
+             "\"file\":null,\"line\":null,\"sass\":null}",
              (int)getpid(), id);
     expect_contains(section, expected);
     section = strstr(out_text, "\"sass_lines\":[\n");
@@ -532,7 +532,7 @@ static void test_crafted_session_json(void **state)
     /* Whole names, as stored. */
     expect_contains(out_text, "\"function\":\"" GEMM_B "\",\"pc_offset\":128,\"metric\":"
                               "\"smsp__sass_thread_inst_executed\",\"value\":900,"
-                              "\"file\":null,\"line\":null}");
+                              "\"file\":null,\"line\":null,\"sass\":null}");
     /* Every row of the split by scope: reduce's 75% and 25%, each metric
      * by itself, largest first; the gemm functions' own bucket; device 1
      * and window 3 apart. */

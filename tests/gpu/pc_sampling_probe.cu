@@ -25,6 +25,22 @@
 //     PC sampling cannot be disabled and enabled again in the process, the
 //     rotation holds b and c only and the ratios are against a_pre_enable
 //     (the output says which).
+//   pc_sampling_probe launches PERIOD_EXP LAUNCHES ROUNDS
+//     What merely enabling sampling costs a launch-bound program, in one
+//     process: a tiny kernel (one block of 32 threads counting its launches),
+//     first launched after the first enable so that its module loads under PC
+//     sampling as a program's do under flare (CUDA's lazy loading), timed on
+//     the host in state a (not enabled) and b (enabled and configured, not
+//     started), b first in even rounds and a first in odd ones. Each batch: 1,000
+//     launches and a sync untimed, then LAUNCHES launches into the default
+//     stream and cudaStreamSynchronize; ns per launch for the batch, and for
+//     the launch calls alone. Before the first enable, ROUNDS batches of an
+//     identical kernel loaded from PTX as a module of its own (a_pre_enable);
+//     if disabling and enabling again fails, b is set against those (the
+//     output says which). One line per state, a summary with the paired
+//     median of b - a ns per launch and of b's launch rate over a's (1: no
+//     cost). Never starts sampling, so never exits 3; 1 also when the kernels
+//     did not count every launch.
 //   pc_sampling_probe periods LAUNCHES
 //     `sample P LAUNCHES` for P = 5, 8, 10, 12, 15, each in a process of its
 //     own (bounded by PCP_CHILD_TIMEOUT_S, default 22 s), one short line each.
@@ -1508,6 +1524,371 @@ static int run_cost(uint32_t period, int launches, int rounds)
     return status;
 }
 
+// ---------------------------------------------------------------- launches
+
+// What CUPTI itself charges a launch-bound program while PC sampling is
+// enabled and configured but not started (state b), against the same process
+// with it disabled (state a): the floor under flare's pc-idle cost, measured
+// in one process, so the 30-40% launch-rate spread between processes (which
+// left docs/PERFORMANCE.md's pc-idle cost unsettled) does not enter.
+
+// One block of 32 threads; thread 0 counts the launch, so nothing is
+// optimised away and the host can check that every launch ran.
+__global__ void tiny_count(unsigned long long *count)
+{
+    if (threadIdx.x == 0)
+        atomicAdd(count, 1ull);
+}
+
+// The same kernel as PTX (what nvcc -ptx makes of tiny_count, renamed), for
+// the rounds of a taken before the first enable (launched through
+// cudaLaunchKernel with its cudaKernel_t, a slightly different path from
+// <<<>>>: a fallback basis only). Loaded by cudaLibraryLoadData (JIT-compiled
+// at its first launch) it is a module of its own: under lazy loading CUDA
+// loads a module at the first launch of any of its kernels, so launching a
+// kernel of this file's before the enable would load tiny_count's module
+// early, and its launches would no longer be those of a module loaded under
+// PC sampling, as a program's are under flare.
+static const char twin_ptx[] = ".version 7.8\n"
+                               ".target sm_90\n"
+                               ".address_size 64\n"
+                               ".visible .entry tiny_twin(.param .u64 tiny_twin_param_0)\n"
+                               "{\n"
+                               "  .reg .pred %p<2>;\n"
+                               "  .reg .b32 %r<2>;\n"
+                               "  .reg .b64 %rd<4>;\n"
+                               "  ld.param.u64 %rd1, [tiny_twin_param_0];\n"
+                               "  mov.u32 %r1, %tid.x;\n"
+                               "  setp.ne.s32 %p1, %r1, 0;\n"
+                               "  @%p1 bra DONE;\n"
+                               "  cvta.to.global.u64 %rd2, %rd1;\n"
+                               "  atom.global.add.u64 %rd3, [%rd2], 1;\n"
+                               "DONE:\n"
+                               "  ret;\n"
+                               "}\n";
+
+enum { LAUNCH_WARMUP = 1000 };
+
+// A launches run: the CUPTI state machine of cost (states a and b only) and
+// what was measured. ns[s] and call_ns[s] hold one value per round: the
+// batch's wall time and its launch calls' time, each over LAUNCHES.
+struct launches_run {
+    cost_state k;
+    uint32_t period;
+    int launches, rounds;
+    std::string device;
+    unsigned long long *count_main = nullptr, *count_twin = nullptr; // device counters
+    unsigned long long main_launched = 0, twin_launched = 0;
+    cudaKernel_t twin = nullptr;
+    std::string twin_error; // why a_pre_enable was not measured
+    std::vector<double> ns[4], call_ns[4];
+    bool toggle_ok = true;
+    std::string toggle_error;
+    size_t modules_before_enable = 0, modules_after_first_launch = 0;
+    double first_launch_ms = -1;
+    bool counts_ok = false;
+};
+
+// n launches of one block of 32 threads into the default stream, no sync.
+// tiny_count's launch errors are read once after the loop (the runtime keeps
+// the last one for cudaGetLastError), so the loop holds nothing but launches.
+static void launch_n(launches_run &lr, bool twin, int n)
+{
+    if (twin) {
+        void *args[1] = {&lr.count_twin};
+        for (int i = 0; i < n; ++i)
+            CUDA_CHECK(cudaLaunchKernel((const void *)lr.twin, dim3(1), dim3(32), args, 0, 0));
+        lr.twin_launched += (unsigned long long)n;
+    } else {
+        for (int i = 0; i < n; ++i)
+            tiny_count<<<1, 32>>>(lr.count_main);
+        CUDA_CHECK(cudaGetLastError());
+        lr.main_launched += (unsigned long long)n;
+    }
+}
+
+// One batch in state s (ST_A_PRE: the twin): LAUNCH_WARMUP launches and a
+// sync, untimed, then LAUNCHES launches timed on the host's steady clock,
+// the launch calls alone and with the sync that follows them.
+static void launch_batch(launches_run &lr, int s)
+{
+    bool twin = s == ST_A_PRE;
+    launch_n(lr, twin, LAUNCH_WARMUP);
+    CUDA_CHECK(cudaStreamSynchronize(0));
+    auto t0 = std::chrono::steady_clock::now();
+    launch_n(lr, twin, lr.launches);
+    auto t1 = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaStreamSynchronize(0));
+    auto t2 = std::chrono::steady_clock::now();
+    double n = (double)lr.launches;
+    lr.ns[s].push_back(std::chrono::duration<double, std::nano>(t2 - t0).count() / n);
+    lr.call_ns[s].push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
+}
+
+// Loads the twin and launches it once (a JIT or load failure shows here, not
+// in a timed batch). On failure the error is named and kept in twin_error,
+// and the run goes on without a_pre_enable.
+static void twin_load(launches_run &lr)
+{
+    cudaLibrary_t lib = nullptr;
+    const char *what = "cudaLibraryLoadData(tiny_twin PTX)";
+    cudaError_t e = cudaLibraryLoadData(&lib, twin_ptx, nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (e == cudaSuccess) {
+        what = "cudaLibraryGetKernel(tiny_twin)";
+        e = cudaLibraryGetKernel(&lr.twin, lib, "tiny_twin");
+    }
+    if (e == cudaSuccess) {
+        what = "cudaLaunchKernel(tiny_twin), first launch";
+        void *args[1] = {&lr.count_twin};
+        e = cudaLaunchKernel((const void *)lr.twin, dim3(1), dim3(32), args, 0, 0);
+        if (e == cudaSuccess) {
+            lr.twin_launched++;
+            what = "cudaStreamSynchronize after tiny_twin's first launch";
+            e = cudaStreamSynchronize(0);
+        }
+    }
+    if (e != cudaSuccess) {
+        fprintf(stderr, "pc_sampling_probe: launches: %s: %s: %s; a_pre_enable not measured\n",
+                what, cudaGetErrorName(e), cudaGetErrorString(e));
+        lr.twin_error = std::string(what) + ": " + cudaGetErrorName(e);
+        lr.twin = nullptr;
+        cudaGetLastError(); // a load or launch failure is not sticky; clear it
+    }
+}
+
+// a_pre_enable with the twin, the first enable, whether disable and enable
+// again work (before tiny_count's first launch), tiny_count's first launch
+// in state b (its module loads there), then the rounds, b first in even
+// rounds and a first in odd ones. Returns 1 when a state could not be
+// reached or nothing can be compared; dies when the first enable fails.
+static int launches_measure(launches_run &lr)
+{
+    cost_state &k = lr.k;
+    twin_load(lr);
+    for (int r = 0; r < lr.rounds && lr.twin != nullptr; ++r)
+        launch_batch(lr, ST_A_PRE);
+    lr.modules_before_enable = modules_loaded();
+    if (to_state(k, ST_B) != CUPTI_SUCCESS) // the first enable: needed
+        die(1);
+    CUptiResult tr = to_state(k, ST_A);
+    if (tr == CUPTI_SUCCESS)
+        tr = to_state(k, ST_B);
+    if (tr != CUPTI_SUCCESS) {
+        lr.toggle_ok = false;
+        lr.toggle_error = cupti_name(tr);
+        fprintf(stderr, "pc_sampling_probe: launches: disable and enable again failed (%s); %s\n",
+                lr.toggle_error.c_str(),
+                k.state == ST_B ? "b is measured against a_pre_enable"
+                                : "b cannot be reached; nothing to compare");
+        if (k.state != ST_B)
+            return 1;
+    }
+    double t = now_ms();
+    tiny_count<<<1, 32>>>(lr.count_main);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaStreamSynchronize(0));
+    lr.first_launch_ms = now_ms() - t;
+    lr.main_launched++;
+    lr.modules_after_first_launch = modules_loaded();
+
+    int status = 0;
+    std::vector<int> states;
+    if (lr.toggle_ok)
+        states = {ST_B, ST_A};
+    else
+        states = {ST_B};
+    for (int r = 0; r < lr.rounds && status == 0; ++r) {
+        for (size_t j = 0; j < states.size(); ++j) {
+            int s = states[(j + (size_t)r) % states.size()];
+            if (to_state(k, s) != CUPTI_SUCCESS) {
+                fprintf(stderr,
+                        "pc_sampling_probe: launches: could not reach state %s in round %d\n",
+                        state_names[s], r);
+                status = 1;
+                break;
+            }
+            launch_batch(lr, s);
+        }
+    }
+    // A disable that failed in the toggle test would fail again here; the
+    // process's exit tears sampling down.
+    if (lr.toggle_ok && k.state != ST_A && to_state(k, ST_A) != CUPTI_SUCCESS)
+        status = 1;
+    if (!lr.toggle_ok && lr.twin == nullptr) {
+        fprintf(stderr, "pc_sampling_probe: launches: no a to compare b against (toggle failed, "
+                        "no a_pre_enable)\n");
+        status = 1;
+    }
+    return status;
+}
+
+// Reads the device counters back: every launch must have run once.
+static int launches_check_counts(launches_run &lr)
+{
+    unsigned long long got_main = 0, got_twin = 0;
+    CUDA_CHECK(cudaMemcpy(&got_main, lr.count_main, sizeof got_main, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&got_twin, lr.count_twin, sizeof got_twin, cudaMemcpyDeviceToHost));
+    lr.counts_ok = got_main == lr.main_launched && got_twin == lr.twin_launched;
+    if (!lr.counts_ok) {
+        fprintf(stderr,
+                "pc_sampling_probe: launches: the kernels counted %llu and %llu launches, the "
+                "host made %llu and %llu\n",
+                got_main, got_twin, lr.main_launched, lr.twin_launched);
+        return 1;
+    }
+    return 0;
+}
+
+static void jstats(std::string &o, const char *key, const std::vector<double> &v)
+{
+    bool any = !v.empty();
+    jadd(o, "\"%s_median\":", key);
+    jnum_or_null(o, median(v), any);
+    jadd(o, ",\"%s_min\":", key);
+    jnum_or_null(o, any ? *std::min_element(v.begin(), v.end()) : 0, any);
+    jadd(o, ",\"%s_max\":", key);
+    jnum_or_null(o, any ? *std::max_element(v.begin(), v.end()) : 0, any);
+}
+
+// One line per state measured: ns per launch and per launch call, over rounds.
+static void launches_print_states(const launches_run &lr)
+{
+    const int order[3] = {ST_A_PRE, ST_A, ST_B};
+    for (int s : order) {
+        const std::vector<double> &v = lr.ns[s];
+        if (v.empty())
+            continue;
+        std::string o;
+        jadd(o,
+             "{\"probe\":\"pc\",\"mode\":\"launches\",\"period_exp\":%u,\"state\":\"%s\","
+             "\"kernel\":\"%s\",\"rounds\":%zu,\"launches\":%d,\"warmup\":%d,",
+             lr.period, state_names[s], s == ST_A_PRE ? "tiny_twin" : "tiny_count", v.size(),
+             lr.launches, (int)LAUNCH_WARMUP);
+        jstats(o, "ns_per_launch", v);
+        o += ',';
+        jstats(o, "call_ns_per_launch", lr.call_ns[s]);
+        o += ",\"per_round_ns\":[";
+        for (size_t r = 0; r < v.size(); ++r)
+            jadd(o, "%s%.1f", r ? "," : "", v[r]);
+        o += "]}";
+        printf("%s\n", o.c_str());
+    }
+}
+
+// b against a: paired by round when toggling works, else each round of b
+// against a_pre_enable's median. diff gets b - a (ns), rate gets a / b (b's
+// launch rate as a share of a's: 1 is no cost).
+static const char *launches_pairs(const launches_run &lr, const std::vector<double> *ns,
+                                  std::vector<double> &diff, std::vector<double> &rate)
+{
+    const std::vector<double> &b = ns[ST_B];
+    diff.clear();
+    rate.clear();
+    if (lr.toggle_ok) {
+        const std::vector<double> &a = ns[ST_A];
+        for (size_t r = 0; r < b.size() && r < a.size(); ++r) {
+            diff.push_back(b[r] - a[r]);
+            rate.push_back(a[r] / b[r]);
+        }
+        return "paired_a_not_enabled";
+    }
+    if (ns[ST_A_PRE].empty())
+        return "none";
+    double a = median(ns[ST_A_PRE]);
+    for (double x : b) {
+        diff.push_back(x - a);
+        rate.push_back(a / x);
+    }
+    return "a_pre_enable_median";
+}
+
+// The summary line and the one-line human summary.
+static void launches_print_summary(const launches_run &lr)
+{
+    const cost_state &k = lr.k;
+    std::vector<double> diff, rate, call_diff, call_rate;
+    const char *basis = launches_pairs(lr, lr.ns, diff, rate);
+    launches_pairs(lr, lr.call_ns, call_diff, call_rate);
+    std::string o;
+    jadd(o,
+         "{\"probe\":\"pc\",\"mode\":\"launches\",\"period_exp\":%u,\"summary\":true,\"device\":",
+         lr.period);
+    jstr(o, lr.device.c_str());
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    o += ",\"module_loading\":";
+    jstr(o, loading ? loading : "");
+    jadd(o, ",\"launches\":%d,\"rounds\":%d,\"warmup\":%d,\"toggle_enable_ok\":%s,\"toggle_error\":",
+         lr.launches, lr.rounds, (int)LAUNCH_WARMUP, lr.toggle_ok ? "true" : "false");
+    if (lr.toggle_error.empty())
+        o += "null";
+    else
+        jstr(o, lr.toggle_error.c_str());
+    o += ",\"a_pre_enable_error\":";
+    if (lr.twin_error.empty())
+        o += "null";
+    else
+        jstr(o, lr.twin_error.c_str());
+    jadd(o, ",\"basis\":\"%s\",\"pairs\":%zu,", basis, diff.size());
+    jstats(o, "b_minus_a_ns_per_launch", diff);
+    o += ',';
+    jstats(o, "b_rate_vs_a", rate);
+    o += ",\"b_minus_a_call_ns_per_launch_median\":";
+    jnum_or_null(o, median(call_diff), !call_diff.empty());
+    o += ",\"b_call_rate_vs_a_median\":";
+    jnum_or_null(o, median(call_rate), !call_rate.empty());
+    jadd(o,
+         ",\"modules_loaded_before_enable\":%zu,\"modules_loaded_after_first_launch\":%zu,"
+         "\"first_launch_ms\":%.3f,\"launches_counted_ok\":%s,\"transitions_ms_median\":{",
+         lr.modules_before_enable, lr.modules_after_first_launch, lr.first_launch_ms,
+         lr.counts_ok ? "true" : "false");
+    jmedian_ms(o, "enable", k.t_enable);
+    o += ',';
+    jmedian_ms(o, "configure", k.t_config);
+    o += ',';
+    jmedian_ms(o, "disable", k.t_disable);
+    jadd(o, "},\"transitions\":{\"enable\":%zu,\"disable\":%zu}}", k.t_enable.size(),
+         k.t_disable.size());
+    printf("%s\n", o.c_str());
+    fflush(stdout);
+
+    if (diff.empty()) {
+        fprintf(stderr, "pc_sampling_probe: launches period %u: no b - a pair measured, toggle %s\n",
+                lr.period, lr.toggle_ok ? "ok" : "failed");
+        return;
+    }
+    fprintf(stderr,
+            "pc_sampling_probe: launches period %u: b - a %+.1f ns a launch (median of %zu, "
+            "%+.1f..%+.1f; a %.1f ns), b's launch rate %.4f of a's, launch calls alone %+.1f ns; "
+            "a %s, toggle %s\n",
+            lr.period, median(diff), diff.size(), *std::min_element(diff.begin(), diff.end()),
+            *std::max_element(diff.begin(), diff.end()),
+            median(lr.toggle_ok ? lr.ns[ST_A] : lr.ns[ST_A_PRE]), median(rate), median(call_diff),
+            lr.toggle_ok ? "paired by round" : "before the first enable",
+            lr.toggle_ok ? "ok" : "failed");
+}
+
+static int run_launches(uint32_t period, int launches, int rounds)
+{
+    launches_run lr;
+    lr.period = period;
+    lr.launches = launches;
+    lr.rounds = rounds;
+    lr.k.budget_ms = env_num("PCP_DRAIN_BUDGET_S", 30) * 1000;
+    lr.k.pc = config_from_env(period);
+    lr.k.ctx = start_cuda(lr.device);
+    CUDA_CHECK(cudaMalloc(&lr.count_main, sizeof(unsigned long long)));
+    CUDA_CHECK(cudaMalloc(&lr.count_twin, sizeof(unsigned long long)));
+    CUDA_CHECK(cudaMemset(lr.count_main, 0, sizeof(unsigned long long)));
+    CUDA_CHECK(cudaMemset(lr.count_twin, 0, sizeof(unsigned long long)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    int status = launches_measure(lr);
+    if (launches_check_counts(lr) != 0)
+        status = 1;
+    launches_print_states(lr);
+    launches_print_summary(lr);
+    return status;
+}
+
 // ---------------------------------------------------------------- periods
 
 static int run_periods(int launches, const char *argv0)
@@ -1586,8 +1967,10 @@ static int usage()
 {
     fprintf(stderr, "usage: pc_sampling_probe sample PERIOD_EXP LAUNCHES [late]\n"
                     "       pc_sampling_probe cost PERIOD_EXP LAUNCHES ROUNDS\n"
+                    "       pc_sampling_probe launches PERIOD_EXP LAUNCHES ROUNDS\n"
                     "       pc_sampling_probe periods LAUNCHES\n"
-                    "PERIOD_EXP: 5..31 (0: CUPTI's default); LAUNCHES 1..10000; ROUNDS 1..1000\n");
+                    "PERIOD_EXP: 5..31 (0: CUPTI's default); LAUNCHES 1..10000 (launches: "
+                    "1..1000000); ROUNDS 1..1000\n");
     return 2;
 }
 
@@ -1622,6 +2005,10 @@ int main(int argc, char **argv)
         if (argc != 5 || !parse_int(argv[2], 0, 31, &period) || (period && period < 5) ||
             !parse_int(argv[3], 1, 10000, &launches) || !parse_int(argv[4], 1, 1000, &rounds))
             return usage();
+    } else if (mode == "launches") {
+        if (argc != 5 || !parse_int(argv[2], 0, 31, &period) || (period && period < 5) ||
+            !parse_int(argv[3], 1, 1000000, &launches) || !parse_int(argv[4], 1, 1000, &rounds))
+            return usage();
     } else {
         return usage();
     }
@@ -1629,12 +2016,21 @@ int main(int argc, char **argv)
     // Modules load at their first launch, after the enable (unless late);
     // the subscriber sees every module load, so it comes before any CUDA call.
     setenv("CUDA_MODULE_LOADING", "LAZY", 0);
+    // launches JIT-compiles its twin's PTX; CUDA would keep the result in
+    // ~/.nv/ComputeCache, and this probe writes no files.
+    if (mode == "launches")
+        setenv("CUDA_CACHE_DISABLE", "1", 1);
     CUpti_SubscriberHandle sub;
     CUPTI_CHECK(cuptiSubscribe(&sub, on_callback, nullptr));
     CUPTI_CHECK(cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RESOURCE));
 
-    int status = mode == "sample" ? run_sample((uint32_t)period, (int)launches, late, short_line)
-                                  : run_cost((uint32_t)period, (int)launches, (int)rounds);
+    int status;
+    if (mode == "sample")
+        status = run_sample((uint32_t)period, (int)launches, late, short_line);
+    else if (mode == "cost")
+        status = run_cost((uint32_t)period, (int)launches, (int)rounds);
+    else
+        status = run_launches((uint32_t)period, (int)launches, (int)rounds);
     fflush(stdout);
     fflush(stderr);
     cupti_note(cuptiUnsubscribe(sub), "cuptiUnsubscribe");

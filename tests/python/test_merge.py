@@ -342,10 +342,10 @@ class Merge(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(WORK, "nope", "session.db")))
         newer = copy(RANKS[1], "newer")
         with db(newer) as connection:
-            connection.execute("UPDATE meta SET value = 15 WHERE key = 'schema_version'")
+            connection.execute("UPDATE meta SET value = 16 WHERE key = 'schema_version'")
         result = flare("merge", "-o", os.path.join(WORK, "from-newer"), RANKS[0], newer)
         self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn("has schema version 15; this flare reads versions 6 to 14", result.stderr)
+        self.assertIn("has schema version 16; this flare reads versions 6 to 15", result.stderr)
         self.assertFalse(os.path.exists(os.path.join(WORK, "from-newer", "session.db")))
 
 

@@ -122,6 +122,10 @@ def add_sass_metrics(directory):
             db.execute("INSERT INTO sass_metrics (pid, window_id, device, name_id, pc_offset,"
                        " metric, value) SELECT ?, 1, 0, id, ?, ?, ? FROM names WHERE name = ?",
                        (pid, offset, metric, value, function))
+        # saxpy's 0x80 (no line) disassembled at the session's end (schema 15).
+        db.execute("INSERT INTO pc_instructions (pid, name_id, pc_offset, sass)"
+                   " SELECT ?, id, 128, 'LDG.E R4, desc[UR4][R2.64]' FROM names"
+                   " WHERE name = 'saxpy'", (pid,))
 
 
 def tearDownModule():
@@ -339,6 +343,17 @@ class Methods(unittest.TestCase):
             self.assertEqual(len(session.pc_lines()), 2)
         self.assertEqual(self.trace.sass_metrics(), [])
 
+    def test_pc_instructions_where_no_line_is(self):
+        with flare.open(PC, pandas=False) as session:
+            rows = session.pc_instructions()
+            self.assertEqual([(r["function"], r["pc_offset"], r["sass"]) for r in rows],
+                             [("saxpy", 0x80, "LDG.E R4, desc[UR4][R2.64]")])
+            self.assertEqual(session.pc_instructions(function="stencil"), [])
+            self.assertEqual(len(session.pc_instructions(pid=rows[0]["pid"])), 1)
+            with self.assertRaises(TypeError):
+                session.pc_instructions(pid="1")
+        self.assertEqual(self.trace.pc_instructions(), [])
+
     def test_replay_metrics(self):
         with flare.open(REPLAY, pandas=False) as session:
             values = session.replay_metrics()
@@ -440,9 +455,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 14)
+            self.assertEqual(session.schema_version, 15)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 14", repr(session))
+            self.assertIn("schema 15", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -630,7 +645,8 @@ def make_version_6(source, name):
                                      "'kernels_by_start', 'api_calls', 'storms', "
                                      "'process_ranks', 'clock_pairs', 'triggered_replays', "
                                      "'pc_samples', 'pc_lines', 'sass_metrics', "
-                                     "'untimed_launches')"
+                                     "'untimed_launches', 'pc_code', 'pc_cubins', "
+                                     "'pc_instructions')"
                                      ).fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
@@ -643,6 +659,9 @@ def make_version_7(source, name):
     storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
@@ -661,6 +680,9 @@ def make_version_8(source, name):
     or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
@@ -678,6 +700,9 @@ def make_version_9(source, name):
     triggered_replays table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
@@ -691,10 +716,13 @@ def make_version_9(source, name):
 
 
 def make_version_10(source, name):
-    """A copy of a version 14 session as version 10 wrote it: no pc_samples,
+    """A copy of a version 15 session as version 10 wrote it: no pc_samples,
     pc_lines, sass_metrics or untimed_launches tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
@@ -707,10 +735,13 @@ def make_version_10(source, name):
 
 
 def make_version_11(source, name):
-    """A copy of a version 14 session as version 11 wrote it: no pc_lines,
+    """A copy of a version 15 session as version 11 wrote it: no pc_lines,
     sass_metrics or untimed_launches tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
@@ -721,10 +752,13 @@ def make_version_11(source, name):
 
 
 def make_version_12(source, name):
-    """A copy of a version 14 session as version 12 wrote it: no
+    """A copy of a version 15 session as version 12 wrote it: no
     sass_metrics or untimed_launches table, nor v_sass_metrics."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("DROP VIEW v_sass_metrics")
         db.execute("DROP TABLE sass_metrics")
@@ -733,13 +767,41 @@ def make_version_12(source, name):
 
 
 def make_version_13(source, name):
-    """A copy of a version 14 session as version 13 wrote it: no
+    """A copy of a version 15 session as version 13 wrote it: no
     untimed_launches table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
         db.execute("DROP TABLE untimed_launches")
         db.execute("UPDATE meta SET value = 13 WHERE key = 'schema_version'")
     return target
+
+
+def make_version_14(source, name):
+    """A copy of a version 15 session as version 14 wrote it: no pc_code,
+    pc_cubins or pc_instructions tables, nor v_pc_instructions."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        db.execute("DROP VIEW v_pc_instructions")
+        for table in ("pc_instructions", "pc_cubins", "pc_code"):
+            db.execute("DROP TABLE %s" % table)
+        db.execute("UPDATE meta SET value = 14 WHERE key = 'schema_version'")
+    return target
+
+
+class Version14(unittest.TestCase):
+    def test_tables_of_version_15_read_empty(self):
+        old = make_version_14(PC, os.path.basename(PC) + "-v14")
+        with flare.open(old, pandas=False) as fourteen, \
+                flare.open(PC, pandas=False) as fifteen:
+            self.assertEqual((fourteen.schema_version, fifteen.schema_version), (14, 15))
+            self.assertIsNone(fourteen.notice)
+            self.assertEqual(fourteen.pc_instructions(), [])
+            self.assertEqual(fourteen.sql("SELECT COUNT(*) AS n FROM pc_cubins"), [{"n": 0}])
+            self.assertEqual(fourteen.sass_metrics(), fifteen.sass_metrics())
+            self.assertEqual(fourteen.pc_samples(), fifteen.pc_samples())
 
 
 class Version13(unittest.TestCase):
@@ -747,7 +809,7 @@ class Version13(unittest.TestCase):
         old = make_version_13(PC, os.path.basename(PC) + "-v13")
         with flare.open(old, pandas=False) as thirteen, \
                 flare.open(PC, pandas=False) as fourteen:
-            self.assertEqual((thirteen.schema_version, fourteen.schema_version), (13, 14))
+            self.assertEqual((thirteen.schema_version, fourteen.schema_version), (13, 15))
             self.assertIsNone(thirteen.notice)
             self.assertEqual(thirteen.sql("SELECT COUNT(*) AS n FROM untimed_launches"),
                              [{"n": 0}])
@@ -760,7 +822,7 @@ class Version12(unittest.TestCase):
         for use_pandas in ([False, True] if pandas is not None else [False]):
             with flare.open(old, pandas=use_pandas) as twelve, \
                     flare.open(PC, pandas=use_pandas) as thirteen:
-                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 14))
+                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 15))
                 self.assertIsNone(twelve.notice)
                 self.assertEqual(len(thirteen.sass_metrics()), 4)
                 old_rows = twelve.sass_metrics()
@@ -780,7 +842,7 @@ class Version11(unittest.TestCase):
     def test_table_of_version_12_reads_empty(self):
         old = make_version_11(PC, os.path.basename(PC) + "-v11")
         with flare.open(old, pandas=False) as eleven, flare.open(PC, pandas=False) as twelve:
-            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 14))
+            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 15))
             self.assertEqual(len(twelve.pc_lines()), 2)
             self.assertEqual(eleven.pc_lines(), [])
             self.assertEqual(eleven.sass_metrics(), [])
@@ -791,7 +853,7 @@ class Version10(unittest.TestCase):
     def test_table_of_version_11_reads_empty(self):
         old = make_version_10(PC, os.path.basename(PC) + "-v10")
         with flare.open(old, pandas=False) as ten, flare.open(PC, pandas=False) as eleven:
-            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 14))
+            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 15))
             self.assertIsNone(ten.notice)
             self.assertEqual(len(eleven.pc_samples()), 4)
             self.assertEqual(ten.pc_samples(), [])
@@ -805,7 +867,7 @@ class Version9(unittest.TestCase):
     def test_table_of_version_10_reads_empty(self):
         old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
         with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
-            self.assertEqual((nine.schema_version, ten.schema_version), (9, 14))
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 15))
             self.assertEqual(len(ten.triggered_replays()), 1)
             self.assertEqual(nine.triggered_replays(), [])
             self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
@@ -816,7 +878,7 @@ class Version8(unittest.TestCase):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 14)
+            self.assertEqual(nine.schema_version, 15)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -829,7 +891,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 14)
+            self.assertEqual(eight.schema_version, 15)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -928,11 +990,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((15, r"schema version 15 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 14"),
+        for version, words in ((16, r"schema version 16 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 15"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 14"),
-                               ("'14'", "schema version 14; this reader reads versions 6 to 14")):
+                                   r"versions 6 to 15"),
+                               ("'15'", "schema version 15; this reader reads versions 6 to 15")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -1077,7 +1139,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 14)
+            self.assertEqual(session.schema_version, 15)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

@@ -114,15 +114,17 @@ static void test_rows_round_trip(void **state)
     store_kernel_row kernel = {.pid = PID, .name = "gemm", .start_ns = 10, .end_ns = 20};
     assert_int_equal(store_put_kernel(handle, &kernel), 0);
     const store_pc_sample_row rows[] = {
-        {PID, 2, 0, "gemm", 0x40, "long_scoreboard", 120, 1000, 5000, NULL, 0},
-        {PID, 2, 0, "gemm", 0x40, "selected", 30, 1100, 4000, NULL, 0},
-        {PID, 2, 1, long_name, UINT64_MAX, "math_pipe_throttle", 7, 2000, 2000, NULL, 0},
-        {PID, 3, 0, "gemm", 0x80, "barrier", 1, 9000, 9000, NULL, 0},
+        {PID, 2, 0, "gemm", 0x40, "long_scoreboard", 120, 1000, 5000, NULL, 0, NULL, NULL},
+        {PID, 2, 0, "gemm", 0x40, "selected", 30, 1100, 4000, NULL, 0, NULL, NULL},
+        {PID, 2, 1, long_name, UINT64_MAX, "math_pipe_throttle", 7, 2000, 2000, NULL, 0, NULL,
+         NULL},
+        {PID, 3, 0, "gemm", 0x80, "barrier", 1, 9000, 9000, NULL, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
     /* The same key again: its samples added, its times widened. */
-    const store_pc_sample_row again = {PID, 2, 0, "gemm", 0x40, "selected", 5, 900, 4500, NULL, 0};
+    const store_pc_sample_row again = {PID, 2,    0,    "gemm", 0x40, "selected", 5,
+                                       900, 4500, NULL, 0,      NULL, NULL};
     assert_int_equal(store_put_pc_sample(handle, &again), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
@@ -170,7 +172,8 @@ static void test_rows_round_trip(void **state)
 static void test_bad_arguments_are_refused(void **state)
 {
     (void)state;
-    const store_pc_sample_row good = {PID, 1, 0, "k", 16, "selected", 3, 100, 200, NULL, 0};
+    const store_pc_sample_row good = {PID, 1,   0,    "k", 16,   "selected", 3,
+                                      100, 200, NULL, 0,   NULL, NULL};
     assert_int_equal(store_put_pc_sample(NULL, &good), FLARE_ERR_INVALID_ARGUMENT);
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
@@ -199,7 +202,9 @@ static void test_version_10_session(void **state)
 {
     (void)state;
     store_close(open_mode(STORE_OPEN_WRITE));
-    exec("DROP TABLE untimed_launches; DROP VIEW v_sass_metrics; DROP TABLE sass_metrics;"
+    exec("DROP VIEW v_pc_instructions; DROP TABLE pc_instructions; DROP TABLE pc_cubins;"
+         "DROP TABLE pc_code; DROP TABLE untimed_launches; DROP VIEW v_sass_metrics;"
+         "DROP TABLE sass_metrics;"
          "DROP VIEW v_pc_lines;"
          "DROP TABLE pc_lines; DROP VIEW v_pc_samples; DROP TABLE pc_samples;"
          "UPDATE meta SET value = 10 WHERE key = 'schema_version'");
@@ -208,8 +213,9 @@ static void test_version_10_session(void **state)
     assert_non_null(notice);
     assert_non_null(strstr(notice, "schema version 10 (an older flare): read without the PC "
                                    "samples of version 11, the PC source lines of version 12, "
-                                   "the SASS metrics of version 13 and the untimed launches of "
-                                   "version 14 (it recorded none)"));
+                                   "the SASS metrics of version 13, the untimed launches of "
+                                   "version 14 and the SASS text of version 15 (it recorded "
+                                   "none)"));
     readback r = {0};
     assert_int_equal(store_read_pc_samples(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -217,7 +223,7 @@ static void test_version_10_session(void **state)
     char error[512];
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 14);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 15);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_samples"), 0);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_lines"), 0);
 }
@@ -257,12 +263,12 @@ static void test_source_lines(void **state)
     /* Two instructions of one line (0x40, 0x50), one of another, one with
      * no line information; a second window samples 0x40 again. */
     const store_pc_sample_row rows[] = {
-        {PID, 1, 0, "chain", 0x40, "long_scoreboard", 70, 100, 200, "hot.cu", 12},
-        {PID, 1, 0, "chain", 0x40, "selected", 5, 100, 200, "hot.cu", 12},
-        {PID, 1, 0, "chain", 0x50, "long_scoreboard", 20, 100, 200, "hot.cu", 12},
-        {PID, 1, 0, "chain", 0x90, "wait", 30, 100, 200, "hot.cu", 20},
-        {PID, 1, 0, "other", 0x10, "selected", 500, 100, 200, NULL, 0},
-        {PID, 2, 0, "chain", 0x40, "long_scoreboard", 9, 300, 400, "hot.cu", 12},
+        {PID, 1, 0, "chain", 0x40, "long_scoreboard", 70, 100, 200, "hot.cu", 12, NULL, NULL},
+        {PID, 1, 0, "chain", 0x40, "selected", 5, 100, 200, "hot.cu", 12, NULL, NULL},
+        {PID, 1, 0, "chain", 0x50, "long_scoreboard", 20, 100, 200, "hot.cu", 12, NULL, NULL},
+        {PID, 1, 0, "chain", 0x90, "wait", 30, 100, 200, "hot.cu", 20, NULL, NULL},
+        {PID, 1, 0, "other", 0x10, "selected", 500, 100, 200, NULL, 0, NULL, NULL},
+        {PID, 2, 0, "chain", 0x40, "long_scoreboard", 9, 300, 400, "hot.cu", 12, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
@@ -365,9 +371,9 @@ static void test_samples_split_over_scopes_by_kernel_time(void **state)
     put_kernel(handle, 1, "gemm", 1000, 2000);
     put_kernel(handle, 0, "relu", 3000, 3100);
     const store_pc_sample_row rows[] = {
-        {PID, 1, 0, "gemm", 0x40, "long_scoreboard", 400, 1000, 2000, NULL, 0},
-        {PID, 1, 0, "gemm", 0x80, "selected", 100, 1000, 2000, NULL, 0},
-        {PID, 1, 0, "relu", 0x10, "selected", 10, 1000, 2000, NULL, 0},
+        {PID, 1, 0, "gemm", 0x40, "long_scoreboard", 400, 1000, 2000, NULL, 0, NULL, NULL},
+        {PID, 1, 0, "gemm", 0x80, "selected", 100, 1000, 2000, NULL, 0, NULL, NULL},
+        {PID, 1, 0, "relu", 0x10, "selected", 10, 1000, 2000, NULL, 0, NULL, NULL},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         assert_int_equal(store_put_pc_sample(handle, &rows[i]), FLARE_OK);
@@ -426,8 +432,8 @@ static void test_a_cut_function_name_finds_its_kernel(void **state)
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
     put_kernel(handle, 0, full, 1200, 1400);
-    const store_pc_sample_row row = {PID, 1,    0,    cut,  0x20, "long_scoreboard",
-                                     50,  1000, 2000, NULL, 0};
+    const store_pc_sample_row row = {PID,  1,    0, cut,  0x20, "long_scoreboard", 50, 1000,
+                                     2000, NULL, 0, NULL, NULL};
     assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
@@ -460,8 +466,8 @@ static void test_a_whole_255_byte_name_is_its_own(void **state)
     assert_int_equal(store_begin(handle), 0);
     put_kernel(handle, 0, exact, 1200, 1400);
     put_kernel(handle, 0, longer, 1500, 1700);
-    const store_pc_sample_row row = {PID, 1,    0,    exact, 0x20, "long_scoreboard",
-                                     50,  1000, 2000, NULL,  0};
+    const store_pc_sample_row row = {PID,  1,    0, exact, 0x20, "long_scoreboard", 50, 1000,
+                                     2000, NULL, 0, NULL,  NULL};
     assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);

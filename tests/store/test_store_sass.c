@@ -141,11 +141,11 @@ static void test_rows_round_trip_with_and_without_lines(void **state)
     store_kernel_row kernel = {.pid = PID, .name = "gemm", .start_ns = 10, .end_ns = 20};
     assert_int_equal(store_put_kernel(handle, &kernel), 0);
     const store_sass_row rows[] = {
-        {PID, 2, 0, "gemm", 0x40, INST, 120, "gemm.cu", 7},
-        {PID, 2, 0, "gemm", 0x50, INST, 300, NULL, 0},
-        {PID, 2, 0, "gemm", 0x40, THRD, 3840, "gemm.cu", 7},
-        {PID, 2, 1, long_name, UINT64_MAX, INST, 9, "", 0}, /* empty file: no line */
-        {PID, 3, 0, "gemm", 0x80, INST, 0, "gemm.cu", 9},   /* patched, not executed */
+        {PID, 2, 0, "gemm", 0x40, INST, 120, "gemm.cu", 7, NULL, NULL},
+        {PID, 2, 0, "gemm", 0x50, INST, 300, NULL, 0, NULL, NULL},
+        {PID, 2, 0, "gemm", 0x40, THRD, 3840, "gemm.cu", 7, NULL, NULL},
+        {PID, 2, 1, long_name, UINT64_MAX, INST, 9, "", 0, NULL, NULL}, /* empty file: no line */
+        {PID, 3, 0, "gemm", 0x80, INST, 0, "gemm.cu", 9, NULL, NULL},   /* patched, not executed */
     };
     put_all(handle, rows, sizeof(rows) / sizeof(rows[0]));
     assert_int_equal(store_commit(handle), 0);
@@ -199,9 +199,9 @@ static void test_the_same_key_adds_its_value(void **state)
     (void)state;
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
-    const store_sass_row row = {PID, 1, 0, "k", 0x10, INST, 40, "k.cu", 3};
-    const store_sass_row again = {PID, 1, 0, "k", 0x10, INST, 2, NULL, 0};
-    const store_sass_row other_window = {PID, 2, 0, "k", 0x10, INST, 5, NULL, 0};
+    const store_sass_row row = {PID, 1, 0, "k", 0x10, INST, 40, "k.cu", 3, NULL, NULL};
+    const store_sass_row again = {PID, 1, 0, "k", 0x10, INST, 2, NULL, 0, NULL, NULL};
+    const store_sass_row other_window = {PID, 2, 0, "k", 0x10, INST, 5, NULL, 0, NULL, NULL};
     assert_int_equal(store_put_sass_metric(handle, &row), FLARE_OK);
     assert_int_equal(store_put_sass_metric(handle, &again), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
@@ -229,12 +229,13 @@ static void test_a_line_is_shared_with_pc_samples(void **state)
     (void)state;
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
-    const store_pc_sample_row sample = {PID, 1,   0,   "chain",  0x40, "long_scoreboard",
-                                        70,  100, 200, "hot.cu", 12};
+    const store_pc_sample_row sample = {
+        PID, 1, 0, "chain", 0x40, "long_scoreboard", 70, 100, 200, "hot.cu", 12, NULL, NULL};
     assert_int_equal(store_put_pc_sample(handle, &sample), FLARE_OK);
     const store_sass_row rows[] = {
-        {PID, 1, 0, "chain", 0x40, INST, 1000, "elsewhere.cu", 99}, /* the first line stays */
-        {PID, 1, 0, "chain", 0x50, INST, 10, "hot.cu", 13},
+        {PID, 1, 0, "chain", 0x40, INST, 1000, "elsewhere.cu", 99, NULL,
+         NULL}, /* the first line stays */
+        {PID, 1, 0, "chain", 0x50, INST, 10, "hot.cu", 13, NULL, NULL},
     };
     put_all(handle, rows, 2);
     assert_int_equal(store_commit(handle), 0);
@@ -254,7 +255,7 @@ static void test_a_line_is_shared_with_pc_samples(void **state)
 static void test_bad_arguments_are_refused(void **state)
 {
     (void)state;
-    const store_sass_row good = {PID, 1, 0, "k", 16, INST, 3, "k.cu", 4};
+    const store_sass_row good = {PID, 1, 0, "k", 16, INST, 3, "k.cu", 4, NULL, NULL};
     readback r = {0};
     assert_int_equal(store_put_sass_metric(NULL, &good), FLARE_ERR_INVALID_ARGUMENT);
     store *handle = open_mode(STORE_OPEN_WRITE);
@@ -322,13 +323,13 @@ static void test_lines_sum_their_instructions(void **state)
      * than both); hot.cu:20 one instruction; one without a line; the
      * thread metric on 0x40 only; a second window on 0x40. */
     const store_sass_row rows[] = {
-        {PID, 1, 0, "chain", 0x40, INST, 70, "hot.cu", 12},
-        {PID, 1, 0, "chain", 0x50, INST, 20, "hot.cu", 12},
-        {PID, 1, 0, "other", 0x10, INST, 80, "hot.cu", 12},
-        {PID, 1, 0, "chain", 0x90, INST, 30, "hot.cu", 20},
-        {PID, 1, 0, "nolines", 0x10, INST, 5000, NULL, 0},
-        {PID, 1, 0, "chain", 0x40, THRD, 2240, NULL, 0},
-        {PID, 2, 0, "chain", 0x40, INST, 9, NULL, 0},
+        {PID, 1, 0, "chain", 0x40, INST, 70, "hot.cu", 12, NULL, NULL},
+        {PID, 1, 0, "chain", 0x50, INST, 20, "hot.cu", 12, NULL, NULL},
+        {PID, 1, 0, "other", 0x10, INST, 80, "hot.cu", 12, NULL, NULL},
+        {PID, 1, 0, "chain", 0x90, INST, 30, "hot.cu", 20, NULL, NULL},
+        {PID, 1, 0, "nolines", 0x10, INST, 5000, NULL, 0, NULL, NULL},
+        {PID, 1, 0, "chain", 0x40, THRD, 2240, NULL, 0, NULL, NULL},
+        {PID, 2, 0, "chain", 0x40, INST, 9, NULL, 0, NULL, NULL},
     };
     put_all(handle, rows, sizeof(rows) / sizeof(rows[0]));
     /* Read on the writer's own handle, inside its batch. */
@@ -364,19 +365,21 @@ static void test_version_12_session(void **state)
     (void)state;
     store *handle = open_mode(STORE_OPEN_WRITE);
     assert_int_equal(store_begin(handle), 0);
-    const store_pc_sample_row sample = {PID, 1,   0,   "chain",  0x40, "selected",
-                                        5,   100, 200, "hot.cu", 12};
+    const store_pc_sample_row sample = {PID, 1,   0,        "chain", 0x40, "selected", 5,
+                                        100, 200, "hot.cu", 12,      NULL, NULL};
     assert_int_equal(store_put_pc_sample(handle, &sample), FLARE_OK);
     assert_int_equal(store_commit(handle), 0);
     store_close(handle);
     exec("DROP VIEW v_sass_metrics; DROP TABLE sass_metrics; DROP TABLE untimed_launches;"
-         "UPDATE meta SET value = 12 WHERE key = 'schema_version'");
+         "DROP VIEW v_pc_instructions; DROP TABLE pc_instructions; DROP TABLE pc_cubins;"
+         "DROP TABLE pc_code; UPDATE meta SET value = 12 WHERE key = 'schema_version'");
     handle = open_mode(STORE_OPEN_READ);
     const char *notice = store_read_notice(handle);
     assert_non_null(notice);
     assert_non_null(strstr(notice, "schema version 12 (an older flare): read without the SASS "
-                                   "metrics of version 13 and the untimed launches of version "
-                                   "14 (it recorded none); 'flare index' adds the empty tables"));
+                                   "metrics of version 13, the untimed launches of version 14 "
+                                   "and the SASS text of version 15 (it recorded none); 'flare "
+                                   "index' adds the empty tables"));
     readback r = {0};
     assert_int_equal(store_read_sass_metrics(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -390,13 +393,13 @@ static void test_version_12_session(void **state)
                      FLARE_ERR_UNSUPPORTED);
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 14);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 15);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_sass_metrics"), 0);
     assert_int_equal(query_int("SELECT COUNT(*) FROM untimed_launches"), 0); /* added, empty */
     /* Upgraded, it takes SASS metrics; the line the PC sample left is theirs. */
     handle = open_mode(STORE_OPEN_WRITE);
     assert_null(store_read_notice(handle));
-    const store_sass_row row = {PID, 2, 0, "chain", 0x40, INST, 11, NULL, 0};
+    const store_sass_row row = {PID, 2, 0, "chain", 0x40, INST, 11, NULL, 0, NULL, NULL};
     assert_int_equal(store_put_sass_metric(handle, &row), FLARE_OK);
     store_close(handle);
     read_all(&r);
@@ -505,12 +508,12 @@ static void make_scoped_session(void)
     put_kernel(handle, 1, "gemm", 1700, 1900);
     put_kernel(handle, 0, "relu", 3000, 3100);
     const store_sass_row rows[] = {
-        {PID, 1, 0, "gemm", 0x40, INST, 600, "gemm.cu", 7},
-        {PID, 1, 0, "gemm", 0x50, INST, 200, NULL, 0},
-        {PID, 1, 0, "gemm", 0x40, THRD, 19200, "gemm.cu", 7},
-        {PID, 1, 0, "gemm", 0x50, THRD, 6400, NULL, 0},
-        {PID, 1, 0, "relu", 0x10, INST, 40, NULL, 0},
-        {PID, 1, 1, "gemm", 0x40, INST, 10, "gemm.cu", 7},
+        {PID, 1, 0, "gemm", 0x40, INST, 600, "gemm.cu", 7, NULL, NULL},
+        {PID, 1, 0, "gemm", 0x50, INST, 200, NULL, 0, NULL, NULL},
+        {PID, 1, 0, "gemm", 0x40, THRD, 19200, "gemm.cu", 7, NULL, NULL},
+        {PID, 1, 0, "gemm", 0x50, THRD, 6400, NULL, 0, NULL, NULL},
+        {PID, 1, 0, "relu", 0x10, INST, 40, NULL, 0, NULL, NULL},
+        {PID, 1, 1, "gemm", 0x40, INST, 10, "gemm.cu", 7, NULL, NULL},
     };
     put_all(handle, rows, sizeof(rows) / sizeof(rows[0]));
     assert_int_equal(store_commit(handle), 0);
@@ -647,7 +650,9 @@ static void test_untimed_launches_split_by_launch(void **state)
         {0, THRD, "backward", 6400},    {1, INST, "forward", 10},
     };
     expect_scopes(&r, want, sizeof(want) / sizeof(want[0]));
-    exec("DROP TABLE untimed_launches; UPDATE meta SET value = 13 WHERE key = 'schema_version'");
+    exec("DROP VIEW v_pc_instructions; DROP TABLE pc_instructions; DROP TABLE pc_cubins;"
+         "DROP TABLE pc_code; DROP TABLE untimed_launches;"
+         "UPDATE meta SET value = 13 WHERE key = 'schema_version'");
     handle = open_mode(STORE_OPEN_READ);
     scope_readback old = {0};
     assert_int_equal(store_read_sass_by_scope(handle, resolve_scopes, collect_scope, &old), 0);

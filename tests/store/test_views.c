@@ -322,7 +322,7 @@ static void test_version_6_session(void **state)
     /* What a version 6 session is: these tables, no views or name tables. */
     exec("DROP VIEW v_kernels; DROP VIEW v_copies; DROP VIEW v_top_kernels; DROP VIEW v_gpu_busy;"
          "DROP VIEW v_scope_gpu_time; DROP VIEW v_pm_by_scope; DROP VIEW v_pc_samples;"
-         "DROP VIEW v_pc_lines; DROP VIEW v_sass_metrics;"
+         "DROP VIEW v_pc_lines; DROP VIEW v_sass_metrics; DROP VIEW v_pc_instructions;"
          "DROP VIEW v_replay_metrics;"
          "DROP TABLE enum_copy_kind; DROP TABLE enum_status; DROP TABLE enum_external_kind;"
          "DROP TABLE enum_pm_flag; DROP TABLE kernel_name_stats;"
@@ -342,12 +342,12 @@ static void test_version_6_session(void **state)
     assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
     assert_non_null(strstr(error, "has schema version 6"));
-    /* Brought up to version 14: the views appear, no row changed. */
+    /* Brought up to version 15: the views appear, no row changed. */
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_index_result result;
     assert_int_equal(store_build_indexes(handle, &result), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 14);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 15);
     char text[256];
     query_text("SELECT name, duration_ns FROM v_kernels", text, sizeof(text));
     assert_string_equal(text, "old|100;");
@@ -355,10 +355,10 @@ static void test_version_6_session(void **state)
     assert_null(store_read_notice(handle));
     store_close(handle);
     /* A newer version than this flare knows is refused for reading. */
-    exec("UPDATE meta SET value = 15 WHERE key = 'schema_version'");
+    exec("UPDATE meta SET value = 16 WHERE key = 'schema_version'");
     assert_int_equal(store_open(dir, STORE_OPEN_READ, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
-    assert_non_null(strstr(error, "reads versions 6 to 14"));
+    assert_non_null(strstr(error, "reads versions 6 to 15"));
 }
 
 static int count_api_call(const store_api_call_row *row, void *user)
@@ -414,8 +414,8 @@ static void test_version_7_session(void **unused)
                                    "the ranks and clock pairs of version 9, the triggered "
                                    "replays of version 10, the PC samples of version 11, "
                                    "the PC source lines of version 12, the SASS metrics of "
-                                   "version 13 and the untimed launches of version 14 (it "
-                                   "recorded none); "
+                                   "version 13, the untimed launches of version 14 and the "
+                                   "SASS text of version 15 (it recorded none); "
                                    "'flare index' adds the empty tables"));
     calls = storms = 0;
     assert_int_equal(store_export_api_calls(handle, count_api_call, &calls), 0);
@@ -424,7 +424,7 @@ static void test_version_7_session(void **unused)
     store_close(handle);
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 14);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 15);
     assert_true(query_double("SELECT COUNT(*) FROM api_calls") == 0);
     assert_true(query_double("SELECT COUNT(*) FROM storms") == 0);
     assert_true(query_double("SELECT COUNT(*) FROM kernels") == 1);

@@ -394,9 +394,10 @@ static void place_pc(cuda_pc_hardware *hw, const CUpti_PCSamplingPCData *pc)
     hw->pc_function = function_name(hw, pc->functionName);
     hw->pc_file = NULL;
     hw->pc_line = 0;
+    hw->pc_code = NULL;
     if (hw->pc_function != names_full && hw->pc_function != unknown_function)
         cuda_pc_lines_find(pc->cubinCrc, pc->functionName, hw->pc_function, pc->pcOffset,
-                           &hw->pc_file, &hw->pc_line);
+                           &hw->pc_file, &hw->pc_line, &hw->pc_code);
 }
 
 static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max, uint64_t now)
@@ -425,6 +426,7 @@ static size_t emit_pending(cuda_pc_hardware *hw, pc_raw_sample *out, size_t max,
         sample->function = hw->pc_function;
         sample->file = hw->pc_file;
         sample->line = hw->pc_line;
+        sample->code = hw->pc_code;
     }
     return moved;
 }

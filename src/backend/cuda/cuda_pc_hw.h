@@ -73,7 +73,8 @@ typedef struct cuda_pc_hardware {
      * (set at its first, cursor_stall 0). */
     const char *pc_function, *pc_file;
     uint32_t pc_line;
-    size_t remaining; /* CUPTI's remainingNumPcs after the last GetData */
+    const store_pc_code *pc_code; /* where pc_file is NULL (cuda_pc_lines_find) */
+    size_t remaining;             /* CUPTI's remainingNumPcs after the last GetData */
     uint64_t hardware_full_reads;
     /* Start and stop on the application's thread (cuda_app_thread.h). */
     uint32_t wanted_exp;   /* the period the next start sets */

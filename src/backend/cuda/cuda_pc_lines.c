@@ -49,6 +49,8 @@ typedef struct line_entry {
     const char *function; /* NULL: a free slot */
     const char *file;     /* the instruction's; NULL for none */
     uint32_t line;        /* or, in a function's own entry, FUNCTION_* */
+    /* A function's own entry, FUNCTION_NO_LINES: its code (kept), or NULL. */
+    const store_pc_code *code;
 } line_entry;
 
 typedef struct line_stats {
@@ -57,6 +59,7 @@ typedef struct line_stats {
     uint64_t cache_full, lookup_ns;
     uint64_t files_refused; /* a line found, its file's path not kept */
     uint64_t put_off;       /* lookups left to a later call (time budget) */
+    uint64_t codes_refused; /* functions without lines whose code was not kept */
     size_t modules_kept, bytes_kept;
     uint64_t modules_refused;
 } line_stats;
@@ -276,24 +279,48 @@ static const char *ask_cupti(const kept_module *module, const char *function, ui
  * for both. Never contended in practice (one window at a time). */
 static pthread_mutex_t lookup_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void find_locked(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
-                        const char **file, uint32_t *line);
+static const line_entry *find_locked(uint64_t crc, const char *cupti_name, const char *function,
+                                     uint64_t offset, const char **file, uint32_t *line);
 
 void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
-                        const char **file, uint32_t *line)
+                        const char **file, uint32_t *line, const store_pc_code **code)
 {
     pthread_mutex_lock(&lookup_lock);
-    find_locked(crc, cupti_name, function, offset, file, line);
+    const line_entry *own = find_locked(crc, cupti_name, function, offset, file, line);
+    if (code != NULL)
+        *code = *file == NULL && own != NULL && own->line == FUNCTION_NO_LINES ? own->code : NULL;
     pthread_mutex_unlock(&lookup_lock);
 }
 
-static void find_locked(uint64_t crc, const char *cupti_name, const char *function, uint64_t offset,
-                        const char **file, uint32_t *line)
+/* A function without line information: its code, kept for the process
+ * (CUPTI's name copied: the record's is freed after the read). NULL, and
+ * counted, without memory. */
+static const store_pc_code *keep_code(const kept_module *module, const char *cupti_name)
+{
+    store_pc_code *code = malloc(sizeof(*code));
+    char *symbol = strdup(cupti_name);
+    if (code == NULL || symbol == NULL) {
+        free(code);
+        free(symbol);
+        stats.codes_refused++;
+        return NULL;
+    }
+    *code = (store_pc_code){.cubin_crc = module->crc,
+                            .symbol = symbol,
+                            .cubin = module->bytes,
+                            .cubin_size = module->size};
+    return code;
+}
+
+/* The answer for one instruction into *file and *line; returns the
+ * function's own entry (NULL where none was made). */
+static const line_entry *find_locked(uint64_t crc, const char *cupti_name, const char *function,
+                                     uint64_t offset, const char **file, uint32_t *line)
 {
     *file = NULL;
     *line = 0;
     if (!atomic_load(&installed) || function == NULL || cupti_name == NULL)
-        return;
+        return NULL;
     if (!cache_has_room()) {
         line_entry *known = cache != NULL ? slot_of(crc, function, offset) : NULL;
         line_entry *own = cache != NULL ? slot_of(crc, function, FUNCTION_ENTRY) : NULL;
@@ -304,13 +331,14 @@ static void find_locked(uint64_t crc, const char *cupti_name, const char *functi
                    (own->line != FUNCTION_NO_LINES && own->line != FUNCTION_NO_MODULE)) {
             stats.cache_full++; /* one that would have been asked */
         }
-        return;
+        return own != NULL && own->function != NULL ? own : NULL;
     }
     line_entry *entry = slot_of(crc, function, offset);
     if (entry->function != NULL) {
         *file = entry->file;
         *line = entry->file != NULL ? entry->line : 0;
-        return;
+        line_entry *known_own = slot_of(crc, function, FUNCTION_ENTRY);
+        return known_own->function != NULL ? known_own : NULL;
     }
     line_entry *own = slot_of(crc, function, FUNCTION_ENTRY);
     if (own->function == NULL) {
@@ -320,16 +348,16 @@ static void find_locked(uint64_t crc, const char *cupti_name, const char *functi
         entry = slot_of(crc, function, offset); /* own may have taken its slot */
     }
     if (own->line == FUNCTION_NO_LINES || own->line == FUNCTION_NO_MODULE)
-        return; /* said once, in the counts; not asked again */
+        return own; /* said once, in the counts; not asked again */
     if (!budget_allows()) {
         stats.put_off++; /* not cached: asked again at a later call */
-        return;
+        return own;
     }
     const kept_module *module = module_of(crc);
     if (module == NULL) {
         own->line = FUNCTION_NO_MODULE;
         stats.functions_no_module++;
-        return;
+        return own;
     }
     uint32_t found_line = 0;
     int refused = 0;
@@ -348,10 +376,12 @@ static void find_locked(uint64_t crc, const char *cupti_name, const char *functi
     } else if (own->line == FUNCTION_UNKNOWN) {
         /* Its first instruction had none: built without line information. */
         own->line = FUNCTION_NO_LINES;
+        own->code = keep_code(module, cupti_name);
         stats.functions_without++;
     }
     *file = found;
     *line = found_line;
+    return own;
 }
 
 static void report_locked(void);
@@ -379,20 +409,23 @@ static void report_locked(void)
     /* Put off is not lost (asked again at a later read): said, not degraded
      * (a PyTorch window put off 521 records, all asked again, session 17). */
     int degraded = stats.modules_refused > 0 || stats.cache_full > 0 ||
-                   stats.functions_no_module > 0 || stats.files_refused > 0 || cache_failed;
+                   stats.functions_no_module > 0 || stats.files_refused > 0 ||
+                   stats.codes_refused > 0 || cache_failed;
     core_capability_set(
         "pc_source_lines", 1, degraded ? CORE_CAPABILITY_DEGRADED : CORE_CAPABILITY_ACTIVE,
         "%llu of %llu sampled instructions on a source line; %llu functions without line "
-        "information (nvcc -lineinfo adds it), %llu in no kept cubin; %zu cubins kept "
+        "information (nvcc -lineinfo adds it; their SASS text is disassembled at the "
+        "session's end), %llu in no kept cubin, %llu whose code was not kept (no memory); "
+        "%zu cubins kept "
         "(%.1f MiB), %llu not kept (FLARE_PC_CUBIN_MIB); %llu instructions not looked up "
         "(line cache full), %llu whose file's path was not kept (too long, or the table of "
         "%u files full); lookups took %.1f ms, %llu put off to a later read (at most %.0f ms "
         "of lookups every %.0f ms)",
         (unsigned long long)stats.with_line, (unsigned long long)stats.instructions,
         (unsigned long long)stats.functions_without, (unsigned long long)stats.functions_no_module,
-        stats.modules_kept, (double)stats.bytes_kept / (1024.0 * 1024.0),
-        (unsigned long long)stats.modules_refused, (unsigned long long)stats.cache_full,
-        (unsigned long long)stats.files_refused, LINES_FILES_MAX, (double)stats.lookup_ns / 1e6,
-        (unsigned long long)stats.put_off, (double)budget_ns / 1e6,
-        (double)CUDA_PC_LINES_BUDGET_WINDOW_NS / 1e6);
+        (unsigned long long)stats.codes_refused, stats.modules_kept,
+        (double)stats.bytes_kept / (1024.0 * 1024.0), (unsigned long long)stats.modules_refused,
+        (unsigned long long)stats.cache_full, (unsigned long long)stats.files_refused,
+        LINES_FILES_MAX, (double)stats.lookup_ns / 1e6, (unsigned long long)stats.put_off,
+        (double)budget_ns / 1e6, (double)CUDA_PC_LINES_BUDGET_WINDOW_NS / 1e6);
 }

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/cuda_loader.h"
+#include "store/store_pc_code.h"
 
 /* Cubin bytes kept by default (FLARE_PC_CUBIN_MIB overrides, 0 keeps none). */
 #define CUDA_PC_CUBIN_MIB_DEFAULT 256u
@@ -54,9 +55,12 @@ void cuda_pc_lines_module_loaded(const void *cubin, size_t size);
  * caller's kept name for the function, one pointer per function, what the
  * cache is keyed by. Lookups are bounded in time (CUDA_PC_LINES_BUDGET_NS in
  * every CUDA_PC_LINES_BUDGET_WINDOW_NS): past it an instruction gets none
- * now and is asked again at a later call. Any thread (serialised here). */
+ * now and is asked again at a later call. Any thread (serialised here).
+ * code (may be NULL): where the function has no line information and its
+ * cubin is kept, the function's code (its cubin and CUPTI's name, kept for
+ * the process: the session's end disassembles it); else NULL. */
 void cuda_pc_lines_find(uint64_t crc, const char *cupti_name, const char *key, uint64_t offset,
-                        const char **file, uint32_t *line);
+                        const char **file, uint32_t *line, const store_pc_code **code);
 
 /* Time CUPTI's lookups may take in every window of time (ns): most of a
  * lookup in a large cubin is CUPTI reading it again (19 ms a first lookup in

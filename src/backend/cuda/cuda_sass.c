@@ -412,7 +412,7 @@ static void keep_record(CUpti_SassMetrics_Data *data, size_t instances, uint64_t
                                .function = function};
         if (function != unknown_function && function != names_full)
             cuda_pc_lines_find(data->cubinCrc, data->functionName, function, data->pcOffset,
-                               &out->file, &out->line);
+                               &out->file, &out->line, &out->code);
         hardware.record_count++;
     }
     free((void *)data->functionName);

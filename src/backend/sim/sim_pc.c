@@ -24,6 +24,7 @@
  * Must never: block or allocate on a kernel's thread, or grow the ring.
  */
 #include "backend/sim/sim_pc.h"
+#include "backend/sim/sim_code.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -343,6 +344,7 @@ static void sample_slots(sim_pc_unit *unit, uint64_t now_ns)
         sample->function = snapshot.kernel; /* the registry's: lives with the process */
         sample->file = snapshot.pc_offset < SIM_PC_LINES_END ? SIM_PC_SOURCE_FILE : NULL;
         sample->line = snapshot.pc_offset < SIM_PC_LINES_END ? SIM_PC_LINE(snapshot.pc_offset) : 0;
+        sample->code = snapshot.pc_offset < SIM_PC_LINES_END ? NULL : sim_code_of(snapshot.kernel);
     }
 }
 

@@ -17,6 +17,7 @@
  * kernel's thread, grow a started table, or lose a count uncounted.
  */
 #include "backend/sim/sim_sass.h"
+#include "backend/sim/sim_code.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -240,6 +241,8 @@ static int record_at(const sass_unit *unit, uint32_t cursor, pc_raw_sample *out)
         .function = atomic_load_explicit(&row->kernel, memory_order_relaxed),
         .file = has_line ? SIM_PC_SOURCE_FILE : NULL,
         .line = has_line ? SIM_PC_LINE(pc_offset) : 0};
+    if (!has_line)
+        out->code = sim_code_of(out->function);
     return 1;
 }
 

@@ -481,7 +481,7 @@
       var rows = table(card, ['samples', 'share', 'stall', 'function+offset'], num);
       w.top.forEach(function (x) {
         row(rows, [fmtCount(x.samples), (w.samples ? 100 * x.samples / w.samples : 0).toFixed(1) + '%',
-          x.stall, x['function'] + '+' + x.offset + (x.file ? ' (' + x.file + ':' + x.line + ')' : '')], num);
+          x.stall, x['function'] + '+' + x.offset + (x.file ? ' (' + x.file + ':' + x.line + ')' : (x.sass ? ' [' + x.sass + ']' : ''))], num);
       });
       if (w.rows > w.top.length) note(card, fmtCount(w.rows - w.top.length) + ' more (flare report ' +
         '--format json has them all, as does SELECT * FROM v_pc_samples).');
@@ -558,7 +558,7 @@
     }
     add(card, el('h4', '', 'Hottest instructions by smsp__sass_inst_executed'));
     sassTable(card, w, 'sass-top', ['function+offset'], function (x) {
-      return [x['function'] + '+' + x.offset + (x.file ? ' (' + x.file + ':' + x.line + ')' : '')];
+      return [x['function'] + '+' + x.offset + (x.file ? ' (' + x.file + ':' + x.line + ')' : (x.sass ? ' [' + x.sass + ']' : ''))];
     }, w.top);
     if (w.top_left_out > 0) note(card, fmtCount(w.top_left_out) + ' more instructions (flare report ' +
       '--format json has them all, section sass_metrics).');
