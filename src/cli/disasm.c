@@ -7,6 +7,8 @@
  * other than pc_instructions, pc_cubins (dropped once disassembled) and
  * the sass_text capability.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 #include "disasm/disasm_session.h"
 #include "flare/flare.h"
 #include "store/store.h"
+#include "store/store_pc_code.h"
 
 static const char disasm_help[] =
     "usage: flare disasm [DIR]\n"
@@ -36,6 +39,16 @@ static const char disasm_help[] =
     "Exit status: 0 on success (or nothing to do), 1 if the session cannot be\n"
     "opened, no disassembler is found or a cubin fails, 2 for a usage error.\n";
 
+/* A process of the session that recorded no end and still runs here (a
+ * killed one recorded no end either, and is gone). */
+static int still_running(int64_t pid, void *user)
+{
+    if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno != EPERM))
+        return 0;
+    *(int64_t *)user = pid;
+    return 1;
+}
+
 int cli_disasm(int argc, char **argv)
 {
     const char *directory = NULL;
@@ -56,12 +69,23 @@ int cli_disasm(int argc, char **argv)
     store *database;
     if (store_open_upgrading(dir, &database, error, sizeof(error)) != FLARE_OK)
         return cli_failure("disasm", "%s", error);
+    int64_t running = 0;
+    store_read_unended_pids(database, still_running, &running);
+    if (running != 0) {
+        store_close(database);
+        return cli_failure("disasm",
+                           "process %lld of %s is still running: flare disasm runs once every "
+                           "process of the session has ended",
+                           (long long)running, dir);
+    }
     disasm_session_result result;
     int status = disasm_session(database, dir, &result);
     store_close(database);
+    if (status != FLARE_OK && result.cubins_done == 0 && result.wanted == 0)
+        return cli_failure("disasm", "%s", result.problem);
     if (result.cubins == 0) {
         printf("%s: no cubin left to disassemble\n", dir);
-        return status == FLARE_OK ? CLI_EXIT_OK : cli_failure("disasm", "%s", result.problem);
+        return CLI_EXIT_OK;
     }
     if (status != FLARE_OK)
         return cli_failure("disasm", "%s (%llu of %llu cubins done)", result.problem,

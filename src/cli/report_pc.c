@@ -145,7 +145,7 @@ static int walk_row(const store_pc_sample_row *row, void *user)
             report_pc_path_tail(line->file, sizeof(line->file), row->file);
             line->source_line = row->line;
         } else if (row->sass != NULL) {
-            snprintf(line->sass, sizeof(line->sass), "%s", row->sass);
+            report_pc_fit_text(line->sass, sizeof(line->sass), row->sass);
         }
     }
     return 0;

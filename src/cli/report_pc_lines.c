@@ -31,6 +31,16 @@ void report_pc_path_tail(char *file, size_t size, const char *path)
     snprintf(file, size, "...%s", path + length - (size - 4));
 }
 
+void report_pc_fit_text(char *out, size_t out_size, const char *text)
+{
+    size_t length = strlen(text);
+    if (length < out_size) {
+        memcpy(out, text, length + 1);
+        return;
+    }
+    snprintf(out, out_size, "%.*s...", (int)(out_size - 4), text);
+}
+
 /* Room for one more of count items of size bytes in *items (capacity
  * *capacity). 0, or FLARE_ERR_NO_MEMORY. */
 static int grow(void **items, size_t *capacity, size_t count, size_t size)

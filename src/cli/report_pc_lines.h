@@ -80,6 +80,10 @@ void report_pc_lines_print(report_pc_lines *lines, int64_t pid, uint64_t window_
  * the file's name, after "...". Can't fail. */
 void report_pc_path_tail(char *file, size_t size, const char *path);
 
+/* text into out (out_size bytes), ending in "..." when it does not fit: a
+ * SASS text the column cuts says so (JSON/CSV have it whole). */
+void report_pc_fit_text(char *out, size_t out_size, const char *text);
+
 /* Every store_read_pc_lines row as a record of the open table. FLARE_OK or
  * the store's status. */
 int report_pc_lines_emit(store *database, report_emit *emit);

@@ -222,7 +222,7 @@ static void add_instruction(report_sass_window *window, const store_sass_row *ro
         report_pc_path_tail(held->file, sizeof(held->file), row->file);
         held->source_line = row->line;
     } else if (row->sass != NULL) {
-        snprintf(held->sass, sizeof(held->sass), "%s", row->sass);
+        report_pc_fit_text(held->sass, sizeof(held->sass), row->sass);
     }
     held->counts.executed = row->value;
 }

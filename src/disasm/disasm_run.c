@@ -172,6 +172,17 @@ typedef struct child {
     const char *functions; /* cuobjdump's -fun list, or NULL for all */
 } child;
 
+/* The running child's process group, for disasm_run_kill (a signal
+ * handler's); 0 when none runs. */
+static volatile sig_atomic_t running_group;
+
+void disasm_run_kill(void)
+{
+    pid_t group = (pid_t)running_group;
+    if (group > 0)
+        kill(-group, SIGKILL);
+}
+
 static void close_fd(int *fd)
 {
     if (*fd >= 0)
@@ -280,6 +291,8 @@ static int start(child *c, const char *program, const char *cubin_path, char *er
     }
     c->err_fd = err_pipe[0];
     int rc = spawn(c, program, cubin_path, out_pipe[1], err_pipe[1]);
+    if (rc == 0)
+        running_group = c->pid;
     close(out_pipe[1]);
     close(err_pipe[1]);
     if (rc != 0) {
@@ -397,11 +410,13 @@ static int wait_exit(child *c, uint64_t deadline_ns, char *error, size_t error_s
         pid_t reaped = waitpid(c->pid, &c->status, WNOHANG);
         if (reaped == c->pid) {
             c->pid = 0;
+            running_group = 0;
             return FLARE_OK;
         }
         if (reaped < 0 && errno != EINTR) {
             say(error, error_size, "waiting for the disassembler: %s", strerror(errno));
             c->pid = 0; /* not ours to kill any more: its pid may be reused */
+            running_group = 0;
             return FLARE_ERR_IO;
         }
         uint64_t now = core_now_ns();
@@ -425,6 +440,7 @@ static void kill_and_reap(child *c)
     while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR) {
     }
     c->pid = 0;
+    running_group = 0;
 }
 
 /* stderr's tail on one line: control characters become spaces, the ends

@@ -58,6 +58,10 @@ int disasm_find(char *path, size_t path_size, char *why, size_t why_size);
 int disasm_run(const char *program, const char *cubin_path, uint32_t timeout_ms, size_t max_bytes,
                char **out, size_t *out_size, char *error, size_t error_size);
 
+/* Kills the running disassembler's process group, if one runs: for a
+ * signal handler that must not leave it behind (async-signal-safe). */
+void disasm_run_kill(void);
+
 /* The longest -fun list passed (one argument: the kernel takes at most
  * 128 KiB in one); a longer one disassembles the whole cubin. */
 #define DISASM_FUNCTIONS_MAX (96u * 1024u)

@@ -342,7 +342,7 @@ static int store_create_schema(store *handle)
         if (status == 0)
             status = store_views_create(handle);
         if (status == 0 && handle->upgrade && handle->schema_version < STORE_SCHEMA_VERSION) {
-            /* Versions 7 to 13 added only what the DDL and
+            /* Versions 7 to 15 added only what the DDL and
              * store_views_create just made. */
             char update[96];
             snprintf(update, sizeof(update),

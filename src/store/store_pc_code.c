@@ -35,15 +35,30 @@ static int cubin_known(store *handle, int64_t pid, uint64_t crc)
 
 int store_put_pc_code(store *handle, int64_t pid, int64_t name_id, const store_pc_code *code)
 {
+    /* A cubin over SQLite's length limit (1e9 bytes by default; flare keeps
+     * 256 MiB a process unless FLARE_PC_CUBIN_MIB says more) is not kept:
+     * its functions' instructions then count as without a text. */
     if (code == NULL || code->symbol == NULL || code->symbol[0] == '\0' || code->cubin == NULL ||
-        code->cubin_size == 0 || code->cubin_size > (size_t)INT32_MAX)
+        code->cubin_size == 0 || code->cubin_crc == 0 ||
+        code->cubin_size > (size_t)sqlite3_limit(handle->db, SQLITE_LIMIT_LENGTH, -1))
         return 0;
-    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PC_CODE];
+    /* Two cubins with a function of one name (a JIT module built twice,
+     * two libraries' static kernels): their samples share one name_id, so
+     * no offset can be said to be either's; the function gets no text
+     * (cubin_crc 0, counted by store_read_pc_code_counts). */
+    sqlite3_stmt *statement = handle->statements[STORE_STATEMENT_PC_CODE_CONFLICT];
+    sqlite3_bind_int64(statement, 1, pid);
+    sqlite3_bind_int64(statement, 2, name_id);
+    sqlite3_bind_int64(statement, 3, (int64_t)code->cubin_crc);
+    int status = store_step(handle, statement, "cannot mark a function two cubins hold");
+    if (status != 0)
+        return status;
+    statement = handle->statements[STORE_STATEMENT_PC_CODE];
     sqlite3_bind_int64(statement, 1, pid);
     sqlite3_bind_int64(statement, 2, name_id);
     sqlite3_bind_int64(statement, 3, (int64_t)code->cubin_crc);
     sqlite3_bind_text(statement, 4, code->symbol, -1, SQLITE_STATIC);
-    int status = store_step(handle, statement, "cannot write where a function's code is");
+    status = store_step(handle, statement, "cannot write where a function's code is");
     sqlite3_clear_bindings(statement);
     if (status != 0)
         return status;
@@ -57,6 +72,41 @@ int store_put_pc_code(store *handle, int64_t pid, int64_t name_id, const store_p
     status = store_step(handle, statement, "cannot keep a cubin");
     sqlite3_clear_bindings(statement); /* the bytes are the caller's */
     return status;
+}
+
+static const char one_cubin_sql[] =
+    "SELECT pid, cubin_crc, bytes FROM pc_cubins WHERE pid = ?1 AND cubin_crc = ?2";
+
+static int cubin_handler(sqlite3_stmt *statement, void *user);
+
+int store_read_pc_cubin(store *handle, int64_t pid, uint64_t cubin_crc,
+                        store_pc_cubin_callback callback, void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int found = store_has_table(handle, "pc_cubins");
+    if (found <= 0)
+        return found < 0 ? FLARE_ERR_STORE : FLARE_OK;
+    store_params params = {.count = 2, .values = {pid, (int64_t)cubin_crc}};
+    store_reader_call call = {.callback = &callback, .user = user};
+    return store_query_each(handle, one_cubin_sql, &params, cubin_handler, &call,
+                            "cannot read a kept cubin");
+}
+
+static int unended_handler(sqlite3_stmt *statement, void *user)
+{
+    const store_reader_call *call = user;
+    int (*callback)(int64_t, void *) = *(int (*const *)(int64_t, void *))call->callback;
+    return callback(sqlite3_column_int64(statement, 0), call->user);
+}
+
+int store_read_unended_pids(store *handle, int (*callback)(int64_t pid, void *user), void *user)
+{
+    if (handle == NULL || callback == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    store_reader_call call = {.callback = &callback, .user = user};
+    return store_query_each(handle, "SELECT pid FROM processes WHERE end_ns IS NULL ORDER BY pid",
+                            NULL, unended_handler, &call, "cannot read the processes");
 }
 
 static int cubin_handler(sqlite3_stmt *statement, void *user)
@@ -155,7 +205,8 @@ static const char counts_sql[] =
     " SELECT (SELECT count(*) FROM bare),"
     " (SELECT count(*) FROM bare b JOIN pc_instructions i ON i.pid = b.pid"
     "  AND i.name_id = b.name_id AND i.pc_offset = b.pc_offset),"
-    " (SELECT count(*) FROM pc_cubins WHERE pid = ?1)";
+    " (SELECT count(*) FROM pc_cubins WHERE pid = ?1),"
+    " (SELECT count(*) FROM pc_code WHERE pid = ?1 AND cubin_crc = 0)";
 
 static int counts_handler(sqlite3_stmt *statement, void *user)
 {
@@ -163,6 +214,7 @@ static int counts_handler(sqlite3_stmt *statement, void *user)
     counts->without_line = (uint64_t)sqlite3_column_int64(statement, 0);
     counts->with_text = (uint64_t)sqlite3_column_int64(statement, 1);
     counts->cubins_kept = (uint64_t)sqlite3_column_int64(statement, 2);
+    counts->shared_names = (uint64_t)sqlite3_column_int64(statement, 3);
     return 1;
 }
 
@@ -177,4 +229,18 @@ int store_read_pc_code_counts(store *handle, int64_t pid, store_pc_code_counts *
     store_params params = {.count = 1, .values = {pid}};
     return store_query_each(handle, counts_sql, &params, counts_handler, counts,
                             "cannot count the instructions without a line");
+}
+
+int store_pc_cubins_compact(store *handle, uint64_t dropped_bytes)
+{
+    if (handle == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    int64_t pages = 0, page_size = 0;
+    if (store_query_int(handle, "PRAGMA page_count", &pages, NULL) != SQLITE_OK ||
+        store_query_int(handle, "PRAGMA page_size", &page_size, NULL) != SQLITE_OK)
+        return store_set_sqlite_error(handle, "cannot read the database's size");
+    uint64_t size = (uint64_t)pages * (uint64_t)page_size;
+    if (dropped_bytes < (16u << 20) || dropped_bytes * 4 < size)
+        return FLARE_OK;
+    return store_exec(handle, "VACUUM", "cannot give the dropped cubins' space back");
 }

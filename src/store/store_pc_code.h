@@ -10,8 +10,9 @@
  * a row's code when it carries one; the disassembly pass (src/disasm,
  * run by `flare trace` at the session's end and by `flare disasm`) reads
  * the cubins and what is wanted of each, writes the texts and drops the
- * cubin. Must never: write a cubin twice for one process, or keep a text
- * for an instruction no window sampled.
+ * cubin. A function whose name two cubins of a process hold gets no text
+ * (its samples cannot be told apart). Must never: write a cubin twice for
+ * one process, or keep a text for an instruction no window sampled.
  */
 #ifndef FLARE_STORE_STORE_PC_CODE_H
 #define FLARE_STORE_STORE_PC_CODE_H
@@ -38,6 +39,15 @@ typedef int (*store_pc_cubin_callback)(int64_t pid, uint64_t cubin_crc, const vo
                                        size_t size, void *user);
 int store_read_pc_cubins(store *handle, store_pc_cubin_callback callback, void *user);
 
+/* One kept cubin (pid, CRC), as store_read_pc_cubins gives each; none
+ * when it is not kept. */
+int store_read_pc_cubin(store *handle, int64_t pid, uint64_t cubin_crc,
+                        store_pc_cubin_callback callback, void *user);
+
+/* The pids of the session's processes that have not recorded their end
+ * (running, or killed), by pid; callback non-zero stops. */
+int store_read_unended_pids(store *handle, int (*callback)(int64_t pid, void *user), void *user);
+
 /* The instructions wanted of one cubin: every instruction a window sampled
  * (pc_samples or sass_metrics) in a function pc_code places in it, that has
  * neither a source line nor a text yet; by symbol (byte order), then offset.
@@ -61,11 +71,18 @@ int store_put_pc_instruction(store *handle, int64_t pid, int64_t name_id, uint64
  * batch). FLARE_OK or the store's error. */
 int store_drop_pc_cubin(store *handle, int64_t pid, uint64_t cubin_crc);
 
+/* After cubins were dropped: gives their pages back to the file system
+ * (VACUUM) when they were at least a quarter of the database and 16 MiB, so
+ * a session does not keep its cubins' size. Outside a batch. FLARE_OK, or
+ * the store's error (the session is unchanged then). */
+int store_pc_cubins_compact(store *handle, uint64_t dropped_bytes);
+
 /* Counts for the report: instructions sampled without a line, those with
  * a text, and the cubins still kept (not disassembled). Zeros for a
  * session older than version 15. */
 typedef struct store_pc_code_counts {
     uint64_t without_line, with_text, cubins_kept;
+    uint64_t shared_names; /* functions whose name two cubins hold: no text */
 } store_pc_code_counts;
 int store_read_pc_code_counts(store *handle, int64_t pid, store_pc_code_counts *counts);
 

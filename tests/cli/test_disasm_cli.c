@@ -27,7 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli_flare.h"
 #include "test_sql.h"
@@ -64,7 +68,7 @@ static void use_tool(int fun_fails)
 {
     char path[600], body[1200];
     snprintf(body, sizeof body,
-             "echo \"$*\" | sed 's|/[^ ]*/[0-9]*-[0-9a-f]*\\.cubin|cubin|' >> %s/calls\n"
+             "echo \"$*\" | sed 's|/[^ ]*\\.cubin|cubin|' >> %s/calls\n"
              "if [ $# -eq 4 ] && [ \"$1\" = -sass ] && [ \"$2\" = -fun ]; then\n"
              "  [ %d = 0 ] || { echo 'unknown option -fun' >&2; exit 1; }\n"
              "  exec cat \"$4\"\nfi\n"
@@ -105,6 +109,30 @@ static int64_t session_int(const char *sql)
     return value;
 }
 
+static void session_exec(const char *sql)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/session.db", session);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *message = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &message) != SQLITE_OK)
+        fail_msg("%s: %s", sql, message);
+    sqlite3_close(db);
+}
+
+/* No .flare-disasm-* work folder is left in the session. */
+static void expect_no_work_folder(void)
+{
+    DIR *dir = opendir(session);
+    assert_non_null(dir);
+    struct dirent *entry;
+    while ((entry = readdir(dir)) != NULL)
+        if (strncmp(entry->d_name, ".flare-disasm-", 14) == 0)
+            fail_msg("%s/%s was left behind", session, entry->d_name);
+    closedir(dir);
+}
+
 static void trace_marks(void)
 {
     snprintf(session, sizeof session, "%s/session", scratch);
@@ -138,8 +166,9 @@ static void test_trace_gives_the_texts(void **state)
     assert_int_equal(session_int("SELECT count(*) FROM pc_instructions WHERE pc_offset IN "
                                  "(256, 65544)"),
                      0);
+    /* Degraded: the instruction no listing line starts at has none. */
     assert_int_equal(session_int("SELECT count(*) FROM capabilities WHERE feature = 'sass_text' "
-                                 "AND status = 'active' AND reason LIKE '2 of 3 sampled %'"),
+                                 "AND status = 'degraded' AND reason LIKE '2 of 3 sampled %'"),
                      1);
     assert_int_equal(FLARE("report", session), 0);
     expect_contains(out_text, "marks_kernel+0x10040 [" TEXT_10040 "]");
@@ -168,10 +197,11 @@ static void test_no_disassembler_keeps_the_cubin_for_flare_disasm(void **state)
     expect_contains(out_text, "2 of 3 instructions given their SASS text");
     expect_texts();
     assert_int_equal(session_int("SELECT count(*) FROM capabilities WHERE feature = 'sass_text' "
-                                 "AND status = 'active'"),
+                                 "AND status = 'degraded' AND reason LIKE '2 of 3 sampled %'"),
                      1);
     assert_int_equal(FLARE("disasm", session), 0);
     expect_contains(out_text, "no cubin left");
+    expect_no_work_folder();
 }
 
 static void test_a_failing_disassembler_keeps_the_cubin(void **state)
@@ -201,6 +231,132 @@ static void test_a_refused_function_list_falls_back_to_the_whole_cubin(void **st
     assert_string_equal(calls(), "-sass -fun marks_kernel cubin\n-sass cubin\n");
 }
 
+static void test_a_listing_without_the_wanted_instructions_keeps_the_cubin(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", "", 1), 0);
+    trace_marks();
+    char path[600];
+    write_tool(
+        "nvdisasm",
+        "printf '.text._Z5otherv:\\n        /*0000*/   NOP ;\\n        /*0010*/   EXIT ;\\n'", path,
+        sizeof path);
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", path, 1), 0);
+    assert_int_equal(FLARE("disasm", session), 1);
+    expect_contains(err_text, "none of the instructions wanted");
+    assert_int_equal(session_int("SELECT count(*) FROM pc_cubins"), 1);
+    assert_int_equal(session_int("SELECT count(*) FROM pc_instructions"), 0);
+    expect_no_work_folder();
+}
+
+static void test_the_pass_is_bounded_in_time(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", "", 1), 0);
+    trace_marks();
+    char path[600], body[600];
+    snprintf(body, sizeof body, "echo \"$*\" >> %s/calls\nexec sleep 60", scratch);
+    write_tool("cuobjdump", body, path, sizeof path);
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", path, 1), 0);
+    assert_int_equal(setenv("FLARE_DISASM_SECONDS", "1", 1), 0);
+    uint64_t began = test_now_ns();
+    int status = FLARE("disasm", session);
+    uint64_t took = test_now_ns() - began;
+    unsetenv("FLARE_DISASM_SECONDS");
+    assert_int_equal(status, 1);
+    expect_contains(err_text, "timed out");
+    assert_true(took < 30ull * 1000000000ull); /* a generous bound: 1 s asked, 60 s slept */
+    /* No second run of the whole cubin after a timeout: one call. */
+    const char *logged = calls();
+    assert_true(logged[0] != '\0' && strchr(logged, '\n') == strrchr(logged, '\n'));
+    assert_int_equal(session_int("SELECT count(*) FROM pc_cubins"), 1);
+    expect_no_work_folder();
+    assert_int_equal(setenv("FLARE_DISASM_SECONDS", "0", 1), 0);
+    assert_int_equal(FLARE("disasm", session), 1);
+    unsetenv("FLARE_DISASM_SECONDS");
+    expect_contains(err_text, "FLARE_DISASM_SECONDS=0 is not a number of seconds (1 to 3600)");
+}
+
+static void test_one_run_serves_every_process_of_a_cubin(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", "", 1), 0);
+    trace_marks();
+    /* A second process (a fork, a rank) that kept the same cubin. */
+    session_exec("INSERT INTO processes(pid, parent_pid, start_ns, end_ns) SELECT pid + 1, pid, "
+                 "start_ns, end_ns FROM processes;"
+                 "INSERT INTO pc_code SELECT pid + 1, name_id, cubin_crc, symbol FROM pc_code;"
+                 "INSERT INTO pc_cubins SELECT pid + 1, cubin_crc, bytes FROM pc_cubins;"
+                 "INSERT INTO sass_metrics SELECT pid + 1, window_id, device, name_id, "
+                 "pc_offset, metric, value FROM sass_metrics;");
+    use_good_tool();
+    assert_int_equal(FLARE("disasm", session), 0);
+    assert_string_equal(calls(), "-sass -fun marks_kernel cubin\n");
+    assert_int_equal(session_int("SELECT count(*) FROM pc_instructions"), 4);
+    assert_int_equal(
+        session_int("SELECT count(DISTINCT pid) FROM v_pc_instructions WHERE sass = '" TEXT_10040
+                    "'"),
+        2);
+    assert_int_equal(session_int("SELECT count(*) FROM pc_cubins"), 0);
+}
+
+static void test_a_running_session_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", "", 1), 0);
+    trace_marks();
+    char sql[200];
+    snprintf(sql, sizeof sql, "INSERT INTO processes(pid, parent_pid, start_ns) VALUES (%d, 1, 0)",
+             (int)getpid());
+    session_exec(sql);
+    use_good_tool();
+    assert_int_equal(FLARE("disasm", session), 1);
+    expect_contains(err_text, "is still running");
+    assert_int_equal(session_int("SELECT count(*) FROM pc_cubins"), 1);
+}
+
+/* Ctrl-C in the middle of a disassembly: the disassembler killed, the
+ * work folder gone, the cubin still kept. */
+static void test_an_interrupted_pass_leaves_nothing_behind(void **state)
+{
+    (void)state;
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", "", 1), 0);
+    trace_marks();
+    char path[600], body[1200], started[500], tool_pid[500];
+    snprintf(started, sizeof started, "%s/started", scratch);
+    snprintf(tool_pid, sizeof tool_pid, "%s/tool.pid", scratch);
+    snprintf(body, sizeof body, "echo $$ > %s\ntouch %s\nexec sleep 60", tool_pid, started);
+    write_tool("cuobjdump", body, path, sizeof path);
+    assert_int_equal(setenv("FLARE_DISASSEMBLER", path, 1), 0);
+    char flare_path[1200];
+    snprintf(flare_path, sizeof flare_path, "%s/flare", bin_dir);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        execl(flare_path, flare_path, "disasm", session, (char *)NULL);
+        _exit(127);
+    }
+    uint64_t deadline = test_now_ns() + 60ull * 1000000000ull;
+    while (access(started, F_OK) != 0 && test_now_ns() < deadline)
+        test_pause_ms(10);
+    assert_int_equal(access(started, F_OK), 0);
+    assert_int_equal(kill(child, SIGINT), 0);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+    expect_no_work_folder();
+    assert_int_equal(session_int("SELECT count(*) FROM pc_cubins"), 1);
+    /* The stand-in is gone (killed with its group), within a generous bound. */
+    FILE *file = fopen(tool_pid, "r");
+    assert_non_null(file);
+    int sleeper = 0;
+    assert_int_equal(fscanf(file, "%d", &sleeper), 1);
+    fclose(file);
+    while (kill(sleeper, 0) == 0 && test_now_ns() < deadline)
+        test_pause_ms(10);
+    assert_int_not_equal(kill(sleeper, 0), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -228,6 +384,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_refused_function_list_falls_back_to_the_whole_cubin,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_listing_without_the_wanted_instructions_keeps_the_cubin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_pass_is_bounded_in_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_run_serves_every_process_of_a_cubin, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_running_session_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_interrupted_pass_leaves_nothing_behind, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flare/flare.h"
@@ -258,12 +259,76 @@ static void test_rows_read_back_with_their_text(void **state)
     store_close(handle);
 }
 
+/* Two cubins with a function of one name: no cubin is said to hold it,
+ * so it is never disassembled, and the counts say so. */
+static void test_a_name_two_cubins_hold_gets_no_code(void **state)
+{
+    (void)state;
+    write_rows();
+    static const char other_bytes[] = "another cubin";
+    const store_pc_code other = {.cubin_crc = 0x1234,
+                                 .symbol = "_Z5alphav",
+                                 .cubin = other_bytes,
+                                 .cubin_size = sizeof other_bytes};
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    const store_pc_sample_row row = {PID, 4,  0,    "alpha", 0x10,   "selected", 1,
+                                     50,  60, NULL, 0,       &other, NULL};
+    assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK);
+    assert_int_equal(store_put_pc_sample(handle, &row), FLARE_OK); /* again: still none */
+    assert_int_equal(store_commit(handle), 0);
+    assert_int_equal(query_int("SELECT cubin_crc FROM pc_code c JOIN names n ON n.id = c.name_id "
+                               "WHERE n.name = 'alpha'"),
+                     0);
+    wanted_seen seen = {0};
+    assert_int_equal(store_read_pc_wanted(handle, PID, code_a.cubin_crc, see_wanted, &seen),
+                     FLARE_OK);
+    assert_int_equal(seen.count, 1); /* beta+0x10 only */
+    assert_string_equal(seen.symbols[0], "_Z4betav");
+    store_pc_code_counts counts;
+    assert_int_equal(store_read_pc_code_counts(handle, PID, &counts), FLARE_OK);
+    assert_true(counts.shared_names == 1 && counts.with_text == 0);
+    store_close(handle);
+}
+
+/* Dropped cubins of 16 MiB or more, and a quarter of the file: its size
+ * goes back; less is left alone. */
+static void test_dropped_cubins_give_their_space_back(void **state)
+{
+    (void)state;
+    size_t size = (size_t)20 << 20;
+    char *big = calloc(1, size);
+    assert_non_null(big);
+    const store_pc_code code = {
+        .cubin_crc = 77, .symbol = "_Z3bigv", .cubin = big, .cubin_size = size};
+    store *handle = open_mode(STORE_OPEN_WRITE);
+    assert_int_equal(store_begin(handle), 0);
+    const store_sass_row row = {PID, 1, 0, "big", 0x10, INST, 1, NULL, 0, &code, NULL};
+    assert_int_equal(store_put_sass_metric(handle, &row), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    int64_t before = query_int("PRAGMA page_count") * query_int("PRAGMA page_size");
+    assert_true(before > (int64_t)size);
+    assert_int_equal(store_begin(handle), 0);
+    assert_int_equal(store_drop_pc_cubin(handle, PID, 77), FLARE_OK);
+    assert_int_equal(store_commit(handle), 0);
+    assert_int_equal(store_pc_cubins_compact(handle, 1u << 20), FLARE_OK); /* too little */
+    assert_true(query_int("PRAGMA page_count") * query_int("PRAGMA page_size") >= before);
+    assert_int_equal(store_pc_cubins_compact(handle, size), FLARE_OK);
+    assert_true(query_int("PRAGMA page_count") * query_int("PRAGMA page_size") < before / 4);
+    store_close(handle);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_code_and_cubin_written_once, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_wanted_texts_and_drop, set_up, tear_down),
         cmocka_unit_test_setup_teardown(test_rows_read_back_with_their_text, set_up, tear_down),
+        cmocka_unit_test_setup_teardown(test_a_name_two_cubins_hold_gets_no_code, set_up,
+                                        tear_down),
+        cmocka_unit_test_setup_teardown(test_dropped_cubins_give_their_space_back, set_up,
+                                        tear_down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
