@@ -452,7 +452,7 @@ static int do_group(pass *work, const kept_cubin *group, size_t members)
              * offsets): the cubin stays for a later try. */
             note(result, "%s: its listing had none of the instructions wanted (not its format?)",
                  result->program, "");
-            status = FLARE_ERR_UNSUPPORTED;
+            status = FLARE_ERR_BACKEND; /* not "no disassembler": the launcher says which */
         }
     }
     if (status == FLARE_OK) {
