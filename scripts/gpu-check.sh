@@ -49,7 +49,10 @@
 #        launches, CUPTI's floor in one process beside flare's pc-idle against trace-timed,
 #        in ns per launch: scripts/gpu-check-pcidle.sh); sasstext (the SASS text of
 #        instructions without a source line: the hot loop built without -lineinfo under a pc
-#        and a sass window, flare disasm afterwards: scripts/gpu-check-sasstext.sh). Any
+#        and a sass window, flare disasm afterwards: scripts/gpu-check-sasstext.sh); pmswitch
+#        (CUPTI's PM sampling alone, no flare: what switching the configuration between passes
+#        costs with one enable kept and with disable + enable, and what building each image
+#        costs: scripts/gpu-check-pmswitch.sh). Any
 #        other word (e.g. none) only builds and runs `flare info`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -316,13 +319,13 @@ fi
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
 for part in pcwindow auto pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered \
-            replayready pmaccuracy pcprobe sassprobe sasswindow sassbisect pcidle sasstext; do
+            replayready pmaccuracy pcprobe sassprobe sasswindow sassbisect pcidle sasstext pmswitch; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
        [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ] &&
        [ "$part" != sassprobe ] && [ "$part" != pcwindow ] && [ "$part" != auto ] &&
        [ "$part" != sasswindow ] && [ "$part" != sassbisect ] && [ "$part" != pcidle ] &&
-       [ "$part" != sasstext ]; } ||
+       [ "$part" != sasstext ] && [ "$part" != pmswitch ]; } ||
      [[ ",$what," == *",$part,"* ]]; then
     if [ -f "scripts/gpu-check-$part.sh" ]; then
       . "scripts/gpu-check-$part.sh"
