@@ -654,7 +654,10 @@ static void test_first_wins_under_racing_threads(void **state)
     }
     print_message("%zu windows won, %llu busy answers\n", winner_count, (unsigned long long)busy);
     assert_true(winner_count >= DEEPWIN_WANTED); /* thousands of windows really went through */
-    assert_true(busy > winner_count);            /* and they really raced */
+    /* And they really raced: about 4.5 busy answers a window on an idle
+     * 2-core VM, 0.9 under CI's stress-ng (which failed "busy > won"); a
+     * quarter is contention all the same, and none would fail. */
+    assert_true(busy * 4 > winner_count);
     assert_int_equal(deepwin_record_drops(coordinator), 0);
     /* Exactly one record per winner: ids 1..N, each once, none lost. */
     assert_int_equal(beat.count, winner_count);
