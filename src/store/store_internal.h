@@ -81,7 +81,7 @@
       "INSERT INTO sass_metrics(pid, window_id, device, name_id, pc_offset, metric, value) "       \
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(pid, window_id, device, name_id, "          \
       "pc_offset, metric) DO UPDATE SET value = value + excluded.value")                           \
-    X(PC_CODE_CONFLICT, "UPDATE pc_code SET cubin_crc = 0, symbol = '' WHERE pid = ?1 AND "      \
+    X(PC_CODE_CONFLICT, "UPDATE pc_code SET cubin_crc = 0, symbol = '' WHERE pid = ?1 AND "        \
                         "name_id = ?2 AND cubin_crc <> ?3 AND cubin_crc <> 0")                     \
     X(PC_CODE, "INSERT OR IGNORE INTO pc_code(pid, name_id, cubin_crc, symbol) "                   \
                "VALUES (?1, ?2, ?3, ?4)")                                                          \
