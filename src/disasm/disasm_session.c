@@ -553,7 +553,6 @@ int disasm_session_announced(store *database, const char *session_dir,
     if (database == NULL || session_dir == NULL)
         return FLARE_ERR_INVALID_ARGUMENT;
     uint64_t began = core_now_ns();
-    sweep_stale_folders(session_dir);
     cubin_list list = {0};
     int status = store_read_pc_cubins(database, collect_cubin, &list);
     result->cubins = list.count;
@@ -567,6 +566,8 @@ int disasm_session_announced(store *database, const char *session_dir,
         free(list.items);
         return FLARE_OK;
     }
+    /* A folder a killed pass left comes with its cubins, still kept. */
+    sweep_stale_folders(session_dir);
     uint32_t seconds = DISASM_PASS_TIMEOUT_MS / 1000u;
     const char *text = getenv("FLARE_DISASM_SECONDS");
     if (text != NULL && core_parse_u32(text, 1, 3600, &seconds) != FLARE_OK) {

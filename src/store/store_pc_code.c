@@ -62,6 +62,11 @@ int store_put_pc_code(store *handle, int64_t pid, int64_t name_id, const store_p
     sqlite3_clear_bindings(statement);
     if (status != 0)
         return status;
+    /* Every later row of the function finds its row there (OR IGNORE): its
+     * cubin was seen to with the first, kept or refused, and is not asked
+     * about again. */
+    if (sqlite3_changes(handle->db) == 0)
+        return 0;
     int known = cubin_known(handle, pid, code->cubin_crc);
     if (known != 0)
         return known < 0 ? known : 0;

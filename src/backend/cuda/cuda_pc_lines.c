@@ -337,6 +337,8 @@ static const line_entry *find_locked(uint64_t crc, const char *cupti_name, const
     if (entry->function != NULL) {
         *file = entry->file;
         *line = entry->file != NULL ? entry->line : 0;
+        if (entry->file != NULL)
+            return NULL; /* a line: the caller wants no code (one probe less) */
         line_entry *known_own = slot_of(crc, function, FUNCTION_ENTRY);
         return known_own->function != NULL ? known_own : NULL;
     }
