@@ -9,7 +9,8 @@
  * (an end before its start, ids above INT64_MAX, names with quotes, commas,
  * line breaks and bad UTF-8, copies of every kind and an unknown one, graph
  * launches with and without a scope, flagged PM samples, declined replays,
- * a span whose record was lost). The fuzzer's mutations start from here.
+ * a span whose record was lost, a span kernel's values with notes on how
+ * they were produced). The fuzzer's mutations start from here.
  *
  * Fuzz-only. It must never write outside the directory it is given, and
  * never return with a partial seed: any failure aborts.
@@ -382,6 +383,14 @@ static void seed_replay(void)
         replay_record *record = seed_replay_record(kernel, kernel == 12 ? "scale_add" : "k", 1);
         record->span_id = 11;
         seed_replay_metric(record, "gpu__time_duration.sum", 2500.0 * (double)kernel);
+        if (kernel == 12) {
+            /* How its values were produced, as range replay by PM sampling
+             * notes them (replay_value_methods, schema 16). */
+            seed_replay_metric(record, "dram__bytes_read.sum", NAN);
+            record->has_notes = 1;
+            record->metric_notes[0] = (replay_value_note){"kernel-activity", "measured", 12.5, 0};
+            record->metric_notes[1] = (replay_value_note){"pm-sampling", "below-minimum", NAN, 1};
+        }
         records[count++] = record;
     }
     span = seed_replay_record(21, "step", 2);

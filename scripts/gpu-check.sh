@@ -34,7 +34,10 @@
 #        triggered (rules with action replay and range, outputs bit-identical, beside flare replay, their latency, the cost of a replay-ready trace; scripts/gpu-check-triggered.sh);
 #        replayready (that cost alone, more rounds: the CUDA C storm, then the loop;
 #        scripts/gpu-check-replayready.sh); pmaccuracy (PM samples integrated per kernel
-#        against the range profiler, scripts/gpu-check-pmaccuracy.sh); pcprobe (CUPTI's
+#        against the range profiler, scripts/gpu-check-pmaccuracy.sh); pmreplay (range replay
+#        by PM sampling, flare replay --method pm, on a 500-512-kernel PyTorch step against the
+#        range profiler, range replay and ncu: issue 25's target, scripts/gpu-check-pmreplay.sh;
+#        about 3-8 min); pcprobe (CUPTI's
 #        PC sampling alone, no flare: scripts/gpu-check-pcprobe.sh); pcwindow (flare's
 #        PC-sampling deep window on a known hot loop and on a PyTorch program, checked:
 #        scripts/gpu-check-pcwindow.sh); enginecost (each deep engine's cost prepared but idle
@@ -319,10 +322,11 @@ fi
 # The PM-sampling and replay checks live in their own files, sourced here so
 # they share the build, $flare, $work, $OUT and fail().
 for part in pcwindow auto pm replay span hang multi ab rules graphs views launchcosts soak fleet triggered \
-            replayready pmaccuracy pcprobe sassprobe sasswindow sassbisect pcidle sasstext pmswitch; do
+            replayready pmaccuracy pmreplay pcprobe sassprobe sasswindow sassbisect pcidle sasstext pmswitch; do
   if { [ "$what" = all ] && [ "$part" != hang ] && [ "$part" != multi ] && [ "$part" != ab ] &&
        [ "$part" != soak ] && [ "$part" != launchcosts ] && [ "$part" != fleet ] &&
-       [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pcprobe ] &&
+       [ "$part" != replayready ] && [ "$part" != pmaccuracy ] && [ "$part" != pmreplay ] &&
+       [ "$part" != pcprobe ] &&
        [ "$part" != sassprobe ] && [ "$part" != pcwindow ] && [ "$part" != auto ] &&
        [ "$part" != sasswindow ] && [ "$part" != sassbisect ] && [ "$part" != pcidle ] &&
        [ "$part" != sasstext ] && [ "$part" != pmswitch ]; } ||

@@ -56,7 +56,7 @@ DATABASE_NAME = "session.db"
 # STORE_SCHEMA_VERSION of src/store/store.h (tests/python/test_reader.py
 # holds them equal).
 SCHEMA_OLDEST = 6
-SCHEMA_NEWEST = 15
+SCHEMA_NEWEST = 16
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAST_ERRORS = (_flare._SQLiteError,) if _flare is not None else ()
@@ -206,6 +206,26 @@ def _error_kind(error):
         return "readonly"  # SQLITE_READONLY: the -shm cannot be used
     return "query"
 
+
+# ---- what version 15 lacks: the table version 16 added (src/store/store_schema.c) ----
+
+# The table (empty: an older flare noted nothing of how a replayed value was
+# produced, its collector measured every one) and the view, copies of
+# src/store/store_schema.c and store_views.c.
+_COMPAT_V16_DDL = [
+    "CREATE TEMP TABLE replay_value_methods (pid INTEGER NOT NULL, launch_id INTEGER NOT NULL,"
+    " metric TEXT NOT NULL, method TEXT NOT NULL, status TEXT NOT NULL, error_bound REAL,"
+    " samples INTEGER NOT NULL, PRIMARY KEY (pid, launch_id, metric))",
+    "CREATE TEMP VIEW v_replay_values AS"
+    " SELECT l.pid, l.launch_id, l.kernel, l.launch_index, l.device, l.span_id,"
+    " m.metric, m.value, coalesce(v.method, l.collector) AS method,"
+    " coalesce(v.status, CASE WHEN m.value IS NULL THEN 'unavailable' ELSE 'measured' END)"
+    " AS status, v.error_bound, v.samples"
+    " FROM replay_launches l JOIN replay_metrics m"
+    " ON m.pid = l.pid AND m.launch_id = l.launch_id"
+    " LEFT JOIN replay_value_methods v"
+    " ON v.pid = m.pid AND v.launch_id = m.launch_id AND v.metric = m.metric",
+]
 
 # ---- what version 14 lacks: the tables version 15 added (src/store/store_schema.c) ----
 
@@ -543,7 +563,7 @@ class Session:
     docstring for how it opens session.db; docs/api.md for every method.
 
     Attributes: directory (the session directory), database (its session.db),
-    schema_version (6 to 14), notice (what the reader wants you to know about
+    schema_version (6 to 16), notice (what the reader wants you to know about
     how it read the session, or None)."""
 
     def __init__(self, path, pandas=None, timeout=5.0):
@@ -668,6 +688,8 @@ class Session:
                 setup += _COMPAT_V14_DDL
             if version < 15:
                 setup += _COMPAT_V15_DDL
+            if version < 16:
+                setup += _COMPAT_V16_DDL
             setup.append("PRAGMA query_only = 1")
             for statement in setup:
                 connection.execute(statement)
@@ -867,6 +889,24 @@ class Session:
         launch_id, kernel, launch_index, device, stream_id, span_id, metric,
         value. Filters: kernel, metric, pid."""
         return self._select("SELECT * FROM v_replay_metrics", "replay metrics",
+                            kernel=(kernel, str), metric=(metric, str), pid=(pid, int))
+
+    def replay_values(self, kernel=None, metric=None, pid=None):
+        """Every replayed kernel launch's metric values with how each was
+        produced (v_replay_values, schema 16; read the same way from older
+        sessions): pid, launch_id, kernel, launch_index, device, span_id,
+        metric, value, then method ('pm-sampling' for a value integrated from
+        PM samples, 'kernel-activity' for a PM-sampled span's
+        gpu__time_duration.sum from the kernels' own times; else the launch's
+        collector, e.g. 'cuda-range-profiler', which measured it exactly),
+        status ('measured'; 'flagged': a flagged sample overlapped the kernel,
+        the value is the rest's; 'uncovered', 'below-minimum', 'untimed',
+        'not-sampled', 'failed': no value; 'unavailable': the collector gave
+        none), error_bound (in the value's unit; None: none known, inf:
+        unbounded) and samples (the PM samples behind it; None without a
+        note). docs/replay.md says how the methods measure. Filters: kernel,
+        metric, pid."""
+        return self._select("SELECT * FROM v_replay_values", "replay values",
                             kernel=(kernel, str), metric=(metric, str), pid=(pid, int))
 
     def sql(self, query, parameters=()):

@@ -4,14 +4,16 @@
  * named by what opened them (a PC or SASS window's findings in its args,
  * export_perfetto_pc.c, export_perfetto_sass.c), rule firings as instants, launch storms
  * (table storms) as slices, and kernel and range replay (tables
- * replay_launches, replay_metrics, replay_passes, replay_spans).
+ * replay_launches, replay_metrics, replay_passes, replay_spans,
+ * replay_value_methods).
  *
  * A replayed launch's results go in the args of its kernel's slice
- * ("replay": passes, costs, metric values). replay_launches has no
- * correlation id: its launch_index is the launch's place among the
- * launches of that kernel name in its process, from 0, so the match is the
- * launch_index-th kernel row of that name and pid in correlation-id order,
- * leaving out CUDA graphs' kernels and the replays' own re-runs (each pass
+ * ("replay": passes, costs, metric values, and "metric_notes" where the
+ * values carry notes on how they were produced: a PM-sampled span's).
+ * replay_launches has no correlation id: its launch_index is the launch's
+ * place among the launches of that kernel name in its process, from 0, so
+ * the match is the launch_index-th kernel row of that name and pid in
+ * correlation-id order, leaving out CUDA graphs' kernels and the replays' own re-runs (each pass
  * after the first is recorded as a kernel of its own; those are marked
  * "replay_rerun") (store_export_replay_matches). In a process that had a launch storm the
  * storm's untimed launches have no kernel row, so that count no longer
@@ -179,10 +181,11 @@ static void perfetto_member_double(cli_output *output, const char *key, double v
     } while (0)
 
 /* Writes one metric of a launch inside "metrics":{...}; the first without
- * a comma. */
+ * a comma. Counts the values with a note on how they were produced. */
 typedef struct perfetto_metric_walk {
     cli_output *output;
     int count;
+    int noted;
 } perfetto_metric_walk;
 
 static int perfetto_replay_metric(const store_export_replay_metric_row *row, void *user)
@@ -193,6 +196,34 @@ static int perfetto_replay_metric(const store_export_replay_metric_row *row, voi
     cli_output_json_string(walk->output, row->metric);
     cli_output_char(walk->output, ':');
     cli_output_json_double(walk->output, row->has_value ? row->value : NAN);
+    walk->noted += row->method[0] != '\0';
+    return cli_output_failed(walk->output);
+}
+
+/* One value's note inside "metric_notes":{...}, the first without a comma:
+ * "metric":{"method":...,"status":...,"error_bound":...} (null: none known,
+ * or unbounded). Values without a note are left out. */
+static void perfetto_note(cli_output *output, int *count, const char *metric, const char *method,
+                          const char *status, double error_bound)
+{
+    if (method[0] == '\0')
+        return;
+    if ((*count)++ > 0)
+        cli_output_char(output, ',');
+    cli_output_json_string(output, metric);
+    cli_output_text(output, ":{\"method\":");
+    cli_output_json_string(output, method);
+    cli_output_json_member_string(output, "status", status);
+    cli_output_text(output, ",\"error_bound\":");
+    cli_output_json_double(output, error_bound);
+    cli_output_char(output, '}');
+}
+
+static int perfetto_replay_note(const store_export_replay_metric_row *row, void *user)
+{
+    perfetto_metric_walk *walk = user;
+    perfetto_note(walk->output, &walk->count, row->metric, row->method, row->status,
+                  row->error_bound);
     return cli_output_failed(walk->output);
 }
 
@@ -220,10 +251,19 @@ static int perfetto_replay_launch_row(const store_replay_launch_row *row, void *
     cli_output_u64(output, row->launch_id);
     perfetto_launch_members(output, row);
     cli_output_text(output, ",\"metrics\":{");
-    perfetto_metric_walk walk = {output, 0};
-    args->status = store_export_replay_metrics(args->context->session->database, row->pid,
-                                               row->launch_id, perfetto_replay_metric, &walk);
-    cli_output_text(output, "}}");
+    store *database = args->context->session->database;
+    perfetto_metric_walk walk = {output, 0, 0};
+    args->status = store_export_replay_metrics(database, row->pid, row->launch_id,
+                                               perfetto_replay_metric, &walk);
+    cli_output_char(output, '}');
+    if (args->status == 0 && walk.noted > 0) {
+        cli_output_text(output, ",\"metric_notes\":{");
+        walk.count = 0;
+        args->status = store_export_replay_metrics(database, row->pid, row->launch_id,
+                                                   perfetto_replay_note, &walk);
+        cli_output_char(output, '}');
+    }
+    cli_output_char(output, '}');
     return 1; /* one row */
 }
 
@@ -252,17 +292,28 @@ static const char *perfetto_unmatched_reason(perfetto_context *context, int64_t 
            "process, in correlation order, was not recorded)";
 }
 
-/* "metrics":{...} of a launch row from store_read_replay_* (its arrays). */
+/* "metrics":{...} of a launch row from store_read_replay_* (its arrays),
+ * and "metric_notes":{...} where any value has a note. */
 static void perfetto_metric_object(cli_output *output, const store_replay_launch_row *row)
 {
     cli_output_text(output, ",\"metrics\":{");
+    int noted = 0;
     for (size_t i = 0; i < row->metric_count; i++) {
         if (i > 0)
             cli_output_char(output, ',');
         cli_output_json_string(output, row->metric_names[i]);
         cli_output_char(output, ':');
         cli_output_json_double(output, row->metric_has_value[i] ? row->metric_values[i] : NAN);
+        noted |= row->metric_methods != NULL && row->metric_methods[i][0] != '\0';
     }
+    cli_output_char(output, '}');
+    if (!noted)
+        return;
+    cli_output_text(output, ",\"metric_notes\":{");
+    int count = 0;
+    for (size_t i = 0; i < row->metric_count; i++)
+        perfetto_note(output, &count, row->metric_names[i], row->metric_methods[i],
+                      row->metric_statuses[i], row->metric_error_bounds[i]);
     cli_output_char(output, '}');
 }
 

@@ -34,6 +34,8 @@
 static const char replay_help[] =
     "usage: flare replay [-o DIR] [--kernel REGEX] [--launch N | --every N]\n"
     "                    [--range NAME [--occurrence N] | --range-api]\n"
+    "                    [--method profiler|pm [--pm-interval DURATION]\n"
+    "                    [--pm-min-kernel DURATION]]\n"
     "                    [--metrics A,B,C | --set NAME] [--drain-timeout DURATION]\n"
     "                    [--pass-timeout DURATION] [--footprint-budget BYTES] [-q]\n"
     "                    -- CMD [ARGS...]\n"
@@ -72,11 +74,24 @@ static const char replay_help[] =
     "                     memory to the host, launches a graph or a cooperative\n"
     "                     kernel, or uses two devices is declined: it runs once\n"
     "                     and the report says why.\n"
+    "How spans are measured:\n"
+    "  --method profiler  the device's range profiler, a range per kernel per pass:\n"
+    "                     exact counts, about 1 ms a kernel a pass (the default)\n"
+    "  --method pm        PM sampling: one pass per sampling configuration, each\n"
+    "                     sample spread over the kernels it overlaps by their times\n"
+    "                     in that pass; no per-kernel cost. Values carry their\n"
+    "                     method, status and error bound; kernels shorter than\n"
+    "                     --pm-min-kernel get none. Needs --range or --range-api.\n"
+    "  --pm-interval DURATION      the sampling interval, 10us to 1s (default 10us)\n"
+    "  --pm-min-kernel DURATION    kernels shorter than this get no value (default\n"
+    "                     100us: at 10us, longer ones were within 5%% of the range\n"
+    "                     profiler on the H200)\n"
     "What to collect:\n"
     "  --metrics A,B,C    these metrics (names as the device's profiler spells them,\n"
     "                     e.g. dram__bytes_read.sum); checked on the device: an\n"
     "                     unknown name declines the launch, with the reason\n"
-    "  --set NAME         a named set (default: speed-of-light)\n"
+    "  --set NAME         a named set (default: speed-of-light; overview with\n"
+    "                     --method pm)\n"
     "  --list-sets        print the sets and their metrics, run nothing\n"
     "Bounds (units: ns, us, ms, s, min, h; B, KiB, MiB, GiB, TiB):\n"
     "  --drain-timeout DURATION    how long to wait for the device to go idle\n"
@@ -94,9 +109,10 @@ static const char replay_help[] =
     "  -h, --help         this help\n"
     "\n"
     "The options reach CMD as FLARE_REPLAY_KERNEL, _LAUNCH, _EVERY, _RANGE,\n"
-    "_OCCURRENCE, _RANGE_API, _METRICS, _SET, _DRAIN_TIMEOUT, _PASS_TIMEOUT and\n"
-    "_FOOTPRINT_BUDGET (any such variable already in the environment is replaced or\n"
-    "removed). FLARE_REPLAY_HOST_SHADOW=1 (shadows in host memory only),\n"
+    "_OCCURRENCE, _RANGE_API, _METHOD, _PM_INTERVAL, _PM_MIN_KERNEL, _METRICS, _SET,\n"
+    "_DRAIN_TIMEOUT, _PASS_TIMEOUT and _FOOTPRINT_BUDGET (any such variable already\n"
+    "in the environment is replaced or removed). FLARE_REPLAY_HOST_SHADOW=1 (shadows in host "
+    "memory only),\n"
     "FLARE_REPLAY_COUNTER_AVAILABILITY=1 (fetch CUPTI's counter availability image\n"
     "first) and FLARE_REPLAY_SERIAL_DEVICES=1 (one device's metric collection at a\n"
     "time) pass through to CMD. Kernels launched from CUDA graphs are\n"
@@ -109,20 +125,17 @@ static const char replay_help[] =
 
 /* Every variable `flare replay` owns; cleared before the given ones are set. */
 static const char *const replay_variables[] = {
-    "FLARE_REPLAY_KERNEL",
-    "FLARE_REPLAY_LAUNCH",
-    "FLARE_REPLAY_EVERY",
-    "FLARE_REPLAY_RANGE",
-    "FLARE_REPLAY_OCCURRENCE",
-    "FLARE_REPLAY_RANGE_API",
-    "FLARE_REPLAY_METRICS",
-    "FLARE_REPLAY_SET",
-    "FLARE_REPLAY_DRAIN_TIMEOUT",
-    "FLARE_REPLAY_PASS_TIMEOUT",
-    "FLARE_REPLAY_FOOTPRINT_BUDGET",
+    "FLARE_REPLAY_KERNEL",        "FLARE_REPLAY_LAUNCH",
+    "FLARE_REPLAY_EVERY",         "FLARE_REPLAY_RANGE",
+    "FLARE_REPLAY_OCCURRENCE",    "FLARE_REPLAY_RANGE_API",
+    "FLARE_REPLAY_METHOD",        "FLARE_REPLAY_PM_INTERVAL",
+    "FLARE_REPLAY_PM_MIN_KERNEL", "FLARE_REPLAY_METRICS",
+    "FLARE_REPLAY_SET",           "FLARE_REPLAY_DRAIN_TIMEOUT",
+    "FLARE_REPLAY_PASS_TIMEOUT",  "FLARE_REPLAY_FOOTPRINT_BUDGET",
 };
 
-#define REPLAY_DEFAULT_SET "speed-of-light"
+#define REPLAY_DEFAULT_SET    "speed-of-light"
+#define REPLAY_PM_DEFAULT_SET "overview"
 
 static void print_sets(FILE *out, int with_metrics)
 {
@@ -253,6 +266,12 @@ typedef struct replay_options {
     const char *drain_timeout;
     const char *pass_timeout;
     const char *footprint_budget;
+    const char *method;
+    const char *pm_interval;
+    const char *pm_min_kernel;
+    int method_number;
+    uint64_t pm_interval_ns;
+    uint64_t pm_min_kernel_ns;
     uint64_t launch_number;
     uint64_t every_number;
     uint64_t occurrence_number;
@@ -260,6 +279,29 @@ typedef struct replay_options {
     int quiet;
     int list_sets;
 } replay_options;
+
+/* Reads --method and the PM durations into their numbers (usage errors
+ * for values that are not one; their ranges are the engine's check). */
+static int parse_method(replay_options *options)
+{
+    if (options->method != NULL) {
+        options->method_number = replay_method_parse(options->method);
+        if (options->method_number < 0)
+            return cli_usage_error("replay", "'--method %s': expected profiler or pm",
+                                   options->method);
+    }
+    const char *durations[] = {options->pm_interval, options->pm_min_kernel};
+    const char *names[] = {"--pm-interval", "--pm-min-kernel"};
+    uint64_t *outs[] = {&options->pm_interval_ns, &options->pm_min_kernel_ns};
+    for (size_t index = 0; index < 2; index++) {
+        char why[192];
+        if (durations[index] != NULL && !is_all_digits(durations[index]) &&
+            core_duration_parse(durations[index], strlen(durations[index]), 1, UINT64_MAX,
+                                outs[index], why, sizeof(why)) != FLARE_OK)
+            return cli_usage_error("replay", "'%s %s': %s", names[index], durations[index], why);
+    }
+    return CLI_EXIT_OK;
+}
 
 /* Checks everything that can be checked without the device; prints the
  * first problem. */
@@ -305,7 +347,11 @@ static int validate(const replay_options *options)
         return CLI_EXIT_USAGE;
     }
     int status = CLI_EXIT_OK;
-    if (options->drain_timeout != NULL)
+    if (options->pm_interval != NULL)
+        status = check_scaled("--pm-interval", options->pm_interval, 0);
+    if (status == CLI_EXIT_OK && options->pm_min_kernel != NULL)
+        status = check_scaled("--pm-min-kernel", options->pm_min_kernel, 0);
+    if (status == CLI_EXIT_OK && options->drain_timeout != NULL)
         status = check_scaled("--drain-timeout", options->drain_timeout, 0);
     if (status == CLI_EXIT_OK && options->pass_timeout != NULL)
         status = check_scaled("--pass-timeout", options->pass_timeout, 0);
@@ -358,6 +404,9 @@ static int validate(const replay_options *options)
     }
     selection.occurrence = options->occurrence_number;
     selection.api_spans_only = options->range_api;
+    selection.method = options->method_number;
+    selection.pm_interval_ns = options->pm_interval_ns;
+    selection.pm_min_kernel_ns = options->pm_min_kernel_ns;
     char error[512];
     if (replay_selection_apply(&selection, error, sizeof(error)) != FLARE_OK) {
         if (options->metrics != NULL)
@@ -388,7 +437,17 @@ static void export_selection(const replay_options *options)
     /* Always a selection, even with no option at all: without one the
      * engine replays nothing. */
     if (options->metrics == NULL)
-        setenv("FLARE_REPLAY_SET", options->set != NULL ? options->set : REPLAY_DEFAULT_SET, 1);
+        setenv("FLARE_REPLAY_SET",
+               options->set != NULL                         ? options->set
+               : options->method_number == REPLAY_METHOD_PM ? REPLAY_PM_DEFAULT_SET
+                                                            : REPLAY_DEFAULT_SET,
+               1);
+    if (options->method != NULL)
+        setenv("FLARE_REPLAY_METHOD", options->method, 1);
+    if (options->pm_interval != NULL)
+        setenv("FLARE_REPLAY_PM_INTERVAL", options->pm_interval, 1);
+    if (options->pm_min_kernel != NULL)
+        setenv("FLARE_REPLAY_PM_MIN_KERNEL", options->pm_min_kernel, 1);
     if (options->drain_timeout != NULL)
         setenv("FLARE_REPLAY_DRAIN_TIMEOUT", options->drain_timeout, 1);
     if (options->pass_timeout != NULL)
@@ -512,6 +571,12 @@ int cli_replay(int argc, char **argv)
         } else if (strcmp(argument, "--range-api") == 0) {
             options.range_api = 1;
             continue;
+        } else if (strcmp(argument, "--method") == 0) {
+            slot = &options.method, what = "a method: profiler or pm";
+        } else if (strcmp(argument, "--pm-interval") == 0) {
+            slot = &options.pm_interval, what = "a duration, e.g. 10us";
+        } else if (strcmp(argument, "--pm-min-kernel") == 0) {
+            slot = &options.pm_min_kernel, what = "a duration, e.g. 100us";
         } else if (strcmp(argument, "--metrics") == 0) {
             slot = &options.metrics, what = "a comma-separated list of metric names";
         } else if (strcmp(argument, "--set") == 0) {
@@ -555,7 +620,9 @@ int cli_replay(int argc, char **argv)
     if (options.occurrence != NULL && parse_count("--occurrence", options.occurrence, "occurrences",
                                                   &options.occurrence_number) != CLI_EXIT_OK)
         return CLI_EXIT_USAGE;
-    int status = validate(&options);
+    int status = parse_method(&options);
+    if (status == CLI_EXIT_OK)
+        status = validate(&options);
     if (status != CLI_EXIT_OK)
         return status;
     static char expanded[PATH_MAX];

@@ -36,6 +36,7 @@
 #include "cli/report_triggered.h"
 #include "store/store_ranks.h"
 #include "flare/flare.h"
+#include "store/store_export.h"
 #include "store/store_pm.h"
 #include "store/store_replay.h"
 
@@ -127,6 +128,7 @@ typedef struct report_data {
     data_error errors[DATA_ERRORS_MAX];
     size_t error_count;
     int status;
+    int replay_noted; /* replay_metrics: the session notes how values were produced */
 } report_data;
 
 /* Prints "flare report: reading SECTION: detail", keeps it for "errors"
@@ -640,38 +642,53 @@ static void data_range_replay_kernels(report_data *data)
 }
 
 /* One row per (launch, metric), launches on their own first, then the
- * kernels of spans. */
-static void emit_launch_metrics(report_emit *emit, const store_replay_launch_row *row)
+ * kernels of spans. Where the session notes how values were produced
+ * (schema 16: a PM-sampled span), every row also has method, status and
+ * error_bound, as v_replay_values reads them: a value without a note was
+ * its launch's collector's own measurement. */
+static void emit_launch_metrics(report_data *data, const store_replay_launch_row *row)
 {
+    report_emit *emit = data->emit;
     for (size_t metric = 0; metric < row->metric_count; metric++) {
+        int has_value = row->metric_has_value[metric];
         report_emit_row_begin(emit);
         report_emit_i64(emit, "pid", row->pid);
         report_emit_u64(emit, "launch_id", row->launch_id);
         report_emit_u64_if(emit, "span_id", row->span_id, row->span_id != 0);
         report_emit_string(emit, "kernel", row->kernel);
         report_emit_string(emit, "metric", row->metric_names[metric]);
-        report_emit_double(emit, "value",
-                           row->metric_has_value[metric] ? row->metric_values[metric] : NAN);
+        report_emit_double(emit, "value", has_value ? row->metric_values[metric] : NAN);
+        if (data->replay_noted) {
+            int noted = row->metric_methods != NULL && row->metric_methods[metric][0] != '\0';
+            report_emit_string(emit, "method",
+                               noted ? row->metric_methods[metric] : row->collector);
+            report_emit_string(emit, "status",
+                               noted && row->metric_statuses[metric][0] != '\0'
+                                   ? row->metric_statuses[metric]
+                                   : (has_value ? "measured" : "unavailable"));
+            report_emit_double(emit, "error_bound", noted ? row->metric_error_bounds[metric] : NAN);
+        }
         report_emit_row_end(emit);
     }
 }
 
 static int emit_launch_metric_rows(const store_replay_launch_row *row, void *user)
 {
-    emit_launch_metrics(((report_data *)user)->emit, row);
+    emit_launch_metrics(user, row);
     return 0;
 }
 
 static int emit_span_metric_rows(const store_replay_span_row *row, void *user)
 {
     for (size_t kernel = 0; kernel < row->kernel_count; kernel++)
-        emit_launch_metrics(((report_data *)user)->emit, &row->kernel_rows[kernel]);
+        emit_launch_metrics(user, &row->kernel_rows[kernel]);
     return 0;
 }
 
 static void data_replay_metrics(report_data *data)
 {
     report_emit_table_begin(data->emit, data->section);
+    data_check(data, store_export_replay_noted(data->database, &data->replay_noted));
     data_check(data, store_read_replay_launches(data->database, emit_launch_metric_rows, data));
     data_check(data, store_read_replay_spans(data->database, emit_span_metric_rows, data));
     report_emit_table_end(data->emit);

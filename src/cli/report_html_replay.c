@@ -4,10 +4,12 @@
  * replayed launch's throughputs against their peaks as speed-of-light
  * bars (compute, then memory) and its other metrics as labelled values;
  * range replay per span, a table of the span's kernels in launch order,
- * one column per metric. Names, units and values are written as the text
- * report writes them (metric_labels.h: "DRAM read 5.3 MB", "SM throughput
- * 36.0%"); a bar's length is the raw percentage, capped at 100 for
- * drawing only.
+ * one column per metric, each value with its error bound and status where
+ * a note says how it was produced (range replay by PM sampling). Names,
+ * units, values and bounds are written as the text report writes them
+ * (metric_labels.h: "DRAM read 5.3 MB", "SM throughput 36.0%";
+ * report_replay_common.h: "±2.1%"); a bar's length is the raw percentage,
+ * capped at 100 for drawing only.
  *
  * It streams: a kernel's launches and a span's kernels are written while
  * the store's reader holds them, and nothing is kept after. It must never
@@ -21,6 +23,7 @@
 
 #include "cli/metric_labels.h"
 #include "cli/report_html.h"
+#include "cli/report_replay_common.h"
 #include "store/store_replay.h"
 
 #define REPLAY_KERNELS_MAX 200
@@ -208,6 +211,27 @@ static size_t span_columns(const store_replay_span_row *row, const char **column
     return count;
 }
 
+/* How value i of launch was produced, where it has a note (a PM-sampled
+ * span's kernels, store_replay.h): method, status and, beside a value,
+ * its error bound as the text report writes it ("±2.1%") and as stored
+ * (error_bound, in the value's unit; null where unbounded). */
+static void write_note(html_page *page, const store_replay_launch_row *launch, size_t i,
+                       int has_value)
+{
+    if (launch->metric_methods == NULL || launch->metric_methods[i][0] == '\0')
+        return;
+    html_json_string(page, "method", launch->metric_methods[i]);
+    html_json_string(page, "status", launch->metric_statuses[i]);
+    double bound = launch->metric_error_bounds[i];
+    if (!has_value || isnan(bound))
+        return;
+    char text[64];
+    report_replay_format_bound(launch->metric_names[i], launch->metric_values[i], bound, 0, text,
+                               sizeof text);
+    html_json_string(page, "bound", text);
+    html_json_double(page, "error_bound", bound);
+}
+
 static void write_cell(html_page *page, const store_replay_launch_row *launch, const char *metric)
 {
     for (size_t i = 0; i < launch->metric_count; i++) {
@@ -218,6 +242,7 @@ static void write_cell(html_page *page, const store_replay_launch_row *launch, c
         write_value_text(page, metric, launch->metric_values[i], has_value);
         if (cli_metric_label_of(metric).of_peak && has_value)
             html_json_double(page, "pct", launch->metric_values[i]);
+        write_note(page, launch, i, has_value);
         html_json_end(page);
         return;
     }
@@ -280,6 +305,11 @@ static int write_span(const store_replay_span_row *row, void *user)
     html_json_string(page, "reason", row->reason);
     html_json_u64(page, "passes", row->passes_run);
     html_json_u64(page, "passes_planned", row->passes_planned);
+    html_json_string(page, "collector", row->collector);
+    /* How the values were produced, where they carry notes; "" otherwise. */
+    char method[256];
+    report_replay_span_method(row, method, sizeof method);
+    html_json_string(page, "method", method);
     write_span_table(page, row);
     html_json_end(page);
     return 0;

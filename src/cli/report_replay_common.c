@@ -108,6 +108,138 @@ void report_replay_metric_text(const char *const *names, const double *values, c
     }
 }
 
+/* The error bound of value, as it goes beside it: a share of the value
+ * ("±2.1%"; "±<0.1%" under a tenth of a percent), in the metric's unit
+ * where the value is 0 ("±1.2 KB"), raw when wide ("±7312345"), "±inf"
+ * where no sample bounded it. */
+void report_replay_format_bound(const char *name, double value, double bound, int wide, char *text,
+                                size_t size)
+{
+    char number[48];
+    if (isinf(bound))
+        snprintf(number, sizeof(number), "inf");
+    else if (wide)
+        report_replay_format_value(bound, 1, number, sizeof(number));
+    else if (value == 0 || !isfinite(value))
+        cli_metric_format(name, bound, number, sizeof(number));
+    else if (bound == 0)
+        snprintf(number, sizeof(number), "0%%");
+    else if (100.0 * bound / fabs(value) < 0.1)
+        snprintf(number, sizeof(number), "<0.1%%");
+    else if (100.0 * bound / fabs(value) < 10)
+        snprintf(number, sizeof(number), "%.1f%%", 100.0 * bound / fabs(value));
+    else
+        snprintf(number, sizeof(number), "%.0f%%", 100.0 * bound / fabs(value));
+    snprintf(text, size, "±%s", number);
+}
+
+/* Appends " word" to text (of size bytes) while it fits. */
+static void append_word(char *text, size_t size, const char *word)
+{
+    size_t used = strlen(text);
+    if (used + 1 < size)
+        snprintf(text + used, size - used, " %s", word);
+}
+
+/*
+ * A launch's value of metric name as report_replay_metric_text writes it,
+ * and, where the value has a note (how it was produced: a PM-sampled
+ * span's kernels, store_replay.h), its error bound and its status but
+ * "measured": "348.05 MB ±2.1%", "1.2 GB ±4.0% flagged", and "— STATUS"
+ * for a value the method gave none ("— below-minimum", "— not-sampled").
+ * Without a note, the text is exactly report_replay_metric_text's.
+ */
+void report_replay_launch_metric_text(const store_replay_launch_row *launch, const char *name,
+                                      int wide, char *text, size_t size)
+{
+    report_replay_metric_text(launch->metric_names, launch->metric_values, launch->metric_has_value,
+                              launch->metric_count, name, wide, text, size);
+    if (launch->metric_methods == NULL || launch->metric_statuses == NULL)
+        return;
+    size_t metric = 0;
+    while (metric < launch->metric_count && strcmp(launch->metric_names[metric], name) != 0)
+        metric++;
+    if (metric == launch->metric_count || launch->metric_methods[metric][0] == '\0')
+        return;
+    const char *status = launch->metric_statuses[metric];
+    int measured = status[0] == '\0' || strcmp(status, "measured") == 0;
+    double value = launch->metric_values[metric];
+    if (!launch->metric_has_value[metric] || isnan(value)) {
+        if (!measured)
+            snprintf(text, size, "— %s", status);
+        return;
+    }
+    double bound = launch->metric_error_bounds != NULL ? launch->metric_error_bounds[metric] : NAN;
+    if (!isnan(bound)) {
+        char bound_text[64];
+        report_replay_format_bound(name, value, bound, wide, bound_text, sizeof(bound_text));
+        append_word(text, size, bound_text);
+    }
+    if (!measured)
+        append_word(text, size, status);
+}
+
+/* Whether any value of launch has a note of method (NULL: of any). */
+int report_replay_launch_noted(const store_replay_launch_row *launch, const char *method)
+{
+    if (launch->metric_methods == NULL)
+        return 0;
+    for (size_t metric = 0; metric < launch->metric_count; metric++) {
+        const char *noted = launch->metric_methods[metric];
+        if (noted[0] != '\0' && (method == NULL || strcmp(noted, method) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+/* The word of reason right after before ("10us" of "PM sampling every
+ * 10us, ..."), when after follows it; 0 when the reason has none. */
+static int reason_word(const char *reason, const char *before, const char *after, char *word,
+                       size_t size)
+{
+    const char *at = strstr(reason, before);
+    if (at == NULL)
+        return 0;
+    at += strlen(before);
+    size_t length = strcspn(at, " ,;(");
+    if (length == 0 || length >= size || strncmp(at + length, after, strlen(after)) != 0)
+        return 0;
+    snprintf(word, size, "%.*s", (int)length, at);
+    return 1;
+}
+
+/*
+ * How a span's values were produced, where its kernels' values carry notes
+ * (range replay by PM sampling): "measured by PM sampling every 10us:
+ * values ± their error bound; kernels under 100us have none; GPU time from
+ * the kernels' own times". The interval and the minimum kernel length are
+ * the collector's reason's (pm_replay.c writes "PM sampling every 10us,
+ * ... under 100us (no value)"); a reason without them leaves them out.
+ * Returns 0 (text "") where no value has a note.
+ */
+int report_replay_span_method(const store_replay_span_row *row, char *text, size_t size)
+{
+    int sampled = 0, timed = 0;
+    for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
+        sampled |= report_replay_launch_noted(&row->kernel_rows[kernel], "pm-sampling");
+        timed |= report_replay_launch_noted(&row->kernel_rows[kernel], "kernel-activity");
+    }
+    snprintf(text, size, "%s", "");
+    if (!sampled && !timed)
+        return 0;
+    char interval[32], minimum[32], every[48] = "";
+    if (reason_word(row->reason, "PM sampling every ", ",", interval, sizeof(interval)))
+        snprintf(every, sizeof(every), " every %s", interval);
+    int has_minimum =
+        sampled && reason_word(row->reason, " under ", " (no value)", minimum, sizeof(minimum));
+    snprintf(text, size, "%s%s%svalues ± their error bound%s%s%s%s",
+             sampled ? "measured by PM sampling" : "", sampled ? every : "", sampled ? ": " : "",
+             has_minimum ? "; kernels under " : "", has_minimum ? minimum : "",
+             has_minimum ? " have none" : "",
+             timed ? "; GPU time from the kernels' own times" : "");
+    return 1;
+}
+
 /* Adds each of more (more_count names) that names (count so far) lacks, in
  * order, while there is room for it; returns the new count. So the union
  * of several lists keeps the order the names first appear in (the order

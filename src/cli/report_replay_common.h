@@ -2,7 +2,8 @@
  * report_replay_common.h: what the two replay sections of `flare report`
  * share (report_replay.c: kernel replay; report_span.c: range replay): the
  * width the readable tables fit, a line written cell by cell, metric order
- * and values, and the small formats of passes, snapshots and totals.
+ * and values (with how each was produced, where a note says: a PM-sampled
+ * span's error bounds and statuses), and the small formats of passes, snapshots and totals.
  * Internal to the report; each function is described where it is defined
  * (report_replay_common.c). Must never hold state.
  */
@@ -39,6 +40,12 @@ void report_replay_sort_by_rank(const char **names, size_t count);
 void report_replay_format_value(double value, int has_value, char *buffer, size_t size);
 void report_replay_metric_text(const char *const *names, const double *values, const int *has_value,
                                size_t count, const char *name, int wide, char *text, size_t size);
+void report_replay_launch_metric_text(const store_replay_launch_row *launch, const char *name,
+                                      int wide, char *text, size_t size);
+int report_replay_launch_noted(const store_replay_launch_row *launch, const char *method);
+int report_replay_span_method(const store_replay_span_row *row, char *text, size_t size);
+void report_replay_format_bound(const char *name, double value, double bound, int wide, char *text,
+                                size_t size);
 size_t report_replay_union_add(const char **names, size_t count, size_t capacity,
                                const char *const *more, size_t more_count);
 void report_replay_format_passes(uint32_t run, uint32_t planned, char *text, size_t size);

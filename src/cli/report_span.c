@@ -2,8 +2,10 @@
  * report_span.c: the range replay section of `flare report`
  * (docs/replay.md#range-replay: per span, what it recorded, its passes and
  * snapshot, and a table of its kernels with a column per metric, readable
- * by default and whole with --wide, as report_replay.c). Printed only when
- * the session has any. Must never change what it reads.
+ * by default and whole with --wide, as report_replay.c; a value with a
+ * note on how it was produced, a PM-sampled span's, with its error bound
+ * and status, under a line saying how). Printed only when the session has
+ * any. Must never change what it reads.
  */
 #include <limits.h>
 #include <math.h>
@@ -25,11 +27,13 @@ typedef struct span_section {
     int spans;
 } span_section;
 
+/* A value's text: with its error bound and status where it has a note. */
+#define SPAN_VALUE_TEXT_MAX 96
+
 static void span_metric_text(const store_replay_launch_row *launch, const char *name, int wide,
                              char *text, size_t size)
 {
-    report_replay_metric_text(launch->metric_names, launch->metric_values, launch->metric_has_value,
-                              launch->metric_count, name, wide, text, size);
+    report_replay_launch_metric_text(launch, name, wide, text, size);
 }
 
 /* The metric names of the span's kernels, each once, in the order they
@@ -70,9 +74,10 @@ static void span_print_kernels_wide(const store_replay_span_row *row)
     for (size_t name = 0; name < name_count; name++) {
         widths[name] = (int)strlen(names[name]);
         for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
-            char text[40];
+            char text[SPAN_VALUE_TEXT_MAX];
             span_metric_text(&row->kernel_rows[kernel], names[name], 1, text, sizeof(text));
-            widths[name] = (int)strlen(text) > widths[name] ? (int)strlen(text) : widths[name];
+            int shown = (int)cli_display_width(text);
+            widths[name] = shown > widths[name] ? shown : widths[name];
         }
         printf("  %*s", widths[name], names[name]);
     }
@@ -84,9 +89,10 @@ static void span_print_kernels_wide(const store_replay_span_row *row)
         size_t shown = cli_display_width(launch->kernel);
         printf("%s%*s", launch->kernel, shown < (size_t)pad ? pad - (int)shown : 0, "");
         for (size_t name = 0; name < name_count; name++) {
-            char text[40];
+            char text[SPAN_VALUE_TEXT_MAX];
             span_metric_text(launch, names[name], 1, text, sizeof(text));
-            printf("  %*s", widths[name], text);
+            int length = (int)cli_display_width(text);
+            printf("  %*s%s", length < widths[name] ? widths[name] - length : 0, "", text);
         }
         printf("\n");
     }
@@ -140,7 +146,7 @@ static void span_column_make(const store_replay_span_row *row, const char *metri
                      sizeof(column->label));
     size_t values = 0;
     for (size_t kernel = 0; kernel < row->kernel_count; kernel++) {
-        char text[48];
+        char text[SPAN_VALUE_TEXT_MAX];
         span_metric_text(&row->kernel_rows[kernel], metric, 0, text, sizeof(text));
         size_t length = cli_display_width(text);
         values = length > values ? length : values;
@@ -351,6 +357,15 @@ static void span_print_heading(const store_replay_span_row *row)
         printf("replayed\n");
 }
 
+/* How the span's values were produced, on a line of its own where its
+ * kernels' values carry notes (range replay by PM sampling). */
+static void span_print_method(const store_replay_span_row *row)
+{
+    char text[256];
+    if (report_replay_span_method(row, text, sizeof(text)))
+        printf("    %s\n", text);
+}
+
 /* A replayed span's passes, snapshot and note. */
 static void span_print_replayed(const store_replay_span_row *row, const char *took)
 {
@@ -367,6 +382,7 @@ static void span_print_replayed(const store_replay_span_row *row, const char *to
            row->collector[0] ? "; metrics from " : "", row->collector);
     if (row->reason[0] != '\0')
         printf("    note: %s\n", row->reason);
+    span_print_method(row);
 }
 
 static int span_print(const store_replay_span_row *row, void *user)

@@ -213,7 +213,9 @@ struct pm_engine {
     pthread_mutex_t hardware_lock;
     _Atomic int sampling; /* started and not yet stopped */
     _Atomic int paused;
-    _Atomic int disarm_waiting; /* disarm wants hardware_lock: the decode thread yields */
+    _Atomic int read_all_at_disarm; /* range replay: a pass's samples are all read at its stop */
+    uint32_t image_samples;         /* per decode; 0: PM_IMAGE_SAMPLES_DEFAULT */
+    _Atomic int disarm_waiting;     /* disarm wants hardware_lock: the decode thread yields */
     /* The current window; written by arm before sampling starts, read by
      * whoever holds hardware_lock. */
     uint64_t window_id;
@@ -328,9 +330,10 @@ int pm_engine_prepare(pm_engine *engine, int device, const pm_preset *preset, ui
         tracebuf_lease_busy_reason(device, holder, message, sizeof(message));
     } else {
         pm_resolved_metrics resolved = {0};
-        status =
-            engine->ops->prepare(engine->hardware, device, preset, interval_ns,
-                                 PM_IMAGE_SAMPLES_DEFAULT, &resolved, message, sizeof(message));
+        status = engine->ops->prepare(engine->hardware, device, preset, interval_ns,
+                                      engine->image_samples != 0 ? engine->image_samples
+                                                                 : PM_IMAGE_SAMPLES_DEFAULT,
+                                      &resolved, message, sizeof(message));
         if (status == FLARE_OK) {
             pthread_mutex_lock(&engine->lock);
             engine->device = device;
@@ -771,7 +774,8 @@ int pm_engine_disarm(pm_engine *engine, int device, uint64_t now_ns, backend_eng
         core_log(CORE_LOG_WARNING, "%s: stop failed: %s", engine->ops->name, reason);
     /* Whatever the hardware still holds belongs to this window: decode it
      * now, so the window's count is complete when it closes. */
-    decode_round(engine, DISARM_READ_ROUNDS);
+    decode_round(engine,
+                 atomic_load(&engine->read_all_at_disarm) ? DECODE_ROUNDS_MAX : DISARM_READ_ROUNDS);
     atomic_store(&engine->sampling, 0);
     uint64_t samples = engine->window_samples;
     uint64_t armed_ns = engine->armed_ns;
@@ -831,6 +835,16 @@ int pm_engine_device(pm_engine *engine)
 const char *pm_engine_name(pm_engine *engine)
 {
     return engine->ops->name;
+}
+
+void pm_engine_set_image_samples(pm_engine *engine, uint32_t samples)
+{
+    engine->image_samples = samples;
+}
+
+void pm_engine_read_all_at_disarm(pm_engine *engine, int all)
+{
+    atomic_store(&engine->read_all_at_disarm, all);
 }
 
 void pm_engine_pause_decode(pm_engine *engine, int paused)

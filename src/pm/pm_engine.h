@@ -121,6 +121,14 @@ typedef struct pm_hardware_ops {
     /* Optional: an offset that maps the hardware clock to flare's (flare =
      * hardware + offset), measured now; 0 when it has one. */
     int (*clock_offset)(void *hardware, int64_t *offset_ns);
+    /* Optional (range replay by PM sampling, pm_replay.h): how many passes
+     * sampling names[0..count) together would take on device, checked
+     * without enabling anything. FLARE_OK with *passes; FLARE_ERR_NOT_FOUND
+     * with *unknown the index of a name the device cannot sample; another
+     * status with reason. NULL: every name is taken as sampleable and up to
+     * PM_METRICS_MAX of them in one pass. */
+    int (*plan)(void *hardware, int device, const char *const *names, size_t count, size_t *passes,
+                size_t *unknown, char *reason, size_t reason_size);
 } pm_hardware_ops;
 
 /* ---- the engine ---- */
@@ -230,8 +238,17 @@ pm_engine_state pm_engine_state_get(pm_engine *engine);
 const pm_resolved_metrics *pm_engine_metrics(pm_engine *engine);
 int pm_engine_device(pm_engine *engine);
 const char *pm_engine_name(pm_engine *engine);
-/* Test hook: the decode thread skips decoding while paused (to make the
- * hardware buffer overflow). */
+/* Range replay (pm_replay.h): the disarm reads everything the hardware
+ * holds (up to DECODE_ROUNDS_MAX images) instead of a window's first few
+ * images, so a pass decoded only at its stop loses nothing to the read. */
+void pm_engine_read_all_at_disarm(pm_engine *engine, int all);
+/* Before prepare: the samples one decode's image holds (0: the default).
+ * On the H200 a decode after the stop returned at most one image's worth:
+ * the rest of the pass was gone (session 22). */
+void pm_engine_set_image_samples(pm_engine *engine, uint32_t samples);
+/* The decode thread skips decoding while paused: a test hook (to make the
+ * hardware buffer overflow), and range replay's passes (decoded at the
+ * stop). */
 void pm_engine_pause_decode(pm_engine *engine, int paused);
 
 #endif /* FLARE_PM_PM_ENGINE_H */

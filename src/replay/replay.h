@@ -22,6 +22,8 @@
 
 #define REPLAY_DEVICE_MAX 64
 
+struct pm_hardware_ops; /* pm/pm_engine.h */
+
 /* One copy of a batch. */
 typedef struct replay_copy {
     void *destination;
@@ -58,6 +60,21 @@ typedef struct replay_device_ops {
     /* Optional: called when replay becomes configured (a tool registered, a
      * selection installed, a span begun in code), before that takes effect. */
     void (*on_configured)(void);
+    /* Optional (range replay by PM sampling, pm/pm_replay.h): the start and
+     * end, in flare's clock, of each kernel re-issued on device between
+     * kernel_times_begin and kernel_times_end, in re-issue order (at most
+     * kernel_count). begin: FLARE_OK, or a status with reason (then end is
+     * not called). end: waits at most timeout_ns for the records, writes
+     * what came (0 for a kernel whose record did not) and *found; FLARE_OK
+     * when every kernel's came. NULL: PM sampling cannot time a span here. */
+    int (*kernel_times_begin)(int device, size_t kernel_count, char *reason, size_t reason_size);
+    int (*kernel_times_end)(int device, uint64_t *start_ns, uint64_t *end_ns, size_t kernel_count,
+                            size_t *found, uint64_t timeout_ns);
+    /* Optional: the PM sampling hardware a span's passes may configure
+     * (pm/pm_engine.h's pm_hardware_ops over its *hardware, leased as
+     * *context_id), never the deep windows' own. NULL, or NULL returned:
+     * none. */
+    const struct pm_hardware_ops *(*pm_hardware)(int device, void **hardware, uint64_t *context_id);
 } replay_device_ops;
 
 /* Installs the backend's operations (one backend per process). The
@@ -65,6 +82,8 @@ typedef struct replay_device_ops {
  * offers the simulated device's; a GPU backend replaces it). */
 void replay_set_device_ops(const replay_device_ops *ops);
 void replay_set_device_ops_default(const replay_device_ops *ops);
+/* The installed operations, or NULL (collectors that time re-issued work). */
+const replay_device_ops *replay_device_operations(void);
 
 /* ---- Configuration (from FLARE_REPLAY_* or `flare replay`) ---- */
 
@@ -235,6 +254,17 @@ void replay_range_scope_exit(const char *name);
 
 /* ---- Built-in metric collection ---- */
 
+/* How one value was produced, where the collector says (a PM-sampled
+ * span's values: pm/pm_replay.h). Stored in replay_value_methods. */
+#define REPLAY_NOTE_TEXT_MAX 24
+typedef struct replay_value_note {
+    char method[REPLAY_NOTE_TEXT_MAX]; /* "pm-sampling", "kernel-activity" ("": no note) */
+    char
+        status[REPLAY_NOTE_TEXT_MAX]; /* "measured", "flagged", "uncovered", "below-minimum", ... */
+    double error_bound;               /* in the value's unit; NaN: none known */
+    uint32_t samples;                 /* PM samples that overlapped the kernel */
+} replay_value_note;
+
 /* A profiling context that collects metrics per pass (the CUDA range
  * profiler, the simulated one). Calls come from the launching thread inside
  * the pass loop. */
@@ -263,6 +293,11 @@ typedef struct replay_metric_collector {
      * of the collection (finished, failed, aborted, declined), after finish
      * when finish runs: the collector lets go of what it holds. NULL: none. */
     void (*end)(const flare_replay_launch *launch);
+    /* Optional, spans: right after a successful finish_ranges, how each
+     * value was produced, notes[r * metric_count + m] (zeroed before the
+     * call). NULL: every value is the collector's own measurement. */
+    void (*finish_notes)(const flare_replay_launch *span, size_t range_count,
+                         replay_value_note *notes, size_t metric_count);
 } replay_metric_collector;
 
 /* The devices' collection turn (replay_turn.c), for collectors: with
@@ -284,16 +319,54 @@ void replay_session_begin(void);
 /* The selection `flare replay` and FLARE_REPLAY_* set: which launches get
  * the built-in metric collection. */
 typedef struct replay_selection {
-    char kernel_regex[256]; /* empty: every kernel */
-    uint64_t launch;        /* replay only the Nth matching launch (1-based; 0: unset) */
-    uint64_t every;         /* replay every Nth matching launch (0: unset) */
-    char metrics[2048];     /* comma-separated metric names */
-    char set_name[64];      /* or a named set */
-    char range_name[128];   /* spans: the scope / NVTX range name ("" none) */
-    uint64_t occurrence;    /* spans: which occurrence (1-based; 0: the first) */
-    int api_spans_only;     /* only spans marked with flare_replay_range_begin/end */
-    int triggers_only;      /* no launch but the triggered ones (replay_trigger_arm_kernel) */
+    char kernel_regex[256];    /* empty: every kernel */
+    uint64_t launch;           /* replay only the Nth matching launch (1-based; 0: unset) */
+    uint64_t every;            /* replay every Nth matching launch (0: unset) */
+    char metrics[2048];        /* comma-separated metric names */
+    char set_name[64];         /* or a named set */
+    char range_name[128];      /* spans: the scope / NVTX range name ("" none) */
+    uint64_t occurrence;       /* spans: which occurrence (1-based; 0: the first) */
+    int api_spans_only;        /* only spans marked with flare_replay_range_begin/end */
+    int triggers_only;         /* no launch but the triggered ones (replay_trigger_arm_kernel) */
+    int method;                /* replay_method: how spans are measured */
+    uint64_t pm_interval_ns;   /* REPLAY_METHOD_PM: the sampling interval (0: default) */
+    uint64_t pm_min_kernel_ns; /* REPLAY_METHOD_PM: shorter kernels get no value (0: default) */
 } replay_selection;
+
+/* ---- How spans are measured (replay_method.c) ----
+ *
+ * REPLAY_METHOD_PROFILER: the device's range profiler, a range per kernel
+ * per pass (exact counts; about 1 ms a kernel a pass on the H200).
+ * REPLAY_METHOD_PM: PM sampling (pm/pm_replay.h), one pass per sampling
+ * configuration, each sample's values spread over the kernels it overlaps
+ * by their times in that pass: no per-kernel cost, values within a few
+ * percent for kernels of at least the minimum length (docs/replay.md). Only
+ * spans (--range, --range-api) can be measured so.
+ */
+typedef enum replay_method {
+    REPLAY_METHOD_PROFILER = 0,
+    REPLAY_METHOD_PM = 1,
+} replay_method;
+/* Defaults from the accuracy measured on the H200 (docs/PERFORMANCE.md,
+ * issue 25 item 1): at a 10 us interval every kernel of 100 us or more was
+ * within 5% of the range profiler. */
+#define REPLAY_PM_INTERVAL_DEFAULT_NS   10000ull
+#define REPLAY_PM_MIN_KERNEL_DEFAULT_NS 100000ull
+/* The names the CLI and FLARE_REPLAY_METHOD take ("profiler", "pm"); -1 for
+ * another. */
+int replay_method_parse(const char *text);
+const char *replay_method_name(int method);
+/* The installed selection's method and its PM settings (defaults filled). */
+typedef struct replay_method_settings {
+    replay_method method;
+    uint64_t pm_interval_ns;
+    uint64_t pm_min_kernel_ns;
+} replay_method_settings;
+void replay_method_current(replay_method_settings *settings);
+/* The collector that measures spans by PM sampling (the session installs
+ * pm_replay's); replay_metric_collector_current answers it while the
+ * installed selection's method is REPLAY_METHOD_PM. */
+void replay_set_pm_collector(const replay_metric_collector *collector);
 
 /* Validates and installs (FLARE_ERR_INVALID_ARGUMENT with error filled:
  * nothing is installed). */
@@ -431,6 +504,10 @@ typedef struct replay_record {
     char metric_names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX];
     double metric_values[REPLAY_RECORD_METRIC_MAX]; /* NaN: not available */
     char collector[32]; /* which metric collector ("cuda-range-profiler", "sim-metrics"), or "" */
+    /* Where the collector noted how its values were produced (a PM-sampled
+     * span's kernels): one note per metric. */
+    bool has_notes;
+    replay_value_note metric_notes[REPLAY_RECORD_METRIC_MAX];
     /* Range replay: a kernel of a span carries its span's id (0: a launch
      * replayed on its own). The span itself is one record with is_span set:
      * kernel_name is then the span's name, launch_index its occurrence

@@ -17,8 +17,7 @@ extern atomic_int replay_configured_count;
 /* Tells the backend that replay is (about to be) configured (replay_registry.c). */
 void replay_notify_configured(void);
 
-/* Device operations and settings (replay_settings.c). */
-const replay_device_ops *replay_device_operations(void);
+/* Settings (replay_settings.c). */
 void replay_settings_current(replay_settings *settings);
 
 /* Inventory (replay_inventory.c). */
@@ -121,6 +120,18 @@ void replay_trigger_finished(const replay_record *record);
  * declined, with reason. */
 void replay_trigger_lost(uint64_t id, const char *reason);
 const replay_metric_collector *replay_metric_collector_current(void);
+
+/* Method (replay_method.c): checks a selection's method fields (0, or -1
+ * with error), then installs them with the selection. */
+int replay_method_check(const replay_selection *selection, char *error, size_t error_size);
+void replay_method_install(const replay_selection *selection);
+/* The PM collector when the installed method is PM, else NULL. */
+const replay_metric_collector *replay_method_collector(void);
+/* Reads FLARE_REPLAY_METHOD, FLARE_REPLAY_PM_INTERVAL and
+ * FLARE_REPLAY_PM_MIN_KERNEL into selection; *any set when one is there.
+ * 0, or -1 with error naming the variable. */
+int replay_method_from_environment(replay_selection *selection, bool *any, char *error,
+                                   size_t error_size);
 
 /* Per-kernel launch index (replay_selection.c). */
 uint64_t replay_next_launch_index(const char *kernel_name);

@@ -566,11 +566,27 @@ static bool span_restore(span_state *span)
     return true;
 }
 
+/* The collector's notes on how each value was produced, or NULL (none
+ * offered, or no memory: the values stand without them). */
+static replay_value_note *span_notes(span_state *span)
+{
+    if (span->collector->finish_notes == NULL) {
+        return NULL;
+    }
+    replay_value_note *notes = calloc(span->kernel_count * span->metric_count, sizeof *notes);
+    if (notes != NULL) {
+        span->collector->finish_notes(&span->span_launch, span->kernel_count, notes,
+                                      span->metric_count);
+    }
+    return notes;
+}
+
 static void queue_results(span_state *span, bool healthy)
 {
     replay_record *record = span->record;
     size_t metric_count = span->metric_count;
     double *values = NULL;
+    replay_value_note *notes = NULL;
     if (healthy && !span->declined && span->kernel_count > 0 && span->collector_passes > 0) {
         values = malloc(span->kernel_count * metric_count * sizeof *values);
         char reason[256] = "";
@@ -585,8 +601,11 @@ static void queue_results(span_state *span, bool healthy)
                                                sizeof reason) != FLARE_OK) {
                 snprintf(record->reason, sizeof record->reason, "metric collection: %.200s",
                          reason);
-            } else if (reason[0] != '\0') {
-                snprintf(record->reason, sizeof record->reason, "%.250s", reason);
+            } else {
+                if (reason[0] != '\0') {
+                    snprintf(record->reason, sizeof record->reason, "%.250s", reason);
+                }
+                notes = span_notes(span);
             }
         }
     }
@@ -607,11 +626,16 @@ static void queue_results(span_state *span, bool healthy)
                          record->metric_names[metric]);
                 kernel_record->metric_values[metric] =
                     values != NULL ? values[kernel * metric_count + metric] : NAN;
+                if (notes != NULL) {
+                    kernel_record->metric_notes[metric] = notes[kernel * metric_count + metric];
+                }
             }
+            kernel_record->has_notes = notes != NULL;
         }
         replay_record_queue(kernel_record);
     }
     free(values);
+    free(notes);
     record->metric_count = 0; /* the span row carries no values of its own */
     record->end_ns = core_now_ns();
     if (record->declined) {

@@ -71,6 +71,9 @@ typedef struct record_row {
     char collector[sizeof(((replay_record *)0)->collector) + 1];
     char metric_names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX + 1];
     const char *metric_pointers[REPLAY_RECORD_METRIC_MAX];
+    char note_methods[REPLAY_RECORD_METRIC_MAX][REPLAY_NOTE_TEXT_MAX + 1];
+    char note_statuses[REPLAY_RECORD_METRIC_MAX][REPLAY_NOTE_TEXT_MAX + 1];
+    store_replay_value_note notes[REPLAY_RECORD_METRIC_MAX];
 } record_row;
 
 static const char *copy_bounded(char *out, const char *text, size_t capacity)
@@ -92,9 +95,17 @@ static void record_row_fill(record_row *out, const replay_record *record)
     uint32_t metrics = record->metric_count;
     if (metrics > REPLAY_RECORD_METRIC_MAX)
         metrics = REPLAY_RECORD_METRIC_MAX;
-    for (uint32_t index = 0; index < metrics; index++)
+    for (uint32_t index = 0; index < metrics; index++) {
         out->metric_pointers[index] = copy_bounded(
             out->metric_names[index], record->metric_names[index], REPLAY_METRIC_NAME_MAX);
+        const replay_value_note *note = &record->metric_notes[index];
+        out->notes[index] = (store_replay_value_note){
+            .method = copy_bounded(out->note_methods[index], note->method, REPLAY_NOTE_TEXT_MAX),
+            .status = copy_bounded(out->note_statuses[index], note->status, REPLAY_NOTE_TEXT_MAX),
+            .error_bound = note->error_bound,
+            .samples = note->samples,
+        };
+    }
     out->row = (store_replay_record){
         .is_span = record->is_span,
         .launch_id = record->launch_id,
@@ -124,6 +135,7 @@ static void record_row_fill(record_row *out, const replay_record *record)
         .metric_count = metrics,
         .metric_names = out->metric_pointers,
         .metric_values = record->metric_values,
+        .metric_notes = record->has_notes ? out->notes : NULL,
     };
 }
 

@@ -37,6 +37,11 @@ static const replay_metric_set metric_sets[] = {
      "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
      "lts__t_sector_hit_rate.pct,lts__t_bytes.sum,l1tex__t_bytes.sum"},
     {"time", "kernel duration only (one pass)", "gpu__time_duration.sum"},
+    {"overview",
+     "DRAM bytes, SM and tensor-pipe activity, elapsed cycles and time (the default of "
+     "--method pm, one PM sampling pass on GH100)",
+     "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__cycles_active.avg,"
+     "gr__cycles_elapsed.max,sm__pipe_tensor_cycles_active.avg"},
 };
 
 const replay_metric_set *replay_metric_sets(size_t *count)
@@ -105,7 +110,8 @@ void replay_session_begin(void)
 
 const replay_metric_collector *replay_metric_collector_current(void)
 {
-    return atomic_load(&metric_collector);
+    const replay_metric_collector *pm = replay_method_collector();
+    return pm != NULL ? pm : atomic_load(&metric_collector);
 }
 
 /* Splits a comma list into storage/names; 0 or -1 with error. */
@@ -399,7 +405,9 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
         list = set->metrics;
     }
     if (list[0] == '\0') {
-        list = replay_metric_set_find("speed-of-light")->metrics;
+        list = replay_metric_set_find(selection->method == REPLAY_METHOD_PM ? "overview"
+                                                                            : "speed-of-light")
+                   ->metrics;
     }
     char storage[sizeof selection_metric_storage];
     const char *names[REPLAY_RECORD_METRIC_MAX];
@@ -416,6 +424,9 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     }
     if (selection->occurrence != 0 && selection->range_name[0] == '\0') {
         snprintf(error, error_size, "--occurrence needs --range");
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    if (replay_method_check(selection, error, error_size) != 0) {
         return FLARE_ERR_INVALID_ARGUMENT;
     }
     regex_t compiled;
@@ -447,6 +458,7 @@ int replay_selection_apply(const replay_selection *selection, char *error, size_
     selection_spans_only = selection->range_name[0] != '\0' || selection->api_spans_only;
     selection_triggers_only = selection->triggers_only != 0;
     replay_range_select_range(selection->range_name, selection->occurrence);
+    replay_method_install(selection);
     selection_matches_seen = 0;
     memcpy(selection_metric_storage, storage, sizeof storage);
     for (size_t index = 0; index < count; index++) {
@@ -634,13 +646,17 @@ int replay_selection_from_environment(char *error, size_t error_size)
         return FLARE_ERR_INVALID_ARGUMENT;
     }
     settings.allow_device_shadow = !host_shadow_only;
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    bool method_set = false;
+    if (replay_method_from_environment(&selection, &method_set, error, error_size) != 0) {
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
     if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL &&
-        range == NULL && occurrence == NULL && api_spans == NULL) {
+        range == NULL && occurrence == NULL && api_spans == NULL && !method_set) {
         replay_settings_apply(&settings);
         return FLARE_OK;
     }
-    replay_selection selection;
-    memset(&selection, 0, sizeof selection);
     if (kernel != NULL) {
         if (strlen(kernel) >= sizeof selection.kernel_regex) {
             snprintf(error, error_size, "FLARE_REPLAY_KERNEL longer than %zu characters",
@@ -751,6 +767,9 @@ void replay_selection_reset_for_tests(void)
     selection_triggers_only = false;
     selection_metric_count = 0;
     memset(launch_index_slots, 0, sizeof launch_index_slots);
+    replay_selection plain = {0};
+    replay_method_install(&plain);
     pthread_mutex_unlock(&selection_lock);
     atomic_store(&metric_collector, NULL);
+    replay_set_pm_collector(NULL);
 }

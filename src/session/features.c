@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "pcsamp/pc_session.h"
+#include "pm/pm_replay.h"
 #include "pm/pm_session.h"
 #include "recorder/recorder.h"
 #include "replay/replay.h"
@@ -293,6 +294,9 @@ static int replay_begin(const session_start *start)
         replay_set_device_ops_default(backend->replay_ops());
     if (backend->metric_collector != NULL)
         replay_set_metric_collector_default(backend->metric_collector());
+    /* Spans measured by PM sampling (--method pm) go to pm_replay, over
+     * whatever device the replay ops above reach. */
+    replay_set_pm_collector(pm_replay_collector());
     replay_session_begin();
     return FLARE_OK;
 }

@@ -118,6 +118,7 @@ static void store_added_since(int version, char *text, size_t size)
         [13] = "the SASS metrics of version 13",
         [14] = "the untimed launches of version 14",
         [15] = "the SASS text of version 15",
+        [16] = "the replay value methods of version 16",
     };
     _Static_assert(sizeof added / sizeof added[0] == STORE_SCHEMA_VERSION + 1,
                    "say what the new version added");

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 15
+#define STORE_SCHEMA_VERSION 16
 /* The oldest version READ opens (read-only, without version 7's views). */
 #define STORE_SCHEMA_VERSION_OLDEST 6
 #define STORE_DATABASE_NAME         "session.db"

@@ -200,15 +200,24 @@ int store_export_replay_matches(store *store, store_export_replay_match_callback
 typedef int (*store_export_replay_launch_callback)(const store_replay_launch_row *row, void *user);
 int store_export_replay_launch(store *store, int64_t pid, uint64_t launch_id,
                                store_export_replay_launch_callback callback, void *user);
-/* The metric values of one launch, in the order asked for. */
+/* The metric values of one launch, in the order asked for, with how each
+ * was produced where the session notes it (replay_value_methods, schema
+ * 16: a PM-sampled span's kernels). */
 typedef struct store_export_replay_metric_row {
     const char *metric;
     int has_value; /* 0: the device could not provide it (NULL) */
     double value;
+    const char *method; /* "pm-sampling", "kernel-activity"; "": no note (the collector's own) */
+    const char *status; /* "measured", "flagged", "below-minimum", ...; "": no note */
+    double error_bound; /* in the value's unit; NaN: none known */
 } store_export_replay_metric_row;
 typedef int (*store_export_replay_metric_callback)(const store_export_replay_metric_row *row,
                                                    void *user);
 int store_export_replay_metrics(store *store, int64_t pid, uint64_t launch_id,
                                 store_export_replay_metric_callback callback, void *user);
+/* Whether any replayed value of the session has a note on how it was
+ * produced: *noted 1 or 0 (0 too for a session older than schema 16).
+ * Returns 0, or a status with the error recorded. */
+int store_export_replay_noted(store *store, int *noted);
 
 #endif /* FLARE_STORE_STORE_EXPORT_H */

@@ -432,10 +432,16 @@ int store_export_replay_launch(store *handle, int64_t pid, uint64_t launch_id,
 
 static int export_replay_metric_handler(sqlite3_stmt *statement, void *user)
 {
+    int noted = sqlite3_column_count(statement) >= 5;
     store_export_replay_metric_row row = {
         .metric = store_column_text_or_empty(statement, 0),
         .has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL,
         .value = sqlite3_column_double(statement, 1),
+        .method = noted ? store_column_text_or_empty(statement, 2) : "",
+        .status = noted ? store_column_text_or_empty(statement, 3) : "",
+        .error_bound = noted && sqlite3_column_type(statement, 4) != SQLITE_NULL
+                           ? sqlite3_column_double(statement, 4)
+                           : NAN,
     };
     return STORE_READER_CALL(store_export_replay_metric_callback, &row, user);
 }
@@ -444,9 +450,34 @@ int store_export_replay_metrics(store *handle, int64_t pid, uint64_t launch_id,
                                 store_export_replay_metric_callback callback, void *user)
 {
     store_params params = {2, {pid, (int64_t)launch_id}};
-    return export_flare_walk(handle,
-                             "SELECT metric, value FROM replay_metrics"
-                             " WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid",
-                             &params, "cannot read replay_metrics", export_replay_metric_handler,
-                             EXPORT_FLARE_CALLBACK(callback), user);
+    /* Sessions older than schema 16 have no notes. */
+    int noted = handle != NULL ? export_flare_has_table(handle, "replay_value_methods") : 0;
+    if (noted < 0)
+        return FLARE_ERR_STORE;
+    return export_flare_walk(
+        handle,
+        noted ? "SELECT m.metric, m.value, v.method, v.status, v.error_bound FROM replay_metrics m"
+                " LEFT JOIN replay_value_methods v ON v.pid = m.pid"
+                " AND v.launch_id = m.launch_id AND v.metric = m.metric"
+                " WHERE m.pid = ?1 AND m.launch_id = ?2 ORDER BY m.rowid"
+              : "SELECT metric, value FROM replay_metrics"
+                " WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid",
+        &params, "cannot read replay_metrics", export_replay_metric_handler,
+        EXPORT_FLARE_CALLBACK(callback), user);
+}
+
+int store_export_replay_noted(store *handle, int *noted)
+{
+    if (handle == NULL || noted == NULL)
+        return FLARE_ERR_INVALID_ARGUMENT;
+    *noted = 0;
+    int has_table = export_flare_has_table(handle, "replay_value_methods");
+    if (has_table <= 0)
+        return has_table < 0 ? FLARE_ERR_STORE : 0;
+    int64_t any = 0;
+    if (store_query_int(handle, "SELECT EXISTS (SELECT 1 FROM replay_value_methods)", &any, NULL) !=
+        SQLITE_OK)
+        return store_set_sqlite_error(handle, "cannot read replay_value_methods");
+    *noted = any != 0;
+    return 0;
 }

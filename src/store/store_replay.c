@@ -44,6 +44,9 @@ static const char pass_insert_sql[] = "INSERT OR REPLACE INTO replay_passes(pid,
                                       "start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5)";
 static const char metric_insert_sql[] =
     "INSERT OR REPLACE INTO replay_metrics(pid, launch_id, metric, value) VALUES (?1, ?2, ?3, ?4)";
+static const char note_insert_sql[] =
+    "INSERT OR REPLACE INTO replay_value_methods(pid, launch_id, metric, method, status, "
+    "error_bound, samples) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 static int step_once(store *handle, sqlite3_stmt *statement, const char *what)
 {
@@ -112,8 +115,35 @@ static int write_span(store *handle, int64_t pid, const store_replay_record *rec
     return write_passes(handle, pid, span_id, record, pass);
 }
 
+/* The record's notes on how its values were produced, one row each. */
+static int write_notes(store *handle, int64_t pid, const store_replay_record *record,
+                       sqlite3_stmt *note)
+{
+    int status = 0;
+    for (uint32_t index = 0; index < record->metric_count && status == 0; index++) {
+        const store_replay_value_note *value_note = &record->metric_notes[index];
+        if (value_note->method == NULL || value_note->method[0] == '\0')
+            continue;
+        sqlite3_bind_int64(note, 1, pid);
+        sqlite3_bind_int64(note, 2, (int64_t)record->launch_id);
+        store_bind_text_or_empty(note, 3, record->metric_names[index]);
+        store_bind_text_or_empty(note, 4, value_note->method);
+        store_bind_text_or_empty(note, 5, value_note->status);
+        /* NULL for "none known"; an infinite bound (no sample overlapped)
+         * is stored as SQLite's infinity, which readers show as such. */
+        if (isnan(value_note->error_bound))
+            sqlite3_bind_null(note, 6);
+        else
+            sqlite3_bind_double(note, 6, value_note->error_bound);
+        sqlite3_bind_int64(note, 7, value_note->samples);
+        status = step_once(handle, note, "cannot write how a replay value was produced");
+    }
+    return status;
+}
+
 static int write_record(store *handle, int64_t pid, const store_replay_record *record,
-                        sqlite3_stmt *launch, sqlite3_stmt *pass, sqlite3_stmt *metric)
+                        sqlite3_stmt *launch, sqlite3_stmt *pass, sqlite3_stmt *metric,
+                        sqlite3_stmt *note)
 {
     sqlite3_bind_int64(launch, 1, pid);
     sqlite3_bind_int64(launch, 2, (int64_t)record->launch_id);
@@ -145,6 +175,8 @@ static int write_record(store *handle, int64_t pid, const store_replay_record *r
             sqlite3_bind_double(metric, 4, record->metric_values[index]);
         status = step_once(handle, metric, "cannot write a replay metric");
     }
+    if (status == 0 && record->metric_notes != NULL)
+        status = write_notes(handle, pid, record, note);
     return status;
 }
 
@@ -169,7 +201,7 @@ int store_write_replay_records(store *handle, int64_t pid,
     status = run_sql(handle, "SAVEPOINT replay_records", "cannot start writing replay records");
     if (status != 0)
         return status;
-    sqlite3_stmt *launch = NULL, *span = NULL, *pass = NULL, *metric = NULL;
+    sqlite3_stmt *launch = NULL, *span = NULL, *pass = NULL, *metric = NULL, *note = NULL;
     status = store_prepare(handle, launch_insert_sql, &launch, "cannot prepare the replay insert");
     if (status == 0)
         status = store_prepare(handle, span_insert_sql, &span, "cannot prepare the replay insert");
@@ -178,6 +210,8 @@ int store_write_replay_records(store *handle, int64_t pid,
     if (status == 0)
         status =
             store_prepare(handle, metric_insert_sql, &metric, "cannot prepare the replay insert");
+    if (status == 0)
+        status = store_prepare(handle, note_insert_sql, &note, "cannot prepare the replay insert");
     for (size_t index = 0; index < count && status == 0; index++) {
         const store_replay_record *record = records[index];
         if (record == NULL)
@@ -185,8 +219,9 @@ int store_write_replay_records(store *handle, int64_t pid,
         if (record->is_span)
             status = write_span(handle, pid, record, span, pass);
         else
-            status = write_record(handle, pid, record, launch, pass, metric);
+            status = write_record(handle, pid, record, launch, pass, metric, note);
     }
+    sqlite3_finalize(note);
     sqlite3_finalize(launch);
     sqlite3_finalize(span);
     sqlite3_finalize(pass);
@@ -239,6 +274,21 @@ static const char span_kernel_select_sql[] =
  * --metrics order, or the set's). */
 static const char metric_select_sql[] =
     "SELECT metric, value FROM replay_metrics WHERE pid = ?1 AND launch_id = ?2 ORDER BY rowid";
+/* The same with how each value was produced (sessions of schema 16 on). */
+static const char metric_note_select_sql[] =
+    "SELECT m.metric, m.value, v.method, v.status, v.error_bound FROM replay_metrics m "
+    "LEFT JOIN replay_value_methods v ON v.pid = m.pid AND v.launch_id = m.launch_id AND "
+    "v.metric = m.metric WHERE m.pid = ?1 AND m.launch_id = ?2 ORDER BY m.rowid";
+
+/* The metrics statement the readers use: with the notes where the session
+ * has their table. */
+static int prepare_metric_select(store *handle, sqlite3_stmt **out)
+{
+    return store_prepare(handle,
+                         store_has_table(handle, "replay_value_methods") ? metric_note_select_sql
+                                                                         : metric_select_sql,
+                         out, "cannot read the replay metrics");
+}
 
 /* Reads the run columns (STORE_REPLAY_RUN_MEMBERS, in order) of the
  * current row, from column first on, into row: a launch or a span row (a
@@ -285,12 +335,18 @@ typedef struct metric_buffer {
     char **names;
     double *values;
     int *has_value;
+    char **methods;  /* "" where no note */
+    char **statuses; /* "" where no note */
+    double *bounds;  /* NaN where none */
 } metric_buffer;
 
 static void metric_buffer_clear(metric_buffer *buffer)
 {
-    for (size_t index = 0; index < buffer->count; index++)
+    for (size_t index = 0; index < buffer->count; index++) {
         free(buffer->names[index]);
+        free(buffer->methods[index]);
+        free(buffer->statuses[index]);
+    }
     buffer->count = 0;
 }
 
@@ -300,33 +356,52 @@ static void metric_buffer_free(metric_buffer *buffer)
     free(buffer->names);
     free(buffer->values);
     free(buffer->has_value);
+    free(buffer->methods);
+    free(buffer->statuses);
+    free(buffer->bounds);
     memset(buffer, 0, sizeof(*buffer));
 }
 
-static int metric_buffer_add(metric_buffer *buffer, const char *name, int has_value, double value)
+/* Grows one of the buffer's arrays to capacity elements of size bytes. */
+static int grow(void **array, size_t capacity, size_t size)
+{
+    void *grown = realloc(*array, capacity * size);
+    if (grown == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    *array = grown;
+    return 0;
+}
+
+/* One value; method and status NULL where the session has no note. */
+static int metric_buffer_add(metric_buffer *buffer, const char *name, int has_value, double value,
+                             const char *method, const char *status, double bound)
 {
     if (buffer->count == buffer->capacity) {
         size_t capacity = buffer->capacity ? buffer->capacity * 2 : 16;
-        char **names = realloc(buffer->names, capacity * sizeof(*names));
-        if (names == NULL)
+        if (grow((void **)&buffer->names, capacity, sizeof(char *)) != 0 ||
+            grow((void **)&buffer->values, capacity, sizeof(double)) != 0 ||
+            grow((void **)&buffer->has_value, capacity, sizeof(int)) != 0 ||
+            grow((void **)&buffer->methods, capacity, sizeof(char *)) != 0 ||
+            grow((void **)&buffer->statuses, capacity, sizeof(char *)) != 0 ||
+            grow((void **)&buffer->bounds, capacity, sizeof(double)) != 0)
             return FLARE_ERR_NO_MEMORY;
-        buffer->names = names;
-        double *values = realloc(buffer->values, capacity * sizeof(*values));
-        if (values == NULL)
-            return FLARE_ERR_NO_MEMORY;
-        buffer->values = values;
-        int *flags = realloc(buffer->has_value, capacity * sizeof(*flags));
-        if (flags == NULL)
-            return FLARE_ERR_NO_MEMORY;
-        buffer->has_value = flags;
         buffer->capacity = capacity;
     }
     char *copy = strdup(name != NULL ? name : "");
-    if (copy == NULL)
+    char *method_copy = strdup(method != NULL ? method : "");
+    char *status_copy = strdup(status != NULL ? status : "");
+    if (copy == NULL || method_copy == NULL || status_copy == NULL) {
+        free(copy);
+        free(method_copy);
+        free(status_copy);
         return FLARE_ERR_NO_MEMORY;
+    }
     buffer->names[buffer->count] = copy;
     buffer->values[buffer->count] = has_value ? value : NAN;
     buffer->has_value[buffer->count] = has_value;
+    buffer->methods[buffer->count] = method_copy;
+    buffer->statuses[buffer->count] = status_copy;
+    buffer->bounds[buffer->count] = bound;
     buffer->count++;
     return 0;
 }
@@ -341,8 +416,14 @@ static int metric_row(sqlite3_stmt *statement, void *user)
 {
     const metric_read *read = user;
     int has_value = sqlite3_column_type(statement, 1) != SQLITE_NULL;
+    int noted = sqlite3_column_count(statement) >= 5;
+    double bound = noted && sqlite3_column_type(statement, 4) != SQLITE_NULL
+                       ? sqlite3_column_double(statement, 4)
+                       : NAN;
     int status = metric_buffer_add(read->buffer, store_column_text(statement, 0), has_value,
-                                   sqlite3_column_double(statement, 1));
+                                   sqlite3_column_double(statement, 1),
+                                   noted ? store_column_text(statement, 2) : NULL,
+                                   noted ? store_column_text(statement, 3) : NULL, bound);
     if (status != 0)
         store_set_error(read->handle, "%s: out of memory reading replay metrics",
                         read->handle->path);
@@ -366,6 +447,9 @@ static void attach_metrics(store_replay_launch_row *row, const metric_buffer *bu
     row->metric_names = (const char *const *)buffer->names;
     row->metric_values = buffer->values;
     row->metric_has_value = buffer->has_value;
+    row->metric_methods = (const char *const *)buffer->methods;
+    row->metric_statuses = (const char *const *)buffer->statuses;
+    row->metric_error_bounds = buffer->bounds;
 }
 
 /* What launch_row needs besides the row: the metrics statement and the
@@ -403,8 +487,7 @@ int store_read_replay_launches(store *handle, store_replay_launch_callback callb
     launch_read read = {.handle = handle, .callback = callback, .user = user};
     status = store_prepare(handle, launch_select_sql, &launches, "cannot read the replay launches");
     if (status == 0)
-        status = store_prepare(handle, metric_select_sql, &read.metrics,
-                               "cannot read the replay metrics");
+        status = prepare_metric_select(handle, &read.metrics);
     if (status == 0)
         status = store_statement_each(handle, launches, NULL, launch_row, &read,
                                       "cannot read the replay launches");
@@ -569,8 +652,7 @@ int store_read_replay_spans(store *handle, store_replay_span_callback callback, 
         status = store_prepare(handle, span_kernel_select_sql, &read.kernel_rows,
                                "cannot read the kernels of a replay span");
     if (status == 0)
-        status = store_prepare(handle, metric_select_sql, &read.metrics,
-                               "cannot read the replay metrics");
+        status = prepare_metric_select(handle, &read.metrics);
     if (status == 0)
         status = store_statement_each(handle, spans, NULL, span_row, &read,
                                       "cannot read the replay spans");

@@ -41,6 +41,17 @@
     uint64_t bytes_restored; /* total bytes written back */                                        \
     const char *collector;   /* the metric collector ("sim-metrics", ...), or "" */
 
+/* How one value was produced (a replay_value_methods row): the method
+ * ("pm-sampling", "kernel-activity"), the value's status ("measured",
+ * "flagged", "uncovered", "below-minimum", ...), its error bound in the
+ * value's unit (NaN: none known, stored NULL) and the PM samples behind it. */
+typedef struct store_replay_value_note {
+    const char *method;
+    const char *status;
+    double error_bound;
+    uint32_t samples;
+} store_replay_value_note;
+
 /*
  * One finished replay as store_write_replay_records takes it: a launch
  * (is_span 0) or a span (is_span 1). Strings are NUL-terminated (NULL is
@@ -70,6 +81,9 @@ typedef struct store_replay_record {
     uint32_t metric_count;
     const char *const *metric_names;
     const double *metric_values;
+    /* Optional (NULL: none): how each value was produced, one per metric;
+     * a note with an empty method writes no row (replay_value_methods). */
+    const store_replay_value_note *metric_notes;
 } store_replay_record;
 
 /*
@@ -109,6 +123,12 @@ typedef struct store_replay_launch_row {
     const char *const *metric_names;
     const double *metric_values;
     const int *metric_has_value;
+    /* From replay_value_methods, per metric: "" where the launch's
+     * collector measured the value itself (no row); error bounds NaN
+     * where none is known. */
+    const char *const *metric_methods;
+    const char *const *metric_statuses;
+    const double *metric_error_bounds;
 } store_replay_launch_row;
 
 typedef int (*store_replay_launch_callback)(const store_replay_launch_row *row, void *user);

@@ -449,11 +449,26 @@ const char *const store_schema_ddl[] = {
     " sass TEXT NOT NULL,"
     " PRIMARY KEY (pid, name_id, pc_offset))",
 
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 15), ('created_by', 'flare')",
+    /* Version 16: how each value of a replayed kernel was produced, where
+     * the collector said (range replay by PM sampling: the method, the
+     * value's status, its error bound in the value's unit, and how many
+     * samples overlapped the kernel); no row: the launch's collector
+     * measured it exactly. */
+    "CREATE TABLE IF NOT EXISTS replay_value_methods ("
+    " pid INTEGER NOT NULL,"
+    " launch_id INTEGER NOT NULL,"
+    " metric TEXT NOT NULL,"
+    " method TEXT NOT NULL,"
+    " status TEXT NOT NULL,"
+    " error_bound REAL,"
+    " samples INTEGER NOT NULL,"
+    " PRIMARY KEY (pid, launch_id, metric))",
+
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', 16), ('created_by', 'flare')",
 };
 
 /* The INSERT above hard-codes the version so the DDL stays one literal
  * table; this keeps the two from drifting apart. */
-_Static_assert(STORE_SCHEMA_VERSION == 15, "update the meta row in store_schema_ddl");
+_Static_assert(STORE_SCHEMA_VERSION == 16, "update the meta row in store_schema_ddl");
 
 const size_t store_schema_ddl_count = sizeof store_schema_ddl / sizeof store_schema_ddl[0];

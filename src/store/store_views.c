@@ -158,6 +158,19 @@ static const char *const views_ddl[] = {
     " FROM replay_launches l JOIN replay_metrics m"
     " ON m.pid = l.pid AND m.launch_id = l.launch_id",
 
+    /* The same with how each value was produced (schema 16): the method
+     * (the launch's collector where no note says otherwise), the value's
+     * status, its error bound and the PM samples behind it. */
+    "CREATE VIEW IF NOT EXISTS v_replay_values AS"
+    " SELECT l.pid, l.launch_id, l.kernel, l.launch_index, l.device, l.span_id,"
+    " m.metric, m.value, coalesce(v.method, l.collector) AS method,"
+    " coalesce(v.status, CASE WHEN m.value IS NULL THEN 'unavailable' ELSE 'measured' END)"
+    " AS status, v.error_bound, v.samples"
+    " FROM replay_launches l JOIN replay_metrics m"
+    " ON m.pid = l.pid AND m.launch_id = l.launch_id"
+    " LEFT JOIN replay_value_methods v"
+    " ON v.pid = m.pid AND v.launch_id = m.launch_id AND v.metric = m.metric",
+
     /* The flight recorder's per-second picture of the whole run: the totals
      * of evicted rows (kernel_seconds, ...) and the same totals of the rows
      * still in detail, added up per second (a second may be split between

@@ -104,8 +104,55 @@ static void test_not_an_elf(void **state)
     /* PTX text, which a fatbin may also carry. */
     const char ptx[] = "//\n.version 8.0\n.target sm_90\n.global .u64 launch_count;\n";
     assert_int_equal(cuda_cubin_scan_globals(ptx, sizeof(ptx), &globals), -1);
+    assert_string_equal(globals.why, "not a 64-bit ELF image");
     free(copy);
     assert_null(globals.names);
+}
+
+/* Section headers at an offset no Elf64_Shdr may be read from in place
+ * (a cuBLAS cubin on the H200 had them at 22825 of 23337 bytes, session
+ * 22): read from a copy, the same variables come back. */
+static void test_section_headers_at_an_odd_offset(void **state)
+{
+    (void)state;
+    unsigned char *copy = calloc(1, fixture_size + 8);
+    memcpy(copy, fixture, fixture_size);
+    Elf64_Ehdr *header = (Elf64_Ehdr *)(void *)copy;
+    size_t table_bytes = (size_t)header->e_shnum * sizeof(Elf64_Shdr);
+    assert_true(header->e_shoff + table_bytes <= fixture_size);
+    memmove(copy + header->e_shoff + 1, copy + header->e_shoff, table_bytes);
+    header->e_shoff += 1;
+    cuda_cubin_globals globals;
+    assert_int_equal(cuda_cubin_scan_globals(copy, fixture_size + 1, &globals), 4);
+    assert_string_equal(name_at(&globals, 1), "table");
+    cuda_cubin_globals_free(&globals);
+    free(copy);
+}
+
+/* ELF's extended section numbering, which cubins with more sections than
+ * the header's 16-bit fields hold use (cuBLAS's largest: a PyTorch span
+ * on the H200 was declined for one, session 22): the count and the name
+ * table's index move to section 0. The same variables come back. */
+static void test_extended_section_numbering(void **state)
+{
+    (void)state;
+    unsigned char *copy = malloc(fixture_size);
+    memcpy(copy, fixture, fixture_size);
+    Elf64_Ehdr *header = (Elf64_Ehdr *)(void *)copy;
+    Elf64_Shdr *sections = (Elf64_Shdr *)(void *)(copy + header->e_shoff);
+    sections[0].sh_size = header->e_shnum;
+    sections[0].sh_link = header->e_shstrndx;
+    header->e_shnum = 0;
+    header->e_shstrndx = SHN_XINDEX;
+    cuda_cubin_globals globals;
+    assert_int_equal(cuda_cubin_scan_globals(copy, fixture_size, &globals), 4);
+    assert_string_equal(name_at(&globals, 1), "table");
+    cuda_cubin_globals_free(&globals);
+    /* A count in section 0 past the image is refused, saying so. */
+    sections[0].sh_size = fixture_size;
+    assert_int_equal(cuda_cubin_scan_globals(copy, fixture_size, &globals), -1);
+    assert_string_equal(globals.why, "section count or name table out of the image");
+    free(copy);
 }
 
 /* Every truncation: refused or fewer variables, never a read past the end. */
@@ -156,8 +203,12 @@ static void test_corrupted_images(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_real_cubin_variables), cmocka_unit_test(test_misaligned_image),
-        cmocka_unit_test(test_not_an_elf),           cmocka_unit_test(test_truncated_images),
+        cmocka_unit_test(test_real_cubin_variables),
+        cmocka_unit_test(test_misaligned_image),
+        cmocka_unit_test(test_not_an_elf),
+        cmocka_unit_test(test_extended_section_numbering),
+        cmocka_unit_test(test_section_headers_at_an_odd_offset),
+        cmocka_unit_test(test_truncated_images),
         cmocka_unit_test(test_corrupted_images),
     };
     return cmocka_run_group_tests(tests, load_fixture, free_fixture);

@@ -19,6 +19,10 @@ virtual-time budget) and checks, in the DOM after the page's script ran:
     hottest instructions and one of hottest source lines (where it has
     lines), a row for each, and a "threads" and "sectors" column exactly
     where the window counted their metrics;
+  * the replay section shows each value's error bound and status where the
+    data has a note on it (range replay by PM sampling): a bound beside each
+    value that has one, a status marker for each value not "measured", the
+    span's method line, and a legend under each such span's table;
   * the page opened with ?section=timeline draws too;
   * a copy of the page with one data block broken says so: data-rendered is
     "error" and the reason is shown on the page.
@@ -146,6 +150,33 @@ def check_sass_tables(dom, page_text, what, problems):
                             (what, kind, shown, columns))
 
 
+def check_replay_notes(dom, page_text, what, problems):
+    """Range replay by PM sampling: bounds, status markers, the method line
+    and a legend, as many as the data asks for."""
+    data = {m.group(1): json.loads(m.group(2)) for m in BLOCK.finditer(page_text)}
+    spans = data.get("replay", {}).get("spans", [])
+    cells = [c for s in spans for r in s["rows"] for c in r["cells"] if c is not None]
+    wanted = {
+        "bounds": sum(1 for c in cells if c.get("bound")),
+        "status markers": sum(1 for c in cells if c.get("status") not in (None, "", "measured")),
+        "method lines": sum(1 for s in spans if s.get("method")),
+        "legends": sum(1 for s in spans if any(c is not None and "method" in c
+                                               for r in s["rows"] for c in r["cells"])),
+    }
+    numbers = re.findall(r'<td class="num">(.*?)</td>', dom, re.S)
+    drawn = {
+        "bounds": sum(1 for td in numbers if '<span class="value-bound">\u00b1' in td),
+        "status markers": sum(1 for td in numbers if '<span class="value-status ' in td),
+        "method lines": len(re.findall(r'class="run-head replay-method">Measured by PM sampling',
+                                       dom)),
+        "legends": len(re.findall(r'class="legend-row replay-legend"', dom)),
+    }
+    for key in wanted:
+        if drawn[key] != wanted[key]:
+            problems.append("%s: %d replay %s drawn, the data asks for %d" %
+                            (what, drawn[key], key, wanted[key]))
+
+
 def check_page(chromium, path, profile, problems):
     with open(path, encoding="utf-8") as page:
         text = page.read()
@@ -155,6 +186,7 @@ def check_page(chromium, path, profile, problems):
     check_drawn(dom, path, whole, problems)
     check_pc_lines(dom, text, path, problems)
     check_sass_tables(dom, text, path, problems)
+    check_replay_notes(dom, text, path, problems)
     check_drawn(dump_dom(chromium, url + "?section=timeline", profile), path + "?section=timeline",
                 expected_time_charts(text, "timeline"), problems)
     return whole

@@ -12,6 +12,9 @@ section is there with its JSON data block, each block parses, no block holds
 --expect pm        a window's PM samples are drawn, with scopes in its lane
 --expect replay    kernel replay with speed-of-light bars that have values
 --expect spans     range replay with a span's kernels in a table
+--expect noted     a span measured by PM sampling: its method line, values
+                   with their error bound ("±..."), one flagged, and values the
+                   method gave none with their status (e.g. below-minimum)
 --expect triggered a replay a rule asked for, with speed-of-light bars that
                    have values and a PM window drawn in the pm section whose
                    time axis holds the firing; and one that was not replayed,
@@ -117,6 +120,32 @@ def check_sass(windows, problems):
         problems.append("no SASS window split by scope whose scopes add up to its metric's total")
 
 
+def check_noted(spans, problems):
+    """A span of range replay by PM sampling: the values' notes as the page
+    data carries them."""
+    noted = [s for s in spans if s.get("method")]
+    if not noted:
+        problems.append("no span with a method line (range replay by PM sampling)")
+        return
+    cells = [c for s in noted for r in s["rows"] for c in r["cells"] if c is not None]
+    if not all("PM sampling" in s["method"] and "error bound" in s["method"] for s in noted):
+        problems.append("a span's method line does not say PM sampling and error bound")
+    if not all(c.get("method") for c in cells):
+        problems.append("a value of a PM-sampled span has no method")
+    if not any(c.get("bound", "").startswith("\u00b1") and c["text"] != "n/a" for c in cells):
+        problems.append("no value with its error bound")
+    if any("bound" in c and c["text"] == "n/a" for c in cells):
+        problems.append("an error bound beside no value")
+    if not any(c.get("status") == "flagged" and c["text"] != "n/a" for c in cells):
+        problems.append("no flagged value")
+    if not any(c.get("status") == "below-minimum" and c["text"] == "n/a" for c in cells):
+        problems.append("no value left out below the minimum kernel length, with its status")
+    plain = [c for s in spans if not s.get("method") for r in s["rows"] for c in r["cells"]
+             if c is not None]
+    if any("method" in c or "bound" in c for c in plain):
+        problems.append("a span without notes has values with notes")
+
+
 def check_expectations(data, expects, problems):
     pm = data.get("pm", {})
     if "pm" in expects:
@@ -185,6 +214,8 @@ def check_expectations(data, expects, problems):
         spans = replay.get("spans", [])
         if not spans or not any(s["rows"] and s["columns"] for s in spans):
             problems.append("no range replay span with a table of kernels")
+    if "noted" in expects:
+        check_noted(replay.get("spans", []), problems)
     timeline = data.get("timeline", {})
     if "storms" in expects and not timeline.get("storms"):
         problems.append("no launch storm on the timeline")

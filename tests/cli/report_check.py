@@ -8,6 +8,7 @@ Usage:
   report_check.py csv REPORT.csv REPORT.json
   report_check.py damaged REPORT.json SECTION...
   report_check.py escape REPORT.json NAME_HEX
+  report_check.py values REPORT.json SESSION.db NOTED
 """
 import csv
 import json
@@ -173,6 +174,44 @@ def check_escape(json_path, name_hex):
     expect(name in names, "%r not among %r" % (name, names))
 
 
+METRIC_KEYS = ["pid", "launch_id", "span_id", "kernel", "metric", "value"]
+NOTE_KEYS = ["method", "status", "error_bound"]
+
+
+def check_values(json_path, db_path, noted):
+    """replay_metrics: every row with the same keys; with method, status and
+    error_bound (as v_replay_values has them; an unbounded error is null)
+    when the session notes how values were produced (noted 1), without
+    them otherwise."""
+    report = load(json_path)
+    rows = report["replay_metrics"]
+    expect(rows, "no replay_metrics")
+    keys = METRIC_KEYS + (NOTE_KEYS if noted else [])
+    for row in rows:
+        expect(list(row) == keys, "replay_metrics keys %s, expected %s" % (list(row), keys))
+    if not noted:
+        return
+    db = sqlite3.connect("file:%s?mode=ro" % db_path, uri=True)
+    view = {(pid, launch, metric): (value, method, status, bound) for
+            pid, launch, metric, value, method, status, bound in db.execute(
+                "SELECT pid, launch_id, metric, value, method, status, error_bound "
+                "FROM v_replay_values")}
+    expect(len(view) == len(rows), "%d rows, v_replay_values %d" % (len(rows), len(view)))
+    for row in rows:
+        want = view.get((row["pid"], row["launch_id"], row["metric"]))
+        expect(want is not None, "no v_replay_values row for %r" % row)
+        if want is None:
+            continue
+        value, method, status, bound = want
+        if bound is not None and bound == float("inf"):
+            bound = None  # JSON has no infinity
+        expect((row["value"], row["method"], row["status"], row["error_bound"]) ==
+               (value, method, status, bound),
+               "%s %s: %r, v_replay_values %r" % (row["kernel"], row["metric"], row, want))
+    statuses = {row["status"] for row in rows}
+    expect({"measured", "flagged", "below-minimum"} <= statuses, "statuses %s" % statuses)
+
+
 def main():
     mode, arguments = sys.argv[1], sys.argv[2:]
     if mode == "json":
@@ -183,6 +222,8 @@ def main():
         check_damaged(arguments[0], arguments[1:])
     elif mode == "escape":
         check_escape(arguments[0], arguments[1])
+    elif mode == "values":
+        check_values(arguments[0], arguments[1], arguments[2] == "1")
     else:
         failures.append("unknown mode %s" % mode)
     for failure in failures:

@@ -6,15 +6,17 @@
  * masked is this flare's version in the report's json and csv (VERSION):
  * a release must not need new golden files.
  *
- * Three sessions are crafted through the store API, every value fixed (no
+ * Four sessions are crafted through the store API, every value fixed (no
  * clock, no pid, no host name of this machine): "full" has a row for every
  * branch the report and the exports take (hostile and long names, every
  * copy kind and an unknown one, failed copies, counters, metrics, rules,
  * windows of every kind, drops, capabilities, replayed and declined
  * launches, spans replayed, declined and lost); "empty" has a session and
- * nothing else; "broken" is "full" with some tables dropped, so the error
- * paths print what they print. Each case's stdout, stderr and exit status
- * must equal its golden file.
+ * nothing else; "pm" a range replay by PM sampling, whose values carry
+ * notes (method, status, error bound: schema 16); "broken" is "full" with
+ * some tables dropped, so the error paths print what they print ("broken3"
+ * also lacks replay_value_methods, as sessions before schema 16 do). Each
+ * case's stdout, stderr and exit status must equal its golden file.
  *
  * The golden files are the outputs of the CLI as it was when this test was
  * written. A change meant to alter the output rewrites them with
@@ -617,6 +619,114 @@ static void make_full_session(const char *name)
     store_close(database);
 }
 
+/* A value's note (replay_value_note): how a PM-sampled span's value was
+ * produced. bound NAN: none known. */
+static void note(replay_record *record, const char *method, const char *status, double bound,
+                 uint32_t samples)
+{
+    replay_value_note *value_note = &record->metric_notes[record->metric_count - 1];
+    snprintf(value_note->method, sizeof(value_note->method), "%s", method);
+    snprintf(value_note->status, sizeof(value_note->status), "%s", status);
+    value_note->error_bound = bound;
+    value_note->samples = samples;
+    record->has_notes = 1;
+}
+
+/* A kernel of span "step" measured by PM sampling (every value with a
+ * note): its time from its own times (kernel-activity), DRAM read and SM
+ * throughput integrated from samples, its grid size not sampled. */
+static replay_record *pm_kernel(uint64_t launch_id, const char *kernel, uint64_t index,
+                                double time_ns, double time_bound)
+{
+    replay_record *record = replay_launch(launch_id, kernel, index);
+    record->span_id = 51;
+    snprintf(record->collector, sizeof(record->collector), "pm-sampling");
+    add_metric(record, "gpu__time_duration.sum", time_ns);
+    note(record, "kernel-activity", "measured", time_bound, 0);
+    return record;
+}
+
+/* A session with range replay by PM sampling (schema 16's notes): span
+ * "step" with four kernels (measured, flagged with an unbounded error,
+ * below the minimum length, a zero value), and a launch of gemm replayed
+ * on its own, whose values have no note. Kernels gemm and softmax have
+ * rows, so the Perfetto export puts their values on their slices. */
+static void make_pm_session(const char *name)
+{
+    store *database = open_session(name);
+    assert_int_equal(store_process_begin(database, PID, 1, ORIGIN, "sim", "/usr/bin/python3"), 0);
+    const char *const names[] = {"gemm<128>", "gemm<128>", "softmax"};
+    for (uint64_t i = 0; i < 3; i++) {
+        store_kernel_row row = {.pid = PID,
+                                .device = 0,
+                                .stream_id = 13,
+                                .correlation_id = 700 + i,
+                                .name = names[i],
+                                .start_ns = ORIGIN + 10000 + i * 5000000,
+                                .end_ns = ORIGIN + 10000 + i * 5000000 + 1250000,
+                                .grid = {1024, 1, 1},
+                                .block = {256, 1, 1}};
+        assert_int_equal(store_put_kernel(database, &row), 0);
+    }
+    replay_record *records[8];
+    size_t count = 0;
+    replay_record *launch = replay_launch(50, "gemm<128>", 0);
+    add_metric(launch, "gpu__time_duration.sum", 1251000);
+    add_metric(launch, "dram__bytes_read.sum", 349000000);
+    records[count++] = launch;
+
+    replay_record *span = replay_span(51, "step", 1);
+    span->span_kernels = 4;
+    span->passes_planned = span->passes_run = 2;
+    snprintf(span->collector, sizeof(span->collector), "pm-sampling");
+    snprintf(span->reason, sizeof(span->reason),
+             "PM sampling every 10us, 1 configurations: 2 kernels measured, 1 flagged, 0 "
+             "uncovered, 1 under 100us (no value); 9812 samples, 0 lost; 1 metrics not sampled");
+    records[count++] = span;
+
+    replay_record *kernel = pm_kernel(52, "gemm<128>", 1, 1250000, 2000);
+    add_metric(kernel, "dram__bytes_read.sum", 348050000);
+    note(kernel, "pm-sampling", "measured", 7300000, 125);
+    add_metric(kernel, "sm__throughput.avg.pct_of_peak_sustained_elapsed", 36.2);
+    note(kernel, "pm-sampling", "measured", 0.02, 125);
+    add_metric(kernel, "launch__grid_size", NAN);
+    note(kernel, "pm-sampling", "not-sampled", NAN, 0);
+    records[count++] = kernel;
+
+    kernel = pm_kernel(53, "softmax", 0, 420000, 1000);
+    add_metric(kernel, "dram__bytes_read.sum", 120000000);
+    note(kernel, "pm-sampling", "flagged", 9100000, 42);
+    add_metric(kernel, "sm__throughput.avg.pct_of_peak_sustained_elapsed", 51.0);
+    note(kernel, "pm-sampling", "flagged", INFINITY, 42);
+    add_metric(kernel, "launch__grid_size", NAN);
+    note(kernel, "pm-sampling", "not-sampled", NAN, 0);
+    records[count++] = kernel;
+
+    kernel = pm_kernel(54, "tiny_add", 0, 12000, 500);
+    add_metric(kernel, "dram__bytes_read.sum", NAN);
+    note(kernel, "pm-sampling", "below-minimum", NAN, 2);
+    add_metric(kernel, "sm__throughput.avg.pct_of_peak_sustained_elapsed", NAN);
+    note(kernel, "pm-sampling", "below-minimum", NAN, 2);
+    add_metric(kernel, "launch__grid_size", NAN);
+    note(kernel, "pm-sampling", "not-sampled", NAN, 0);
+    records[count++] = kernel;
+
+    kernel = pm_kernel(55, "reduce", 0, 150000, 0);
+    add_metric(kernel, "dram__bytes_read.sum", 0);
+    note(kernel, "pm-sampling", "measured", 1200, 15);
+    add_metric(kernel, "sm__throughput.avg.pct_of_peak_sustained_elapsed", 12.5);
+    note(kernel, "pm-sampling", "measured", 0, 15);
+    add_metric(kernel, "launch__grid_size", NAN);
+    note(kernel, "pm-sampling", "not-sampled", NAN, 0);
+    records[count++] = kernel;
+
+    assert_int_equal(replay_records_store(database, PID, records, count), 0);
+    for (size_t i = 0; i < count; i++)
+        free(records[i]);
+    assert_int_equal(store_session_end(database, ORIGIN + 30000000, 1, 0), 0);
+    store_close(database);
+}
+
 static void make_empty_session(void)
 {
     store *database = open_session("empty");
@@ -796,6 +906,9 @@ static void test_report(void **state)
     /* The replay sections as stored: raw metric names and values, whole names. */
     GOLDEN("report-full-wide.txt", "report", "--wide", "full");
     GOLDEN("report-empty.txt", "report", "empty");
+    /* Range replay by PM sampling: values with their error bounds and statuses. */
+    GOLDEN("report-pm.txt", "report", "pm");
+    GOLDEN("report-pm-wide.txt", "report", "--wide", "pm");
     GOLDEN("report-broken.txt", "report", "broken");
     GOLDEN("report-broken2.txt", "report", "broken2");
     GOLDEN("report-broken3.txt", "report", "broken3");
@@ -808,7 +921,7 @@ static void test_report_formats(void **state)
 {
     (void)state;
     static const char *const formats[] = {"json", "csv"};
-    static const char *const sessions[] = {"full",    "empty",   "broken",
+    static const char *const sessions[] = {"full",    "empty",   "pm",     "broken",
                                            "broken2", "broken3", "broken4"};
     for (size_t format = 0; format < sizeof(formats) / sizeof(formats[0]); format++) {
         char name[128];
@@ -842,6 +955,8 @@ static void test_export(void **state)
                         "exported");
         }
     }
+    /* The values' notes in the replay args (metric_notes). */
+    GOLDEN("export-pm.perfetto", "export", "pm", "--format", "perfetto");
 }
 
 static void test_messages(void **state)
@@ -868,11 +983,13 @@ static int setup(void **state)
     test_make_temp_dir(scratch, sizeof(scratch), "golden");
     make_full_session("full");
     make_empty_session();
+    make_pm_session("pm");
     make_broken_session("broken", "DROP TABLE counters; DROP TABLE metrics; DROP TABLE rules; "
                                   "DROP TABLE windows; DROP TABLE replay_spans; "
                                   "DROP TABLE capabilities; DROP TABLE drops;");
     make_broken_session("broken2", "DROP TABLE names; DROP TABLE replay_metrics;");
-    make_broken_session("broken3", "DROP TABLE replay_passes; DROP TABLE devices;");
+    make_broken_session("broken3", "DROP TABLE replay_passes; DROP TABLE devices; "
+                                   "DROP VIEW v_replay_values; DROP TABLE replay_value_methods;");
     make_broken_session("broken4", "DROP TABLE processes;");
     return 0;
 }

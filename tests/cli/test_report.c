@@ -6,8 +6,11 @@
  * the JSON, --top, a damaged session (errors, exit 1, the other sections
  * written), --wide (text only), --format's usage errors, and names holding
  * control characters (an ESC is \u001b in JSON, never a raw byte on
- * standard output). Runs the built flare (FLARE_TEST_BIN_DIR) and python3
- * in child processes.
+ * standard output), and the values of a range replay by PM sampling with
+ * how each was produced (method, status, error bound: schema 16) in the
+ * text, JSON and CSV, and without them for a session that has no such
+ * table. Runs the built flare (FLARE_TEST_BIN_DIR) and python3 in child
+ * processes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +18,12 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
 #include "flare/flare.h"
+#include "replay/replay.h"
 #include "store/store.h"
 #include "cli_run.h"
 #include "test_util.h"
@@ -220,6 +225,131 @@ static void test_control_characters(void **state)
     CHECK("escape", "hostile.json", "6573631b5b33316d726564" /* "esc" ESC "[31mred" */);
 }
 
+/* ---- values with notes (range replay by PM sampling) ---- */
+
+static replay_record *noted_record(uint64_t id, const char *kernel, uint64_t span_id)
+{
+    replay_record *record = calloc(1, sizeof *record);
+    assert_non_null(record);
+    record->launch_id = id;
+    record->span_id = span_id;
+    snprintf(record->kernel_name, sizeof record->kernel_name, "%s", kernel);
+    record->passes_planned = record->passes_run = 2;
+    record->begin_ns = 5000 + id * 1000;
+    record->end_ns = record->begin_ns + 800;
+    snprintf(record->collector, sizeof record->collector, "%s",
+             span_id != 0 ? "pm-sampling" : "sim-metrics");
+    return record;
+}
+
+/* Adds a value; with a note when method is not NULL (bound NAN: none). */
+static void noted_value(replay_record *record, const char *metric, double value, const char *method,
+                        const char *status, double bound)
+{
+    uint32_t at = record->metric_count++;
+    snprintf(record->metric_names[at], sizeof record->metric_names[at], "%s", metric);
+    record->metric_values[at] = value;
+    if (method == NULL)
+        return;
+    replay_value_note *note = &record->metric_notes[at];
+    snprintf(note->method, sizeof note->method, "%s", method);
+    snprintf(note->status, sizeof note->status, "%s", status);
+    note->error_bound = bound;
+    note->samples = 7;
+    record->has_notes = 1;
+}
+
+/* A launch replayed on its own (values without notes) and span "step"
+ * measured by PM sampling: a kernel measured, a kernel flagged with an
+ * unbounded value and one under the minimum length. */
+static void make_noted_session(const char *dir)
+{
+    char error[1024];
+    assert_int_equal(mkdir(dir, 0755), 0);
+    store *database = NULL;
+    if (store_open(dir, STORE_OPEN_WRITE, &database, error, sizeof error) != 0)
+        fail_msg("store_open: %s", error);
+    store_session_info info = {.command = "x", .start_ns = 1000, .start_unix_ns = 1};
+    assert_int_equal(store_session_begin(database, &info), 0);
+    replay_record *records[5];
+    records[0] = noted_record(1, "gemm", 0);
+    noted_value(records[0], "dram__bytes_read.sum", 1e6, NULL, NULL, NAN);
+    records[1] = noted_record(2, "step", 0);
+    records[1]->is_span = 1;
+    records[1]->span_id = 2;
+    records[1]->span_kernels = 3;
+    snprintf(records[1]->reason, sizeof records[1]->reason,
+             "PM sampling every 20us, 1 configurations: 1 kernels measured, 1 flagged, 0 "
+             "uncovered, 1 under 250us (no value); 64 samples, 0 lost; 0 metrics not sampled");
+    const char *const kernels[] = {"gemm", "softmax", "tiny"};
+    for (int kernel = 0; kernel < 3; kernel++) {
+        replay_record *record = noted_record(3 + (uint64_t)kernel, kernels[kernel], 2);
+        records[2 + kernel] = record;
+        noted_value(record, "gpu__time_duration.sum", 400000.0 / (kernel + 1), "kernel-activity",
+                    "measured", 1000);
+        if (kernel == 0)
+            noted_value(record, "dram__bytes_read.sum", 348050000, "pm-sampling", "measured",
+                        7300000);
+        else if (kernel == 1)
+            noted_value(record, "dram__bytes_read.sum", 1.2e8, "pm-sampling", "flagged", INFINITY);
+        else
+            noted_value(record, "dram__bytes_read.sum", NAN, "pm-sampling", "below-minimum", NAN);
+    }
+    assert_int_equal(replay_records_store(database, 77, records, 5), 0);
+    for (int i = 0; i < 5; i++)
+        free(records[i]);
+    store_close(database);
+}
+
+/* The text shows each value's bound and status and the span's method; the
+ * JSON and CSV have method, status and error_bound on every replay_metrics
+ * row, as v_replay_values has them. A session without the table (as
+ * before schema 16) reads as it always did. */
+static void test_replay_value_notes(void **state)
+{
+    (void)state;
+    char dir[600], database[700];
+    snprintf(dir, sizeof dir, "%s/noted", scratch);
+    snprintf(database, sizeof database, "%s/session.db", dir);
+    make_noted_session(dir);
+
+    assert_int_equal(FLARE(NULL, "report", dir), 0);
+    assert_non_null(strstr(out_text, "    measured by PM sampling every 20us: values \u00b1 their "
+                                     "error bound; kernels under 250us have none; GPU time from "
+                                     "the kernels' own times\n"));
+    assert_non_null(strstr(out_text, "348.1 MB \u00b12.1%"));
+    assert_non_null(strstr(out_text, "120.0 MB \u00b1inf flagged"));
+    assert_non_null(strstr(out_text, "\u2014 below-minimum"));
+    assert_non_null(strstr(out_text, "400.0 us \u00b10.2%"));
+    /* Kernel replay's launch has no note: its value as before. */
+    const char *own = strstr(out_text, "    DRAM read ");
+    assert_non_null(own);
+    assert_true(strncmp(own + strcspn(own, "1"), "1.0 MB\n", 7) == 0);
+    assert_int_equal(FLARE(NULL, "report", "--wide", dir), 0);
+    assert_non_null(strstr(out_text, "348050000 \u00b17300000"));
+
+    assert_int_equal(FLARE("noted.json", "report", "-f", "json", dir), 0);
+    assert_string_equal(err_text, "");
+    CHECK("values", "noted.json", database, "1");
+    assert_int_equal(FLARE("noted.csv", "report", "-f", "csv", dir), 0);
+    CHECK("csv", "noted.csv", "noted.json");
+
+    /* Without the table: no notes anywhere, no error. */
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(database, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP VIEW v_replay_values; DROP TABLE replay_value_methods;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(FLARE(NULL, "report", dir), 0);
+    assert_null(strstr(out_text, "\u00b1"));
+    assert_null(strstr(out_text, "below-minimum"));
+    assert_non_null(strstr(out_text, "348.1 MB"));
+    assert_int_equal(FLARE("old.json", "report", "-f", "json", dir), 0);
+    assert_string_equal(err_text, "");
+    CHECK("values", "old.json", database, "0");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -253,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_damaged_session),
         cmocka_unit_test(test_control_characters),
+        cmocka_unit_test(test_replay_value_notes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -356,11 +356,54 @@ static void add_speed_of_light(replay_record *record, double scale)
     add_metric(record, "lts__throughput.avg.pct_of_peak_sustained_elapsed", 44.0 * scale);
 }
 
+/* A note on value at of record: how range replay by PM sampling made it. */
+static void note_value(replay_record *record, uint32_t at, const char *status, double bound)
+{
+    replay_value_note *note = &record->metric_notes[at];
+    int timed = strcmp(record->metric_names[at], "gpu__time_duration.sum") == 0;
+    snprintf(note->method, sizeof note->method, "%s", timed ? "kernel-activity" : "pm-sampling");
+    snprintf(note->status, sizeof note->status, "%s", status);
+    note->error_bound = bound;
+    note->samples = 40;
+    record->has_notes = 1;
+}
+
+/* Span "pm step", measured by PM sampling: a kernel measured (bounds), one
+ * flagged, one shorter than the minimum (no values, the time only). */
+static void put_pm_span(replay_record **records)
+{
+    records[0] = replay_launch(8, "pm step", 1);
+    records[0]->is_span = 1;
+    records[0]->span_id = 8;
+    records[0]->span_kernels = 3;
+    snprintf(records[0]->collector, sizeof records[0]->collector, "pm-sampling");
+    snprintf(records[0]->reason, sizeof records[0]->reason,
+             "PM sampling every 10us, 1 configurations: 1 kernels measured, 1 flagged, 0 "
+             "uncovered, 1 under 100us (no value); 512 samples, 0 lost; 0 metrics not sampled");
+    const char *const names[] = {"gemm_tile<128>", "softmax", "tiny_add"};
+    const char *const statuses[] = {"measured", "flagged", "below-minimum"};
+    for (int kernel = 0; kernel < 3; kernel++) {
+        replay_record *record = replay_launch(9 + (uint64_t)kernel, names[kernel], 3);
+        records[1 + kernel] = record;
+        record->span_id = 8;
+        snprintf(record->collector, sizeof record->collector, "pm-sampling");
+        add_speed_of_light(record, 0.6 + 0.2 * kernel);
+        for (uint32_t at = 0; at < record->metric_count; at++) {
+            int timed = strcmp(record->metric_names[at], "gpu__time_duration.sum") == 0;
+            if (kernel == 2 && !timed)
+                record->metric_values[at] = NAN;
+            note_value(record, at, timed ? "measured" : statuses[kernel],
+                       kernel == 2 && !timed ? NAN : 0.021 * record->metric_values[at]);
+        }
+    }
+}
+
 /* Kernel replay: two launches of gemm (one declined), one of the hostile
- * kernel; range replay: span "step" #2 with its two kernels. */
+ * kernel; range replay: span "step" #2 with its two kernels, and span
+ * "pm step" measured by PM sampling (values with notes). */
 static void put_replay(store *database)
 {
-    replay_record *records[6];
+    replay_record *records[10];
     records[0] = replay_launch(1, "gemm_tile<128>", 0);
     add_speed_of_light(records[0], 1.0);
     records[1] = replay_launch(2, "gemm_tile<128>", 5);
@@ -379,8 +422,9 @@ static void put_replay(store *database)
         records[4 + kernel]->span_id = 4;
         add_speed_of_light(records[4 + kernel], 0.8 + 0.2 * kernel);
     }
-    assert_int_equal(replay_records_store(database, PID, records, 6), 0);
-    for (int i = 0; i < 6; i++)
+    put_pm_span(records + 6);
+    assert_int_equal(replay_records_store(database, PID, records, 10), 0);
+    for (int i = 0; i < 10; i++)
         free(records[i]);
 }
 
@@ -585,11 +629,11 @@ static void test_crafted_session(void **state)
     assert_int_equal(FLARE("report", "--html", "crafted.html", "crafted"), 0);
     assert_string_equal(err_text, "");
     CHECK_PAGE("crafted.html", "--expect", "pm", "--expect", "replay", "--expect", "spans",
-               "--expect", "storms", "--expect", "metrics", "--expect", "kernels", "--expect",
-               "triggered", "--expect", "pc", "--expect", "sass", "--name", HOSTILE_NAME, "--name",
-               HOSTILE_WARN, "--name", HOSTILE_FILE, "--name", "footprint over budget </script>",
-               "--name", "replay budget 10ms spent </script>", "--note", "counted but not timed",
-               "--note", "flagged");
+               "--expect", "noted", "--expect", "storms", "--expect", "metrics", "--expect",
+               "kernels", "--expect", "triggered", "--expect", "pc", "--expect", "sass", "--name",
+               HOSTILE_NAME, "--name", HOSTILE_WARN, "--name", HOSTILE_FILE, "--name",
+               "footprint over budget </script>", "--name", "replay budget 10ms spent </script>",
+               "--note", "counted but not timed", "--note", "flagged");
     keep_page("crafted.html", "crafted.html");
     /* Standard output: the same page. */
     assert_int_equal(FLARE("report", "--html", "-", "crafted"), 0);

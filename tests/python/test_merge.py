@@ -342,10 +342,10 @@ class Merge(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(WORK, "nope", "session.db")))
         newer = copy(RANKS[1], "newer")
         with db(newer) as connection:
-            connection.execute("UPDATE meta SET value = 16 WHERE key = 'schema_version'")
+            connection.execute("UPDATE meta SET value = 17 WHERE key = 'schema_version'")
         result = flare("merge", "-o", os.path.join(WORK, "from-newer"), RANKS[0], newer)
         self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn("has schema version 16; this flare reads versions 6 to 15", result.stderr)
+        self.assertIn("has schema version 17; this flare reads versions 6 to 16", result.stderr)
         self.assertFalse(os.path.exists(os.path.join(WORK, "from-newer", "session.db")))
 
 

@@ -37,13 +37,15 @@ except ImportError:
 BIN = os.environ["FLARE_TEST_BIN_DIR"]
 REPOSITORY = os.path.dirname(os.path.abspath(os.environ["FLARE_TEST_PYTHON_SOURCE"]))
 WORK = None
-TRACE = REPLAY = DEEP = PM = TRIGGERED = PC = None  # session directories, made once
+TRACE = REPLAY = DEEP = PM = TRIGGERED = PC = NOTED = None  # session directories, made once
 
 KERNEL_COLUMNS = ["pid", "device", "stream_id", "correlation_id", "name", "start_ns", "end_ns",
                   "duration_ns", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "shared_memory_bytes", "registers_per_thread", "graph_id", "graph_node_id"]
 METHODS = ["kernels", "copies", "scopes", "metrics", "pm_samples", "windows", "replay_metrics",
-           "triggered_replays", "pc_samples", "pc_lines", "sass_metrics"]
+           "replay_values", "triggered_replays", "pc_samples", "pc_lines", "sass_metrics"]
+REPLAY_VALUE_COLUMNS = ["pid", "launch_id", "kernel", "launch_index", "device", "span_id", "metric",
+                        "value", "method", "status", "error_bound", "samples"]
 PC_COLUMNS = ["pid", "window_id", "device", "function", "pc_offset", "stall_reason", "samples",
               "first_ns", "last_ns"]
 SASS_COLUMNS = ["pid", "window_id", "device", "function", "pc_offset", "metric", "value", "file",
@@ -57,7 +59,7 @@ def run(*command):
 
 
 def setUpModule():
-    global WORK, TRACE, REPLAY, DEEP, PM, TRIGGERED, PC
+    global WORK, TRACE, REPLAY, DEEP, PM, TRIGGERED, PC, NOTED
     WORK = tempfile.mkdtemp(prefix="flare-test-reader-")
     flare_command, demo = os.path.join(BIN, "flare"), os.path.join(BIN, "flare-demo")
     TRACE, REPLAY, DEEP = (os.path.join(WORK, name) for name in ("trace", "replay", "deep"))
@@ -83,6 +85,8 @@ def setUpModule():
     PC = copy_session(DEEP, "pc")
     add_pc_samples(PC)
     add_sass_metrics(PC)
+    NOTED = copy_session(REPLAY, "noted")
+    add_value_notes(NOTED)
 
 
 def add_pc_samples(directory):
@@ -126,6 +130,26 @@ def add_sass_metrics(directory):
         db.execute("INSERT INTO pc_instructions (pid, name_id, pc_offset, sass)"
                    " SELECT ?, id, 128, 'LDG.E R4, desc[UR4][R2.64]' FROM names"
                    " WHERE name = 'saxpy'", (pid,))
+
+
+def add_value_notes(directory):
+    """Notes on how the first two replayed launches' values were produced,
+    written as the store writes them (src/store/store_replay.c, schema 16):
+    as range replay by PM sampling notes them. The first launch's time
+    measured from the kernels' own times, its grid size not sampled (no
+    value); the second's time flagged, unbounded."""
+    with writable(directory) as db:
+        first, second = [row[0] for row in db.execute(
+            "SELECT launch_id FROM replay_launches WHERE declined = 0 ORDER BY launch_id LIMIT 2")]
+        db.execute("UPDATE replay_metrics SET value = NULL WHERE launch_id = ? AND"
+                   " metric = 'launch__grid_size'", (first,))
+        db.executemany("INSERT INTO replay_value_methods (pid, launch_id, metric, method, status,"
+                       " error_bound, samples) SELECT pid, launch_id, ?, ?, ?, ?, ? FROM"
+                       " replay_launches WHERE launch_id = ?",
+                       [("gpu__time_duration.sum", "kernel-activity", "measured", 500.0, 0, first),
+                        ("launch__grid_size", "pm-sampling", "not-sampled", None, 0, first),
+                        ("gpu__time_duration.sum", "pm-sampling", "flagged", float("inf"), 12,
+                         second)])
 
 
 def tearDownModule():
@@ -367,6 +391,34 @@ class Methods(unittest.TestCase):
             self.assertEqual(session.replay_metrics(kernel="nothing"), [])
         self.assertEqual(self.trace.replay_metrics(), [])
 
+    def test_replay_values(self):
+        with flare.open(NOTED, pandas=False) as session:
+            values = session.replay_values()
+            self.assertEqual(len(values), len(session.replay_metrics()))
+            self.assertEqual(list(values[0]), REPLAY_VALUE_COLUMNS)
+            # replay_metrics() is as it was: no column of the notes.
+            self.assertNotIn("method", session.replay_metrics()[0])
+            noted = [v for v in values if v["samples"] is not None]
+            self.assertEqual(sorted((v["metric"], v["method"], v["status"], v["error_bound"],
+                                     v["samples"], v["value"] is None) for v in noted),
+                             [("gpu__time_duration.sum", "kernel-activity", "measured", 500.0, 0,
+                               False),
+                              ("gpu__time_duration.sum", "pm-sampling", "flagged", float("inf"),
+                               12, False),
+                              ("launch__grid_size", "pm-sampling", "not-sampled", None, 0, True)])
+            collector = raw(NOTED, "SELECT collector FROM replay_launches WHERE declined = 0"
+                                   " LIMIT 1")[0][0]
+            plain = [v for v in values if v["samples"] is None]
+            self.assertGreater(len(plain), 0)
+            self.assertEqual({(v["method"], v["status"], v["error_bound"]) for v in plain},
+                             {(collector, "measured", None)})
+            flagged = session.replay_values(kernel="saxpy", metric="gpu__time_duration.sum")
+            self.assertEqual(len(flagged), len(values) // 2)
+            self.assertEqual(session.replay_values(metric="nothing"), [])
+            pid = values[0]["pid"]
+            self.assertEqual(len(session.replay_values(pid=pid)), len(values))
+        self.assertEqual(self.trace.replay_values(), [])
+
     def test_sql(self):
         top = self.trace.sql("SELECT name, count FROM v_top_kernels WHERE count >= ? "
                              "ORDER BY name", (1,))
@@ -455,9 +507,9 @@ class Methods(unittest.TestCase):
 
     def test_close_and_with(self):
         with flare.open(TRACE, pandas=False) as session:
-            self.assertEqual(session.schema_version, 15)
+            self.assertEqual(session.schema_version, 16)
             self.assertIsNone(session.notice)
-            self.assertIn("schema 15", repr(session))
+            self.assertIn("schema 16", repr(session))
         self.assertIn("closed", repr(session))
         with self.assertRaisesRegex(flare.SessionError, "was closed"):
             session.kernels()
@@ -634,6 +686,12 @@ class FastPath(unittest.TestCase):
 
 # ---- version 6 ----
 
+def drop_version_16(db):
+    """What version 16 added: replay_value_methods and v_replay_values."""
+    db.execute("DROP VIEW v_replay_values")
+    db.execute("DROP TABLE replay_value_methods")
+
+
 def make_version_6(source, name):
     """A copy of a version 7 session as version 6 wrote it: no name tables,
     views or index-build results."""
@@ -646,7 +704,7 @@ def make_version_6(source, name):
                                      "'process_ranks', 'clock_pairs', 'triggered_replays', "
                                      "'pc_samples', 'pc_lines', 'sass_metrics', "
                                      "'untimed_launches', 'pc_code', 'pc_cubins', "
-                                     "'pc_instructions')"
+                                     "'pc_instructions', 'replay_value_methods')"
                                      ).fetchall():
             db.execute("DROP %s %s" % (kind.upper(), item))
         db.execute("DELETE FROM meta WHERE key NOT IN ('created_by', 'schema_version')")
@@ -659,6 +717,7 @@ def make_version_7(source, name):
     storms, process_ranks or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -680,6 +739,7 @@ def make_version_8(source, name):
     or clock_pairs tables."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -700,6 +760,7 @@ def make_version_9(source, name):
     triggered_replays table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -716,10 +777,11 @@ def make_version_9(source, name):
 
 
 def make_version_10(source, name):
-    """A copy of a version 15 session as version 10 wrote it: no pc_samples,
+    """A copy of a version 16 session as version 10 wrote it: no pc_samples,
     pc_lines, sass_metrics or untimed_launches tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -735,10 +797,11 @@ def make_version_10(source, name):
 
 
 def make_version_11(source, name):
-    """A copy of a version 15 session as version 11 wrote it: no pc_lines,
+    """A copy of a version 16 session as version 11 wrote it: no pc_lines,
     sass_metrics or untimed_launches tables, nor their views."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -752,10 +815,11 @@ def make_version_11(source, name):
 
 
 def make_version_12(source, name):
-    """A copy of a version 15 session as version 12 wrote it: no
+    """A copy of a version 16 session as version 12 wrote it: no
     sass_metrics or untimed_launches table, nor v_sass_metrics."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -767,10 +831,11 @@ def make_version_12(source, name):
 
 
 def make_version_13(source, name):
-    """A copy of a version 15 session as version 13 wrote it: no
+    """A copy of a version 16 session as version 13 wrote it: no
     untimed_launches table."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -780,10 +845,11 @@ def make_version_13(source, name):
 
 
 def make_version_14(source, name):
-    """A copy of a version 15 session as version 14 wrote it: no pc_code,
+    """A copy of a version 16 session as version 14 wrote it: no pc_code,
     pc_cubins or pc_instructions tables, nor v_pc_instructions."""
     target = copy_session(source, name)
     with writable(target) as db:
+        drop_version_16(db)
         db.execute("DROP VIEW v_pc_instructions")
         for table in ("pc_instructions", "pc_cubins", "pc_code"):
             db.execute("DROP TABLE %s" % table)
@@ -791,12 +857,48 @@ def make_version_14(source, name):
     return target
 
 
+def make_version_15(source, name):
+    """A copy of a version 16 session as version 15 wrote it: no
+    replay_value_methods table, nor v_replay_values."""
+    target = copy_session(source, name)
+    with writable(target) as db:
+        drop_version_16(db)
+        db.execute("UPDATE meta SET value = 15 WHERE key = 'schema_version'")
+    return target
+
+
+class Version15(unittest.TestCase):
+    def test_values_of_version_16_read_as_their_collectors(self):
+        old = make_version_15(REPLAY, os.path.basename(REPLAY) + "-v15")
+        for use_pandas in ([False, True] if pandas is not None else [False]):
+            with flare.open(old, pandas=use_pandas) as fifteen, \
+                    flare.open(REPLAY, pandas=use_pandas) as sixteen:
+                self.assertEqual((fifteen.schema_version, sixteen.schema_version), (15, 16))
+                self.assertIsNone(fifteen.notice)
+                values = fifteen.replay_values()
+                self.assertTrue(Version6.rows(values) == Version6.rows(sixteen.replay_values()))
+                self.assertTrue(Version6.rows(fifteen.replay_metrics()) ==
+                                Version6.rows(sixteen.replay_metrics()))
+                if use_pandas:
+                    self.assertEqual(list(values.columns), REPLAY_VALUE_COLUMNS)
+                    continue
+                self.assertEqual(len(values), len(fifteen.replay_metrics()))
+                self.assertEqual({v["status"] for v in values}, {"measured"})
+                self.assertEqual({(v["error_bound"], v["samples"]) for v in values},
+                                 {(None, None)})
+                collectors = {row["collector"] for row in fifteen.sql(
+                    "SELECT DISTINCT collector FROM replay_launches WHERE declined = 0")}
+                self.assertEqual({v["method"] for v in values}, collectors)
+                self.assertEqual(fifteen.sql("SELECT COUNT(*) AS n FROM replay_value_methods"),
+                                 [{"n": 0}])
+
+
 class Version14(unittest.TestCase):
     def test_tables_of_version_15_read_empty(self):
         old = make_version_14(PC, os.path.basename(PC) + "-v14")
         with flare.open(old, pandas=False) as fourteen, \
                 flare.open(PC, pandas=False) as fifteen:
-            self.assertEqual((fourteen.schema_version, fifteen.schema_version), (14, 15))
+            self.assertEqual((fourteen.schema_version, fifteen.schema_version), (14, 16))
             self.assertIsNone(fourteen.notice)
             self.assertEqual(fourteen.pc_instructions(), [])
             self.assertEqual(fourteen.sql("SELECT COUNT(*) AS n FROM pc_cubins"), [{"n": 0}])
@@ -809,7 +911,7 @@ class Version13(unittest.TestCase):
         old = make_version_13(PC, os.path.basename(PC) + "-v13")
         with flare.open(old, pandas=False) as thirteen, \
                 flare.open(PC, pandas=False) as fourteen:
-            self.assertEqual((thirteen.schema_version, fourteen.schema_version), (13, 15))
+            self.assertEqual((thirteen.schema_version, fourteen.schema_version), (13, 16))
             self.assertIsNone(thirteen.notice)
             self.assertEqual(thirteen.sql("SELECT COUNT(*) AS n FROM untimed_launches"),
                              [{"n": 0}])
@@ -822,7 +924,7 @@ class Version12(unittest.TestCase):
         for use_pandas in ([False, True] if pandas is not None else [False]):
             with flare.open(old, pandas=use_pandas) as twelve, \
                     flare.open(PC, pandas=use_pandas) as thirteen:
-                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 15))
+                self.assertEqual((twelve.schema_version, thirteen.schema_version), (12, 16))
                 self.assertIsNone(twelve.notice)
                 self.assertEqual(len(thirteen.sass_metrics()), 4)
                 old_rows = twelve.sass_metrics()
@@ -842,7 +944,7 @@ class Version11(unittest.TestCase):
     def test_table_of_version_12_reads_empty(self):
         old = make_version_11(PC, os.path.basename(PC) + "-v11")
         with flare.open(old, pandas=False) as eleven, flare.open(PC, pandas=False) as twelve:
-            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 15))
+            self.assertEqual((eleven.schema_version, twelve.schema_version), (11, 16))
             self.assertEqual(len(twelve.pc_lines()), 2)
             self.assertEqual(eleven.pc_lines(), [])
             self.assertEqual(eleven.sass_metrics(), [])
@@ -853,7 +955,7 @@ class Version10(unittest.TestCase):
     def test_table_of_version_11_reads_empty(self):
         old = make_version_10(PC, os.path.basename(PC) + "-v10")
         with flare.open(old, pandas=False) as ten, flare.open(PC, pandas=False) as eleven:
-            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 15))
+            self.assertEqual((ten.schema_version, eleven.schema_version), (10, 16))
             self.assertIsNone(ten.notice)
             self.assertEqual(len(eleven.pc_samples()), 4)
             self.assertEqual(ten.pc_samples(), [])
@@ -867,7 +969,7 @@ class Version9(unittest.TestCase):
     def test_table_of_version_10_reads_empty(self):
         old = make_version_9(TRIGGERED, os.path.basename(TRIGGERED) + "-v9")
         with flare.open(old, pandas=False) as nine, flare.open(TRIGGERED, pandas=False) as ten:
-            self.assertEqual((nine.schema_version, ten.schema_version), (9, 15))
+            self.assertEqual((nine.schema_version, ten.schema_version), (9, 16))
             self.assertEqual(len(ten.triggered_replays()), 1)
             self.assertEqual(nine.triggered_replays(), [])
             self.assertEqual(nine.replay_metrics(), ten.replay_metrics())
@@ -878,7 +980,7 @@ class Version8(unittest.TestCase):
         old = make_version_8(TRACE, os.path.basename(TRACE) + "-v8")
         with flare.open(old, pandas=False) as eight, flare.open(TRACE, pandas=False) as nine:
             self.assertEqual(eight.schema_version, 8)
-            self.assertEqual(nine.schema_version, 15)
+            self.assertEqual(nine.schema_version, 16)
             count = lambda reader, sql: list(reader.sql(sql)[0].values())[0]
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM process_ranks"), 0)
             self.assertGreater(count(nine, "SELECT COUNT(*) FROM clock_pairs"), 0)
@@ -891,7 +993,7 @@ class Version7(unittest.TestCase):
         old = make_version_7(TRACE, os.path.basename(TRACE) + "-v7")
         with flare.open(old, pandas=False) as seven, flare.open(TRACE, pandas=False) as eight:
             self.assertEqual(seven.schema_version, 7)
-            self.assertEqual(eight.schema_version, 15)
+            self.assertEqual(eight.schema_version, 16)
             self.assertGreater(list(eight.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM api_calls")[0].values())[0], 0)
             self.assertEqual(list(seven.sql("SELECT COUNT(*) FROM storms")[0].values())[0], 0)
@@ -990,11 +1092,11 @@ class BadInput(unittest.TestCase):
         self.expect(directory, "is not a regular file")
 
     def test_schema_versions(self):
-        for version, words in ((16, r"schema version 16 \(a newer flare\); this reader reads "
-                                    r"versions 6 to 15"),
+        for version, words in ((17, r"schema version 17 \(a newer flare\); this reader reads "
+                                    r"versions 6 to 16"),
                                (5, r"schema version 5 \(an older flare\); this reader reads "
-                                   r"versions 6 to 15"),
-                               ("'15'", "schema version 15; this reader reads versions 6 to 15")):
+                                   r"versions 6 to 16"),
+                               ("'16'", "schema version 16; this reader reads versions 6 to 16")):
             directory = copy_session(TRACE, "version-%s" % str(version).strip("'"))
             with writable(directory) as db:
                 db.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'" % version)
@@ -1139,7 +1241,7 @@ class BeingWritten(unittest.TestCase):
             started = time.monotonic()
             self.assertEqual(len(session.kernels()), committed)
             self.assertLess(time.monotonic() - started, 5)
-            self.assertEqual(session.schema_version, 15)
+            self.assertEqual(session.schema_version, 16)
         writer.execute("COMMIT")
         for session in sessions:
             self.assertEqual(len(session.kernels()), committed + 1)  # each call reads afresh

@@ -214,8 +214,8 @@ static void test_version_10_session(void **state)
     assert_non_null(strstr(notice, "schema version 10 (an older flare): read without the PC "
                                    "samples of version 11, the PC source lines of version 12, "
                                    "the SASS metrics of version 13, the untimed launches of "
-                                   "version 14 and the SASS text of version 15 (it recorded "
-                                   "none)"));
+                                   "version 14, the SASS text of version 15 and the replay "
+                                   "value methods of version 16 (it recorded none)"));
     readback r = {0};
     assert_int_equal(store_read_pc_samples(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -223,7 +223,7 @@ static void test_version_10_session(void **state)
     char error[512];
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 15);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 16);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_samples"), 0);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_pc_lines"), 0);
 }

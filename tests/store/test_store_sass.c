@@ -377,9 +377,10 @@ static void test_version_12_session(void **state)
     const char *notice = store_read_notice(handle);
     assert_non_null(notice);
     assert_non_null(strstr(notice, "schema version 12 (an older flare): read without the SASS "
-                                   "metrics of version 13, the untimed launches of version 14 "
-                                   "and the SASS text of version 15 (it recorded none); 'flare "
-                                   "index' adds the empty tables"));
+                                   "metrics of version 13, the untimed launches of version 14, "
+                                   "the SASS text of version 15 and the replay value methods "
+                                   "of version 16 (it recorded none); 'flare index' adds the "
+                                   "empty tables"));
     readback r = {0};
     assert_int_equal(store_read_sass_metrics(handle, collect, &r), 0);
     assert_int_equal(r.count, 0);
@@ -393,7 +394,7 @@ static void test_version_12_session(void **state)
                      FLARE_ERR_UNSUPPORTED);
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 15);
+    assert_int_equal(query_int("SELECT value FROM meta WHERE key = 'schema_version'"), 16);
     assert_int_equal(query_int("SELECT COUNT(*) FROM v_sass_metrics"), 0);
     assert_int_equal(query_int("SELECT COUNT(*) FROM untimed_launches"), 0); /* added, empty */
     /* Upgraded, it takes SASS metrics; the line the PC sample left is theirs. */

@@ -342,12 +342,12 @@ static void test_version_6_session(void **state)
     assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
     assert_non_null(strstr(error, "has schema version 6"));
-    /* Brought up to version 15: the views appear, no row changed. */
+    /* Brought up to version 16: the views appear, no row changed. */
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_index_result result;
     assert_int_equal(store_build_indexes(handle, &result), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 15);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 16);
     char text[256];
     query_text("SELECT name, duration_ns FROM v_kernels", text, sizeof(text));
     assert_string_equal(text, "old|100;");
@@ -355,10 +355,10 @@ static void test_version_6_session(void **state)
     assert_null(store_read_notice(handle));
     store_close(handle);
     /* A newer version than this flare knows is refused for reading. */
-    exec("UPDATE meta SET value = 16 WHERE key = 'schema_version'");
+    exec("UPDATE meta SET value = 17 WHERE key = 'schema_version'");
     assert_int_equal(store_open(dir, STORE_OPEN_READ, &handle, error, sizeof(error)),
                      FLARE_ERR_UNSUPPORTED);
-    assert_non_null(strstr(error, "reads versions 6 to 15"));
+    assert_non_null(strstr(error, "reads versions 6 to 16"));
 }
 
 static int count_api_call(const store_api_call_row *row, void *user)
@@ -414,8 +414,9 @@ static void test_version_7_session(void **unused)
                                    "the ranks and clock pairs of version 9, the triggered "
                                    "replays of version 10, the PC samples of version 11, "
                                    "the PC source lines of version 12, the SASS metrics of "
-                                   "version 13, the untimed launches of version 14 and the "
-                                   "SASS text of version 15 (it recorded none); "
+                                   "version 13, the untimed launches of version 14, the "
+                                   "SASS text of version 15 and the replay value methods of "
+                                   "version 16 (it recorded none); "
                                    "'flare index' adds the empty tables"));
     calls = storms = 0;
     assert_int_equal(store_export_api_calls(handle, count_api_call, &calls), 0);
@@ -424,7 +425,7 @@ static void test_version_7_session(void **unused)
     store_close(handle);
     assert_int_equal(store_open_upgrading(dir, &handle, error, sizeof(error)), 0);
     store_close(handle);
-    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 15);
+    assert_true(query_double("SELECT value FROM meta WHERE key = 'schema_version'") == 16);
     assert_true(query_double("SELECT COUNT(*) FROM api_calls") == 0);
     assert_true(query_double("SELECT COUNT(*) FROM storms") == 0);
     assert_true(query_double("SELECT COUNT(*) FROM kernels") == 1);

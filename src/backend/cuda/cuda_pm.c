@@ -89,12 +89,20 @@ typedef struct cuda_pm_hardware {
     size_t metric_count;
     const char *metric_names[PM_METRICS_MAX];
     pm_resolved_metrics resolved;
-    uint64_t host_setup_ns; /* availability + config image */
-    uint64_t enable_ns;     /* enable + set config + image */
+    int availability_device; /* the device availability was read for (+1; 0: none) */
+    uint64_t host_setup_ns;  /* availability + config image */
+    uint64_t enable_ns;      /* enable + set config + image */
     char chip[32];
+    size_t buffer_bytes; /* the hardware buffer SetConfig allocates; 0: HARDWARE_BUFFER_BYTES */
 } cuda_pm_hardware;
 
 static cuda_pm_hardware hardware;
+/* Range replay's own (pm/pm_replay.h), enabled per pass. A pass is decoded
+ * at its stop, so the buffer holds all of it: 32 MiB (SetConfig 89 ms, not
+ * 321) overflowed at 10 us on the H200 (3,646 of 5,657 samples lost). */
+#define REPLAY_BUFFER_BYTES ((size_t)512 << 20)
+static cuda_pm_hardware replay_hardware = {.buffer_bytes = REPLAY_BUFFER_BYTES};
+static int api_resolved;
 static pm_engine *engine;
 static const pm_preset *chosen_preset;
 static uint64_t chosen_interval_ns;
@@ -247,6 +255,9 @@ static int read_device(cuda_pm_hardware *hw, int device, char *reason, size_t re
     if ((result = hw->api.cuptiDeviceGetChipName(&chip)) != CUPTI_SUCCESS)
         return failed(result, "cuptiDeviceGetChipName", reason, reason_size, FLARE_ERR_BACKEND);
     snprintf(hw->chip, sizeof(hw->chip), "%s", chip.pChipName);
+    /* Read once per device: range replay prepares per pass. */
+    if (hw->availability != NULL && hw->availability_device == device + 1)
+        return FLARE_OK;
     CUpti_PmSampling_GetCounterAvailability_Params availability = {
         .structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
     availability.deviceIndex = (size_t)device;
@@ -264,6 +275,7 @@ static int read_device(cuda_pm_hardware *hw, int device, char *reason, size_t re
     if ((result = hw->api.cuptiPmSamplingGetCounterAvailability(&availability)) != CUPTI_SUCCESS)
         return failed(result, "cuptiPmSamplingGetCounterAvailability", reason, reason_size,
                       FLARE_ERR_BACKEND);
+    hw->availability_device = device + 1;
     return FLARE_OK;
 }
 
@@ -331,7 +343,7 @@ static int enable_sampling(cuda_pm_hardware *hw, int device, uint64_t interval_n
     config.pPmSamplingObject = hw->sampler;
     config.configSize = hw->config_size;
     config.pConfig = hw->config;
-    config.hardwareBufferSize = HARDWARE_BUFFER_BYTES;
+    config.hardwareBufferSize = hw->buffer_bytes != 0 ? hw->buffer_bytes : HARDWARE_BUFFER_BYTES;
     config.samplingInterval = interval_ns;
     config.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
     config.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
@@ -410,18 +422,16 @@ static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_
         return status;
     hw->enable_ns = core_now_ns() - host_done;
     hw->resolved = *resolved;
+    char names[PM_METRICS_MAX * (PM_METRIC_NAME_MAX + 1)] = "";
+    for (size_t m = 0, used = 0; m < hw->metric_count && used < sizeof(names); m++)
+        used += (size_t)snprintf(names + used, sizeof(names) - used, " %s", hw->metric_names[m]);
     core_log(CORE_LOG_INFO,
              "PM sampling prepared on device %d (%s): preset %s, %zu metrics in 1 pass, every "
              "%llu ns; host config %.0f ms, enable+config %.0f ms; image %zu bytes for %u "
-             "samples%s%s; metrics %s %s %s %s %s %s",
+             "samples%s%s; metrics%s",
              device, hw->chip, preset->name, hw->metric_count, (unsigned long long)interval_ns,
              hw->host_setup_ns / 1e6, hw->enable_ns / 1e6, hw->image_size, image_samples,
-             skipped[0] ? "; skipped: " : "", skipped, hw->metric_names[0],
-             hw->metric_count > 1 ? hw->metric_names[1] : "",
-             hw->metric_count > 2 ? hw->metric_names[2] : "",
-             hw->metric_count > 3 ? hw->metric_names[3] : "",
-             hw->metric_count > 4 ? hw->metric_names[4] : "",
-             hw->metric_count > 5 ? hw->metric_names[5] : "");
+             skipped[0] ? "; skipped: " : "", skipped, names);
     return FLARE_OK;
 }
 
@@ -552,6 +562,39 @@ static int hw_clock_offset(void *opaque, int64_t *offset_ns)
     return FLARE_OK;
 }
 
+/* Whether names sample together in one pass (pm_hardware_ops.plan): the
+ * host object and a configuration image, nothing enabled. */
+static int hw_plan(void *opaque, int device, const char *const *names, size_t count, size_t *passes,
+                   size_t *unknown, char *reason, size_t reason_size)
+{
+    cuda_pm_hardware *hw = opaque;
+    int status = FLARE_OK;
+    if (hw->chip[0] == '\0' || hw->device != device) {
+        hw->device = device;
+        status = read_device(hw, device, reason, reason_size);
+    }
+    *passes = 2; /* more than a configuration holds, or refused together */
+    if (status != FLARE_OK || count > PM_METRICS_MAX)
+        return status;
+    status = host_initialize(hw, reason, reason_size);
+    for (size_t index = 0; status == FLARE_OK && index < count; index++) {
+        if (!metric_known(hw, names[index])) {
+            *unknown = index;
+            snprintf(reason, reason_size, "PM sampling has no %s on %s", names[index], hw->chip);
+            status = FLARE_ERR_NOT_FOUND;
+        }
+        hw->metric_names[index] = names[index];
+    }
+    if (status == FLARE_OK) {
+        hw->metric_count = count;
+        status = build_config(hw, passes, reason, reason_size);
+        if (status == FLARE_ERR_UNSUPPORTED) /* refused together: not one pass */
+            status = FLARE_OK;
+    }
+    release_host(hw);
+    return status;
+}
+
 static const pm_hardware_ops cuda_pm_ops = {
     .name = "cuda-pm",
     .prepare = hw_prepare,
@@ -563,7 +606,18 @@ static const pm_hardware_ops cuda_pm_ops = {
     .image_reset = hw_image_reset,
     .release = hw_release,
     .clock_offset = hw_clock_offset,
+    .plan = hw_plan,
 };
+
+const pm_hardware_ops *cuda_pm_replay_hardware(int device, void **opaque, uint64_t *context_id)
+{
+    (void)device;
+    if (!api_resolved)
+        return NULL;
+    *opaque = &replay_hardware;
+    *context_id = CUDA_PM_REPLAY_CONTEXT_ID;
+    return &cuda_pm_ops;
+}
 
 /* ---- the backend table ---- */
 
@@ -758,8 +812,7 @@ void cuda_pm_wait_for_setup(uint64_t timeout_ns)
                  (double)timeout_ns / 1e9);
 }
 
-/* Kernel replay (FLARE_REPLAY_*) needs the device's counters for the range
- * profiler; a prepared PM engine would hold them (HARDWARE_BUSY). */
+/* The windows' engine (NULL until installed). */
 pm_engine *cuda_pm_core(void)
 {
     return engine;
@@ -785,14 +838,6 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
         core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF, "switched off (FLARE_PM=0)");
         return;
     }
-    const char *replay = cuda_replay_requested();
-    if (wanted == NULL && replay != NULL) {
-        core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF,
-                            "off: %s asks for kernel replay, whose range profiler needs the "
-                            "device's counters (FLARE_PM=1 forces PM sampling on)",
-                            replay);
-        return;
-    }
     char reason[384] = "";
     if (cupti == NULL || cupti->library == NULL) {
         snprintf(reason, sizeof(reason), "libcupti is not loaded");
@@ -808,6 +853,20 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     }
         PM_FUNCTIONS(PM_FUNCTION_RESOLVE_)
 #undef PM_FUNCTION_RESOLVE_
+    }
+    /* Range replay by PM sampling uses the same functions on an instance
+     * of its own, whatever becomes of the windows' engine below. */
+    if (reason[0] == '\0') {
+        replay_hardware.api = hardware.api;
+        api_resolved = 1;
+    }
+    const char *replay = cuda_replay_requested();
+    if (wanted == NULL && replay != NULL) {
+        core_capability_set("pm_sampling", 0, CORE_CAPABILITY_OFF,
+                            "off: %s asks for kernel replay, whose range profiler needs the "
+                            "device's counters (FLARE_PM=1 forces PM sampling on)",
+                            replay);
+        return;
     }
     if (reason[0] == '\0' && pm_settings_from_environment(&chosen_preset, &chosen_interval_ns,
                                                           reason, sizeof(reason)) != FLARE_OK)

@@ -23,6 +23,13 @@
 
 /* The engine's lease key on CUDA devices. */
 #define CUDA_PM_CONTEXT_ID 0xC0DAu
+/* Range replay's PM sampling (its own instance, enabled per pass). */
+#define CUDA_PM_REPLAY_CONTEXT_ID 0xC0DBu
+
+/* Range replay's PM hardware (replay_device_ops.pm_hardware): CUPTI's PM
+ * sampling functions on an instance of its own; NULL where they could not
+ * be resolved (or FLARE_PM=0). */
+const pm_hardware_ops *cuda_pm_replay_hardware(int device, void **hardware, uint64_t *context_id);
 
 /* After libcupti is loaded (cuda_trace_start): resolves the PM functions,
  * reads FLARE_PM_PRESET / FLARE_PM_INTERVAL and makes the CUDA engine the

@@ -23,6 +23,9 @@
 /* Kernels with more parameters than this are declined (CUDA allows 32 KiB
  * of parameters; real kernels have a few dozen). */
 #define SPAN_PARAMETERS_MAX 1024
+/* Packed arguments (extra) larger than this are declined (CUDA's limit on
+ * kernel parameters is 32 KiB). */
+#define SPAN_PACKED_MAX ((size_t)32 << 10)
 
 static const cuda_driver_api *driver;
 static void (*internal_begin)(void);
@@ -52,6 +55,12 @@ typedef struct recorded_launch {
     size_t parameter_count;
     void **parameter_pointers; /* into parameter_bytes */
     unsigned char *parameter_bytes;
+    /* Arguments passed packed (the launch's extra: a buffer and its size,
+     * as cuBLAS's nvjet kernels are launched): a copy, re-issued the same
+     * way; NULL when they came as kernelParams. */
+    unsigned char *packed;
+    size_t packed_size;
+    void *extra[5];
 } recorded_launch;
 
 static void release_launch(void *data)
@@ -61,6 +70,7 @@ static void release_launch(void *data)
         free(launch->attributes);
         free(launch->parameter_pointers);
         free(launch->parameter_bytes);
+        free(launch->packed);
         free(launch);
     }
 }
@@ -72,13 +82,14 @@ static int reissue_launch(void *data)
     internal_begin();
     if (launch->use_ex) {
         if (driver->cuLaunchKernelEx != NULL)
-            result = driver->cuLaunchKernelEx(&launch->config, launch->function,
-                                              launch->parameter_pointers, NULL);
+            result = driver->cuLaunchKernelEx(
+                &launch->config, launch->function, launch->parameter_pointers,
+                launch->packed != NULL ? (void **)launch->extra : NULL);
     } else if (driver->cuLaunchKernel != NULL) {
-        result = driver->cuLaunchKernel(launch->function, launch->grid[0], launch->grid[1],
-                                        launch->grid[2], launch->block[0], launch->block[1],
-                                        launch->block[2], launch->shared_bytes, launch->stream,
-                                        launch->parameter_pointers, NULL);
+        result = driver->cuLaunchKernel(
+            launch->function, launch->grid[0], launch->grid[1], launch->grid[2], launch->block[0],
+            launch->block[1], launch->block[2], launch->shared_bytes, launch->stream,
+            launch->parameter_pointers, launch->packed != NULL ? (void **)launch->extra : NULL);
     }
     internal_end();
     if (result != CUDA_SUCCESS) {
@@ -163,6 +174,37 @@ _Static_assert(
     "cuda_range_replay_capture_launch copies each of CUDA_LAUNCH_IDS_RELAUNCHABLE: extend it "
     "with the list");
 
+/* Copies the arguments of an extra array that holds exactly a buffer and
+ * its size (CU_LAUNCH_PARAM_BUFFER_POINTER, _SIZE, _END), and points the
+ * launch's own extra at the copy. */
+static int copy_packed(recorded_launch *launch, void **extra)
+{
+    const void *buffer = NULL;
+    const size_t *size = NULL;
+    size_t index = 0;
+    for (; index < 8 && extra[index] != CU_LAUNCH_PARAM_END; index += 2) {
+        if (extra[index] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buffer = extra[index + 1];
+        else if (extra[index] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            size = extra[index + 1];
+        else
+            return FLARE_ERR_UNSUPPORTED; /* an entry flare does not know */
+    }
+    if (index >= 8 || buffer == NULL || size == NULL || *size > SPAN_PACKED_MAX)
+        return FLARE_ERR_UNSUPPORTED;
+    launch->packed_size = *size;
+    launch->packed = malloc(*size > 0 ? *size : 1);
+    if (launch->packed == NULL)
+        return FLARE_ERR_NO_MEMORY;
+    memcpy(launch->packed, buffer, *size);
+    launch->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    launch->extra[1] = launch->packed;
+    launch->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    launch->extra[3] = &launch->packed_size;
+    launch->extra[4] = CU_LAUNCH_PARAM_END;
+    return FLARE_OK;
+}
+
 int cuda_range_replay_capture_launch(CUpti_CallbackId id, const void *params, int device,
                                      replay_range_work *work)
 {
@@ -220,9 +262,10 @@ int cuda_range_replay_capture_launch(CUpti_CallbackId id, const void *params, in
         break;
     }
     launch->stream = stream;
-    /* Packed arguments (extra) have no layout to copy by: decline. */
-    if (launch->function == NULL || extra != NULL ||
-        copy_parameters(launch, parameters) != FLARE_OK) {
+    /* Packed arguments (extra) are copied as the buffer they are; anything
+     * else in extra, or parameters with no layout, declines. */
+    int copied = extra != NULL ? copy_packed(launch, extra) : copy_parameters(launch, parameters);
+    if (launch->function == NULL || copied != FLARE_OK) {
         release_launch(launch);
         return FLARE_ERR_UNSUPPORTED;
     }

@@ -625,6 +625,12 @@ void cuda_rangeprof_context_created(CUcontext context, int device)
 {
     if (!installed || !replay_configured())
         return;
+    /* Spans measured by PM sampling never use the range profiler, whose
+     * early set-up would hold the counters PM sampling then needs. */
+    replay_method_settings method;
+    replay_method_current(&method);
+    if (method.method == REPLAY_METHOD_PM)
+        return;
     /* Counted before the exit flag is read (see cuda_rangeprof_wait_for_setup). */
     atomic_fetch_add(&warm_threads_running, 1);
     if (atomic_load(&rangeprof_exiting)) {

@@ -11,6 +11,8 @@
  * one runs inside flare's internal bracket).
  */
 #include "backend/cuda/cuda_replay.h"
+#include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_range_times.h"
 #include "backend/cuda/cuda_replay_internal.h"
 
 #include <pthread.h>
@@ -476,6 +478,9 @@ static const replay_device_ops cuda_ops = {
     .copy_batch = op_copy_batch,
     .current_device = op_current_device,
     .on_configured = op_on_configured,
+    .kernel_times_begin = cuda_range_times_begin,
+    .kernel_times_end = cuda_range_times_end,
+    .pm_hardware = cuda_pm_replay_hardware,
 };
 
 /* Set when attach got far enough to offer the operations (the point where

@@ -69,7 +69,7 @@ static _Atomic int pending_modules[REPLAY_DEVICE_MAX];
  * (modules_lock held). */
 /* Reasons that never clear (a cubin that could not be read, the module
  * table full): modules_lock held to read or write. */
-static char sticky_untracked[REPLAY_DEVICE_MAX][160];
+static char sticky_untracked[REPLAY_DEVICE_MAX][200];
 
 static void update_untracked(int device)
 {
@@ -222,11 +222,14 @@ void cuda_replay_module_loaded(CUcontext context, const CUpti_ModuleResourceData
     }
     pthread_mutex_lock(&modules_lock);
     if (count < 0 || module_count >= CUDA_REPLAY_MODULES_MAX) {
-        char reason[160];
-        snprintf(reason, sizeof(reason),
-                 count < 0 ? "module %u: its cubin could not be read for __device__ variables"
-                           : "module %u: more than 1024 modules with __device__ variables",
-                 data->moduleId);
+        char reason[200];
+        if (count < 0)
+            snprintf(reason, sizeof(reason),
+                     "module %u: its cubin could not be read for __device__ variables (%s)",
+                     data->moduleId, found.why);
+        else
+            snprintf(reason, sizeof(reason),
+                     "module %u: more than 1024 modules with __device__ variables", data->moduleId);
         snprintf(sticky_untracked[device], sizeof(sticky_untracked[device]), "%s", reason);
         replay_inventory_set_untracked(device, reason);
         atomic_store(&pending_modules[device], INT32_MAX / 2); /* never cleared */

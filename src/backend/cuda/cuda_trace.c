@@ -37,6 +37,7 @@
 #include "backend/cuda/cuda_sass.h"
 #include "backend/cuda/cuda_pc_lines.h"
 #include "backend/cuda/cuda_pm.h"
+#include "backend/cuda/cuda_range_times.h"
 #include "backend/cuda/cuda_rangeprof.h"
 #include "backend/cuda/cuda_ranges.h"
 #include "backend/cuda/cuda_replay.h"
@@ -77,6 +78,7 @@ static int launches_counted_by_callbacks;
 static CUpti_SubscriberHandle subscriber;
 /* The activity buffers are registered: deliver may flush them. */
 static _Atomic int activity_registered;
+static _Atomic int kernel_records_on; /* what range replay by PM sampling times kernels by */
 static _Atomic uint64_t ranges_dropped;
 
 /* ---- Activity records ---- */
@@ -185,23 +187,6 @@ static void emit_copy(int is_memset, uint64_t start, uint64_t end, uint32_t corr
     core_emit_commit(thread);
 }
 
-void cuda_trace_emit_metric(int device, const char *name, uint64_t time_ns, int64_t value)
-{
-    core_thread *thread;
-    core_event *event = core_emit_reserve(&thread);
-    if (event == NULL)
-        return;
-    event->kind = CORE_EVENT_METRIC;
-    event->start_ns = event->end_ns = time_ns;
-    event->id = 0;
-    event->stream_id = 0;
-    event->device = device;
-    event->depth = 0;
-    event->detail.metric.value = value;
-    core_copy_name(event->name, name);
-    core_emit_commit(thread);
-}
-
 /* Emits the records of one completed buffer (cuda_activity_buffers.h). */
 static void parse_records(uint8_t *buffer, size_t valid_size)
 {
@@ -211,6 +196,9 @@ static void parse_records(uint8_t *buffer, size_t valid_size)
         switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+            cuda_range_times_offer(((const CUpti_ActivityKernel10 *)record)->correlationId,
+                                   ((const CUpti_ActivityKernel10 *)record)->start,
+                                   ((const CUpti_ActivityKernel10 *)record)->end);
             if (!cuda_replay_is_internal_work(
                     ((const CUpti_ActivityKernel10 *)record)->correlationId,
                     ((const CUpti_ActivityKernel10 *)record)->name != NULL
@@ -391,6 +379,8 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
                 /* flare's own replay work (relaunches, shadow copies): its
                  * activity records are kept out of the program's records. */
                 cuda_replay_note_internal_work(call->correlationId);
+                if (cuda_replay_is_launch(id)) /* a span's re-issued kernel */
+                    cuda_range_times_note_launch(call->correlationId);
             } else if (cuda_replay_is_launch(id)) {
                 /* Host launches feed the launch rate and the deep windows'
                  * launch bound (one process-wide counter). A PC window's
@@ -689,6 +679,11 @@ static int start_activity(void)
     return kernels_timed;
 }
 
+static int kernel_records(void)
+{
+    return atomic_load(&kernel_records_on);
+}
+
 /* Records the program's launch, copy and memset calls (cuda_api_calls.h)
  * unless FLARE_CUDA_API_CALLS=0: launches ride on the launch callbacks,
  * copies and memsets need their own, switched on here (replay's copy
@@ -848,6 +843,8 @@ int cuda_trace_start(const backend_host *host)
     } else {
         kernels_timed = start_activity();
     }
+    atomic_store(&kernel_records_on, kernels_timed);
+    cuda_range_times_attach(cuda_trace_deliver, kernel_records);
     int launches_counted = subscribe_callbacks(want_launch_callbacks);
     launches_counted_by_callbacks = launches_counted;
     uint32_t version = 0;

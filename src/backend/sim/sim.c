@@ -13,6 +13,7 @@
  * lock, then fault lock. A handler must therefore never replace the handler.
  */
 #include "backend/sim/sim_busy.h"
+#include "backend/sim/sim_times.h"
 #include "backend/sim/sim_internal.h"
 #include "backend/sim/sim_pc.h"
 #include "core/clock.h"
@@ -74,6 +75,7 @@ struct backend_stream {
      * still only changed under the lock so drainers never miss a wake-up. */
     atomic_uint_fast64_t in_flight;
     uint64_t last_start_ns; /* worker only */
+    atomic_bool timed;      /* flare's replay stream: its kernels' times go to sim_times */
     backend_stream *registry_previous;
     backend_stream *registry_next;
 };
@@ -340,6 +342,14 @@ static void run_work_item(backend_stream *stream, sim_work_item *item,
     uint64_t end = sim_clock_ns();
     completion->end_ns = end > completion->start_ns ? end : completion->start_ns;
     sim_busy_end(busy, completion->end_ns);
+    if (item->kind == BACKEND_WORK_KERNEL &&
+        atomic_load_explicit(&stream->timed, memory_order_relaxed))
+        sim_times_note(stream->device, completion->start_ns, completion->end_ns);
+}
+
+void sim_stream_set_timed(backend_stream *stream)
+{
+    atomic_store(&stream->timed, true);
 }
 
 /* Called after the handler returned: only now is the item no longer in flight.

@@ -190,9 +190,14 @@ typedef struct sim_pm_hardware {
     int overflowed;
     int overflow_once;   /* the buffer stops filling once its overflow is decoded */
     int64_t clock_shift; /* added to every time stamped (realtime clock fault) */
+    /* Replay's instance: metric m is always (m + 1) times the kernels' busy
+     * ns, as values_from_kernels makes the windows' one. */
+    int busy_values;
 } sim_pm_hardware;
 
 static sim_pm_hardware pm_hardware = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* Range replay's own (pm/pm_replay.h), never the windows' one. */
+static sim_pm_hardware replay_pm_hardware = {.lock = PTHREAD_MUTEX_INITIALIZER, .busy_values = 1};
 static sim_pm_faults pm_faults;
 static pthread_mutex_t pm_engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static pm_engine *pm_core;
@@ -238,6 +243,8 @@ static int sim_pm_hw_prepare(void *hardware, int device, const pm_preset *preset
     hw->interval_ns = interval_ns;
     hw->metric_count = preset->metric_count;
     hw->prepared = 1;
+    if (hw->busy_values)
+        sim_busy_enable(1);
     resolved->count = preset->metric_count;
     for (size_t m = 0; m < preset->metric_count; m++) {
         snprintf(resolved->labels[m], sizeof(resolved->labels[m]), "%s", preset->metrics[m].label);
@@ -367,13 +374,12 @@ static int sim_pm_hw_sample_read(void *hardware, size_t index, uint64_t *start, 
         *end = (uint64_t)((int64_t)record->end + hw->clock_shift);
         /* Deterministic values: metric m of the sample starting at t, or
          * the kernels' busy time in it (values_from_kernels). */
-        uint64_t busy = pm_faults.values_from_kernels
-                            ? sim_busy_overlap_ns(hw->device, record->start, record->end)
-                            : 0;
+        int from_kernels = pm_faults.values_from_kernels || hw->busy_values;
+        uint64_t busy =
+            from_kernels ? sim_busy_overlap_ns(hw->device, record->start, record->end) : 0;
         for (size_t m = 0; m < hw->metric_count && m < PM_METRICS_MAX; m++)
-            values[m] = pm_faults.values_from_kernels
-                            ? (double)(busy * (m + 1))
-                            : (double)((record->start / hw->interval_ns * (m + 1)) % 1000);
+            values[m] = from_kernels ? (double)(busy * (m + 1))
+                                     : (double)((record->start / hw->interval_ns * (m + 1)) % 1000);
         status = FLARE_OK;
     }
     pthread_mutex_unlock(&hw->lock);
@@ -398,7 +404,35 @@ static void sim_pm_hw_release(void *hardware)
     hw->image_capacity = 0;
     hw->prepared = 0;
     hw->running = 0;
+    if (hw->busy_values)
+        sim_busy_enable(pm_faults.values_from_kernels);
     pthread_mutex_unlock(&hw->lock);
+}
+
+/* What the simulated hardware samples: counts (.sum, .avg, .max, .min),
+ * no rates or shares; four metrics a pass. */
+#define SIM_PM_METRICS_PER_PASS 4
+
+static int sim_pm_hw_plan(void *hardware, int device, const char *const *names, size_t count,
+                          size_t *passes, size_t *unknown, char *reason, size_t reason_size)
+{
+    (void)hardware;
+    if (device < 0 || device >= sim_backend()->device_count()) {
+        snprintf(reason, reason_size, "no simulated device %d", device);
+        return FLARE_ERR_INVALID_ARGUMENT;
+    }
+    for (size_t index = 0; index < count; index++) {
+        const char *dot = strrchr(names[index], '.');
+        int count_like = dot != NULL && (strcmp(dot, ".sum") == 0 || strcmp(dot, ".avg") == 0 ||
+                                         strcmp(dot, ".max") == 0 || strcmp(dot, ".min") == 0);
+        if (!count_like || strstr(names[index], "pct") != NULL) {
+            *unknown = index;
+            snprintf(reason, reason_size, "the simulated PM hardware has no %s", names[index]);
+            return FLARE_ERR_NOT_FOUND;
+        }
+    }
+    *passes = (count + SIM_PM_METRICS_PER_PASS - 1) / SIM_PM_METRICS_PER_PASS;
+    return FLARE_OK;
 }
 
 static const pm_hardware_ops sim_pm_hardware_ops = {
@@ -412,7 +446,17 @@ static const pm_hardware_ops sim_pm_hardware_ops = {
     .image_reset = sim_pm_hw_image_reset,
     .release = sim_pm_hw_release,
     .clock_offset = NULL,
+    .plan = sim_pm_hw_plan,
 };
+
+const pm_hardware_ops *sim_pm_replay_hardware(int device, void **hardware, uint64_t *context_id)
+{
+    if (device < 0 || device >= sim_backend()->device_count())
+        return NULL;
+    *hardware = &replay_pm_hardware;
+    *context_id = SIM_PM_REPLAY_CONTEXT_ID;
+    return &sim_pm_hardware_ops;
+}
 
 void sim_pm_set_faults(const sim_pm_faults *faults)
 {

@@ -66,4 +66,8 @@ sim_fault_decision sim_fault_decide(backend_work_kind kind, const char *kernel_n
  * after the item was submitted. */
 void sim_fault_wait_until_released(uint64_t hang_generation);
 
+/* Marks stream as flare's replay stream: the worker hands its kernels'
+ * times to sim_times (range replay by PM sampling). */
+void sim_stream_set_timed(backend_stream *stream);
+
 #endif /* FLARE_BACKEND_SIM_SIM_INTERNAL_H */

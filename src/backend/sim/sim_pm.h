@@ -57,6 +57,11 @@ pm_engine *sim_pm_core(void);
  * its buffer or lost to a full one: it takes one per interval by the clock,
  * so tests wait on this instead of sleeping. 0 before the first start. */
 uint64_t sim_pm_samples_taken(void);
+/* Range replay's PM hardware on device (replay_device_ops.pm_hardware): an
+ * instance of its own whose metric m is (m + 1) times the ns kernels ran
+ * in a sample; NULL for no such device. */
+#define SIM_PM_REPLAY_CONTEXT_ID 0x5352u
+const pm_hardware_ops *sim_pm_replay_hardware(int device, void **hardware, uint64_t *context_id);
 /* Tears the engine down (tests between cases); unregisters it. */
 void sim_pm_reset(void);
 

@@ -144,6 +144,8 @@ static backend_stream *replay_stream(int device)
     if (replay_streams[device] == NULL &&
         sim_backend()->stream_create(device, &replay_streams[device]) != FLARE_OK) {
         replay_streams[device] = NULL;
+    } else if (replay_streams[device] != NULL) {
+        sim_stream_set_timed(replay_streams[device]);
     }
     backend_stream *stream = replay_streams[device];
     pthread_mutex_unlock(&replay_streams_lock);

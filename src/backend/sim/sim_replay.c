@@ -12,6 +12,8 @@
  * inventory: shadows are flare's memory, not the program's.
  */
 #include "backend/sim/sim_internal.h"
+#include "backend/sim/sim_pm.h"
+#include "backend/sim/sim_times.h"
 #include "core/clock.h"
 #include "replay/replay.h"
 
@@ -132,6 +134,9 @@ static const replay_device_ops sim_replay_operations = {
     .device_memory_free = replay_device_memory_free,
     .copy_batch = sim_replay_copy_batch,
     .current_device = replay_current_device,
+    .kernel_times_begin = sim_times_begin,
+    .kernel_times_end = sim_times_end,
+    .pm_hardware = sim_pm_replay_hardware,
 };
 
 const replay_device_ops *sim_replay_ops(void)

@@ -347,6 +347,64 @@
     if (!run.bars.length && !run.values.length) empty(box, 'No metric was collected for this launch.');
   }
 
+  /* What a value's status says, for the legend under a span's table
+   * (statuses of range replay by PM sampling: docs/replay.md). */
+  var VALUE_STATUSES = {
+    flagged: 'a flagged sample overlapped the kernel: the value is the rest\'s',
+    uncovered: 'no sample overlapped the kernel: no value',
+    'below-minimum': 'the kernel is shorter than the method\'s minimum: no value',
+    untimed: 'the kernel\'s times did not come: no value',
+    'not-sampled': 'PM sampling has no such metric: no value',
+    failed: 'sampling could not start in the pass: no value'
+  };
+
+  /* A span table's cell: the value (a bar for a throughput) and, where a
+   * note says how it was produced, its error bound and a status marker. */
+  function spanCell(c, column, seen) {
+    if (c === null) return '-';
+    var cell = el('span');
+    var noted = c.method !== undefined;
+    var valued = c.text !== 'n/a';
+    if (noted) {
+      cell.setAttribute('title', column.metric + ': ' + c.method + ', ' + (c.status || 'measured') +
+        (c.error_bound !== undefined ? ', error bound ' + (c.error_bound === null ? 'unbounded' : c.error_bound) : ''));
+      if (c.status) seen[c.status] = true;
+    }
+    if (noted && !valued && c.status && c.status !== 'measured') {
+      add(cell, el('span', 'value-none', '\u2014'));
+      add(cell, el('span', 'value-status ' + c.status, c.status));
+      return cell;
+    }
+    if (c.pct !== undefined) {
+      var bar = add(cell, el('span', 'cell-bar ' + (column.side || '')));
+      add(bar, el('i')).style.width = Math.max(0, Math.min(100, c.pct)).toFixed(1) + '%';
+    }
+    add(cell, document.createTextNode(c.text));
+    if (c.bound) {
+      add(cell, el('span', 'value-bound', c.bound));
+      seen['\u00b1'] = true;
+    }
+    if (noted && c.status && c.status !== 'measured') add(cell, el('span', 'value-status ' + c.status, c.status));
+    return cell;
+  }
+
+  /* Under a span's table whose values carry notes: what the bound and each
+   * status shown mean. */
+  function spanLegend(card, seen) {
+    var legend = add(card, el('div', 'legend-row replay-legend'));
+    if (seen['\u00b1']) {
+      var bound = add(legend, el('span'));
+      add(bound, el('span', 'value-bound', '\u00b1'));
+      add(bound, document.createTextNode(' error bound, as a share of the value (in its unit where the value is 0)'));
+    }
+    Object.keys(VALUE_STATUSES).forEach(function (status) {
+      if (!seen[status]) return;
+      var item = add(legend, el('span'));
+      add(item, el('span', 'value-status ' + status, status));
+      add(item, document.createTextNode(' ' + VALUE_STATUSES[status]));
+    });
+  }
+
   function renderSpan(body, span) {
     var card = add(body, el('div', 'kernel-card'));
     add(card, el('h3', '', 'span ' + span.name + (span.occurrence ? ' #' + span.occurrence : '') +
@@ -357,6 +415,7 @@
     } else {
       add(card, el('div', 'run-head', facts + span.passes + ' passes' + (span.reason ? '; ' + span.reason : '')));
     }
+    if (span.method) add(card, el('div', 'run-head replay-method', span.method[0].toUpperCase() + span.method.slice(1) + '.'));
     if (!span.rows.length) {
       empty(card, 'No kernel of this span was stored.');
       return;
@@ -367,23 +426,17 @@
     rows.parentNode.className += ' wide';
     var th = rows.parentNode.querySelectorAll('th');
     span.columns.forEach(function (c, i) { th[i + 2].setAttribute('title', c.metric); });
+    var seen = {};
     span.rows.forEach(function (r, i) {
       var kernel = el('span', 'name span-kernel' + (r.declined ? ' declined' : ''), r.kernel);
       kernel.setAttribute('title', r.kernel + (r.declined ? ': declined: ' + (r.reason || '') : ''));
       var cells = [String(i + 1), kernel];
-      r.cells.forEach(function (c) {
-        if (c === null) { cells.push('-'); return; }
-        if (c.pct === undefined) { cells.push(c.text); return; }
-        var cell = el('span');
-        var bar = add(cell, el('span', 'cell-bar ' + (span.columns[cells.length - 2].side || '')));
-        add(bar, el('i')).style.width = Math.max(0, Math.min(100, c.pct)).toFixed(1) + '%';
-        add(cell, document.createTextNode(c.text));
-        cells.push(cell);
-      });
+      r.cells.forEach(function (c, column) { cells.push(spanCell(c, span.columns[column], seen)); });
       row(rows, cells, num);
     });
     collapse(rows, 20, 'kernels of the span');
     if (span.rows_left_out > 0) note(card, fmtCount(span.rows_left_out) + ' more kernels are not listed.');
+    if (Object.keys(seen).length) spanLegend(card, seen);
   }
 
   function renderReplay(body, d) {
