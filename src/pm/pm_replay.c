@@ -92,7 +92,6 @@ typedef struct collection {
     bool armed, timing;
     uint64_t armed_ns; /* this pass's start of sampling */
     uint64_t samples_total, samples_lost, samples_missing;
-    uint32_t passes_failed, passes_untimed;
     char failure[160]; /* the first failure, for the reason */
 } collection;
 
@@ -102,7 +101,8 @@ static replay_plan cached_plan; /* the last plan built (same metrics: no CUPTI c
 
 int pm_replay_metric_additive(const char *metric)
 {
-    static const char *const rates[] = {"pct", "ratio", "per_second", "per_cycle", "per_"};
+    static const char *const rates[] = {"pct",       "ratio", "per_second",
+                                        "per_cycle", "per_",  "peak_sustained"};
     for (size_t index = 0; index < sizeof rates / sizeof rates[0]; index++) {
         if (strstr(metric, rates[index]) != NULL) {
             return 0;
@@ -236,6 +236,12 @@ static int plan_build(collection *c, const char *const *metrics, size_t count, c
 
 static void collection_release(collection *c)
 {
+    if (c->timing) { /* a pass that never reached its end (an abort) */
+        uint64_t none = 0;
+        size_t found = 0;
+        c->ops->kernel_times_end(c->device, &none, &none, 0, &found, 0);
+        c->timing = false;
+    }
     if (c->engine != NULL) {
         if (c->armed) {
             pm_engine_disarm(c->engine, c->device, core_now_ns(), NULL);
@@ -401,24 +407,22 @@ static void start_sampling(collection *c, size_t config)
     int status = pm_engine_prepare(c->engine, c->device, preset, c->method.pm_interval_ns, reason,
                                    sizeof reason);
     if (status == FLARE_OK) {
+        /* No decoding while the work runs: decoding and evaluating a
+         * sample takes about 53 us on the H200, so at 10 us the decoder
+         * falls behind, and what it did not take in time was gone without
+         * an overflow (session 22). The stop decodes the whole pass. */
+        pm_engine_pause_decode(c->engine, 1);
+        pm_engine_read_all_at_disarm(c->engine, 1);
         status = pm_engine_arm(c->engine, c->device, &window, core_now_ns(), reason, sizeof reason);
     }
     if (status != FLARE_OK) {
         note_failure(c, "PM sampling: %.140s", reason[0] != '\0' ? reason : "could not start");
-        c->passes_failed++;
         pm_engine_destroy(c->engine);
         c->engine = NULL;
         return;
     }
     c->armed = true;
     c->armed_ns = core_now_ns();
-    /* No decoding while the work runs: decoding and evaluating a sample
-     * takes about 47 us on the H200, so at 10 us the decoder falls behind
-     * anyway, and while it ran a third of a pass's samples were missing
-     * (holes without an overflow, session 22). The stop decodes them all
-     * from the hardware buffer. */
-    pm_engine_pause_decode(c->engine, 1);
-    pm_engine_read_all_at_disarm(c->engine, 1);
 }
 
 static int collector_pass_begin(const flare_replay_launch *span, uint32_t pass)
@@ -562,12 +566,14 @@ static int collector_pass_end(const flare_replay_launch *span, uint32_t pass)
         uint64_t stopped = core_now_ns();
         pm_engine_disarm(c->engine, c->device, stopped, NULL);
         c->armed = false;
+        uint64_t lost_before = c->samples_lost;
         take_samples(c);
+        uint64_t lost = c->samples_lost - lost_before;
         /* What the interval should have given and did not come: the
          * hardware drops samples it has no room for without a word. */
         uint64_t expected = (stopped - c->armed_ns) / c->method.pm_interval_ns;
-        if (expected > c->sample_count + 1)
-            c->samples_missing += expected - c->sample_count - 1;
+        if (expected > c->sample_count + lost + 1)
+            c->samples_missing += expected - c->sample_count - lost - 1;
     }
     if (c->engine != NULL) {
         pm_engine_destroy(c->engine); /* disables sampling: the next pass configures anew */
@@ -577,7 +583,6 @@ static int collector_pass_end(const flare_replay_launch *span, uint32_t pass)
         size_t found = 0;
         if (c->ops->kernel_times_end(c->device, c->starts, c->ends, c->kernel_count, &found,
                                      TIMES_WAIT_NS) != FLARE_OK) {
-            c->passes_untimed++;
             char detail[96];
             snprintf(detail, sizeof detail, "%zu of %zu kernels' records", found, c->kernel_count);
             note_failure(c, "kernel times: only %s came", detail);
@@ -621,36 +626,39 @@ static void duration_value(collection *c, size_t kernel, double *value, replay_v
 /* What the record's reason says of the collection. */
 static void summarize(collection *c, size_t range_count, char *reason, size_t reason_size)
 {
-    size_t measured = 0, flagged = 0, uncovered = 0, short_kernels = 0, unsampled = 0;
+    size_t measured = 0, flagged = 0, uncovered = 0, untimed = 0, short_kernels = 0;
+    size_t unsampled = 0, failed = 0;
     size_t metric_count = c->plan.metric_count;
     for (size_t m = 0; m < metric_count; m++) {
         unsampled += c->plan.roles[m] == ROLE_UNSAMPLED;
     }
-    for (size_t kernel = 0; kernel < range_count; kernel++) {
-        /* A kernel counts once, by its first sampled metric. */
-        for (size_t m = 0; m < metric_count; m++) {
-            if (c->plan.roles[m] != ROLE_SAMPLED) {
-                continue;
+    for (size_t kernel = 0; kernel < range_count && c->plan.config_count > 0; kernel++) {
+        /* A kernel counts once, by its first sampled metric whose pass
+         * sampled; failed when none did. */
+        const char *status = "failed";
+        for (size_t m = 0; m < metric_count && strcmp(status, "failed") == 0; m++) {
+            if (c->plan.roles[m] == ROLE_SAMPLED) {
+                status = c->notes[kernel * metric_count + m].status;
             }
-            const char *status = c->notes[kernel * metric_count + m].status;
-            measured += strcmp(status, "measured") == 0;
-            flagged += strcmp(status, "flagged") == 0;
-            uncovered += strcmp(status, "uncovered") == 0 || strcmp(status, "untimed") == 0;
-            short_kernels += strcmp(status, "below-minimum") == 0;
-            break;
         }
+        measured += strcmp(status, "measured") == 0;
+        flagged += strcmp(status, "flagged") == 0;
+        uncovered += strcmp(status, "uncovered") == 0;
+        untimed += strcmp(status, "untimed") == 0;
+        short_kernels += strcmp(status, "below-minimum") == 0;
+        failed += strcmp(status, "failed") == 0;
     }
     char interval[32], minimum[32];
     core_duration_format(c->method.pm_interval_ns, interval, sizeof interval);
     core_duration_format(c->method.pm_min_kernel_ns, minimum, sizeof minimum);
     snprintf(reason, reason_size,
              "PM sampling every %s, %zu configurations: %zu kernels measured, %zu flagged, %zu "
-             "uncovered, %zu under %s (no value); %llu samples, %llu lost, %llu missing; %zu "
-             "metrics not sampled%s%.100s",
-             interval, c->plan.config_count, measured, flagged, uncovered, short_kernels, minimum,
-             (unsigned long long)c->samples_total, (unsigned long long)c->samples_lost,
-             (unsigned long long)c->samples_missing, unsampled, c->failure[0] != '\0' ? "; " : "",
-             c->failure);
+             "uncovered, %zu untimed, %zu failed, %zu under %s (no value); %llu samples, %llu "
+             "lost, %llu missing; %zu metrics not sampled%s%.80s",
+             interval, c->plan.config_count, measured, flagged, uncovered, untimed, failed,
+             short_kernels, minimum, (unsigned long long)c->samples_total,
+             (unsigned long long)c->samples_lost, (unsigned long long)c->samples_missing, unsampled,
+             c->failure[0] != '\0' ? "; " : "", c->failure);
 }
 
 static int collector_finish_ranges(const flare_replay_launch *span,

@@ -652,8 +652,10 @@ int replay_selection_from_environment(char *error, size_t error_size)
     if (replay_method_from_environment(&selection, &method_set, error, error_size) != 0) {
         return FLARE_ERR_INVALID_ARGUMENT;
     }
+    /* The method's variables are checked above but choose nothing alone. */
+    (void)method_set;
     if (kernel == NULL && launch == NULL && every == NULL && metrics == NULL && set == NULL &&
-        range == NULL && occurrence == NULL && api_spans == NULL && !method_set) {
+        range == NULL && occurrence == NULL && api_spans == NULL) {
         replay_settings_apply(&settings);
         return FLARE_OK;
     }

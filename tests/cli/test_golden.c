@@ -681,7 +681,8 @@ static void make_pm_session(const char *name)
     snprintf(span->collector, sizeof(span->collector), "pm-sampling");
     snprintf(span->reason, sizeof(span->reason),
              "PM sampling every 10us, 1 configurations: 2 kernels measured, 1 flagged, 0 "
-             "uncovered, 1 under 100us (no value); 9812 samples, 0 lost; 1 metrics not sampled");
+             "uncovered, 0 untimed, 0 failed, 1 under 100us (no value); 9812 samples, 0 lost, 0 "
+             "missing; 1 metrics not sampled");
     records[count++] = span;
 
     replay_record *kernel = pm_kernel(52, "gemm<128>", 1, 1250000, 2000);

@@ -280,7 +280,8 @@ static void make_noted_session(const char *dir)
     records[1]->span_kernels = 3;
     snprintf(records[1]->reason, sizeof records[1]->reason,
              "PM sampling every 20us, 1 configurations: 1 kernels measured, 1 flagged, 0 "
-             "uncovered, 1 under 250us (no value); 64 samples, 0 lost; 0 metrics not sampled");
+             "uncovered, 0 untimed, 0 failed, 1 under 250us (no value); 64 samples, 0 lost, 0 "
+             "missing; 0 metrics not sampled");
     const char *const kernels[] = {"gemm", "softmax", "tiny"};
     for (int kernel = 0; kernel < 3; kernel++) {
         replay_record *record = noted_record(3 + (uint64_t)kernel, kernels[kernel], 2);

@@ -379,7 +379,8 @@ static void put_pm_span(replay_record **records)
     snprintf(records[0]->collector, sizeof records[0]->collector, "pm-sampling");
     snprintf(records[0]->reason, sizeof records[0]->reason,
              "PM sampling every 10us, 1 configurations: 1 kernels measured, 1 flagged, 0 "
-             "uncovered, 1 under 100us (no value); 512 samples, 0 lost; 0 metrics not sampled");
+             "uncovered, 0 untimed, 0 failed, 1 under 100us (no value); 512 samples, 0 lost, 0 "
+             "missing; 0 metrics not sampled");
     const char *const names[] = {"gemm_tile<128>", "softmax", "tiny_add"};
     const char *const statuses[] = {"measured", "flagged", "below-minimum"};
     for (int kernel = 0; kernel < 3; kernel++) {

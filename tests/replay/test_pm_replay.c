@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend/sim/sim.h"
+#include "backend/sim/sim_pm.h"
 #include "core/clock.h"
 #include "flare/replay.h"
 #include "flare/sim.h"
@@ -257,6 +258,50 @@ static void test_device_without_kernel_times_declines(void **state)
     replay_set_device_ops(sim_replay_ops());
 }
 
+/* A pass whose sampling cannot start (the hardware refuses the
+ * configuration): its metrics are "failed" and have no value, the kernels
+ * keep their time, the span says why, and nothing is left enabled (the
+ * next span samples). */
+static void test_pass_that_cannot_sample(void **state)
+{
+    (void)state;
+    char error[256];
+    assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_read.sum", NULL, 100000, 0,
+                               error, sizeof error),
+                     FLARE_OK);
+    sim_pm_set_faults(&(sim_pm_faults){.refuse_prepare = 1});
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    launch_spin(stream, 2000000);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    sim_pm_set_faults(NULL);
+    replay_record *records[4];
+    size_t count = take_all(records, 4, 2);
+    assert_int_equal(count, 2);
+    assert_int_equal(records[1]->declined, 0);
+    assert_non_null(strstr(records[1]->reason, "1 failed"));
+    assert_non_null(strstr(records[1]->reason, "PM sampling: preset 'replay' needs 2 passes"));
+    assert_string_equal(records[0]->metric_notes[1].status, "failed");
+    assert_true(isnan(records[0]->metric_values[1]));
+    assert_string_equal(records[0]->metric_notes[0].status, "measured");
+    assert_true(records[0]->metric_values[0] >= 2000000);
+    for (size_t index = 0; index < count; index++) {
+        free(records[index]);
+    }
+    /* The hardware was given back: the next span samples. */
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    launch_spin(stream, 2000000);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    count = take_all(records, 4, 2);
+    assert_int_equal(count, 2);
+    assert_string_equal(records[0]->metric_notes[1].status, "measured");
+    for (size_t index = 0; index < count; index++) {
+        free(records[index]);
+    }
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+}
+
 /* Time alone needs no PM configuration: one pass, the kernels timed. */
 static void test_time_only_span(void **state)
 {
@@ -294,6 +339,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_method_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_without_kernel_times_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_time_only_span, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pass_that_cannot_sample, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

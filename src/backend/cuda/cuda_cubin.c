@@ -45,6 +45,8 @@ static int inside(const Elf64_Shdr *section, size_t size)
 static size_t symbol_section(const Elf64_Sym *symbol, size_t k, const uint32_t *extended,
                              size_t extended_count)
 {
+    if (symbol->st_shndx >= SHN_LORESERVE && symbol->st_shndx != SHN_XINDEX)
+        return SHN_UNDEF; /* SHN_ABS, SHN_COMMON...: no section */
     if (symbol->st_shndx != SHN_XINDEX)
         return symbol->st_shndx;
     return extended != NULL && k < extended_count ? extended[k] : SHN_UNDEF;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cuda/cuda_pm_functions.h"
 #include "backend/cuda/cuda_profiler_host.h"
 #include "backend/cuda/cuda_replay.h"
 #include "core/capability.h"
@@ -33,47 +34,6 @@
  * enabled and configured in 460-630 ms, no overflow at 10 us with a 20 ms
  * decode loop). */
 #define HARDWARE_BUFFER_BYTES ((size_t)512 << 20)
-
-#define PM_FUNCTIONS(X)                                                                            \
-    X(cuptiGetResultString, CUptiResult, (CUptiResult, const char **))                             \
-    X(cuptiGetDeviceId, CUptiResult, (CUcontext, uint32_t *))                                      \
-    X(cuptiGetTimestamp, CUptiResult, (uint64_t *))                                                \
-    X(cuptiProfilerInitialize, CUptiResult, (CUpti_Profiler_Initialize_Params *))                  \
-    X(cuptiDeviceGetChipName, CUptiResult, (CUpti_Device_GetChipName_Params *))                    \
-    X(cuptiPmSamplingGetCounterAvailability, CUptiResult,                                          \
-      (CUpti_PmSampling_GetCounterAvailability_Params *))                                          \
-    X(cuptiProfilerHostInitialize, CUptiResult, (CUpti_Profiler_Host_Initialize_Params *))         \
-    X(cuptiProfilerHostDeinitialize, CUptiResult, (CUpti_Profiler_Host_Deinitialize_Params *))     \
-    X(cuptiProfilerHostGetMetricProperties, CUptiResult,                                           \
-      (CUpti_Profiler_Host_GetMetricProperties_Params *))                                          \
-    X(cuptiProfilerHostConfigAddMetrics, CUptiResult,                                              \
-      (CUpti_Profiler_Host_ConfigAddMetrics_Params *))                                             \
-    X(cuptiProfilerHostGetConfigImageSize, CUptiResult,                                            \
-      (CUpti_Profiler_Host_GetConfigImageSize_Params *))                                           \
-    X(cuptiProfilerHostGetConfigImage, CUptiResult, (CUpti_Profiler_Host_GetConfigImage_Params *)) \
-    X(cuptiProfilerHostGetNumOfPasses, CUptiResult, (CUpti_Profiler_Host_GetNumOfPasses_Params *)) \
-    X(cuptiProfilerHostEvaluateToGpuValues, CUptiResult,                                           \
-      (CUpti_Profiler_Host_EvaluateToGpuValues_Params *))                                          \
-    X(cuptiPmSamplingEnable, CUptiResult, (CUpti_PmSampling_Enable_Params *))                      \
-    X(cuptiPmSamplingDisable, CUptiResult, (CUpti_PmSampling_Disable_Params *))                    \
-    X(cuptiPmSamplingSetConfig, CUptiResult, (CUpti_PmSampling_SetConfig_Params *))                \
-    X(cuptiPmSamplingStart, CUptiResult, (CUpti_PmSampling_Start_Params *))                        \
-    X(cuptiPmSamplingStop, CUptiResult, (CUpti_PmSampling_Stop_Params *))                          \
-    X(cuptiPmSamplingDecodeData, CUptiResult, (CUpti_PmSampling_DecodeData_Params *))              \
-    X(cuptiPmSamplingGetCounterDataSize, CUptiResult,                                              \
-      (CUpti_PmSampling_GetCounterDataSize_Params *))                                              \
-    X(cuptiPmSamplingCounterDataImageInitialize, CUptiResult,                                      \
-      (CUpti_PmSampling_CounterDataImage_Initialize_Params *))                                     \
-    X(cuptiPmSamplingGetCounterDataInfo, CUptiResult,                                              \
-      (CUpti_PmSampling_GetCounterDataInfo_Params *))                                              \
-    X(cuptiPmSamplingCounterDataGetSampleInfo, CUptiResult,                                        \
-      (CUpti_PmSampling_CounterData_GetSampleInfo_Params *))
-
-typedef struct pm_functions {
-#define PM_FUNCTION_FIELD_(name, result, arguments) result(*name) arguments;
-    PM_FUNCTIONS(PM_FUNCTION_FIELD_)
-#undef PM_FUNCTION_FIELD_
-} pm_functions;
 
 typedef struct cuda_pm_hardware {
     pm_functions api;
@@ -258,6 +218,7 @@ static int read_device(cuda_pm_hardware *hw, int device, char *reason, size_t re
     /* Read once per device: range replay prepares per pass. */
     if (hw->availability != NULL && hw->availability_device == device + 1)
         return FLARE_OK;
+    hw->availability_device = 0; /* until read again */
     CUpti_PmSampling_GetCounterAvailability_Params availability = {
         .structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
     availability.deviceIndex = (size_t)device;
@@ -542,6 +503,10 @@ static void hw_release(void *opaque)
     if (hw->sampler != NULL)
         disable_sampler(hw);
     release_host(hw);
+    if (hw == &replay_hardware) { /* its image is 217 MB: not kept past a pass */
+        free(hw->image);
+        hw->image = NULL;
+    }
 }
 
 /* CUPTI's own timestamp against flare's clock, read back to back. */

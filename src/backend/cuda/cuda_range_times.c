@@ -17,6 +17,7 @@
 #include "replay/replay.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -28,9 +29,12 @@
 static void (*flush_buffers)(void);
 static int (*kernels_on)(void);
 static atomic_int timing;
-static size_t expected;
+/* The span's own thread: only its launches are the span's (a replay on
+ * another thread, another device, brackets its relaunches too). */
+static _Thread_local bool timing_thread;
+static _Atomic size_t expected;
 static _Atomic size_t noted;
-static uint32_t correlations[TIMES_MAX];
+static _Atomic uint32_t correlations[TIMES_MAX];
 static _Atomic uint64_t starts[TIMES_MAX];
 static _Atomic uint64_t ends[TIMES_MAX];
 static _Atomic size_t found_count;
@@ -58,21 +62,22 @@ int cuda_range_times_begin(int device, size_t kernel_count, char *reason, size_t
         atomic_store_explicit(&starts[index], 0, memory_order_relaxed);
         atomic_store_explicit(&ends[index], 0, memory_order_relaxed);
     }
-    expected = kernel_count;
+    atomic_store(&expected, kernel_count);
     atomic_store(&found_count, 0);
     atomic_store(&noted, 0);
+    timing_thread = true;
     atomic_store(&timing, 1);
     return FLARE_OK;
 }
 
 void cuda_range_times_note_launch(uint32_t correlation_id)
 {
-    if (!atomic_load_explicit(&timing, memory_order_relaxed))
+    if (!timing_thread)
         return;
     size_t index = atomic_load_explicit(&noted, memory_order_relaxed);
-    if (index >= expected)
+    if (index >= atomic_load_explicit(&expected, memory_order_relaxed))
         return;
-    correlations[index] = correlation_id;
+    atomic_store_explicit(&correlations[index], correlation_id, memory_order_relaxed);
     atomic_store_explicit(&noted, index + 1, memory_order_release);
 }
 
@@ -84,12 +89,13 @@ void cuda_range_times_offer(uint32_t correlation_id, uint64_t start_ns, uint64_t
     size_t low = 0, high = count;
     while (low < high) {
         size_t middle = low + (high - low) / 2;
-        if (correlations[middle] < correlation_id)
+        if (atomic_load_explicit(&correlations[middle], memory_order_relaxed) < correlation_id)
             low = middle + 1;
         else
             high = middle;
     }
-    if (low == count || correlations[low] != correlation_id)
+    if (low == count ||
+        atomic_load_explicit(&correlations[low], memory_order_relaxed) != correlation_id)
         return;
     uint64_t none = 0;
     if (atomic_compare_exchange_strong(&ends[low], &none,
@@ -105,7 +111,8 @@ int cuda_range_times_end(int device, uint64_t *start_ns, uint64_t *end_ns, size_
     (void)device;
     uint64_t began = core_now_ns();
     uint64_t flushed = 0;
-    size_t want = kernel_count < expected ? kernel_count : expected;
+    size_t expected_count = atomic_load(&expected);
+    size_t want = kernel_count < expected_count ? kernel_count : expected_count;
     while (atomic_load(&found_count) < want && core_now_ns() - began < timeout_ns) {
         if (flushed == 0 || core_now_ns() - flushed >= REFLUSH_NS) {
             flush_buffers();
@@ -116,6 +123,7 @@ int cuda_range_times_end(int device, uint64_t *start_ns, uint64_t *end_ns, size_
         nanosleep(&pause, NULL);
     }
     atomic_store(&timing, 0);
+    timing_thread = false;
     size_t count = 0;
     for (size_t index = 0; index < kernel_count; index++) {
         uint64_t end = index < TIMES_MAX ? atomic_load(&ends[index]) : 0;

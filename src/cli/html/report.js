@@ -351,7 +351,7 @@
    * (statuses of range replay by PM sampling: docs/replay.md). */
   var VALUE_STATUSES = {
     flagged: 'a flagged sample overlapped the kernel: the value is the rest\'s',
-    uncovered: 'no sample overlapped the kernel: no value',
+    uncovered: 'samples cover under 90% of the kernel: no value',
     'below-minimum': 'the kernel is shorter than the method\'s minimum: no value',
     untimed: 'the kernel\'s times did not come: no value',
     'not-sampled': 'PM sampling has no such metric: no value',
