@@ -6,6 +6,8 @@
 #   flare replay --range step --set overview          (the range profiler, same metrics: rp-session)
 #   flare replay --range step --set speed-of-light    (range replay as it is: sol-session)
 #   ncu --replay-mode kernel on the span's launches, same metrics (and ncu profiling nothing)
+#   tests/gpu/pm_switch_probe.cu, bare CUPTI, one pass as long as the pm run's with its
+#   metrics and interval: CUPTI's floor for one replayed pass ($pmr_dir/floor.txt)
 # and judged by tests/gpu/check_pm_replay.py: per-kernel values of kernels >= the minimum
 # within 5% of the range profiler's (median), >= 100x less time than ncu, >= 10x less than
 # range replay. Summary in $OUT/pmreplay-summary.json, sessions and logs in
@@ -113,6 +115,31 @@ else
   pmr_say "flare replay --range step --set speed-of-light (range replay as it is)"
   pmr_timed sol "$(pmr_cap 150)" env FLARE_PM=0 "$flare" replay -q -o "$pmr_dir/sol-session" --range step \
     --set speed-of-light -- "${pmr_program[@]}" || fail "pmreplay: the sol run exited $(cat "$pmr_dir/sol.rc")"
+
+  # CUPTI's floor for one replayed pass (issue 25's 100x target): bare CUPTI PM sampling,
+  # no flare in the process (tests/gpu/pm_switch_probe.cu, its "fixed" mode: one Enable and
+  # SetConfig, then passes of Start, work, Stop, DecodeData, GetCounterDataInfo, every
+  # sample evaluated), at the same interval over work as long as the pm pass's.
+  pmr_work_ms=$(sed -n 's/.*range replay by PM sampling, pass 1: .* work \([0-9.]*\),.*/\1/p' \
+    "$pmr_dir/pm-session/flare.log" 2>/dev/null | head -1)
+  pmr_work_ms=${pmr_work_ms%.*}
+  [ -n "$pmr_work_ms" ] && [ "$pmr_work_ms" -gt 0 ] 2>/dev/null || pmr_work_ms=65
+  pmr_interval_us=$(python3 -c "import sys; t = sys.argv[1]; print(int(float(t[:-2]) * {'us': 1, 'ms': 1000}.get(t[-2:], 0)) or 10)" "$pmr_interval" 2>/dev/null || echo 10)
+  pmr_cupti_lib=$(dirname "$(ls /usr/local/cuda*/targets/*/lib/libcupti.so /usr/local/cuda/lib64/libcupti.so \
+    /usr/local/cuda/extras/CUPTI/lib64/libcupti.so 2>/dev/null | head -1)")
+  pmr_say "CUPTI's floor: pm_switch_probe (bare CUPTI), ${pmr_work_ms} ms passes every ${pmr_interval_us} us"
+  if nvcc -O2 -arch=sm_90 -I/usr/local/cuda/include -o "$pmr_dir/pm_switch_probe" tests/gpu/pm_switch_probe.cu \
+       -L"$pmr_cupti_lib" -L/usr/local/cuda/lib64/stubs -lcupti -lcuda -Xlinker -rpath -Xlinker "$pmr_cupti_lib"; then
+    # The same sampled metrics as the pm run (time comes from kernel records, not sampled);
+    # every sample evaluated serially, then again on 8 threads and compared bit for bit.
+    PMS_METRICS=$(echo "$pmr_metrics" | tr ',' '\n' | grep -v '^gpu__time_duration' | paste -sd, -) \
+    PMS_EVAL_THREADS=8 PMS_WORK_MS=$pmr_work_ms PMS_EVAL_MAX=1000000 timeout -k 10 "$(pmr_cap 90)" \
+      "$pmr_dir/pm_switch_probe" 3 "$pmr_interval_us" > "$pmr_dir/floor.txt" 2> "$pmr_dir/floor.err" ||
+      fail "pmreplay: the floor probe exited $? (see $pmr_dir/floor.err)"
+    tail -2 "$pmr_dir/floor.err" | cut -c1-400
+  else
+    fail "pmreplay: nvcc pm_switch_probe (the floor)"
+  fi
 
   pmr_count="" pmr_declined=""
   for pmr_session in rp pm; do

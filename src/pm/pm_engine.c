@@ -1,7 +1,8 @@
 /*
  * pm_engine.c: the hardware-independent PM sampling engine (pm_engine.h):
- * presets and settings, the lease, the decode thread and its loop, overflow
- * flags, clock conversion and the queue to the collector.
+ * the lease, the decode thread and its loop, overflow flags, clock
+ * conversion and the queue to the collector (presets and settings are
+ * pm_presets.c).
  *
  * Locks: `lock` guards the state and the window fields and is never held
  * across a hardware call; `hardware_lock` serialises every hardware call
@@ -16,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,172 +28,11 @@
 #include "flare/flare.h"
 #include "tracebuf/lease.h"
 
-/* ---- presets ---- */
-
-/* Chosen so each is one pass on GH100 (checked again at prepare time with
- * the profiler host API: a preset that needs more passes is refused). The
- * first three metrics of overview are those measured one-pass on the H200
- * (REFERENCES.md); the tensor slot lists the names GH100 may know it by. */
-static const pm_preset presets[] = {
-    {.name = "overview",
-     .summary = "SM activity, DRAM read/write bytes, tensor pipe activity",
-     .metric_count = 6,
-     .metrics =
-         {
-             {.label = "sm__cycles_active.avg", .candidates = {"sm__cycles_active.avg"}},
-             {.label = "gr__cycles_elapsed.max", .candidates = {"gr__cycles_elapsed.max"}},
-             {.label = "dram__bytes_read.sum", .candidates = {"dram__bytes_read.sum"}},
-             {.label = "dram__bytes_write.sum", .candidates = {"dram__bytes_write.sum"}},
-             {.label = "tensor_pipe_active",
-              .candidates = {"sm__pipe_tensor_cycles_active_realtime.avg",
-                             "sm__pipe_tensor_op_hmma_cycles_active_realtime.avg",
-                             "sm__pipe_tensor_cycles_active.avg",
-                             "sm__pipe_tensor_op_hmma_cycles_active.avg"},
-              .optional = 1},
-             {.label = "gpu__time_duration.sum", .candidates = {"gpu__time_duration.sum"}},
-         }},
-    {.name = "memory",
-     .summary = "DRAM read/write bytes and elapsed cycles",
-     .metric_count = 3,
-     .metrics =
-         {
-             {.label = "dram__bytes_read.sum", .candidates = {"dram__bytes_read.sum"}},
-             {.label = "dram__bytes_write.sum", .candidates = {"dram__bytes_write.sum"}},
-             {.label = "gr__cycles_elapsed.max", .candidates = {"gr__cycles_elapsed.max"}},
-         }},
-    {.name = "compute",
-     .summary = "SM activity and instruction rate",
-     .metric_count = 3,
-     .metrics =
-         {
-             {.label = "sm__cycles_active.avg", .candidates = {"sm__cycles_active.avg"}},
-             {.label = "sm__inst_executed_realtime.avg.per_cycle_active",
-              .candidates = {"sm__inst_executed_realtime.avg.per_cycle_active"}},
-             {.label = "gr__cycles_active.avg", .candidates = {"gr__cycles_active.avg"}},
-         }},
-};
-
-const pm_preset *pm_preset_find(const char *name)
-{
-    for (size_t i = 0; name != NULL && i < sizeof(presets) / sizeof(presets[0]); i++)
-        if (strcmp(presets[i].name, name) == 0)
-            return &presets[i];
-    return NULL;
-}
-
-const char *pm_preset_names(void)
-{
-    return "overview, memory, compute";
-}
-
-int pm_parse_interval(const char *text, uint64_t *interval_ns, char *error, size_t error_size)
-{
-    if (text == NULL || text[0] == '\0') {
-        snprintf(error, error_size, "expected an interval with a unit, e.g. 100us or 1ms");
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    /* Digits by hand: strtod would follow the locale's decimal point. */
-    const char *cursor = text;
-    uint64_t whole = 0, fraction = 0, fraction_scale = 1;
-    int digits = 0;
-    while (*cursor >= '0' && *cursor <= '9') {
-        if (whole > 1000000000ull) {
-            snprintf(error, error_size, "'%s' is too large", text);
-            return FLARE_ERR_INVALID_ARGUMENT;
-        }
-        whole = whole * 10 + (uint64_t)(*cursor++ - '0');
-        digits++;
-    }
-    if (*cursor == '.') {
-        cursor++;
-        while (*cursor >= '0' && *cursor <= '9') {
-            if (fraction_scale < 1000000000ull) {
-                fraction = fraction * 10 + (uint64_t)(*cursor - '0');
-                fraction_scale *= 10;
-            }
-            cursor++;
-            digits++;
-        }
-    }
-    if (digits == 0) {
-        snprintf(error, error_size, "'%s': expected a number and a unit (ns, us, ms or s)", text);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    uint64_t unit;
-    if (strcmp(cursor, "ns") == 0)
-        unit = 1;
-    else if (strcmp(cursor, "us") == 0)
-        unit = 1000;
-    else if (strcmp(cursor, "ms") == 0)
-        unit = 1000000;
-    else if (strcmp(cursor, "s") == 0)
-        unit = 1000000000;
-    else if (*cursor == '\0') {
-        snprintf(error, error_size, "'%s' has no unit: write %sus or %sms (ns, us, ms, s)", text,
-                 text, text);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    } else {
-        snprintf(error, error_size, "'%s': unknown unit '%s' (use ns, us, ms or s)", text, cursor);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    *interval_ns = whole * unit + fraction * unit / fraction_scale;
-    return FLARE_OK;
-}
-
-int pm_settings_from_environment(const pm_preset **preset, uint64_t *interval_ns, char *error,
-                                 size_t error_size)
-{
-    const char *preset_name = getenv("FLARE_PM_PRESET");
-    if (preset_name == NULL || preset_name[0] == '\0')
-        preset_name = "overview";
-    *preset = pm_preset_find(preset_name);
-    if (*preset == NULL) {
-        snprintf(error, error_size, "FLARE_PM_PRESET=%.32s is not a preset (presets: %s)",
-                 preset_name, pm_preset_names());
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    *interval_ns = PM_INTERVAL_DEFAULT_NS;
-    const char *interval = getenv("FLARE_PM_INTERVAL");
-    if (interval == NULL || interval[0] == '\0')
-        return FLARE_OK;
-    char parse_error[128];
-    uint64_t value = 0;
-    if (pm_parse_interval(interval, &value, parse_error, sizeof(parse_error)) != FLARE_OK) {
-        snprintf(error, error_size, "FLARE_PM_INTERVAL=%.32s: %s", interval, parse_error);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    if (value < PM_INTERVAL_MIN_NS) {
-        snprintf(error, error_size,
-                 "FLARE_PM_INTERVAL=%.32s is %llu ns, below the minimum of %llu ns (10us): "
-                 "shorter intervals are not verified to sample without overflow",
-                 interval, (unsigned long long)value, PM_INTERVAL_MIN_NS);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    if (value > PM_INTERVAL_MAX_NS) {
-        snprintf(error, error_size, "FLARE_PM_INTERVAL=%.32s is above the maximum of 1s", interval);
-        return FLARE_ERR_INVALID_ARGUMENT;
-    }
-    *interval_ns = value;
-    return FLARE_OK;
-}
-
-const char *pm_clock_method_name(int method)
-{
-    switch (method) {
-    case PM_CLOCK_IDENTITY:
-        return "flare's clock (no conversion)";
-    case PM_CLOCK_HARDWARE:
-        return "hardware offset measured at arm";
-    case PM_CLOCK_REALTIME:
-        return "CLOCK_REALTIME shifted to CLOCK_MONOTONIC";
-    case PM_CLOCK_ALIGNED:
-        return "aligned to the decode (unverified)";
-    default:
-        return "unknown";
-    }
-}
-
 /* ---- the engine ---- */
+
+/* Samples a batch reads (pm_hardware_ops.read_batch): 2,048 hold a third
+ * of a 68 ms pass at 10 us; the buffer is 180 KiB. */
+#define PM_RAW_BATCH 2048u
 
 struct pm_engine {
     const pm_hardware_ops *ops;
@@ -214,8 +55,13 @@ struct pm_engine {
     _Atomic int sampling; /* started and not yet stopped */
     _Atomic int paused;
     _Atomic int read_all_at_disarm; /* range replay: a pass's samples are all read at its stop */
-    uint32_t image_samples;         /* per decode; 0: PM_IMAGE_SAMPLES_DEFAULT */
-    _Atomic int disarm_waiting;     /* disarm wants hardware_lock: the decode thread yields */
+    /* The image holds the last pass's samples: the stop of a read-all
+     * pass leaves its reset (60-80 ms for range replay's 217 MB image on
+     * the H200) to the next arm, out of the span. hardware_lock. */
+    int image_dirty;
+    pm_raw_sample *raw;         /* PM_RAW_BATCH, where the hardware reads in batches */
+    uint32_t image_samples;     /* per decode; 0: PM_IMAGE_SAMPLES_DEFAULT */
+    _Atomic int disarm_waiting; /* disarm wants hardware_lock: the decode thread yields */
     /* The current window; written by arm before sampling starts, read by
      * whoever holds hardware_lock. */
     uint64_t window_id;
@@ -246,7 +92,11 @@ int pm_engine_create(const pm_hardware_ops *ops, void *hardware, uint64_t contex
     if (engine == NULL)
         return FLARE_ERR_NO_MEMORY;
     engine->queue = calloc(PM_QUEUE_CAPACITY, sizeof(*engine->queue));
-    if (engine->queue == NULL) {
+    if (ops->read_batch != NULL)
+        engine->raw = calloc(PM_RAW_BATCH, sizeof(*engine->raw));
+    if (engine->queue == NULL || (ops->read_batch != NULL && engine->raw == NULL)) {
+        free(engine->queue);
+        free(engine->raw);
         free(engine);
         return FLARE_ERR_NO_MEMORY;
     }
@@ -284,6 +134,7 @@ void pm_engine_destroy(pm_engine *engine)
     pthread_mutex_destroy(&engine->hardware_lock);
     pthread_mutex_destroy(&engine->stats_lock);
     free(engine->queue);
+    free(engine->raw);
     free(engine);
 }
 
@@ -460,6 +311,10 @@ int pm_engine_arm(pm_engine *engine, int device, const backend_engine_config *co
     engine->gap_suspected = 0;
     engine->clock_method = PM_CLOCK_UNKNOWN;
     engine->first_sample_seen = 0;
+    if (engine->image_dirty) {
+        engine->ops->image_reset(engine->hardware);
+        engine->image_dirty = 0;
+    }
     uint64_t start_began = core_now_ns();
     status = engine->ops->start(engine->hardware, reason, reason_size);
     uint64_t start_cost = core_now_ns() - start_began;
@@ -591,17 +446,13 @@ typedef struct decode_tally {
     uint64_t first_latency;
 } decode_tally;
 
-/* Reads sample index of the decoded image, stamps and flags it, and queues
- * it for the collector; tally takes its counts. */
-static void read_sample(pm_engine *engine, size_t index, int overflow, uint64_t decoded_ns,
-                        decode_tally *tally)
+/* Stamps and flags a sample read from the decoded image (its values in
+ * entry, its times raw in the hardware's clock) and queues it for the
+ * collector; tally takes its counts. */
+static void stamp_sample(pm_engine *engine, pm_queue_entry *entry, uint64_t raw_start,
+                         uint64_t raw_end, int overflow, uint64_t decoded_ns, decode_tally *tally)
 {
-    pm_queue_entry entry = {0};
-    pm_sample *sample = &entry.sample;
-    uint64_t raw_start = 0, raw_end = 0;
-    if (engine->ops->sample_read(engine->hardware, index, &raw_start, &raw_end, sample->values) !=
-        FLARE_OK)
-        return;
+    pm_sample *sample = &entry->sample;
     if (engine->clock_method == PM_CLOCK_UNKNOWN)
         choose_clock(engine, raw_end, decoded_ns);
     sample->start_ns = convert(engine, raw_start);
@@ -645,19 +496,52 @@ static void read_sample(pm_engine *engine, size_t index, int overflow, uint64_t 
         sample->open_to_delivery_ns =
             decoded_ns > engine->armed_ns ? decoded_ns - engine->armed_ns : 1;
     }
-    if (queue_push(engine, &entry) == 0)
+    if (queue_push(engine, entry) == 0)
         tally->delivered++;
     else
         tally->dropped++;
 }
 
+/* Reads, stamps and queues samples [0, count) of the decoded image: in
+ * batches where the hardware reads them so (raw), else one at a time. */
+static void read_samples(pm_engine *engine, size_t count, int overflow, uint64_t decoded_ns,
+                         decode_tally *tally)
+{
+    for (size_t first = 0; first < count;) {
+        size_t batch = 1;
+        if (engine->ops->read_batch != NULL && engine->raw != NULL) {
+            batch = count - first < PM_RAW_BATCH ? count - first : PM_RAW_BATCH;
+            engine->ops->read_batch(engine->hardware, first, batch, engine->raw);
+        }
+        for (size_t index = 0; index < batch; index++) {
+            pm_queue_entry entry = {0};
+            uint64_t raw_start = 0, raw_end = 0;
+            if (engine->raw != NULL && engine->ops->read_batch != NULL) {
+                const pm_raw_sample *raw = &engine->raw[index];
+                if (!raw->ok)
+                    continue;
+                raw_start = raw->start;
+                raw_end = raw->end;
+                memcpy(entry.sample.values, raw->values, sizeof entry.sample.values);
+            } else if (engine->ops->sample_read(engine->hardware, first + index, &raw_start,
+                                                &raw_end, entry.sample.values) != FLARE_OK) {
+                continue;
+            }
+            stamp_sample(engine, &entry, raw_start, raw_end, overflow, decoded_ns, tally);
+        }
+        first += batch;
+    }
+}
+
 /* One decode round: decode, read every completed sample, reset the image;
- * on COUNTER_DATA_FULL decode again. Ends with a watermark offer. */
-static void decode_round(pm_engine *engine, int read_rounds)
+ * on COUNTER_DATA_FULL decode again. Ends with a watermark offer. With
+ * defer_reset the last reset is left to the next arm (image_dirty). */
+static void decode_round(pm_engine *engine, int read_rounds, int defer_reset)
 {
     uint64_t round_began = core_now_ns();
     int overflow = 0, failed = 0, exhausted = 0, truncated = 1;
     uint64_t fulls = 0, overflows = 0, failures = 0, decodes = 0, discarded = 0;
+    uint64_t decode_call_ns = 0, read_ns = 0;
     decode_tally tally = {0};
     char failure_reason[160] = "";
     /* A close goes on until the hardware is empty (unread decodes are
@@ -665,8 +549,10 @@ static void decode_round(pm_engine *engine, int read_rounds)
     int rounds_max = read_rounds < DECODE_ROUNDS_MAX ? DISARM_ROUNDS_MAX : DECODE_ROUNDS_MAX;
     for (int round = 0; round < rounds_max; round++) {
         pm_hardware_decode result = {0};
+        uint64_t decoding_ns = core_now_ns();
         engine->ops->decode(engine->hardware, &result);
         uint64_t decoded_ns = core_now_ns();
+        decode_call_ns += decoded_ns - decoding_ns;
         decodes++;
         if (result.failed) {
             failed = 1;
@@ -682,12 +568,16 @@ static void decode_round(pm_engine *engine, int read_rounds)
             discarded += count;
             count = 0;
         }
-        for (size_t index = 0; index < count; index++)
-            read_sample(engine, index, result.overflow, decoded_ns, &tally);
-        engine->ops->image_reset(engine->hardware);
+        read_samples(engine, count, result.overflow, decoded_ns, &tally);
+        read_ns += core_now_ns() - decoded_ns;
+        bool again = result.counter_data_full && !result.failed;
+        if (again || !defer_reset)
+            engine->ops->image_reset(engine->hardware);
+        else
+            engine->image_dirty = 1;
         if (result.overflow)
             engine->gap_suspected = 1;
-        if (result.counter_data_full && !result.failed) {
+        if (again) {
             fulls++;
             if (read_rounds == DECODE_ROUNDS_MAX && atomic_load(&engine->disarm_waiting))
                 break; /* disarm takes over (truncated: no watermark) */
@@ -719,6 +609,8 @@ static void decode_round(pm_engine *engine, int read_rounds)
     engine->stats.decode_failures += failures;
     engine->stats.decodes += decodes;
     engine->stats.decode_ns += core_now_ns() - round_began;
+    engine->stats.decode_call_ns += decode_call_ns;
+    engine->stats.read_ns += read_ns;
     engine->stats.clock_method = engine->clock_method;
     if (tally.first_latency != 0)
         engine->stats.first_sample_latency_ns = tally.first_latency;
@@ -739,7 +631,7 @@ static void *decode_main(void *argument)
             pthread_mutex_lock(&engine->hardware_lock);
             /* Disarm may have stopped and drained since the state was read. */
             if (atomic_load(&engine->sampling))
-                decode_round(engine, DECODE_ROUNDS_MAX);
+                decode_round(engine, DECODE_ROUNDS_MAX, 0);
             fast = !engine->first_sample_seen;
             pthread_mutex_unlock(&engine->hardware_lock);
             pthread_mutex_lock(&engine->lock);
@@ -774,8 +666,8 @@ int pm_engine_disarm(pm_engine *engine, int device, uint64_t now_ns, backend_eng
         core_log(CORE_LOG_WARNING, "%s: stop failed: %s", engine->ops->name, reason);
     /* Whatever the hardware still holds belongs to this window: decode it
      * now, so the window's count is complete when it closes. */
-    decode_round(engine,
-                 atomic_load(&engine->read_all_at_disarm) ? DECODE_ROUNDS_MAX : DISARM_READ_ROUNDS);
+    int read_all = atomic_load(&engine->read_all_at_disarm);
+    decode_round(engine, read_all ? DECODE_ROUNDS_MAX : DISARM_READ_ROUNDS, read_all);
     atomic_store(&engine->sampling, 0);
     uint64_t samples = engine->window_samples;
     uint64_t armed_ns = engine->armed_ns;

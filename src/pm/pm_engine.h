@@ -97,6 +97,13 @@ typedef struct pm_hardware_decode {
     char reason[160];
 } pm_hardware_decode;
 
+/* One sample as the hardware reads it (pm_hardware_ops.read_batch). */
+typedef struct pm_raw_sample {
+    uint64_t start, end; /* the hardware's clock */
+    double values[PM_METRICS_MAX];
+    int ok; /* 0: it could not be read (skipped, as a failed sample_read is) */
+} pm_raw_sample;
+
 typedef struct pm_hardware_ops {
     const char *name; /* "cuda-pm", "sim-pm-sampling" */
     /* The expensive part, once: resolve the preset's metrics (checking one
@@ -129,6 +136,11 @@ typedef struct pm_hardware_ops {
      * PM_METRICS_MAX of them in one pass. */
     int (*plan)(void *hardware, int device, const char *const *names, size_t count, size_t *passes,
                 size_t *unknown, char *reason, size_t reason_size);
+    /* Optional: samples [first, first + count) of the decoded image into
+     * out, as sample_read reads them one at a time, perhaps on several
+     * threads (range replay decodes a whole pass at its stop). NULL:
+     * sample_read, one at a time. */
+    void (*read_batch)(void *hardware, size_t first, size_t count, pm_raw_sample *out);
 } pm_hardware_ops;
 
 /* ---- the engine ---- */
@@ -183,7 +195,9 @@ typedef struct pm_engine_stats {
     uint64_t counter_data_full; /* decodes stopped by a full image (decoded again) */
     uint64_t decode_failures;
     uint64_t decodes;
-    uint64_t decode_ns; /* time spent in decode rounds (decode, read, evaluate, reset) */
+    uint64_t decode_ns;      /* time spent in decode rounds (decode, read, evaluate, reset) */
+    uint64_t decode_call_ns; /* of which in the hardware's decode */
+    uint64_t read_ns;        /* of which reading (and evaluating) samples */
     uint64_t arms;
     uint64_t first_sample_latency_ns; /* of the last window; 0: none yet */
     uint64_t prepare_ns;              /* what prepare cost */

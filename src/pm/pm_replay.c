@@ -4,13 +4,17 @@
  * The collector's calls all come from the span's own thread, one span at
  * a time in the process (a second is declined while one collects): the
  * state is one static collection under a lock taken only to claim and
- * release it. Each pass creates a PM engine over the backend's replay
- * hardware, prepares one configuration (CUPTI: enable, set the
- * configuration, size the image), arms it, lets the re-issued work run,
- * then disarms, takes every sample and destroys the engine (disable).
+ * release it. Each pass takes a PM engine over the backend's replay
+ * hardware prepared for its configuration (CUPTI: enable, set the
+ * configuration, size the image): the spare when it holds the first
+ * configuration (set up early, or kept by the span before), else a new
+ * one; arms it, lets the re-issued work run, then disarms and takes every
+ * sample. A plan of one configuration keeps the engine as the spare; with
+ * more, each pass destroys its own (disable).
  *
- * Must never: sum a flagged sample, leave an engine armed or prepared
- * after end(), or write past the arrays sized at prepare.
+ * Must never: sum a flagged sample, leave an engine armed after end(),
+ * keep one prepared but as the spare, or write past the arrays sized at
+ * prepare.
  */
 #include "pm/pm_replay.h"
 
@@ -20,6 +24,7 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "pm/pm_engine.h"
+#include "pm/pm_replay_plan.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -28,7 +33,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DURATION_METRIC "gpu__time_duration.sum"
 /* After the start, before the work: the first sample after a start spans
  * back to the last stop and is flagged (PM_SAMPLE_START_CLAMPED; 0.63-0.87
  * ms on the H200), so kernels begin after it ends. */
@@ -44,23 +48,6 @@
  * a 63 ms pass's 6,300 at 10 us, session 22). 8,192 hold 82 ms at 10 us;
  * the image costs about 26 KiB a sample of host memory (217 MB). */
 #define IMAGE_SAMPLES 8192u
-
-typedef enum value_role {
-    ROLE_SAMPLED = 0,
-    ROLE_DURATION,  /* the kernels' own times */
-    ROLE_UNSAMPLED, /* PM sampling has no such metric here */
-} value_role;
-
-typedef struct replay_plan {
-    bool valid;
-    int device;
-    size_t metric_count;
-    char names[REPLAY_RECORD_METRIC_MAX][REPLAY_METRIC_NAME_MAX];
-    value_role roles[REPLAY_RECORD_METRIC_MAX];
-    size_t config_count;
-    size_t config_sizes[PM_REPLAY_PASSES_MAX];
-    size_t config_metrics[PM_REPLAY_PASSES_MAX][PM_METRICS_MAX]; /* metric indexes */
-} replay_plan;
 
 typedef struct pass_sample {
     uint64_t start_ns, end_ns;
@@ -87,17 +74,46 @@ typedef struct collection {
     size_t sample_count;
     attrib_pm_sample *series; /* one metric of samples */
     pm_queue_entry *take;     /* TAKE_CHUNK */
-    pm_preset preset;         /* this pass's configuration (names point into plan) */
     pm_engine *engine;
     bool armed, timing;
-    uint64_t armed_ns; /* this pass's start of sampling */
+    uint64_t armed_ns;           /* this pass's start of sampling */
+    pm_engine_stats armed_stats; /* the engine's counts at the arm (a kept engine's run on) */
+    uint64_t begin_ns, prepared_ns, settled_ns; /* this pass's steps, for the log */
+    uint64_t decode_call_ns, read_ns;           /* this pass's decode, for the log */
     uint64_t samples_total, samples_lost, samples_missing;
     char failure[160]; /* the first failure, for the reason */
 } collection;
 
 static pthread_mutex_t collection_lock = PTHREAD_MUTEX_INITIALIZER;
 static collection state;
-static replay_plan cached_plan; /* the last plan built (same metrics: no CUPTI calls again) */
+
+/* The engine kept between passes and spans (the "spare"): the first
+ * configuration of engine_plan enabled and configured on a device, its
+ * sampling stopped. Set up early (pm_replay_prepare_early) or kept after a
+ * span of one configuration, it saves a pass CUPTI's enable and configure
+ * (0.3-0.5 s on the H200) and the disable (50-90 ms). collection_lock. */
+typedef enum spare_state {
+    SPARE_NONE = 0,
+    SPARE_PREPARING, /* the early set-up is building it: spans wait */
+    SPARE_READY,
+    SPARE_TAKEN, /* a pass samples with it */
+} spare_state;
+static struct {
+    spare_state state;
+    pm_engine *engine;
+    int device;
+    uint64_t interval_ns;
+} spare;
+static pthread_cond_t spare_changed; /* CLOCK_MONOTONIC, at the first use (spare_once) */
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+/* How long a span waits for the early set-up to finish. */
+#define SPARE_WAIT_NS 60000000000ull
+/* What the one live engine samples: the hardware keeps pointers to the
+ * names, so both change only while no engine lives (at most one does). */
+static replay_plan engine_plan;
+static pm_preset engine_preset;
+/* The early set-up's own (it runs while no span does: spare PREPARING). */
+static collection early;
 
 int pm_replay_metric_additive(const char *metric)
 {
@@ -111,11 +127,57 @@ int pm_replay_metric_additive(const char *metric)
     return 1;
 }
 
-void pm_replay_reset_for_tests(void)
+/* Destroys the spare engine when drop(spare) says so (NULL: always);
+ * waits for an early set-up under way first. */
+static void spare_drop_if(bool (*drop)(const collection *c), const collection *c)
 {
     pthread_mutex_lock(&collection_lock);
-    cached_plan.valid = false;
+    pm_engine *engine = NULL;
+    if (spare.state == SPARE_READY && (drop == NULL || drop(c))) {
+        engine = spare.engine;
+        spare.engine = NULL;
+        spare.state = SPARE_NONE;
+    }
     pthread_mutex_unlock(&collection_lock);
+    if (engine != NULL) {
+        pm_engine_destroy(engine); /* disables sampling */
+    }
+}
+
+static void engine_put(collection *c, bool keep);
+
+static void spare_init(void)
+{
+    core_cond_init_monotonic(&spare_changed);
+}
+
+/* Whether the spare cannot serve c's first pass (another device,
+ * interval or first configuration). collection_lock held. */
+static bool spare_unfit(const collection *c)
+{
+    return spare.device != c->device || spare.interval_ns != c->method.pm_interval_ns ||
+           !pm_replay_plan_same_first(&engine_plan, &c->plan);
+}
+
+/* Waits (bounded) while the early set-up builds the spare: it holds the
+ * hardware. collection_lock held. */
+static int spare_wait_locked(char *reason, size_t reason_size)
+{
+    struct timespec deadline = core_deadline_after_ns(SPARE_WAIT_NS);
+    while (spare.state == SPARE_PREPARING) {
+        if (pthread_cond_timedwait(&spare_changed, &collection_lock, &deadline) != 0 &&
+            spare.state == SPARE_PREPARING) {
+            snprintf(reason, reason_size, "PM sampling's early set-up still running after 60 s");
+            return FLARE_ERR_TIMEOUT;
+        }
+    }
+    return FLARE_OK;
+}
+
+void pm_replay_reset_for_tests(void)
+{
+    pm_replay_plan_forget();
+    spare_drop_if(NULL, NULL);
 }
 
 static void sleep_ns(uint64_t ns)
@@ -133,105 +195,6 @@ static void note_failure(collection *c, const char *format, const char *detail)
     }
 }
 
-/* ---- the plan: metrics into one-pass configurations ---- */
-
-/* Whether names[0..count) sample in one pass (1), not (0), or an error. */
-static int one_pass(collection *c, const char *const *names, size_t count, size_t *unknown,
-                    char *reason, size_t reason_size)
-{
-    if (c->hw_ops->plan == NULL) {
-        return count <= PM_METRICS_MAX ? 1 : 0;
-    }
-    size_t passes = 0;
-    int status =
-        c->hw_ops->plan(c->hw, c->device, names, count, &passes, unknown, reason, reason_size);
-    if (status == FLARE_ERR_NOT_FOUND) {
-        return 0;
-    }
-    return status == FLARE_OK ? passes == 1 : status;
-}
-
-/* Places sampled metric m in the first configuration that still samples
- * in one pass with it, or a new one; unsampled when alone it cannot be. */
-static int plan_place(collection *c, replay_plan *plan, size_t m, char *reason, size_t reason_size)
-{
-    const char *names[PM_METRICS_MAX];
-    size_t unknown = 0;
-    for (size_t config = 0; config < plan->config_count; config++) {
-        size_t size = plan->config_sizes[config];
-        if (size == PM_METRICS_MAX) {
-            continue;
-        }
-        for (size_t slot = 0; slot < size; slot++) {
-            names[slot] = plan->names[plan->config_metrics[config][slot]];
-        }
-        names[size] = plan->names[m];
-        int fits = one_pass(c, names, size + 1, &unknown, reason, reason_size);
-        if (fits < 0) {
-            return fits;
-        }
-        if (fits == 1) {
-            plan->config_metrics[config][plan->config_sizes[config]++] = m;
-            return FLARE_OK;
-        }
-    }
-    names[0] = plan->names[m];
-    int alone = one_pass(c, names, 1, &unknown, reason, reason_size);
-    if (alone < 0) {
-        return alone;
-    }
-    if (alone == 0 || plan->config_count == PM_REPLAY_PASSES_MAX) {
-        plan->roles[m] = ROLE_UNSAMPLED;
-        return FLARE_OK;
-    }
-    plan->config_metrics[plan->config_count][0] = m;
-    plan->config_sizes[plan->config_count++] = 1;
-    return FLARE_OK;
-}
-
-static bool plan_matches(const replay_plan *plan, int device, const char *const *metrics,
-                         size_t count)
-{
-    if (!plan->valid || plan->device != device || plan->metric_count != count) {
-        return false;
-    }
-    for (size_t m = 0; m < count; m++) {
-        if (strcmp(plan->names[m], metrics[m]) != 0) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static int plan_build(collection *c, const char *const *metrics, size_t count, char *reason,
-                      size_t reason_size)
-{
-    if (plan_matches(&cached_plan, c->device, metrics, count)) {
-        c->plan = cached_plan;
-        return FLARE_OK;
-    }
-    replay_plan *plan = &c->plan;
-    memset(plan, 0, sizeof *plan);
-    plan->device = c->device;
-    plan->metric_count = count;
-    for (size_t m = 0; m < count; m++) {
-        snprintf(plan->names[m], REPLAY_METRIC_NAME_MAX, "%s", metrics[m]);
-        plan->roles[m] = strcmp(metrics[m], DURATION_METRIC) == 0 ? ROLE_DURATION : ROLE_SAMPLED;
-    }
-    for (size_t m = 0; m < count; m++) {
-        if (plan->roles[m] != ROLE_SAMPLED) {
-            continue;
-        }
-        int status = plan_place(c, plan, m, reason, reason_size);
-        if (status != FLARE_OK) {
-            return status;
-        }
-    }
-    plan->valid = true;
-    cached_plan = *plan;
-    return FLARE_OK;
-}
-
 /* ---- prepare and end ---- */
 
 static void collection_release(collection *c)
@@ -242,13 +205,10 @@ static void collection_release(collection *c)
         c->ops->kernel_times_end(c->device, &none, &none, 0, &found, 0);
         c->timing = false;
     }
-    if (c->engine != NULL) {
-        if (c->armed) {
-            pm_engine_disarm(c->engine, c->device, core_now_ns(), NULL);
-        }
-        pm_engine_destroy(c->engine);
-        c->engine = NULL;
+    if (c->engine != NULL && c->armed) { /* an aborted pass: nothing of it is kept */
+        pm_engine_disarm(c->engine, c->device, core_now_ns(), NULL);
     }
+    engine_put(c, false);
     c->armed = false;
     free(c->values);
     free(c->notes);
@@ -318,6 +278,7 @@ static int collector_prepare_span(const flare_replay_launch *span, const char *c
         snprintf(reason, reason_size, "no metrics or no kernels to measure");
         return FLARE_ERR_INVALID_ARGUMENT;
     }
+    pthread_once(&spare_once, spare_init);
     pthread_mutex_lock(&collection_lock);
     if (state.busy) {
         pthread_mutex_unlock(&collection_lock);
@@ -327,13 +288,23 @@ static int collector_prepare_span(const flare_replay_launch *span, const char *c
     collection *c = &state;
     memset(c, 0, sizeof *c);
     c->busy = true;
+    int status = spare_wait_locked(reason, reason_size);
     pthread_mutex_unlock(&collection_lock);
     c->device = span->device;
     c->kernel_count = max_ranges;
     replay_method_current(&c->method);
-    int status = find_backend(c, span->device, reason, reason_size);
     if (status == FLARE_OK) {
-        status = plan_build(c, metrics, metric_count, reason, reason_size);
+        status = find_backend(c, span->device, reason, reason_size);
+    }
+    if (status == FLARE_OK) {
+        /* New questions to the hardware would reconfigure the instance
+         * under the spare: it goes first. */
+        if (!pm_replay_plan_is_kept(c->device, metrics, metric_count)) {
+            spare_drop_if(NULL, NULL);
+        }
+        status = pm_replay_plan_build(c->hw_ops, c->hw, c->device, metrics, metric_count, &c->plan,
+                                      reason, reason_size);
+        spare_drop_if(spare_unfit, c);
     }
     if (status == FLARE_OK) {
         /* A span of time metrics only still needs one pass to time it. */
@@ -382,47 +353,97 @@ static void collector_end(const flare_replay_launch *launch)
 
 /* ---- passes ---- */
 
-static void start_sampling(collection *c, size_t config)
+/* A new engine for configuration config of plan, prepared (CUPTI: enable,
+ * set the configuration, size the image); NULL with reason. No other
+ * engine may live (engine_plan changes). */
+static pm_engine *engine_create(const collection *c, const replay_plan *plan, size_t config,
+                                char *reason, size_t reason_size)
 {
-    const replay_plan *plan = &c->plan;
-    pm_preset *preset = &c->preset;
+    engine_plan = *plan;
+    pm_preset *preset = &engine_preset;
     memset(preset, 0, sizeof *preset);
     preset->name = "replay";
     preset->summary = "a configuration of range replay by PM sampling";
-    preset->metric_count = plan->config_sizes[config];
+    preset->metric_count = engine_plan.config_sizes[config];
     for (size_t slot = 0; slot < preset->metric_count; slot++) {
-        const char *name = plan->names[plan->config_metrics[config][slot]];
+        const char *name = engine_plan.names[engine_plan.config_metrics[config][slot]];
         preset->metrics[slot].label = name;
         preset->metrics[slot].candidates[0] = name;
     }
-    char reason[256] = "";
-    if (pm_engine_create(c->hw_ops, c->hw, c->context_id, &c->engine) != FLARE_OK) {
-        note_failure(c, "%s", "no memory for a PM sampling engine");
+    pm_engine *engine = NULL;
+    if (pm_engine_create(c->hw_ops, c->hw, c->context_id, &engine) != FLARE_OK) {
+        snprintf(reason, reason_size, "no memory for a PM sampling engine");
+        return NULL;
+    }
+    pm_engine_set_image_samples(engine, IMAGE_SAMPLES);
+    if (pm_engine_prepare(engine, c->device, preset, c->method.pm_interval_ns, reason,
+                          reason_size) != FLARE_OK) {
+        pm_engine_destroy(engine);
+        return NULL;
+    }
+    return engine;
+}
+
+/* The pass's engine goes: kept as the spare when the plan has one
+ * configuration (the next pass or span re-arms it), else destroyed. */
+static void engine_put(collection *c, bool keep)
+{
+    if (c->engine == NULL) {
         return;
+    }
+    pthread_mutex_lock(&collection_lock);
+    if (keep) {
+        spare.engine = c->engine;
+        spare.state = SPARE_READY;
+        spare.device = c->device;
+        spare.interval_ns = c->method.pm_interval_ns;
+    } else if (spare.state == SPARE_TAKEN) {
+        spare.engine = NULL;
+        spare.state = SPARE_NONE;
+    }
+    pthread_cond_broadcast(&spare_changed);
+    pthread_mutex_unlock(&collection_lock);
+    if (!keep) {
+        pm_engine_destroy(c->engine); /* disables sampling */
+    }
+    c->engine = NULL;
+}
+
+static void start_sampling(collection *c, size_t config)
+{
+    char reason[256] = "";
+    pthread_mutex_lock(&collection_lock);
+    bool take = config == 0 && spare.state == SPARE_READY;
+    if (take) {
+        spare.state = SPARE_TAKEN;
+        c->engine = spare.engine;
+    }
+    pthread_mutex_unlock(&collection_lock);
+    if (!take) {
+        c->engine = engine_create(c, &c->plan, config, reason, sizeof reason);
+        if (c->engine == NULL) {
+            note_failure(c, "PM sampling: %.140s", reason[0] != '\0' ? reason : "could not start");
+            return;
+        }
     }
     backend_engine_config window = {.sample_interval_ns = c->method.pm_interval_ns,
                                     .label = "range replay",
                                     .window_id = config + 1};
-    pm_engine_set_image_samples(c->engine, IMAGE_SAMPLES);
-    int status = pm_engine_prepare(c->engine, c->device, preset, c->method.pm_interval_ns, reason,
-                                   sizeof reason);
-    if (status == FLARE_OK) {
-        /* No decoding while the work runs: decoding and evaluating a
-         * sample takes about 53 us on the H200, so at 10 us the decoder
-         * falls behind, and what it did not take in time was gone without
-         * an overflow (session 22). The stop decodes the whole pass. */
-        pm_engine_pause_decode(c->engine, 1);
-        pm_engine_read_all_at_disarm(c->engine, 1);
-        status = pm_engine_arm(c->engine, c->device, &window, core_now_ns(), reason, sizeof reason);
-    }
-    if (status != FLARE_OK) {
+    /* No decoding while the work runs: decoding and evaluating a sample
+     * takes 25-40 us on the H200, so at 10 us the decoder falls behind,
+     * and what it did not take in time was gone without an overflow
+     * (session 22). The stop decodes the whole pass. */
+    pm_engine_pause_decode(c->engine, 1);
+    pm_engine_read_all_at_disarm(c->engine, 1);
+    if (pm_engine_arm(c->engine, c->device, &window, core_now_ns(), reason, sizeof reason) !=
+        FLARE_OK) {
         note_failure(c, "PM sampling: %.140s", reason[0] != '\0' ? reason : "could not start");
-        pm_engine_destroy(c->engine);
-        c->engine = NULL;
+        engine_put(c, false);
         return;
     }
     c->armed = true;
     c->armed_ns = core_now_ns();
+    pm_engine_stats_get(c->engine, &c->armed_stats);
 }
 
 static int collector_pass_begin(const flare_replay_launch *span, uint32_t pass)
@@ -432,6 +453,8 @@ static int collector_pass_begin(const flare_replay_launch *span, uint32_t pass)
     c->sample_count = 0;
     c->armed = false;
     c->timing = false;
+    c->begin_ns = core_now_ns();
+    c->decode_call_ns = c->read_ns = 0;
     memset(c->starts, 0, c->kernel_count * sizeof *c->starts);
     memset(c->ends, 0, c->kernel_count * sizeof *c->ends);
     if (pass < c->plan.config_count) {
@@ -443,9 +466,11 @@ static int collector_pass_begin(const flare_replay_launch *span, uint32_t pass)
     } else {
         note_failure(c, "kernel times: %.140s", reason);
     }
+    c->prepared_ns = core_now_ns();
     if (c->armed) {
         sleep_ns(SETTLE_NS + 2 * c->method.pm_interval_ns);
     }
+    c->settled_ns = core_now_ns();
     return FLARE_OK;
 }
 
@@ -473,8 +498,13 @@ static void take_samples(collection *c)
     }
     pm_engine_stats stats;
     pm_engine_stats_get(c->engine, &stats);
+    const pm_engine_stats *before = &c->armed_stats;
     c->samples_total += c->sample_count;
-    c->samples_lost += stats.samples_lost + stats.queue_drops + stats.samples_discarded;
+    c->samples_lost += (stats.samples_lost - before->samples_lost) +
+                       (stats.queue_drops - before->queue_drops) +
+                       (stats.samples_discarded - before->samples_discarded);
+    c->decode_call_ns = stats.decode_call_ns - before->decode_call_ns;
+    c->read_ns = stats.read_ns - before->read_ns;
 }
 
 static const char *status_name(attrib_integral_status status)
@@ -561,9 +591,10 @@ static int collector_pass_end(const flare_replay_launch *span, uint32_t pass)
     (void)span;
     collection *c = &state;
     bool sampled = c->armed;
+    uint64_t ran_ns = core_now_ns(), stopped = ran_ns, taken = ran_ns;
     if (c->armed) {
         sleep_ns(TAIL_INTERVALS * c->method.pm_interval_ns);
-        uint64_t stopped = core_now_ns();
+        stopped = core_now_ns();
         pm_engine_disarm(c->engine, c->device, stopped, NULL);
         c->armed = false;
         uint64_t lost_before = c->samples_lost;
@@ -574,11 +605,13 @@ static int collector_pass_end(const flare_replay_launch *span, uint32_t pass)
         uint64_t expected = (stopped - c->armed_ns) / c->method.pm_interval_ns;
         if (expected > c->sample_count + lost + 1)
             c->samples_missing += expected - c->sample_count - lost - 1;
+        taken = core_now_ns();
     }
-    if (c->engine != NULL) {
-        pm_engine_destroy(c->engine); /* disables sampling: the next pass configures anew */
-        c->engine = NULL;
-    }
+    /* One configuration: kept enabled for the next span (CUPTI decodes
+     * nothing after a configuration switch on an enabled sampler, so with
+     * more each pass enables its own). */
+    engine_put(c, c->plan.config_count == 1);
+    uint64_t destroyed = core_now_ns();
     if (c->timing) {
         size_t found = 0;
         if (c->ops->kernel_times_end(c->device, c->starts, c->ends, c->kernel_count, &found,
@@ -589,7 +622,16 @@ static int collector_pass_end(const flare_replay_launch *span, uint32_t pass)
         }
         c->timing = false;
     }
+    uint64_t timed = core_now_ns();
     integrate_pass(c, pass, sampled);
+    core_log(CORE_LOG_INFO,
+             "range replay by PM sampling, pass %u: prepare %.1f ms, settle %.1f, work %.1f, "
+             "tail %.1f, stop+decode+read %.1f (decode %.1f, read %.1f), release %.1f, kernel "
+             "records %.1f, integrate %.1f; %zu samples",
+             pass + 1, (c->prepared_ns - c->begin_ns) / 1e6, (c->settled_ns - c->prepared_ns) / 1e6,
+             (ran_ns - c->settled_ns) / 1e6, (stopped - ran_ns) / 1e6, (taken - stopped) / 1e6,
+             c->decode_call_ns / 1e6, c->read_ns / 1e6, (destroyed - taken) / 1e6,
+             (timed - destroyed) / 1e6, (core_now_ns() - timed) / 1e6, c->sample_count);
     return FLARE_OK;
 }
 
@@ -698,6 +740,61 @@ static void collector_finish_notes(const flare_replay_launch *span, size_t range
         return;
     }
     memcpy(notes, c->notes, range_count * metric_count * sizeof *notes);
+}
+
+int pm_replay_prepare_early(int device)
+{
+    replay_method_settings method;
+    replay_method_current(&method);
+    const char *const *names = NULL;
+    size_t count = replay_selection_metrics(&names);
+    if (method.method != REPLAY_METHOD_PM || count == 0) {
+        return FLARE_ERR_STATE;
+    }
+    pthread_once(&spare_once, spare_init);
+    pthread_mutex_lock(&collection_lock);
+    if (state.busy || spare.state != SPARE_NONE) {
+        pthread_mutex_unlock(&collection_lock);
+        return FLARE_ERR_STATE;
+    }
+    spare.state = SPARE_PREPARING;
+    pthread_mutex_unlock(&collection_lock);
+
+    uint64_t began = core_now_ns();
+    collection *c = &early;
+    memset(c, 0, sizeof *c);
+    c->device = device;
+    c->method = method;
+    char reason[256] = "";
+    pm_engine *engine = NULL;
+    int status = find_backend(c, device, reason, sizeof reason);
+    if (status == FLARE_OK) {
+        status = pm_replay_plan_build(c->hw_ops, c->hw, device, names, count, &c->plan, reason,
+                                      sizeof reason);
+    }
+    if (status == FLARE_OK && c->plan.config_count > 0) {
+        engine = engine_create(c, &c->plan, 0, reason, sizeof reason);
+        status = engine != NULL ? FLARE_OK : FLARE_ERR_BACKEND;
+    }
+    pthread_mutex_lock(&collection_lock);
+    spare.engine = engine;
+    spare.state = engine != NULL ? SPARE_READY : SPARE_NONE;
+    spare.device = device;
+    spare.interval_ns = method.pm_interval_ns;
+    pthread_cond_broadcast(&spare_changed);
+    pthread_mutex_unlock(&collection_lock);
+    if (status != FLARE_OK) {
+        core_log(CORE_LOG_INFO,
+                 "range replay by PM sampling: early set-up on device %d failed (%s); the first "
+                 "span sets up instead",
+                 device, reason);
+        return status;
+    }
+    core_log(CORE_LOG_INFO,
+             "range replay by PM sampling: set up early on device %d in %.1f ms (%zu "
+             "configurations planned, the first enabled)",
+             device, (core_now_ns() - began) / 1e6, c->plan.config_count);
+    return FLARE_OK;
 }
 
 static const replay_metric_collector collector = {

@@ -18,17 +18,22 @@
  * bound and the samples behind it.
  *
  * The PM hardware is the backend's replay instance (never the deep
- * windows' engine), enabled per pass and disabled after it: CUPTI decodes
- * nothing after a configuration switch on an enabled sampler (measured on
- * the H200, docs/PERFORMANCE.md "Switching PM sampling's configuration").
+ * windows' engine). A span of one configuration keeps it enabled and
+ * configured after its pass, for the next span (the "spare"), and the
+ * backend may set that up before the first span (pm_replay_prepare_early):
+ * CUPTI's enable and configure cost 0.3-0.5 s a time on the H200. With
+ * more configurations each pass enables and disables its own: CUPTI
+ * decodes nothing after a configuration switch on an enabled sampler
+ * (docs/PERFORMANCE.md "Switching PM sampling's configuration").
  * A pass is decoded once, at its stop, into one image: samples a lagging
  * decoder did not take were lost without a word (session 22). One span at
  * a time in the process; a second is declined with a reason.
  *
  * Must never: sum a flagged sample, report a value without its note, grow
  * past its bounds (one image of samples per pass; what the interval should
- * have given beyond it is counted as missing in the span's note), or leave
- * the PM hardware enabled after the collection's end.
+ * have given beyond it is counted as missing in the span's note), keep
+ * more than one engine alive, or leave the PM hardware enabled after a
+ * span except as the spare of one configuration.
  */
 #ifndef FLARE_PM_PM_REPLAY_H
 #define FLARE_PM_PM_REPLAY_H
@@ -45,7 +50,16 @@ const replay_metric_collector *pm_replay_collector(void);
  * being a rate or share (".pct", "ratio", "per_second", "per_cycle"). */
 int pm_replay_metric_additive(const char *metric);
 
-/* Forgets the cached configuration plan (tests). */
+/* The early set-up, on a thread of the backend's (CUDA: at the first
+ * context, in a process whose spans are measured by PM sampling): plans the
+ * selection's metrics and enables and configures the first configuration
+ * on device, kept for the first span's first pass. Spans wait for it (60 s
+ * at most). 0, or a status when there is nothing to do (another method, no
+ * metrics, a span or set-up already there) or it failed (logged; the first
+ * span sets up instead). Blocks for CUPTI's set-up (0.3-0.8 s on the H200). */
+int pm_replay_prepare_early(int device);
+
+/* Forgets the kept plan and destroys the kept engine (tests). */
 void pm_replay_reset_for_tests(void);
 
 #endif /* FLARE_PM_PM_REPLAY_H */

@@ -57,6 +57,7 @@ typedef struct span_state {
     replay_snapshot snapshot; /* ops == NULL until taken */
     uint32_t pass;
     uint64_t pass_start_ns;
+    uint64_t prepare_ns, restore_ns; /* for the log at the end */
 } span_state;
 
 static _Thread_local span_state *thread_span;
@@ -566,6 +567,36 @@ static bool span_restore(span_state *span)
     return true;
 }
 
+/* The counting passes: restore, the collector's begin, every piece of work
+ * re-issued, the pass's end. Whether all ran. */
+static bool span_run_passes(span_state *span)
+{
+    for (span->pass = 1; span->pass <= span->collector_passes; span->pass++) {
+        uint64_t restoring = core_now_ns();
+        if (!span_restore(span)) {
+            return false;
+        }
+        span->restore_ns += core_now_ns() - restoring;
+        span_progress(span, span->device, "in");
+        span->collector_pass_open =
+            span->collector->pass_begin(&span->span_launch, span->pass - 1) == FLARE_OK;
+        span_progress(span, span->device, "re-issuing");
+        span->pass_start_ns = core_now_ns();
+        for (size_t index = 0; index < span->work_count; index++) {
+            int status = span->work[index].reissue(span->work[index].data);
+            if (status != FLARE_OK) {
+                span_fail(span, "re-issuing piece %zu of %zu of the span failed (%s)", index + 1,
+                          span->work_count, flare_strerror(status));
+                return false;
+            }
+        }
+        if (!span_pass_finish(span)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The collector's notes on how each value was produced, or NULL (none
  * offered, or no memory: the values stand without them). */
 static replay_value_note *span_notes(span_state *span)
@@ -703,6 +734,7 @@ int replay_range_end(void)
     if (!span->declined) {
         char reason[256] = "";
         span_progress(span, span->device, "preparing the counters after");
+        uint64_t preparing = core_now_ns();
         int passes = span->kernel_count == 0 ? 0
                      : span->collector->prepare_span != NULL
                          ? span->collector->prepare_span(&span->span_launch, span->metric_names,
@@ -720,42 +752,27 @@ int replay_range_end(void)
         } else {
             span->collector_passes = (uint32_t)passes;
         }
+        span->prepare_ns = core_now_ns() - preparing;
         span_progress(span, span->device, "prepared after");
         span->record->passes_planned = span->collector_passes + 1;
         if (healthy && span->collector_passes > 0) {
             replay_stats_add(1, 0, 0, 0, 0);
         }
-        for (span->pass = 1; healthy && span->pass <= span->collector_passes; span->pass++) {
-            if (!span_restore(span)) {
-                healthy = false;
-                break;
-            }
-            span_progress(span, span->device, "in");
-            span->collector_pass_open =
-                span->collector->pass_begin(&span->span_launch, span->pass - 1) == FLARE_OK;
-            span_progress(span, span->device, "re-issuing");
-            span->pass_start_ns = core_now_ns();
-            for (size_t index = 0; index < span->work_count; index++) {
-                int status = span->work[index].reissue(span->work[index].data);
-                if (status != FLARE_OK) {
-                    span_fail(span, "re-issuing piece %zu of %zu of the span failed (%s)",
-                              index + 1, span->work_count, flare_strerror(status));
-                    healthy = false;
-                    break;
-                }
-            }
-            if (healthy) {
-                healthy = span_pass_finish(span);
-            }
-        }
+        healthy = healthy && span_run_passes(span);
     }
     release_shadows(span);
     /* Results before the gate opens: the collector decodes from state on
      * the device's profiler that the next replay there will reconfigure. */
+    uint64_t finishing = core_now_ns();
     queue_results(span, healthy);
     if (span->collector_passes > 0 && span->collector->end != NULL) {
         span->collector->end(&span->span_launch);
     }
+    core_log(CORE_LOG_INFO,
+             "range replay: span %s: collector prepared in %.1f ms, %u restores %.1f ms, results "
+             "%.1f ms",
+             span->record->kernel_name, span->prepare_ns / 1e6, span->pass > 1 ? span->pass - 1 : 0,
+             span->restore_ns / 1e6, (core_now_ns() - finishing) / 1e6);
     if (holding_writer) {
         replay_gate_writer_exit(span->device);
     }

@@ -195,6 +195,14 @@ def read_session(database, judgement, label):
         return None, [], "replay_value_methods" in tables
     span = spans[0]
     span["span_count"] = len(spans)
+    # The program's own run of the span (pass 0, which only records), for the time flare
+    # adds beyond it: replay_passes keys a span's passes by its span id.
+    span["own_run_ns"] = None
+    if "replay_passes" in tables:
+        row = connection.execute(
+            "SELECT end_ns - start_ns FROM replay_passes WHERE pid = ? AND launch_id = ? AND pass = 0",
+            (span["pid"], span["span_id"])).fetchone()
+        span["own_run_ns"] = row[0] if row else None
     launch_columns = columns(connection, "replay_launches")
     if "kernel" in launch_columns:
         name_sql = "l.kernel"
@@ -266,6 +274,11 @@ def judge_span(judgement, label, span, kernels):
         if key in span:
             result[key] = span[key]
     result["replay_s"] = (span["end_ns"] - span["begin_ns"]) / 1e9
+    # What flare adds beyond the program's own work: the span less the wait for the work
+    # the program had queued before it (drain) and its own run (pass 0). ncu's time is
+    # likewise its wall time less a run that profiles nothing.
+    if span.get("own_run_ns") is not None and span.get("drain_ns") is not None:
+        result["added_s"] = result["replay_s"] - (span["drain_ns"] + span["own_run_ns"]) / 1e9
     result["kernels_with_rows"] = len(kernels)
     judgement.say(f"{label:4} span: {span.get('kernels')} kernels, passes "
                   f"{span.get('passes_run')}/{span.get('passes_planned')}, declined "
@@ -422,6 +435,52 @@ def judge_times(judgement, directory, summary, spans, span_kernels, ncu_kernels_
     return estimate
 
 
+FLOOR_CALLS = ("start", "work", "stop", "decode", "info")
+
+
+def read_floor(directory):
+    """CUPTI's floor for one replayed pass from floor.txt (tests/gpu/pm_switch_probe.cu's JSON
+    lines, bare CUPTI): per "fixed" pass Start + the work + Stop + DecodeData +
+    GetCounterDataInfo + every sample evaluated; the median pass, or None."""
+    passes = []
+    try:
+        with open(os.path.join(directory, "floor.txt")) as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("kind") != "pass" or record.get("mode") != "fixed" or \
+                        record.get("error") is not None:
+                    continue
+                calls = record.get("ns", {})
+                if any(calls.get(name) is None for name in FLOOR_CALLS) or \
+                        record.get("evaluate_ns") is None:
+                    continue
+                # Evaluated on threads too, every value the same: CUPTI allows the faster.
+                evaluate_ns = record["evaluate_ns"]
+                parallel_ns = record.get("evaluate_parallel_ns")
+                same = record.get("parallel_mismatches") == 0
+                if parallel_ns is not None and same:
+                    evaluate_ns = min(evaluate_ns, parallel_ns)
+                passes.append({"s": (sum(calls[name] for name in FLOOR_CALLS) + evaluate_ns) / 1e9,
+                               "work_s": calls["work"] / 1e9,
+                               "decode_s": (calls["stop"] + calls["decode"] + calls["info"]) / 1e9,
+                               "evaluate_s": evaluate_ns / 1e9,
+                               "evaluate_serial_s": record["evaluate_ns"] / 1e9,
+                               "evaluate_threads": record.get("evaluate_threads"),
+                               "parallel_mismatches": record.get("parallel_mismatches"),
+                               "samples": record.get("samples")})
+    except OSError:
+        return None
+    if not passes:
+        return None
+    passes.sort(key=lambda item: item["s"])
+    floor = dict(passes[len(passes) // 2])
+    floor["passes"] = len(passes)
+    return floor
+
+
 def judge_ncu_names(judgement, directory, rp_kernels, summary):
     profiled = ncu_kernels(os.path.join(directory, "ncu.csv"))
     same = sum(1 for (a, _), b in zip(profiled, rp_kernels) if base_name(a) == base_name(b["name"]))
@@ -488,6 +547,18 @@ def judge(directory, summary_path, min_ns, limit, ncu_kernels_asked, quiet=False
         if times.get("pm_wall_s") and times.get("plain_wall_s") and \
                 times["pm_wall_s"] > times["plain_wall_s"] and ncu_s is not None:
             ratios["ncu_over_pm_by_wall"] = ncu_s / (times["pm_wall_s"] - times["plain_wall_s"])
+    floor = read_floor(directory)
+    summary["floor"] = floor
+    added_s = spans.get("pm", {}).get("added_s")
+    times["pm_added_s"] = added_s
+    if added_s and ncu_s is not None:
+        ratios["ncu_over_pm_added"] = ncu_s / added_s
+    if floor is not None and ncu_s is not None:
+        ratios["ncu_over_floor"] = ncu_s / floor["s"]
+    if floor is not None and pm_s:
+        ratios["pm_over_floor"] = pm_s / floor["s"]
+    if floor is not None and added_s:
+        ratios["pm_added_over_floor"] = added_s / floor["s"]
     summary["ratios"] = ratios
 
     def seconds(value):
@@ -496,14 +567,27 @@ def judge(directory, summary_path, min_ns, limit, ncu_kernels_asked, quiet=False
     judgement.say("times:")
     judgement.say(f"  span replay  pm {seconds(pm_s)}   range profiler, overview {seconds(rp_s)}"
                   f"   range replay, speed-of-light {seconds(sol_s)}")
+    if added_s is not None:
+        judgement.say(f"  pm beyond the program's own run (span less drain and pass 0) {seconds(added_s)}")
     judgement.say("  wall         " + "   ".join(
         f"{name} {seconds(times[f'{name}_wall_s'])}" for name in ("plain", "pm", "rp", "sol", "ncu", "ncu-off")))
     judgement.say(f"  ncu kernel replay of the span (wall minus ncu-off"
                   f"{', scaled to the whole span' if times.get('ncu_replay_scaled') else ''}"
                   f"{'; cut by its timeout' if times.get('ncu_replay_lower_bound') else ''}) {seconds(ncu_s)}")
+    if floor is not None:
+        judgement.say(f"  CUPTI's floor, one pass (bare CUPTI, median of {floor['passes']}): "
+                      f"{seconds(floor['s'])} = work {floor['work_s'] * 1e3:.1f} ms + Stop and "
+                      f"DecodeData {floor['decode_s'] * 1e3:.1f} ms + evaluate "
+                      f"{floor['evaluate_s'] * 1e3:.1f} ms ({floor['samples']} samples; serial "
+                      f"{floor['evaluate_serial_s'] * 1e3:.1f} ms, on {floor['evaluate_threads']} "
+                      f"threads {floor['parallel_mismatches']} values differing)")
+    else:
+        judgement.say("  CUPTI's floor: not measured (no floor.txt with fixed passes)")
     for key, target in (("ncu_over_pm", NCU_TARGET), ("range_replay_over_pm", RANGE_TARGET),
                         ("overview_range_replay_over_pm", None), ("ncu_over_pm_at_least", None),
-                        ("ncu_over_pm_by_wall", None)):
+                        ("ncu_over_pm_by_wall", None), ("ncu_over_pm_added", None),
+                        ("ncu_over_floor", None), ("pm_over_floor", None),
+                        ("pm_added_over_floor", None)):
         value = ratios.get(key)
         judgement.say(f"  {key:30} {value:8.1f}x" + (f"   (target >= {target:g}x)" if target else "")
                       if value is not None else f"  {key:30} {'-':>8}")
@@ -513,9 +597,12 @@ def judge(directory, summary_path, min_ns, limit, ncu_kernels_asked, quiet=False
         if ratios.get("ncu_over_pm") is None:
             judgement.fail("no ncu time to compare (ncu.wall / ncu-off.wall / ncu.csv missing)")
         elif ratios["ncu_over_pm"] < NCU_TARGET:
+            below = ratios.get("ncu_over_floor") is not None and ratios["ncu_over_floor"] < NCU_TARGET
             judgement.fail(f"pm {ratios['ncu_over_pm']:.1f}x faster than ncu's kernel replay "
                            f"(target {NCU_TARGET:g}x"
-                           f"{'; ncu cut by its timeout, its time estimated' if times.get('ncu_replay_lower_bound') else ''})")
+                           f"{'; ncu cut by its timeout, its time estimated' if times.get('ncu_replay_lower_bound') else ''})"
+                           + (f"; below CUPTI's floor: ncu / one bare-CUPTI pass "
+                              f"{ratios['ncu_over_floor']:.1f}x" if below else ""))
         if ratios.get("range_replay_over_pm") is None:
             judgement.fail("no range replay (speed-of-light) time to compare")
         elif ratios["range_replay_over_pm"] < RANGE_TARGET:
@@ -542,14 +629,17 @@ def make_session(folder, kernels, declined=False, replay_s=1.0, pm=False, error=
     os.makedirs(folder)
     db = sqlite3.connect(os.path.join(folder, "session.db"))
     db.execute("CREATE TABLE replay_spans (pid, span_id, name, kernels, copies, passes_planned, "
-               "passes_run, declined, reason, begin_ns, end_ns, collector)")
+               "passes_run, declined, reason, begin_ns, end_ns, collector, drain_ns)")
+    # The program's own run (pass 0) 0.1 s of the span, the drain before it 0.05 s.
+    db.execute("CREATE TABLE replay_passes (pid, launch_id, pass, start_ns, end_ns)")
+    db.execute("INSERT INTO replay_passes VALUES (7, 100, 0, 2000, 100002000)")
     db.execute("CREATE TABLE replay_launches (pid, launch_id, span_id, kernel, collector)")
     db.execute("CREATE TABLE replay_metrics (pid, launch_id, metric, value)")
     if methods:
         db.execute("CREATE TABLE replay_value_methods (pid, launch_id, metric, method, status, "
                    "error_bound, samples)")
     collector = "pm-sampling" if pm else "cuda-range-profiler"
-    db.execute("INSERT INTO replay_spans VALUES (7, 100, 'step', ?, 0, 2, 2, ?, ?, 1000, ?, ?)",
+    db.execute("INSERT INTO replay_spans VALUES (7, 100, 'step', ?, 0, 2, 2, ?, ?, 1000, ?, ?, 50000000)",
                (len(kernels), int(declined), "declined: test" if declined else "", 1000 + int(replay_s * 1e9),
                 collector))
     for index, (name, duration, read, write, sm, tensor) in enumerate(kernels):
@@ -576,8 +666,24 @@ def make_session(folder, kernels, declined=False, replay_s=1.0, pm=False, error=
     db.close()
 
 
+def make_floor(root, pass_s):
+    """floor.txt as pm_switch_probe writes it: three fixed passes of pass_s, a warm one and a
+    failed one (both ignored)."""
+    with open(os.path.join(root, "floor.txt"), "w") as handle:
+        handle.write(json.dumps({"kind": "env", "device": "sim"}) + "\n")
+        for index, scale in enumerate((1.2, 1.0, 0.9)):
+            part = int(pass_s * scale * 1e9 / 5)
+            handle.write(json.dumps({"kind": "pass", "mode": "fixed", "pass": index, "ns": {
+                "start": part // 10, "work": part, "stop": part // 10, "decode": part * 2,
+                "info": part - 2 * (part // 10), "enable": None}, "evaluate_ns": part,
+                "samples": 6500, "error": None}) + "\n")
+        handle.write(json.dumps({"kind": "pass", "mode": "warm", "ns": {}, "error": None}) + "\n")
+        handle.write(json.dumps({"kind": "pass", "mode": "fixed", "ns": {}, "error": "X"}) + "\n")
+        handle.write("not json\n")
+
+
 def make_run(root, *, pm_error=0.01, pm_declined=False, pm_s=0.5, ncu_kernels=None,
-             ncu_timeout=False, methods=True, uncover=None, kernel_count=504):
+             ncu_timeout=False, methods=True, uncover=None, kernel_count=504, floor_s=None):
     kernels = []
     for index in range(kernel_count):
         if index % 63 == 7:  # a matmul: tensor pipe busy
@@ -599,6 +705,8 @@ def make_run(root, *, pm_error=0.01, pm_declined=False, pm_s=0.5, ncu_kernels=No
             handle.write(f"{start} {end}\n")
         with open(os.path.join(root, f"{name}.json"), "w") as handle:
             handle.write("noise\n" + json.dumps({"ops": kernel_count, "checksum": 1.5}) + "\n")
+    if floor_s is not None:
+        make_floor(root, floor_s)
     asked = kernel_count if ncu_kernels is None else ncu_kernels
     done = asked // 2 if ncu_timeout else asked
     with open(os.path.join(root, "ncu.rc"), "w") as handle:
@@ -626,6 +734,8 @@ def self_test():
         ("no replay_value_methods table fails", {"methods": False}, {}, ["replay_value_methods"]),
         ("499 kernels fail", {"kernel_count": 499}, {}, ["499 kernels"]),
         ("4.9% error passes", {"pm_error": 0.049}, {}, []),
+        ("slow pm under a slow floor: said below the floor", {"pm_s": 1.5, "floor_s": 1.0}, {},
+         ["below CUPTI's floor: ncu / one bare-CUPTI pass 80.0x", "faster than range replay"]),
     ]
     failed = 0
     for name, make, check, expected in cases:
@@ -646,6 +756,14 @@ def self_test():
                 ok = ok and summary["tensor_metric"]["pm"].endswith("_realtime.avg")
                 ok = ok and abs(summary["ratios"]["ncu_over_pm"] - 160.0) < 1e-6
                 ok = ok and abs(summary["ratios"]["range_replay_over_pm"] - 16.0) < 1e-6
+            if name.startswith("slow pm under"):
+                floor = summary["floor"]
+                ok = ok and floor["passes"] == 3 and abs(floor["s"] - 1.0) < 1e-6
+                ok = ok and abs(summary["ratios"]["pm_over_floor"] - 1.5) < 1e-6
+            if name.startswith("1% error"):
+                ok = ok and summary["floor"] is None and "ncu_over_floor" not in summary["ratios"]
+                ok = ok and abs(summary["times"]["pm_added_s"] - 0.35) < 1e-6
+                ok = ok and abs(summary["ratios"]["ncu_over_pm_added"] - 80.0 / 0.35) < 1e-6
             if name.startswith("ncu on 50"):
                 ok = ok and abs(summary["times"]["ncu_replay_s"] - 80.0 * 504 / 50) < 1e-6
             if name.startswith("ncu cut"):

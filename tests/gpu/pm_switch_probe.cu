@@ -56,7 +56,12 @@
 // What it must never do: wait without a bound (each decode loop stops after 64 calls or
 // 2 s; the deadline covers the rest, exit handlers included), hide an error, or leave
 // anything behind (no files, no device setting; sampling is disabled before it exits
-// normally). Other knobs: PMS_HW_BUFFER_MB (default 512, flare's hardware buffer),
+// normally). Other knobs: PMS_EVAL_MAX (samples evaluated a pass, default 4096),
+// PMS_EVAL_THREADS (evaluate each pass's samples again on that many threads, each with a
+// host object of its own, timed and compared bit for bit with the serial values: fields
+// evaluate_parallel_ns and parallel_mismatches; default 0, not at all), PMS_METRICS (a
+// comma-separated list, up to 8: one configuration of exactly those in place of the three),
+// PMS_HW_BUFFER_MB (default 512, flare's hardware buffer),
 // PMS_MAX_SAMPLES (counter-data image capacity; default twice the samples a pass's
 // workload spans plus 256).
 #include <cuda.h>
@@ -81,6 +86,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define PFX "pm_switch_probe: "
@@ -247,7 +253,7 @@ struct slot_spec {
 };
 struct config_spec {
     const char *name;
-    slot_spec slots[4];
+    slot_spec slots[8];
 };
 static const config_spec specs[] = {
     {"overview",
@@ -629,6 +635,10 @@ struct pass_rec {
     bool overflow = false;
     size_t completed = 0, populated = 0;
     int64_t span_ns = -1, evaluate_ns = -1;
+    // PMS_EVAL_THREADS: the same samples evaluated again on that many threads, each with a
+    // host object of its own; the time and the values that differ from the serial ones.
+    int64_t parallel_ns = -1, parallel_mismatches = -1;
+    int parallel_threads = 0;
     std::vector<double> sums;
     CUptiResult evaluate = CUPTI_SUCCESS;
     CUptiResult failed = CUPTI_SUCCESS;
@@ -652,6 +662,58 @@ struct pass_rec {
         return s;
     }
 };
+
+// Evaluates samples [0, count) of c's last pass again on PMS_EVAL_THREADS threads (0: not
+// at all), each over a slice with a host object of its own (built as build_image builds
+// one, untimed), and compares every value with the serial ones bit for bit.
+static void evaluate_parallel(config &c, size_t count, const std::vector<double> &serial,
+                              pass_rec *rec)
+{
+    int threads = (int)std::min(32.0, std::max(0.0, env_num("PMS_EVAL_THREADS", 0)));
+    if (threads == 0 || count == 0 || serial.size() < count * c.metrics.size())
+        return;
+    std::vector<build> hosts;
+    for (int t = 0; t < threads; ++t) {
+        hosts.push_back(build_image(c.metrics));
+        if (!hosts.back().ok()) {
+            for (build &h : hosts)
+                host_release(&h.host);
+            return;
+        }
+    }
+    size_t m_count = c.metrics.size();
+    std::vector<double> values(count * m_count, 0.0);
+    std::vector<int> failures(threads, 0);
+    int64_t t0 = now_ns();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            for (size_t i = count * t / threads; i < count * (t + 1) / threads; ++i) {
+                CUpti_Profiler_Host_EvaluateToGpuValues_Params ev = {
+                    CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+                ev.pHostObject = hosts[t].host;
+                ev.pCounterDataImage = c.data.data();
+                ev.counterDataImageSize = c.data.size();
+                ev.rangeIndex = i;
+                ev.ppMetricNames = const_cast<const char **>(c.metrics.data());
+                ev.numMetrics = m_count;
+                ev.pMetricValues = &values[i * m_count];
+                failures[t] += cuptiProfilerHostEvaluateToGpuValues(&ev) != CUPTI_SUCCESS;
+            }
+        });
+    for (std::thread &worker : pool)
+        worker.join();
+    rec->parallel_ns = now_ns() - t0;
+    rec->parallel_threads = threads;
+    int64_t mismatches = 0;
+    for (int f : failures)
+        mismatches += f;
+    for (size_t i = 0; i < count * m_count; ++i)
+        mismatches += memcmp(&values[i], &serial[i], sizeof(double)) != 0;
+    rec->parallel_mismatches = mismatches;
+    for (build &h : hosts)
+        host_release(&h.host);
+}
 
 static CUptiResult enable(CUpti_PmSampling_Object **sampler, int64_t *ns)
 {
@@ -801,12 +863,16 @@ static bool run_pass(config &c, CUpti_PmSampling_Object **sampler, pass_plan pla
     if (rec.completed > 0)
         rec.span_ns = (int64_t)(last.endTimestamp - first.startTimestamp);
 
-    // Untimed in the overhead: each metric summed over the pass's samples (at most 4096).
+    // Untimed in the overhead: each metric summed over the pass's samples (at most
+    // PMS_EVAL_MAX, default 4096; the pmreplay part's floor evaluates them all).
     g_step = "pass: EvaluateToGpuValues";
     rec.sums.assign(c.metrics.size(), 0.0);
     std::vector<double> values(c.metrics.size());
+    std::vector<double> serial; // every value, for the parallel evaluation's comparison
+    serial.reserve(rec.completed * values.size());
     t0 = now_ns();
-    for (size_t i = 0; i < rec.completed && i < 4096 && rec.evaluate == CUPTI_SUCCESS; ++i) {
+    const size_t eval_max = (size_t)env_num("PMS_EVAL_MAX", 4096);
+    for (size_t i = 0; i < rec.completed && i < eval_max && rec.evaluate == CUPTI_SUCCESS; ++i) {
         CUpti_Profiler_Host_EvaluateToGpuValues_Params ev = {
             CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
         ev.pHostObject = c.host;
@@ -819,9 +885,12 @@ static bool run_pass(config &c, CUpti_PmSampling_Object **sampler, pass_plan pla
         rec.evaluate = cuptiProfilerHostEvaluateToGpuValues(&ev);
         for (size_t m = 0; m < values.size() && rec.evaluate == CUPTI_SUCCESS; ++m)
             rec.sums[m] += values[m];
+        serial.insert(serial.end(), values.begin(), values.end());
     }
     rec.evaluate_ns = now_ns() - t0;
     note(rec.evaluate, "cuptiProfilerHostEvaluateToGpuValues");
+    if (rec.evaluate == CUPTI_SUCCESS)
+        evaluate_parallel(c, std::min(rec.completed, eval_max), serial, &rec);
 
     g_step = "pass: Disable";
     if (plan.disable && (r = disable(sampler, &rec.ns[C_DISABLE])) != CUPTI_SUCCESS)
@@ -843,13 +912,15 @@ static void emit_pass(const char *mode, int index, const config &c, const pass_r
              "\"decode_stop_reason\":%d,\"overflow\":%s,\"samples\":%zu,"
              "\"samples_populated\":%zu,\"samples_for_work\":%.1f,\"samples_span_ns\":%s,"
              "\"counter_data_bytes\":%zu,\"evaluate\":%s,\"evaluate_ns\":%s,\"sums\":{%s},"
+             "\"evaluate_threads\":%d,\"evaluate_parallel_ns\":%s,\"parallel_mismatches\":%s,"
              "\"error\":%s,\"error_call\":%s",
              mode, index, q(c.name).c_str(), rec.fresh ? "fresh" : "prepared", calls.c_str(),
              (long long)rec.overhead(), (long long)rec.configure(), rec.decode_calls,
              rec.stop_reason, rec.overflow ? "true" : "false", rec.completed, rec.populated,
              rec.ns[C_WORK] >= 0 ? rec.ns[C_WORK] / (double)g.interval_ns : 0.0,
              jns(rec.span_ns).c_str(), c.data.size(), rs(rec.evaluate).c_str(),
-             jns(rec.evaluate_ns).c_str(), values.c_str(), rs(rec.failed).c_str(),
+             jns(rec.evaluate_ns).c_str(), values.c_str(), rec.parallel_threads,
+             jns(rec.parallel_ns).c_str(), jns(rec.parallel_mismatches).c_str(), rs(rec.failed).c_str(),
              rec.failed_call[0] ? q(rec.failed_call).c_str() : "null"));
 }
 
@@ -1000,8 +1071,24 @@ int main(int argc, char **argv)
     int64_t first_host_ns = 0;
     NEED(timed(&first_host_ns, [&] { return host_create(&resolver); }),
          "cuptiProfilerHostInitialize");
-    for (const config_spec &s : specs)
-        prepare_config(s, resolver, builds);
+    // PMS_METRICS (comma-separated): one configuration of exactly those, in place of the three.
+    static std::vector<std::string> given;
+    config_spec only = {"given", {}};
+    if (const char *list = getenv("PMS_METRICS")) {
+        std::string text = list;
+        for (size_t at = 0; at <= text.size() && given.size() < 8;) {
+            size_t comma = std::min(text.find(',', at), text.size());
+            if (comma > at)
+                given.push_back(text.substr(at, comma - at));
+            at = comma + 1;
+        }
+        for (size_t i = 0; i < given.size(); ++i)
+            only.slots[i] = {given[i].c_str(), {given[i].c_str()}};
+        prepare_config(only, resolver, builds);
+    } else {
+        for (const config_spec &s : specs)
+            prepare_config(s, resolver, builds);
+    }
     host_release(&resolver);
     std::vector<int64_t> all(g.builds_all, g.builds_all + g.build_count);
     emit("images",

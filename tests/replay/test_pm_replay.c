@@ -27,6 +27,8 @@
 #include "core/clock.h"
 #include "flare/replay.h"
 #include "flare/sim.h"
+#include <pthread.h>
+
 #include "pm/pm_replay.h"
 #include "replay/replay.h"
 #include "test_util.h"
@@ -329,6 +331,155 @@ static void test_time_only_span(void **state)
     assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
 }
 
+/* One span of select's metrics over a 2 ms kernel; the status of the
+ * sampled metric (index 1) on its kernel. */
+static void span_status(flare_sim_stream *stream, char *status, size_t status_size)
+{
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    launch_spin(stream, 2000000);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    replay_record *records[4];
+    size_t count = take_all(records, 4, 2);
+    assert_int_equal(count, 2);
+    assert_int_equal(records[1]->declined, 0);
+    snprintf(status, status_size, "%s", records[0]->metric_notes[1].status);
+    for (size_t index = 0; index < count; index++) {
+        free(records[index]);
+    }
+}
+
+/* A span of one configuration keeps its engine: the next span samples
+ * without preparing (a refused prepare does not reach it); other metrics
+ * give it up and prepare their own. */
+static void test_kept_configuration_needs_no_prepare(void **state)
+{
+    (void)state;
+    char error[256], status[32];
+    assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_read.sum", NULL, 100000, 0,
+                               error, sizeof error),
+                     FLARE_OK);
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    span_status(stream, status, sizeof status);
+    assert_string_equal(status, "measured");
+    sim_pm_set_faults(&(sim_pm_faults){.refuse_prepare = 1});
+    span_status(stream, status, sizeof status);
+    assert_string_equal(status, "measured");
+    assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_write.sum", NULL, 100000, 0,
+                               error, sizeof error),
+                     FLARE_OK);
+    span_status(stream, status, sizeof status);
+    assert_string_equal(status, "failed");
+    sim_pm_set_faults(NULL);
+    /* Another interval cannot use what is kept either. */
+    span_status(stream, status, sizeof status);
+    assert_string_equal(status, "measured");
+    assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_write.sum", NULL, 200000, 0,
+                               error, sizeof error),
+                     FLARE_OK);
+    sim_pm_set_faults(&(sim_pm_faults){.refuse_prepare = 1});
+    span_status(stream, status, sizeof status);
+    assert_string_equal(status, "failed");
+    sim_pm_set_faults(NULL);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+}
+
+/* The early set-up prepares the first configuration before any span: the
+ * first span needs no prepare. It sets up once, and only for PM spans. */
+static void test_early_set_up(void **state)
+{
+    (void)state;
+    char error[256], status[32];
+    assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_read.sum", NULL, 100000, 0,
+                               error, sizeof error),
+                     FLARE_OK);
+    assert_int_equal(pm_replay_prepare_early(0), FLARE_OK);
+    assert_int_equal(pm_replay_prepare_early(0), FLARE_ERR_STATE); /* there already */
+    sim_pm_set_faults(&(sim_pm_faults){.refuse_prepare = 1});
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    span_status(stream, status, sizeof status);
+    assert_string_equal(status, "measured");
+    sim_pm_set_faults(NULL);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+
+    pm_replay_reset_for_tests();
+    replay_selection selection;
+    memset(&selection, 0, sizeof selection);
+    selection.api_spans_only = true;
+    snprintf(selection.metrics, sizeof selection.metrics, "dram__bytes_read.sum");
+    assert_int_equal(replay_selection_apply(&selection, error, sizeof error), FLARE_OK);
+    assert_int_equal(pm_replay_prepare_early(0), FLARE_ERR_STATE); /* the range profiler's */
+}
+
+/* The span's reason after one span over a 3 ms kernel. */
+static void span_reason(flare_sim_stream *stream, char *reason, size_t reason_size)
+{
+    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
+    launch_spin(stream, 3000000);
+    assert_int_equal(flare_replay_range_end(), FLARE_OK);
+    replay_record *records[4];
+    size_t count = take_all(records, 4, 2);
+    assert_int_equal(count, 2);
+    snprintf(reason, reason_size, "%s", records[1]->reason);
+    for (size_t index = 0; index < count; index++) {
+        free(records[index]);
+    }
+}
+
+/* A kept engine's counts run on across spans: each span reports its own
+ * losses, not the engine's since it was made. */
+static void test_kept_engine_counts_each_span_alone(void **state)
+{
+    (void)state;
+    char error[256], reason[256];
+    assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_read.sum", NULL, 100000, 0,
+                               error, sizeof error),
+                     FLARE_OK);
+    /* A buffer of 4 samples that overflows once (3 ms: about 30 samples). */
+    sim_pm_set_faults(&(sim_pm_faults){.hardware_buffer_samples = 4, .overflow_once = 1});
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    span_reason(stream, reason, sizeof reason);
+    printf("first span: %s\n", reason);
+    assert_null(strstr(reason, ", 0 lost"));
+    span_reason(stream, reason, sizeof reason);
+    printf("second span: %s\n", reason);
+    assert_non_null(strstr(reason, ", 0 lost"));
+    sim_pm_set_faults(NULL);
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+}
+
+static void *prepare_early_main(void *argument)
+{
+    (void)argument;
+    pm_replay_prepare_early(0);
+    return NULL;
+}
+
+/* The early set-up and a span, on two threads, in either order: the span
+ * waits for a set-up under way or the set-up stands back for the span;
+ * every span measures. */
+static void test_early_set_up_beside_a_span(void **state)
+{
+    (void)state;
+    char error[256], status[32];
+    flare_sim_stream *stream = NULL;
+    assert_int_equal(flare_sim_stream_create(0, &stream), FLARE_OK);
+    for (int round = 0; round < 12; round++) {
+        pm_replay_reset_for_tests();
+        assert_int_equal(select_pm("gpu__time_duration.sum,dram__bytes_read.sum", NULL, 100000, 0,
+                                   error, sizeof error),
+                         FLARE_OK);
+        pthread_t thread;
+        assert_int_equal(pthread_create(&thread, NULL, prepare_early_main, NULL), 0);
+        span_status(stream, status, sizeof status);
+        assert_int_equal(pthread_join(thread, NULL), 0);
+        assert_string_equal(status, "measured");
+    }
+    assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
+}
+
 int main(void)
 {
     if (flare_sim_kernel_register("spin", spin_kernel, &spin_id) != FLARE_OK) {
@@ -340,6 +491,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_device_without_kernel_times_declines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_time_only_span, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pass_that_cannot_sample, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_configuration_needs_no_prepare, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_set_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_set_up_beside_a_span, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kept_engine_counts_each_span_alone, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

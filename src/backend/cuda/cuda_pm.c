@@ -15,12 +15,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/cuda/cuda_pm_functions.h"
+#include "backend/cuda/cuda_pm_hardware.h"
 #include "backend/cuda/cuda_profiler_host.h"
 #include "backend/cuda/cuda_replay.h"
 #include "core/capability.h"
@@ -28,40 +31,16 @@
 #include "core/log.h"
 #include "flare/flare.h"
 #include "pm/pm_engine.h"
+#include "pm/pm_replay.h"
 #include "rules/rule.h"
-
-/* The raw buffer the GPU writes samples into (measured on the H200: 512 MiB
- * enabled and configured in 460-630 ms, no overflow at 10 us with a 20 ms
- * decode loop). */
-#define HARDWARE_BUFFER_BYTES ((size_t)512 << 20)
-
-typedef struct cuda_pm_hardware {
-    pm_functions api;
-    int device;
-    uint64_t interval_ns;
-    CUpti_Profiler_Host_Object *host;
-    CUpti_PmSampling_Object *sampler;
-    uint8_t *availability;
-    uint8_t *config;
-    size_t config_size;
-    uint8_t *image; /* the counter-data image: sized once, reused by every decode */
-    size_t image_size;
-    size_t metric_count;
-    const char *metric_names[PM_METRICS_MAX];
-    pm_resolved_metrics resolved;
-    int availability_device; /* the device availability was read for (+1; 0: none) */
-    uint64_t host_setup_ns;  /* availability + config image */
-    uint64_t enable_ns;      /* enable + set config + image */
-    char chip[32];
-    size_t buffer_bytes; /* the hardware buffer SetConfig allocates; 0: HARDWARE_BUFFER_BYTES */
-} cuda_pm_hardware;
 
 static cuda_pm_hardware hardware;
 /* Range replay's own (pm/pm_replay.h), enabled per pass. A pass is decoded
  * at its stop, so the buffer holds all of it: 32 MiB (SetConfig 89 ms, not
  * 321) overflowed at 10 us on the H200 (3,646 of 5,657 samples lost). */
 #define REPLAY_BUFFER_BYTES ((size_t)512 << 20)
-static cuda_pm_hardware replay_hardware = {.buffer_bytes = REPLAY_BUFFER_BYTES};
+static cuda_pm_hardware replay_hardware = {.buffer_bytes = REPLAY_BUFFER_BYTES,
+                                           .free_image_at_release = 1};
 static int api_resolved;
 static pm_engine *engine;
 static const pm_preset *chosen_preset;
@@ -86,494 +65,6 @@ static _Atomic(CUcontext) first_context;
  * destroyed before a lazy set-up used it (NULL once destroyed itself). */
 static _Atomic(CUcontext) latest_context;
 
-static const char *result_text(CUptiResult result)
-{
-    const char *text = NULL;
-    if (hardware.api.cuptiGetResultString == NULL ||
-        hardware.api.cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == NULL)
-        return "unknown CUPTI error";
-    return text;
-}
-
-/* Fills reason with "what: CUPTI's text" and returns the status. */
-static int failed(CUptiResult result, const char *what, char *reason, size_t reason_size,
-                  int status)
-{
-    snprintf(reason, reason_size, "%s: %s", what, result_text(result));
-    return status;
-}
-
-static void release_host(cuda_pm_hardware *hw)
-{
-    if (hw->host != NULL) {
-        CUpti_Profiler_Host_Deinitialize_Params params = {
-            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
-        params.pHostObject = hw->host;
-        hw->api.cuptiProfilerHostDeinitialize(&params);
-        hw->host = NULL;
-    }
-}
-
-/* A fresh host object (a config accumulates metrics: each try starts anew). */
-static int host_initialize(cuda_pm_hardware *hw, char *reason, size_t reason_size)
-{
-    release_host(hw);
-    CUpti_Profiler_Host_Initialize_Params init = {
-        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
-    init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    init.pChipName = hw->chip;
-    init.pCounterAvailabilityImage = hw->availability;
-    CUptiResult result = hw->api.cuptiProfilerHostInitialize(&init);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiProfilerHostInitialize", reason, reason_size,
-                      FLARE_ERR_BACKEND);
-    hw->host = init.pHostObject;
-    return FLARE_OK;
-}
-
-/* Host object + config image for the names chosen so far; number of passes. */
-static int build_config(cuda_pm_hardware *hw, size_t *passes, char *reason, size_t reason_size)
-{
-    free(hw->config);
-    hw->config = NULL;
-    int status = host_initialize(hw, reason, reason_size);
-    if (status != FLARE_OK)
-        return status;
-    CUptiResult result;
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = hw->host;
-    add.ppMetricNames = hw->metric_names;
-    add.numMetrics = hw->metric_count;
-    if ((result = hw->api.cuptiProfilerHostConfigAddMetrics(&add)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiProfilerHostConfigAddMetrics", reason, reason_size,
-                      FLARE_ERR_UNSUPPORTED);
-    CUpti_Profiler_Host_GetConfigImageSize_Params size = {
-        .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
-    size.pHostObject = hw->host;
-    if ((result = hw->api.cuptiProfilerHostGetConfigImageSize(&size)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiProfilerHostGetConfigImageSize", reason, reason_size,
-                      FLARE_ERR_BACKEND);
-    hw->config = malloc(size.configImageSize);
-    if (hw->config == NULL) {
-        snprintf(reason, reason_size, "no memory for a %zu-byte config image",
-                 size.configImageSize);
-        return FLARE_ERR_NO_MEMORY;
-    }
-    hw->config_size = size.configImageSize;
-    CUpti_Profiler_Host_GetConfigImage_Params image = {
-        .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
-    image.pHostObject = hw->host;
-    image.configImageSize = hw->config_size;
-    image.pConfigImage = hw->config;
-    if ((result = hw->api.cuptiProfilerHostGetConfigImage(&image)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiProfilerHostGetConfigImage", reason, reason_size,
-                      FLARE_ERR_BACKEND);
-    CUpti_Profiler_Host_GetNumOfPasses_Params count = {
-        .structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
-    count.configImageSize = hw->config_size;
-    count.pConfigImage = hw->config;
-    if ((result = hw->api.cuptiProfilerHostGetNumOfPasses(&count)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiProfilerHostGetNumOfPasses", reason, reason_size,
-                      FLARE_ERR_BACKEND);
-    *passes = count.numOfPasses;
-    return FLARE_OK;
-}
-
-static int metric_known(cuda_pm_hardware *hw, const char *name)
-{
-    CUpti_Profiler_Host_GetMetricProperties_Params properties = {
-        .structSize = CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
-    properties.pHostObject = hw->host;
-    properties.pMetricName = name;
-    return hw->api.cuptiProfilerHostGetMetricProperties(&properties) == CUPTI_SUCCESS;
-}
-
-/* Disables PM sampling on hw's device and forgets the sampler object. */
-static void disable_sampler(cuda_pm_hardware *hw)
-{
-    CUpti_PmSampling_Disable_Params disable = {.structSize =
-                                                   CUpti_PmSampling_Disable_Params_STRUCT_SIZE};
-    disable.pPmSamplingObject = hw->sampler;
-    hw->api.cuptiPmSamplingDisable(&disable);
-    hw->sampler = NULL;
-}
-
-/* Initialises the profiler, then reads the device's chip name and counter
- * availability image into hw. 0, or a status with CUPTI's reason
- * (FLARE_ERR_UNSUPPORTED without the privilege to read counters). */
-static int read_device(cuda_pm_hardware *hw, int device, char *reason, size_t reason_size)
-{
-    CUpti_Profiler_Initialize_Params initialize = {
-        .structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-    CUptiResult result = hw->api.cuptiProfilerInitialize(&initialize);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiProfilerInitialize", reason, reason_size, FLARE_ERR_BACKEND);
-    CUpti_Device_GetChipName_Params chip = {.structSize =
-                                                CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-    chip.deviceIndex = (size_t)device;
-    if ((result = hw->api.cuptiDeviceGetChipName(&chip)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiDeviceGetChipName", reason, reason_size, FLARE_ERR_BACKEND);
-    snprintf(hw->chip, sizeof(hw->chip), "%s", chip.pChipName);
-    /* Read once per device: range replay prepares per pass. */
-    if (hw->availability != NULL && hw->availability_device == device + 1)
-        return FLARE_OK;
-    hw->availability_device = 0; /* until read again */
-    CUpti_PmSampling_GetCounterAvailability_Params availability = {
-        .structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
-    availability.deviceIndex = (size_t)device;
-    if ((result = hw->api.cuptiPmSamplingGetCounterAvailability(&availability)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiPmSamplingGetCounterAvailability", reason, reason_size,
-                      result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ? FLARE_ERR_UNSUPPORTED
-                                                                    : FLARE_ERR_BACKEND);
-    free(hw->availability);
-    hw->availability = malloc(availability.counterAvailabilityImageSize);
-    if (hw->availability == NULL) {
-        snprintf(reason, reason_size, "no memory for the counter availability image");
-        return FLARE_ERR_NO_MEMORY;
-    }
-    availability.pCounterAvailabilityImage = hw->availability;
-    if ((result = hw->api.cuptiPmSamplingGetCounterAvailability(&availability)) != CUPTI_SUCCESS)
-        return failed(result, "cuptiPmSamplingGetCounterAvailability", reason, reason_size,
-                      FLARE_ERR_BACKEND);
-    hw->availability_device = device + 1;
-    return FLARE_OK;
-}
-
-/* Resolve each slot to the first name this chip knows (the host object
- * initialised); skipped names the last optional slot the chip lacks. A
- * required slot with no counter releases the host object and fails with
- * FLARE_ERR_UNSUPPORTED. */
-static int resolve_metrics(cuda_pm_hardware *hw, const pm_preset *preset,
-                           pm_resolved_metrics *resolved, char *skipped, size_t skipped_size,
-                           char *reason, size_t reason_size)
-{
-    hw->metric_count = 0;
-    resolved->count = 0;
-    for (size_t slot = 0; slot < preset->metric_count; slot++) {
-        const pm_metric_slot *metric = &preset->metrics[slot];
-        const char *chosen = NULL;
-        for (size_t c = 0; c < PM_CANDIDATES_MAX && metric->candidates[c] != NULL; c++)
-            if (metric_known(hw, metric->candidates[c])) {
-                chosen = metric->candidates[c];
-                break;
-            }
-        if (chosen == NULL && !metric->optional) {
-            snprintf(reason, reason_size, "preset '%s': %s has no counter on %s", preset->name,
-                     metric->label, hw->chip);
-            release_host(hw);
-            return FLARE_ERR_UNSUPPORTED;
-        }
-        if (chosen == NULL) {
-            snprintf(skipped, skipped_size, "%s not on %s", metric->label, hw->chip);
-            continue;
-        }
-        hw->metric_names[hw->metric_count] = chosen;
-        snprintf(resolved->labels[hw->metric_count], PM_METRIC_NAME_MAX, "%s", metric->label);
-        snprintf(resolved->hardware[hw->metric_count], PM_METRIC_NAME_MAX, "%s", chosen);
-        hw->metric_count++;
-    }
-    resolved->count = hw->metric_count;
-    return FLARE_OK;
-}
-
-/* Enables PM sampling on the device, sets the configuration, and sizes and
- * initialises the counter-data image for image_samples samples. On a
- * failure sampling is disabled again and the host object released. */
-static int enable_sampling(cuda_pm_hardware *hw, int device, uint64_t interval_ns,
-                           uint32_t image_samples, char *reason, size_t reason_size)
-{
-    CUptiResult result;
-    CUpti_PmSampling_Enable_Params enable = {.structSize =
-                                                 CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
-    enable.deviceIndex = (size_t)device;
-    if ((result = hw->api.cuptiPmSamplingEnable(&enable)) != CUPTI_SUCCESS) {
-        if (result == CUPTI_ERROR_INVALID_OPERATION)
-            snprintf(reason, reason_size,
-                     "PM sampling busy, held by another process or tool on device %d "
-                     "(cuptiPmSamplingEnable: %s)",
-                     device, result_text(result));
-        else
-            failed(result, "cuptiPmSamplingEnable", reason, reason_size, 0);
-        release_host(hw);
-        return FLARE_ERR_UNSUPPORTED;
-    }
-    hw->sampler = enable.pPmSamplingObject;
-    CUpti_PmSampling_SetConfig_Params config = {.structSize =
-                                                    CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
-    config.pPmSamplingObject = hw->sampler;
-    config.configSize = hw->config_size;
-    config.pConfig = hw->config;
-    config.hardwareBufferSize = hw->buffer_bytes != 0 ? hw->buffer_bytes : HARDWARE_BUFFER_BYTES;
-    config.samplingInterval = interval_ns;
-    config.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-    config.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-    CUpti_PmSampling_GetCounterDataSize_Params data_size = {
-        .structSize = CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
-    data_size.pPmSamplingObject = hw->sampler;
-    data_size.pMetricNames = hw->metric_names;
-    data_size.numMetrics = hw->metric_count;
-    data_size.maxSamples = image_samples;
-    if ((result = hw->api.cuptiPmSamplingSetConfig(&config)) != CUPTI_SUCCESS ||
-        (result = hw->api.cuptiPmSamplingGetCounterDataSize(&data_size)) != CUPTI_SUCCESS) {
-        failed(result, "cuptiPmSamplingSetConfig/GetCounterDataSize", reason, reason_size, 0);
-        disable_sampler(hw);
-        release_host(hw);
-        return FLARE_ERR_BACKEND;
-    }
-    free(hw->image);
-    hw->image = malloc(data_size.counterDataSize);
-    hw->image_size = data_size.counterDataSize;
-    CUpti_PmSampling_CounterDataImage_Initialize_Params image = {
-        .structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
-    image.pPmSamplingObject = hw->sampler;
-    image.counterDataSize = hw->image_size;
-    image.pCounterData = hw->image;
-    if (hw->image == NULL ||
-        (result = hw->api.cuptiPmSamplingCounterDataImageInitialize(&image)) != CUPTI_SUCCESS) {
-        if (hw->image == NULL)
-            snprintf(reason, reason_size, "no memory for a %zu-byte counter-data image",
-                     data_size.counterDataSize);
-        else
-            failed(result, "cuptiPmSamplingCounterDataImageInitialize", reason, reason_size, 0);
-        disable_sampler(hw);
-        release_host(hw);
-        return FLARE_ERR_BACKEND;
-    }
-    return FLARE_OK;
-}
-
-static int hw_prepare(void *opaque, int device, const pm_preset *preset, uint64_t interval_ns,
-                      uint32_t image_samples, pm_resolved_metrics *resolved, char *reason,
-                      size_t reason_size)
-{
-    cuda_pm_hardware *hw = opaque;
-    uint64_t began = core_now_ns();
-    hw->device = device;
-    hw->interval_ns = interval_ns;
-    int status = read_device(hw, device, reason, reason_size);
-    if (status != FLARE_OK)
-        return status;
-
-    size_t passes = 0;
-    status = host_initialize(hw, reason, reason_size);
-    if (status != FLARE_OK)
-        return status;
-    char skipped[160] = "";
-    status = resolve_metrics(hw, preset, resolved, skipped, sizeof(skipped), reason, reason_size);
-    if (status != FLARE_OK)
-        return status;
-    status = build_config(hw, &passes, reason, reason_size);
-    if (status != FLARE_OK) {
-        release_host(hw);
-        return status;
-    }
-    if (passes != 1) {
-        snprintf(reason, reason_size,
-                 "preset '%s' needs %zu passes on %s; PM sampling takes single-pass presets only",
-                 preset->name, passes, hw->chip);
-        release_host(hw);
-        return FLARE_ERR_UNSUPPORTED;
-    }
-    uint64_t host_done = core_now_ns();
-    hw->host_setup_ns = host_done - began;
-
-    status = enable_sampling(hw, device, interval_ns, image_samples, reason, reason_size);
-    if (status != FLARE_OK)
-        return status;
-    hw->enable_ns = core_now_ns() - host_done;
-    hw->resolved = *resolved;
-    char names[PM_METRICS_MAX * (PM_METRIC_NAME_MAX + 1)] = "";
-    for (size_t m = 0, used = 0; m < hw->metric_count && used < sizeof(names); m++)
-        used += (size_t)snprintf(names + used, sizeof(names) - used, " %s", hw->metric_names[m]);
-    core_log(CORE_LOG_INFO,
-             "PM sampling prepared on device %d (%s): preset %s, %zu metrics in 1 pass, every "
-             "%llu ns; host config %.0f ms, enable+config %.0f ms; image %zu bytes for %u "
-             "samples%s%s; metrics%s",
-             device, hw->chip, preset->name, hw->metric_count, (unsigned long long)interval_ns,
-             hw->host_setup_ns / 1e6, hw->enable_ns / 1e6, hw->image_size, image_samples,
-             skipped[0] ? "; skipped: " : "", skipped, names);
-    return FLARE_OK;
-}
-
-static int hw_start(void *opaque, char *reason, size_t reason_size)
-{
-    cuda_pm_hardware *hw = opaque;
-    CUpti_PmSampling_Start_Params params = {.structSize =
-                                                CUpti_PmSampling_Start_Params_STRUCT_SIZE};
-    params.pPmSamplingObject = hw->sampler;
-    CUptiResult result = hw->api.cuptiPmSamplingStart(&params);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiPmSamplingStart", reason, reason_size, FLARE_ERR_BACKEND);
-    return FLARE_OK;
-}
-
-static int hw_stop(void *opaque, char *reason, size_t reason_size)
-{
-    cuda_pm_hardware *hw = opaque;
-    CUpti_PmSampling_Stop_Params params = {.structSize = CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
-    params.pPmSamplingObject = hw->sampler;
-    CUptiResult result = hw->api.cuptiPmSamplingStop(&params);
-    if (result != CUPTI_SUCCESS)
-        return failed(result, "cuptiPmSamplingStop", reason, reason_size, FLARE_ERR_BACKEND);
-    return FLARE_OK;
-}
-
-static void hw_decode(void *opaque, pm_hardware_decode *out)
-{
-    cuda_pm_hardware *hw = opaque;
-    CUpti_PmSampling_DecodeData_Params params = {
-        .structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
-    params.pPmSamplingObject = hw->sampler;
-    params.pCounterDataImage = hw->image;
-    params.counterDataImageSize = hw->image_size;
-    CUptiResult result = hw->api.cuptiPmSamplingDecodeData(&params);
-    out->overflow = params.overflow != 0 || result == CUPTI_ERROR_OUT_OF_MEMORY;
-    if (result != CUPTI_SUCCESS && result != CUPTI_ERROR_OUT_OF_MEMORY) {
-        out->failed = 1;
-        snprintf(out->reason, sizeof(out->reason), "cuptiPmSamplingDecodeData: %s",
-                 result_text(result));
-        return;
-    }
-    if (result == CUPTI_SUCCESS) {
-        out->counter_data_full =
-            params.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
-        out->end_of_records =
-            params.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
-    }
-}
-
-static size_t hw_sample_count(void *opaque)
-{
-    cuda_pm_hardware *hw = opaque;
-    CUpti_PmSampling_GetCounterDataInfo_Params info = {
-        .structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
-    info.pCounterDataImage = hw->image;
-    info.counterDataImageSize = hw->image_size;
-    if (hw->api.cuptiPmSamplingGetCounterDataInfo(&info) != CUPTI_SUCCESS)
-        return 0;
-    return info.numCompletedSamples;
-}
-
-static int hw_sample_read(void *opaque, size_t index, uint64_t *start, uint64_t *end,
-                          double *values)
-{
-    cuda_pm_hardware *hw = opaque;
-    CUpti_PmSampling_CounterData_GetSampleInfo_Params info = {
-        .structSize = CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
-    info.pPmSamplingObject = hw->sampler;
-    info.pCounterDataImage = hw->image;
-    info.counterDataImageSize = hw->image_size;
-    info.sampleIndex = index;
-    if (hw->api.cuptiPmSamplingCounterDataGetSampleInfo(&info) != CUPTI_SUCCESS)
-        return FLARE_ERR_BACKEND;
-    *start = info.startTimestamp;
-    *end = info.endTimestamp;
-    CUpti_Profiler_Host_EvaluateToGpuValues_Params evaluate = {
-        .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-    evaluate.pHostObject = hw->host;
-    evaluate.pCounterDataImage = hw->image;
-    evaluate.counterDataImageSize = hw->image_size;
-    evaluate.rangeIndex = index;
-    evaluate.ppMetricNames = hw->metric_names;
-    evaluate.numMetrics = hw->metric_count;
-    evaluate.pMetricValues = values;
-    if (hw->api.cuptiProfilerHostEvaluateToGpuValues(&evaluate) != CUPTI_SUCCESS)
-        for (size_t m = 0; m < hw->metric_count; m++)
-            values[m] = __builtin_nan("");
-    return FLARE_OK;
-}
-
-static int hw_image_reset(void *opaque)
-{
-    cuda_pm_hardware *hw = opaque;
-    CUpti_PmSampling_CounterDataImage_Initialize_Params image = {
-        .structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
-    image.pPmSamplingObject = hw->sampler;
-    image.counterDataSize = hw->image_size;
-    image.pCounterData = hw->image;
-    return hw->api.cuptiPmSamplingCounterDataImageInitialize(&image) == CUPTI_SUCCESS
-               ? FLARE_OK
-               : FLARE_ERR_BACKEND;
-}
-
-static void hw_release(void *opaque)
-{
-    cuda_pm_hardware *hw = opaque;
-    if (hw->sampler != NULL)
-        disable_sampler(hw);
-    release_host(hw);
-    if (hw == &replay_hardware) { /* its image is 217 MB: not kept past a pass */
-        free(hw->image);
-        hw->image = NULL;
-    }
-}
-
-/* CUPTI's own timestamp against flare's clock, read back to back. */
-static int hw_clock_offset(void *opaque, int64_t *offset_ns)
-{
-    cuda_pm_hardware *hw = opaque;
-    uint64_t best_span = UINT64_MAX;
-    for (int i = 0; i < 5; i++) {
-        uint64_t before = core_now_ns(), cupti_now = 0;
-        if (hw->api.cuptiGetTimestamp(&cupti_now) != CUPTI_SUCCESS)
-            return FLARE_ERR_BACKEND;
-        uint64_t after = core_now_ns();
-        if (after - before < best_span) {
-            best_span = after - before;
-            *offset_ns = (int64_t)(before + (after - before) / 2) - (int64_t)cupti_now;
-        }
-    }
-    return FLARE_OK;
-}
-
-/* Whether names sample together in one pass (pm_hardware_ops.plan): the
- * host object and a configuration image, nothing enabled. */
-static int hw_plan(void *opaque, int device, const char *const *names, size_t count, size_t *passes,
-                   size_t *unknown, char *reason, size_t reason_size)
-{
-    cuda_pm_hardware *hw = opaque;
-    int status = FLARE_OK;
-    if (hw->chip[0] == '\0' || hw->device != device) {
-        hw->device = device;
-        status = read_device(hw, device, reason, reason_size);
-    }
-    *passes = 2; /* more than a configuration holds, or refused together */
-    if (status != FLARE_OK || count > PM_METRICS_MAX)
-        return status;
-    status = host_initialize(hw, reason, reason_size);
-    for (size_t index = 0; status == FLARE_OK && index < count; index++) {
-        if (!metric_known(hw, names[index])) {
-            *unknown = index;
-            snprintf(reason, reason_size, "PM sampling has no %s on %s", names[index], hw->chip);
-            status = FLARE_ERR_NOT_FOUND;
-        }
-        hw->metric_names[index] = names[index];
-    }
-    if (status == FLARE_OK) {
-        hw->metric_count = count;
-        status = build_config(hw, passes, reason, reason_size);
-        if (status == FLARE_ERR_UNSUPPORTED) /* refused together: not one pass */
-            status = FLARE_OK;
-    }
-    release_host(hw);
-    return status;
-}
-
-static const pm_hardware_ops cuda_pm_ops = {
-    .name = "cuda-pm",
-    .prepare = hw_prepare,
-    .start = hw_start,
-    .stop = hw_stop,
-    .decode = hw_decode,
-    .sample_count = hw_sample_count,
-    .sample_read = hw_sample_read,
-    .image_reset = hw_image_reset,
-    .release = hw_release,
-    .clock_offset = hw_clock_offset,
-    .plan = hw_plan,
-};
-
 const pm_hardware_ops *cuda_pm_replay_hardware(int device, void **opaque, uint64_t *context_id)
 {
     (void)device;
@@ -581,7 +72,7 @@ const pm_hardware_ops *cuda_pm_replay_hardware(int device, void **opaque, uint64
         return NULL;
     *opaque = &replay_hardware;
     *context_id = CUDA_PM_REPLAY_CONTEXT_ID;
-    return &cuda_pm_ops;
+    return &cuda_pm_hardware_ops;
 }
 
 /* ---- the backend table ---- */
@@ -669,7 +160,8 @@ static void *setup_body(void)
     }
     CUptiResult result = hardware.api.cuptiGetDeviceId(context, &device);
     if (result != CUPTI_SUCCESS) {
-        snprintf(reason, sizeof(reason), "cuptiGetDeviceId: %s", result_text(result));
+        snprintf(reason, sizeof(reason), "cuptiGetDeviceId: %s",
+                 cuda_pm_result_text(&hardware.api, result));
         pm_engine_mark_failed(engine, reason);
         core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);
         return NULL;
@@ -741,6 +233,41 @@ static void start_setup(void)
     }
 }
 
+static _Atomic int replay_setup_started;
+
+static void *replay_setup_main(void *argument)
+{
+    /* Named for top -H and ps. */
+    pthread_setname_np(pthread_self(), "flare-pm-replay");
+    pm_replay_prepare_early((int)(intptr_t)argument);
+    atomic_fetch_sub(&setup_running, 1);
+    return NULL;
+}
+
+void cuda_pm_replay_context_created(int device)
+{
+    if (!api_resolved)
+        return;
+    /* Counted before the exit flag is read, as start_setup does: the exit
+     * wait sees this thread coming or it sees the exit. */
+    atomic_fetch_add(&setup_running, 1);
+    if (atomic_load(&exiting) || atomic_exchange(&replay_setup_started, 1)) {
+        atomic_fetch_sub(&setup_running, 1);
+        return;
+    }
+    pthread_t thread;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous); /* the program's signals stay its own */
+    if (pthread_create(&thread, &attributes, replay_setup_main, (void *)(intptr_t)device) != 0)
+        atomic_fetch_sub(&setup_running, 1); /* the first span sets up instead */
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    pthread_attr_destroy(&attributes);
+}
+
 void cuda_pm_context_destroying(CUcontext context)
 {
     /* A lazy set-up must not start later on a context that is gone: a
@@ -790,6 +317,31 @@ const backend_engine_ops *cuda_pm_deep_engine(void)
     return engine != NULL ? cuda_pm_engine() : NULL;
 }
 
+/* The whole number in variable name, minimum to maximum, or fallback
+ * (unset, or not such a number: said). */
+static long env_whole(const char *name, long minimum, long maximum, long fallback)
+{
+    const char *text = getenv(name);
+    if (text == NULL)
+        return fallback;
+    char *end = NULL;
+    long wanted = strtol(text, &end, 10);
+    if (end != text && *end == '\0' && wanted >= minimum && wanted <= maximum)
+        return wanted;
+    core_log(CORE_LOG_WARNING, "%s='%.16s' is not a whole number from %ld to %ld; using %ld", name,
+             text, minimum, maximum, fallback);
+    return fallback;
+}
+
+/* Range replay's evaluating threads: FLARE_PM_EVALUATE_THREADS, else half
+ * the CPUs online, 1 to 8. */
+static int evaluate_threads(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long half = cpus >= 16 ? 8 : cpus >= 4 ? cpus / 2 : 1;
+    return (int)env_whole("FLARE_PM_EVALUATE_THREADS", 1, CUDA_PM_EVALUATE_THREADS_MAX, half);
+}
+
 void cuda_pm_install(const cuda_cupti_api *cupti)
 {
     if (engine != NULL)
@@ -824,6 +376,11 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
     if (reason[0] == '\0') {
         replay_hardware.api = hardware.api;
         api_resolved = 1;
+        /* A study's knob (docs/replay.md): the hardware buffer in MiB. */
+        replay_hardware.buffer_bytes = (size_t)env_whole("FLARE_REPLAY_PM_BUFFER_MIB", 16, 4096,
+                                                         (long)(REPLAY_BUFFER_BYTES >> 20))
+                                       << 20;
+        replay_hardware.evaluate_threads = evaluate_threads();
     }
     const char *replay = cuda_replay_requested();
     if (wanted == NULL && replay != NULL) {
@@ -837,7 +394,7 @@ void cuda_pm_install(const cuda_cupti_api *cupti)
                                                           reason, sizeof(reason)) != FLARE_OK)
         core_log(CORE_LOG_ERROR, "PM sampling off: %s", reason);
     if (reason[0] == '\0' &&
-        pm_engine_create(&cuda_pm_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK)
+        pm_engine_create(&cuda_pm_hardware_ops, &hardware, CUDA_PM_CONTEXT_ID, &engine) != FLARE_OK)
         snprintf(reason, sizeof(reason), "no memory for the PM sampling engine");
     if (reason[0] != '\0') {
         core_capability_set("pm_sampling", 1, CORE_CAPABILITY_UNAVAILABLE, "%s", reason);

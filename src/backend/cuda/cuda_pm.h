@@ -40,6 +40,11 @@ void cuda_pm_install(const cuda_cupti_api *cupti);
 /* The CUPTI resource callback saw a context created: the first starts the
  * set-up thread. Cheap; safe on the application's thread. */
 void cuda_pm_context_created(CUcontext context);
+/* A context was created in a process whose spans are measured by PM
+ * sampling (flare replay --method pm): the first starts a thread that sets
+ * range replay's PM sampling up early (pm_replay_prepare_early), counted
+ * in the exit wait below. Cheap; safe on the application's thread. */
+void cuda_pm_replay_context_created(int device);
 /* A context is being destroyed: forgotten as the one a lazy set-up uses. */
 void cuda_pm_context_destroying(CUcontext context);
 /* At exit: waits (at most timeout_ns) for the set-up thread to leave CUPTI.

@@ -9,7 +9,10 @@
 #ifndef FLARE_BACKEND_CUDA_CUDA_PM_FUNCTIONS_H
 #define FLARE_BACKEND_CUDA_CUDA_PM_FUNCTIONS_H
 
+#include <cupti.h>
 #include <cupti_pmsampling.h>
+#include <cupti_profiler_target.h>
+#include <cupti_target.h>
 
 #include "backend/cuda/cuda_profiler_host.h"
 

@@ -205,6 +205,12 @@ void cuda_replay_context_created(CUcontext context)
         atomic_store(&registry_overflowed[device], 1);
     }
     pthread_mutex_unlock(&registry_lock);
+    /* The measuring method's early set-up: PM sampling's or the range
+     * profiler's (which returns under PM: it would hold the counters). */
+    replay_method_settings method;
+    replay_method_current(&method);
+    if (method.method == REPLAY_METHOD_PM && replay_configured())
+        cuda_pm_replay_context_created(device);
     cuda_rangeprof_context_created(context, device);
 }
 
