@@ -57,7 +57,8 @@ struct pm_engine {
     _Atomic int read_all_at_disarm; /* range replay: a pass's samples are all read at its stop */
     /* The image holds the last pass's samples: the stop of a read-all
      * pass leaves its reset (60-80 ms for range replay's 217 MB image on
-     * the H200) to the next arm, out of the span. hardware_lock. */
+     * the H200) to the next arm, out of this span (a later span that
+     * re-arms a kept engine pays it). hardware_lock. */
     int image_dirty;
     pm_raw_sample *raw;         /* PM_RAW_BATCH, where the hardware reads in batches */
     uint32_t image_samples;     /* per decode; 0: PM_IMAGE_SAMPLES_DEFAULT */
@@ -662,8 +663,12 @@ int pm_engine_disarm(pm_engine *engine, int device, uint64_t now_ns, backend_eng
     atomic_store(&engine->disarm_waiting, 0);
     char reason[160] = "";
     int status = engine->ops->stop(engine->hardware, reason, sizeof(reason));
-    if (status != FLARE_OK)
+    if (status != FLARE_OK) {
         core_log(CORE_LOG_WARNING, "%s: stop failed: %s", engine->ops->name, reason);
+        pthread_mutex_lock(&engine->stats_lock);
+        engine->stats.stop_failures++;
+        pthread_mutex_unlock(&engine->stats_lock);
+    }
     /* Whatever the hardware still holds belongs to this window: decode it
      * now, so the window's count is complete when it closes. */
     int read_all = atomic_load(&engine->read_all_at_disarm);

@@ -197,6 +197,7 @@ typedef struct pm_engine_stats {
     uint64_t decodes;
     uint64_t decode_ns;      /* time spent in decode rounds (decode, read, evaluate, reset) */
     uint64_t decode_call_ns; /* of which in the hardware's decode */
+    uint64_t stop_failures;  /* stops the hardware refused */
     uint64_t read_ns;        /* of which reading (and evaluating) samples */
     uint64_t arms;
     uint64_t first_sample_latency_ns; /* of the last window; 0: none yet */

@@ -3,9 +3,10 @@
  *
  * The collector's calls all come from the span's own thread, one span at
  * a time in the process (a second is declined while one collects): the
- * state is one static collection under a lock taken only to claim and
- * release it. Each pass takes a PM engine over the backend's replay
- * hardware prepared for its configuration (CUPTI: enable, set the
+ * state is one static collection, claimed and released under
+ * collection_lock, which also guards the spare engine (taken at a pass's
+ * begin and end and by the early set-up, never across an engine call). Each pass takes a PM engine
+ * over the backend's replay hardware prepared for its configuration (CUPTI: enable, set the
  * configuration, size the image): the spare when it holds the first
  * configuration (set up early, or kept by the span before), else a new
  * one; arms it, lets the re-issued work run, then disarms and takes every
@@ -80,6 +81,7 @@ typedef struct collection {
     pm_engine_stats armed_stats; /* the engine's counts at the arm (a kept engine's run on) */
     uint64_t begin_ns, prepared_ns, settled_ns; /* this pass's steps, for the log */
     uint64_t decode_call_ns, read_ns;           /* this pass's decode, for the log */
+    bool stop_failed; /* this pass's stop was refused: its engine is not kept */
     uint64_t samples_total, samples_lost, samples_missing;
     char failure[160]; /* the first failure, for the reason */
 } collection;
@@ -127,8 +129,9 @@ int pm_replay_metric_additive(const char *metric)
     return 1;
 }
 
-/* Destroys the spare engine when drop(spare) says so (NULL: always);
- * waits for an early set-up under way first. */
+/* Destroys the spare engine when it is ready and drop(c) says so (NULL:
+ * always). One being set up or sampling stays: callers wait for the set-up
+ * first (spare_wait_locked) where it matters. */
 static void spare_drop_if(bool (*drop)(const collection *c), const collection *c)
 {
     pthread_mutex_lock(&collection_lock);
@@ -455,6 +458,7 @@ static int collector_pass_begin(const flare_replay_launch *span, uint32_t pass)
     c->timing = false;
     c->begin_ns = core_now_ns();
     c->decode_call_ns = c->read_ns = 0;
+    c->stop_failed = false;
     memset(c->starts, 0, c->kernel_count * sizeof *c->starts);
     memset(c->ends, 0, c->kernel_count * sizeof *c->ends);
     if (pass < c->plan.config_count) {
@@ -504,6 +508,7 @@ static void take_samples(collection *c)
                        (stats.queue_drops - before->queue_drops) +
                        (stats.samples_discarded - before->samples_discarded);
     c->decode_call_ns = stats.decode_call_ns - before->decode_call_ns;
+    c->stop_failed = stats.stop_failures != before->stop_failures;
     c->read_ns = stats.read_ns - before->read_ns;
 }
 
@@ -610,7 +615,7 @@ static int collector_pass_end(const flare_replay_launch *span, uint32_t pass)
     /* One configuration: kept enabled for the next span (CUPTI decodes
      * nothing after a configuration switch on an enabled sampler, so with
      * more each pass enables its own). */
-    engine_put(c, c->plan.config_count == 1);
+    engine_put(c, c->plan.config_count == 1 && !c->stop_failed);
     uint64_t destroyed = core_now_ns();
     if (c->timing) {
         size_t found = 0;

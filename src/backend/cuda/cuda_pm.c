@@ -68,7 +68,9 @@ static _Atomic(CUcontext) latest_context;
 const pm_hardware_ops *cuda_pm_replay_hardware(int device, void **opaque, uint64_t *context_id)
 {
     (void)device;
-    if (!api_resolved)
+    /* Not beside PC sampling either (see cuda_pm_replay_context_created):
+     * spans are declined, saying there is no PM sampling for replay. */
+    if (!api_resolved || cuda_pc_enabled())
         return NULL;
     *opaque = &replay_hardware;
     *context_id = CUDA_PM_REPLAY_CONTEXT_ID;
@@ -246,7 +248,9 @@ static void *replay_setup_main(void *argument)
 
 void cuda_pm_replay_context_created(int device)
 {
-    if (!api_resolved)
+    /* Never beside PC sampling: enabling PM sampling on a context with PC
+     * sampling on crashed the program inside CUPTI on the H200 (start_setup). */
+    if (!api_resolved || cuda_pc_enabled())
         return;
     /* Counted before the exit flag is read, as start_setup does: the exit
      * wait sees this thread coming or it sees the exit. */

@@ -299,6 +299,7 @@ static int enable_sampling(cuda_pm_hardware *hw, int device, uint64_t interval_n
         else
             failed(hw, result, "cuptiPmSamplingEnable", reason, reason_size, 0);
         release_host(hw);
+        release_evaluators(hw);
         return FLARE_ERR_UNSUPPORTED;
     }
     hw->sampler = enable.pPmSamplingObject;
@@ -322,6 +323,7 @@ static int enable_sampling(cuda_pm_hardware *hw, int device, uint64_t interval_n
         failed(hw, result, "cuptiPmSamplingSetConfig/GetCounterDataSize", reason, reason_size, 0);
         disable_sampler(hw);
         release_host(hw);
+        release_evaluators(hw);
         return FLARE_ERR_BACKEND;
     }
     image_free(hw);
@@ -341,6 +343,8 @@ static int enable_sampling(cuda_pm_hardware *hw, int device, uint64_t interval_n
             failed(hw, result, "cuptiPmSamplingCounterDataImageInitialize", reason, reason_size, 0);
         disable_sampler(hw);
         release_host(hw);
+        release_evaluators(hw);
+        image_free(hw);
         return FLARE_ERR_BACKEND;
     }
     return FLARE_OK;
