@@ -92,7 +92,8 @@ static struct {
     uint64_t last_pass_ns;
     bool work_in_batch;
     bool pass_in_batch;
-    bool urgent_pass; /* the batch's pass came early (recorder_size_urgent) */
+    bool urgent_pass;  /* the batch's pass came early (recorder_size_urgent) */
+    bool room_ran_out; /* recorder_room ended this batch: a pass may come at once */
     uint64_t pass_ns;
     bool over_cap_said;
     recorder_marks marks;
@@ -531,7 +532,14 @@ void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_a
     }
     bool due = recorder_pass_due(state.last_pass_ns, now_ns);
     bool urgent = size_urgent(database);
-    state.urgent_pass = !due && urgent && now_ns - state.last_pass_ns >= RECORDER_URGENT_GAP_NS;
+    /* A batch that ran out of room plans again when its target is reached:
+     * until then the collector can only take a little at a time. */
+    bool target_left = state.pending.target.marks[REASON_SIZE].time_ns != 0 ||
+                       state.pending.target.marks[REASON_KEEP].time_ns != 0;
+    bool early_ok = now_ns - state.last_pass_ns >= RECORDER_URGENT_GAP_NS ||
+                    (state.room_ran_out && !target_left);
+    state.room_ran_out = false;
+    state.urgent_pass = !due && urgent && early_ok;
     due = due || state.urgent_pass;
     if (due) {
         state.last_pass_ns = now_ns;
@@ -540,6 +548,18 @@ void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_a
     }
     evict_batch_share(database, pid, now_ns, urgent);
     write_drops(database, pid);
+}
+
+uint64_t recorder_room(store *database)
+{
+    uint64_t used = 0, file = 0;
+    if (!state.on || state.settings.max_bytes == 0 ||
+        store_evict_used_bytes(database, &used, &file) != FLARE_OK)
+        return UINT64_MAX;
+    uint64_t room = recorder_size_room(used, state.settings.max_bytes);
+    if (room == 0)
+        state.room_ran_out = true;
+    return room;
 }
 
 static uint64_t sum_evicted(const recorder_progress *progress, int table)

@@ -14,10 +14,13 @@
  * evicted row is counted in drops (source flight_recorder). The decisions
  * are recorder_plan.h's, the SQL store_evict.h's.
  *
- * Off (neither variable set) it costs one branch per commit and writes
- * nothing. Threads: begin and end run while the collector does not; batch
- * and committed on the collector thread; recorder_stats_get from any
- * thread. Must never keep per-row state (memory stays flat: a bounded
+ * Under --max-size the collector also asks it, as it drains, how much a
+ * batch may still take (recorder_room), so that no batch, however large
+ * the backlog it finds, takes the database past the cap before the
+ * recorder's turn. Off (neither variable set) it costs one branch per
+ * commit and writes nothing. Threads: begin and end run while the
+ * collector does not; batch, committed and room on the collector thread;
+ * recorder_stats_get from any thread. Must never keep per-row state (memory stays flat: a bounded
  * table of marks), evict a row younger than the cutoff or one it has not
  * first added to the totals, or block the collector beyond its pass.
  */
@@ -47,6 +50,13 @@ void recorder_begin_with(const recorder_settings *settings, uint64_t now_ns);
 void recorder_batch(store *database, int64_t pid, uint64_t now_ns, bool window_active);
 /* Whether the batch committed: a pass's progress counts only then. */
 void recorder_committed(int committed);
+/* Collector thread, inside the open batch, as it drains: how many more
+ * events the batch may take (recorder_size_room; UINT64_MAX without
+ * --max-size or when the size cannot be read). 0: the database is over
+ * the share of the cap at which the recorder evicts, so the batch commits
+ * first, and its recorder_batch evicts at once, planning again first when
+ * the last plan is used up (whatever the time since the last pass). */
+uint64_t recorder_room(store *database);
 /* After the collector stopped (and as cancel): the recorder is off. */
 void recorder_end(void);
 

@@ -405,6 +405,20 @@ bool recorder_size_urgent(uint64_t used_bytes, uint64_t cap_bytes)
     return cap_bytes != 0 && used_bytes > cap_bytes / 100 * RECORDER_URGENT_PERCENT;
 }
 
+uint64_t recorder_size_room(uint64_t used_bytes, uint64_t cap_bytes)
+{
+    if (cap_bytes == 0)
+        return UINT64_MAX;
+    uint64_t limit = cap_bytes / 100 * RECORDER_URGENT_PERCENT;
+    if (used_bytes > limit)
+        return 0;
+    uint64_t room = limit - used_bytes;
+    if (room > cap_bytes / RECORDER_ROOM_SHARE)
+        room = cap_bytes / RECORDER_ROOM_SHARE;
+    room /= RECORDER_EVENT_BYTES;
+    return room > 0 ? room : 1;
+}
+
 uint64_t recorder_chunk_rows(uint64_t behind, uint64_t now_ns, uint64_t next_pass_ns,
                              uint64_t batch_gap_ns)
 {

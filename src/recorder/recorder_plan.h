@@ -200,6 +200,30 @@ uint64_t recorder_chunk_rows(uint64_t behind, uint64_t now_ns, uint64_t next_pas
  */
 bool recorder_size_urgent(uint64_t used_bytes, uint64_t cap_bytes);
 
+/* What one event the collector drains is taken to add to the database,
+ * at most, when the room a batch has left is counted in events: its detail
+ * row (the widest, a kernel, 18 integers, about 100 bytes with its cell;
+ * the rows measured on the simulated device average about 40) and a share
+ * of a new name. */
+#define RECORDER_EVENT_BYTES 256
+/* A batch asks again at least every cap/RECORDER_ROOM_SHARE bytes of
+ * room, so rows of up to twice RECORDER_EVENT_BYTES pass the urgent share
+ * by a twentieth of the cap at most. */
+#define RECORDER_ROOM_SHARE 20
+
+/*
+ * --max-size, inside an open batch: how many more events the collector may
+ * write before asking again, the database using used_bytes of cap_bytes.
+ * 0 once over RECORDER_URGENT_PERCENT of the cap (recorder_size_urgent: the
+ * batch commits first, and its recorder batch evicts at once); else the
+ * bytes left below that share, at most cap/RECORDER_ROOM_SHARE, at
+ * RECORDER_EVENT_BYTES an event, and at least 1. UINT64_MAX when cap_bytes
+ * is 0 (no --max-size). Without it, a collector held up for a second (a
+ * starved machine, another process holding the database) wrote its whole
+ * backlog in one batch, before the recorder could evict: past the cap.
+ */
+uint64_t recorder_size_room(uint64_t used_bytes, uint64_t cap_bytes);
+
 /* The --keep cutoff at now_ns: now - keep (0 before keep has passed). */
 uint64_t recorder_keep_cutoff(uint64_t now_ns, uint64_t keep_ns);
 /* Whether a pass is due: none yet, or RECORDER_PERIOD_NS since the last. */

@@ -54,6 +54,8 @@ typedef struct drain_context {
     uint64_t stale;
     uint64_t failed;
     int saturated;   /* a ring still held events when its share of the pass ran out */
+    uint64_t room;   /* events the open batch may still take (participants.h) */
+    int batch_full;  /* no room left: the batch commits before more is drained */
     uint64_t now_ns; /* when this pass began draining */
     /* How late kernel records reach the collector (docs/rules.md): the
      * worst delay since the last kernel_delivery_delay_ns row. */
@@ -285,14 +287,46 @@ static void write_thread_drops(store *database, int64_t pid, core_thread *thread
     }
 }
 
+/* The participants' room once the room given is used up: none ends the
+ * batch (its batch hooks then make room, and the next batch drains on). */
+static void ask_room(drain_context *context)
+{
+    context->room = session_participants_room(session_begin_order(), context->store);
+    if (context->room == 0)
+        context->batch_full = 1;
+}
+
+/* At a batch's start: the participants' room, at least SESSION_ROOM_MIN
+ * (a participant that could not make room in the last batch's hooks does
+ * not stop collection). */
+static void begin_room(drain_context *context)
+{
+    context->batch_full = 0;
+    context->room = session_participants_room(session_begin_order(), context->store);
+    if (context->room < SESSION_ROOM_MIN)
+        context->room = SESSION_ROOM_MIN;
+}
+
 static void drain_thread(core_thread *thread, void *user)
 {
     drain_context *context = user;
     context->thread_id = thread->thread_id;
     /* A bounded share per pass, so one busy producer cannot starve the rest;
-     * a ring left non-empty makes the collector go again without waiting. */
-    size_t share = (size_t)thread->ring.capacity * 4;
-    if (core_ring_drain(&thread->ring, share, write_event, context) == share)
+     * a ring left non-empty makes the collector go again without waiting.
+     * The share goes in pieces no larger than the batch's room. */
+    size_t left = (size_t)thread->ring.capacity * 4;
+    while (left > 0 && !context->batch_full) {
+        size_t piece = context->room < left ? (size_t)context->room : left;
+        size_t drained = core_ring_drain(&thread->ring, piece, write_event, context);
+        left -= drained;
+        if (context->room != SESSION_ROOM_ANY)
+            context->room -= drained;
+        if (drained < piece)
+            break; /* the ring is empty */
+        if (context->room == 0)
+            ask_room(context);
+    }
+    if (left == 0 || context->batch_full)
         context->saturated = 1;
 
     write_thread_drops(context->store, context->pid, thread, 0);
@@ -445,6 +479,7 @@ int session_collector_drain_once(store *database, const backend_descriptor *back
     int status = begin_batch(&context);
     if (status != FLARE_OK)
         return status;
+    begin_room(&context);
     drain_rings(&context);
     beat(&context);
     int saturated = context.saturated;
@@ -510,12 +545,17 @@ static void *collector_main(void *argument)
         if (!in_batch && begin_batch(&context) == FLARE_OK) {
             in_batch = 1;
             batch_started = core_now_ns();
+            begin_room(&context);
         }
         context.saturated = 0;
+        /* A batch cut short for room left events behind: a flush waits for
+         * the batch after it. */
+        int cut = 0;
         if (in_batch) {
             drain_rings(&context);
             beat(&context);
-            if (stopping || flush_wanted ||
+            cut = context.batch_full;
+            if (stopping || flush_wanted || cut ||
                 core_now_ns() - batch_started >= collector->interval_ns) {
                 take_adopted_backend(collector, &context);
                 commit_batch(&context);
@@ -524,7 +564,7 @@ static void *collector_main(void *argument)
         }
 
         pthread_mutex_lock(&collector->lock);
-        if (!in_batch) {
+        if (!in_batch && !cut) {
             collector->flush_completed = requested;
             pthread_cond_broadcast(&collector->flushed);
         }

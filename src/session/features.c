@@ -348,6 +348,9 @@ static const session_participant recorder = {
     .cancel = recorder_end,
     .batch = recorder_participant_batch,
     .committed = recorder_committed,
+    /* Under --max-size, a batch ends before it can take the database past
+     * the share of the cap at which the recorder evicts. */
+    .room = recorder_room,
     .stop = recorder_end,
 };
 

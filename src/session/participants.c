@@ -74,6 +74,19 @@ void session_participants_committed(const session_order *order, int committed)
     FOR_EACH_HOOK(order, committed, committed);
 }
 
+uint64_t session_participants_room(const session_order *order, store *database)
+{
+    uint64_t room = SESSION_ROOM_ANY;
+    for (size_t index = 0; index < order->count && room > 0; index++) {
+        const session_participant *participant = order->items[index];
+        if (participant->room == NULL)
+            continue;
+        uint64_t asked = participant->room(database);
+        room = asked < room ? asked : room;
+    }
+    return room;
+}
+
 void session_participants_stop(const session_order *order)
 {
     for (size_t index = 0; index < order->count; index++) {

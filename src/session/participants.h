@@ -59,6 +59,14 @@ typedef struct session_participant {
      * follows with whether that batch committed. */
     void (*batch)(store *database, int64_t pid, uint64_t now_ns);
     void (*committed)(int committed);
+    /* Collector thread, inside the open batch, as it drains the rings: how
+     * many more events the batch may take before the participant is asked
+     * again (SESSION_ROOM_ANY: no limit); 0: none, the batch commits first
+     * (so that its batch hook can make room: the flight recorder under
+     * --max-size). Asked at each batch's start and whenever the room given
+     * is used up; a batch takes at least SESSION_ROOM_MIN events whatever
+     * the answer, so collection never stops. */
+    uint64_t (*room)(store *database);
     /* After the collector stopped, before the last batch. */
     void (*stop)(void);
     /* Inside the session's last batch. */
@@ -106,6 +114,11 @@ void session_participants_beat(const session_order *order, const session_beat *b
 void session_participants_batch(const session_order *order, store *database, int64_t pid,
                                 uint64_t now_ns);
 void session_participants_committed(const session_order *order, int committed);
+/* The least room of the participants that have the hook (SESSION_ROOM_ANY
+ * when none has); stops asking at 0. */
+#define SESSION_ROOM_ANY UINT64_MAX
+#define SESSION_ROOM_MIN 256u
+uint64_t session_participants_room(const session_order *order, store *database);
 void session_participants_stop(const session_order *order);
 void session_participants_end(const session_order *order, store *database, int64_t pid,
                               uint32_t generation, uint64_t end_ns);

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 
 #include "core/capability.h"
+#include "core/clock.h"
 #include "core/log.h"
+#include "core/runtime.h"
 #include "flare/flare.h"
 #include "storm/storm_guard.h"
 #include "storm/storm_record.h"
@@ -47,17 +49,28 @@ static _Atomic bool in_storm; /* the guard's state, for other threads */
 /* A storm still running when the guard ended, for the last batch. */
 static bool running_at_end;
 static storm_guard_period period_at_end;
+/* A storm that ended on the collector's last beats, after recording had
+ * stopped (its ring refuses events then), for the last batch too. */
+static bool finished_at_end;
+static storm_guard_period finished_period_at_end;
 static _Atomic uint64_t kernels_seen;
 static _Atomic uint64_t untimed_kernels;
 static _Atomic uint64_t untimed_copies;
+/* The guard's switches (storm_completions_switches): written by the
+ * collector thread only, each entry before the count that publishes it. */
+static storm_completions_switch switches[STORM_COMPLETIONS_SWITCHES_MAX];
+static _Atomic size_t switch_count;
 
 void storm_completions_begin(uint64_t now_ns)
 {
     storm_completions_end(); /* a session that never ended cleanly */
+    running_at_end = false;
+    finished_at_end = false;
     atomic_store(&timing, true);
     atomic_store(&kernels_seen, 0);
     atomic_store(&untimed_kernels, 0);
     atomic_store(&untimed_copies, 0);
+    atomic_store(&switch_count, 0);
     storm_announced = false;
     const char *text = getenv("FLARE_STORM_RATE");
     if (text == NULL) {
@@ -96,6 +109,43 @@ bool storm_completions_record(bool kernel)
     return false;
 }
 
+/* Collector thread: notes a switch of the guard's answer, the time read now. */
+static void note_switch(bool timed)
+{
+    size_t count = atomic_load_explicit(&switch_count, memory_order_relaxed);
+    if (count >= STORM_COMPLETIONS_SWITCHES_MAX)
+        return;
+    switches[count] = (storm_completions_switch){.at_ns = core_now_ns(), .timed = timed};
+    atomic_store_explicit(&switch_count, count + 1, memory_order_release);
+}
+
+/* Collector thread: hands the guard's answer to the completion path, and
+ * notes it when it changed, its time read on the side of the change that
+ * keeps an untimed stretch exact (storm_completions_switch). */
+static void apply_answer(bool timed)
+{
+    if (timed == atomic_load_explicit(&timing, memory_order_relaxed))
+        return;
+    if (timed)
+        note_switch(true);
+    atomic_store_explicit(&timing, timed, memory_order_relaxed);
+    if (!timed)
+        note_switch(false);
+}
+
+/* Collector thread: the storm the step ended, if it ended one, through
+ * the ring; kept for the last batch when the session is already ending. */
+static void record_finished(void)
+{
+    storm_guard_period period;
+    if (!storm_guard_take_finished(guard, &period) || storm_record_period(-1, &period, false))
+        return;
+    if (core_active_generation() == 0) {
+        finished_at_end = true;
+        finished_period_at_end = period;
+    }
+}
+
 void storm_completions_beat(uint64_t now_ns)
 {
     if (guard == NULL)
@@ -105,9 +155,9 @@ void storm_completions_beat(uint64_t now_ns)
     bool was_storm = storm_guard_in_storm(guard);
     bool timed = storm_guard_step(guard, now_ns,
                                   atomic_load_explicit(&kernels_seen, memory_order_relaxed), hold);
-    atomic_store_explicit(&timing, timed, memory_order_relaxed);
+    apply_answer(timed);
     atomic_store_explicit(&in_storm, storm_guard_in_storm(guard), memory_order_relaxed);
-    storm_record_finished(guard, -1);
+    record_finished();
     if (!was_storm && storm_guard_in_storm(guard) && !storm_announced) {
         storm_announced = true; /* once: a test may storm and calm many times */
         core_log(CORE_LOG_INFO,
@@ -145,23 +195,39 @@ void storm_completions_end(void)
     atomic_store(&in_storm, false);
 }
 
-void storm_completions_write_last(store *database, int64_t pid)
+static void write_period(store *database, int64_t pid, const storm_guard_period *period,
+                         bool still_open)
 {
-    if (!running_at_end)
-        return;
-    running_at_end = false;
     store_storm_row row = {.pid = pid,
                            .device = -1,
-                           .start_ns = period_at_end.start_ns,
-                           .end_ns = period_at_end.end_ns,
-                           .untimed_launches = period_at_end.untimed_launches,
-                           .still_open = 1};
+                           .start_ns = period->start_ns,
+                           .end_ns = period->end_ns,
+                           .untimed_launches = period->untimed_launches,
+                           .still_open = still_open};
     if (store_put_storm(database, &row) != FLARE_OK)
         core_log(CORE_LOG_WARNING, "the last launch storm was not recorded: %s",
                  store_last_error(database));
 }
 
+void storm_completions_write_last(store *database, int64_t pid)
+{
+    if (finished_at_end)
+        write_period(database, pid, &finished_period_at_end, false);
+    if (running_at_end)
+        write_period(database, pid, &period_at_end, true);
+    finished_at_end = false;
+    running_at_end = false;
+}
+
 bool storm_completions_in_storm(void)
 {
     return atomic_load_explicit(&in_storm, memory_order_relaxed);
+}
+
+size_t storm_completions_switches(storm_completions_switch *out, size_t max)
+{
+    size_t count = atomic_load_explicit(&switch_count, memory_order_acquire);
+    for (size_t i = 0; i < count && i < max; i++)
+        out[i] = switches[i];
+    return count;
 }

@@ -14,6 +14,7 @@
 #define FLARE_STORM_STORM_COMPLETIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "store/store.h"
@@ -28,6 +29,29 @@ bool storm_completions_record(bool kernel);
 void storm_completions_beat(uint64_t now_ns);
 /* Whether the guard is in a storm now (for tests: any thread). */
 bool storm_completions_in_storm(void);
+
+/* A change of the guard's answer: from at_ns (flare's clock) on, the
+ * simulated device's work is recorded (timed) or only counted (untimed).
+ * at_ns brackets the change: read before timing resumes and after it
+ * stops, so a completion that ended in an untimed stretch [off, on) was
+ * recorded only if it reached the guard after `on`. */
+typedef struct storm_completions_switch {
+    uint64_t at_ns;
+    bool timed;
+} storm_completions_switch;
+
+/* Switches a session keeps: its first ones (a storm's sample slices
+ * switch twice a second, a deep window's hold twice more). */
+#define STORM_COMPLETIONS_SWITCHES_MAX 256
+
+/* The session's switches so far, oldest first: copies up to max of them
+ * into out and returns how many were kept (at most
+ * STORM_COMPLETIONS_SWITCHES_MAX; later ones are not). Any thread, for
+ * tests: when the guard really stopped and resumed recording, which a
+ * loaded machine moves by any amount. They stay readable after the
+ * session ends, until the next one begins. */
+size_t storm_completions_switches(storm_completions_switch *out, size_t max);
+
 /* At session end, after the collector stopped: the storm_guard drops and
  * capability row (only when a guard ran over some simulated work: in a CUDA
  * process those rows are the CUDA tracer's), then the guard is freed. */
@@ -35,7 +59,9 @@ void storm_completions_end(void);
 
 /* Inside the session's last batch, after storm_completions_end: writes the
  * storm that was still running then (table storms, still_open), if one
- * was. Finished storms travel through the collector's ring as they end. */
+ * was. Finished storms travel through the collector's ring as they end,
+ * but for one that ended on the collector's last beats, when the ring no
+ * longer took events: written here too. */
 void storm_completions_write_last(store *database, int64_t pid);
 
 #endif /* FLARE_STORM_STORM_COMPLETIONS_H */

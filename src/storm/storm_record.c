@@ -7,12 +7,12 @@
 #include "core/event.h"
 #include "core/runtime.h"
 
-void storm_record_period(int device, const storm_guard_period *period, bool still_open)
+bool storm_record_period(int device, const storm_guard_period *period, bool still_open)
 {
     core_thread *thread;
     core_event *event = core_emit_reserve(&thread);
     if (event == NULL)
-        return;
+        return false;
     event->kind = CORE_EVENT_STORM;
     event->flags = still_open ? CORE_EVENT_FLAG_STILL_OPEN : 0;
     event->start_ns = period->start_ns;
@@ -24,6 +24,7 @@ void storm_record_period(int device, const storm_guard_period *period, bool stil
     event->detail.storm.untimed_launches = period->untimed_launches;
     event->name[0] = '\0';
     core_emit_commit(thread);
+    return true;
 }
 
 void storm_record_finished(storm_guard *guard, int device)

@@ -17,8 +17,10 @@
 #include "storm/storm_guard.h"
 
 /* Records period on device (-1: the whole process); still_open when the
- * session ends during it. */
-void storm_record_period(int device, const storm_guard_period *period, bool still_open);
+ * session ends during it. Returns whether the record is on its way: false
+ * when recording has stopped (the session is ending: the caller's last
+ * batch may write it instead) or the ring was full (counted as a drop). */
+bool storm_record_period(int device, const storm_guard_period *period, bool still_open);
 
 /* After a step: records the storm the step ended, if it ended one. */
 void storm_record_finished(storm_guard *guard, int device);

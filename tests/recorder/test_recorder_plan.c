@@ -267,6 +267,18 @@ static void test_size_pressure(void **unused)
     assert_false(recorder_size_urgent(cap / 2, cap));
     assert_false(recorder_size_urgent(UINT64_MAX, 0)); /* no --max-size */
 
+    /* The room a batch has left, in events: none past the urgent share,
+     * the bytes below it at RECORDER_EVENT_BYTES an event, asked again
+     * after a twentieth of the cap at most. */
+    const uint64_t limit = cap / 100 * RECORDER_URGENT_PERCENT;
+    assert_int_equal(recorder_size_room(limit + 1, cap), 0);
+    assert_int_equal(recorder_size_room(2 * cap, cap), 0);
+    assert_int_equal(recorder_size_room(limit, cap), 1);
+    assert_int_equal(recorder_size_room(limit - 10 * RECORDER_EVENT_BYTES, cap), 10);
+    assert_int_equal(recorder_size_room(limit - 10 * RECORDER_EVENT_BYTES - 1, cap), 10);
+    assert_int_equal(recorder_size_room(0, cap), cap / RECORDER_ROOM_SHARE / RECORDER_EVENT_BYTES);
+    assert_true(recorder_size_room(UINT64_MAX, 0) == UINT64_MAX); /* no --max-size */
+
     assert_int_equal(recorder_keep_cutoff(10 * S, 3 * S), 7 * S);
     assert_int_equal(recorder_keep_cutoff(2 * S, 3 * S), 0);
     assert_int_equal(recorder_keep_cutoff(10 * S, 0), 0);

@@ -3,8 +3,10 @@
  * device, with real threads: two threads launch in bursts while
  * the collector's beat steps the guard; every launch is then either a
  * kernel row, counted untimed, or a counted ring drop; a deep window opened
- * during the storm records its kernels; the report says what went untimed;
- * a later session without the guard inherits nothing.
+ * during the storm records its kernels, while the untimed stretch just
+ * before it (measured from the guard's own switches, not from the test's
+ * clock) recorded next to none; the report says what went untimed; a later
+ * session without the guard inherits nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include "storm/storm_completions.h"
 #include "deepwin/deepwin.h"
 #include "deepwin/deepwin_session.h"
+#include "store/store.h"
 #include "test_sql.h"
 #include "test_util.h"
 
@@ -73,10 +76,59 @@ static void *launch_until_stopped(void *argument)
     return NULL;
 }
 
-static void pause_ms(unsigned ms)
+/* The guard's switches so far; fails the test when the session kept no
+ * more of them (then the last one kept is not the guard's answer now). */
+static size_t read_switches(storm_completions_switch *log)
 {
-    struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&pause, NULL);
+    size_t count = storm_completions_switches(log, STORM_COMPLETIONS_SWITCHES_MAX);
+    if (count >= STORM_COMPLETIONS_SWITCHES_MAX)
+        fail_msg("the guard switched %zu times or more: the test cannot follow it", count);
+    return count;
+}
+
+/* Whether the guard has left the simulated device's work untimed, without
+ * a break, for at least for_ns: its last switch stopped timing that long
+ * ago. *count: the switches so far. */
+static bool untimed_for(uint64_t for_ns, size_t *count)
+{
+    storm_completions_switch log[STORM_COMPLETIONS_SWITCHES_MAX];
+    *count = read_switches(log);
+    return *count > 0 && !log[*count - 1].timed && flare_now_ns() - log[*count - 1].at_ns >= for_ns;
+}
+
+/* An untimed stretch of the storm that the window's request ended. */
+typedef struct untimed_stretch {
+    uint64_t off_ns; /* the guard stopped timing */
+    uint64_t on_ns;  /* and timed again, at or after the window's request */
+    char label[32];  /* the window's */
+} untimed_stretch;
+
+/* Opens a 100 ms window once the guard has left the work untimed for
+ * 100 ms, and waits for it to close. true with *out filled when the
+ * stretch lasted until the window was asked for; false when the guard
+ * timed again before that (a sample slice, a second into the storm, or
+ * the storm's end after half a second under half the rate: the test's
+ * thread was held up that long on a loaded machine). */
+static bool window_after_untimed_stretch(int attempt, untimed_stretch *out)
+{
+    size_t count = 0;
+    TEST_WAIT_UNTIL(untimed_for(100 * MS, &count));
+    uint64_t requested_ns = flare_now_ns();
+    flare_window_options window;
+    flare_window_options_init(&window);
+    window.max_duration_ms = 100;
+    snprintf(out->label, sizeof(out->label), "during the storm %d", attempt);
+    window.label = out->label;
+    assert_int_equal(flare_window_open(&window), FLARE_OK);
+    TEST_WAIT_UNTIL(!deepwin_blackout_active(deepwin_session_coordinator()));
+    /* The window's hold times every kernel: the switch after the one the
+     * wait saw is the guard timing again, whoever asked for it first. */
+    storm_completions_switch log[STORM_COMPLETIONS_SWITCHES_MAX];
+    assert_true(read_switches(log) > count);
+    assert_true(log[count].timed);
+    out->off_ns = log[count - 1].at_ns;
+    out->on_ns = log[count].at_ns;
+    return out->on_ns >= requested_ns;
 }
 
 /* The session database of dir, read-only. */
@@ -116,13 +168,14 @@ static void test_storm_on_the_simulated_device(void **unused)
     }
     /* The storm is confirmed 50 ms after the rate is over the limit. */
     TEST_WAIT_UNTIL(storm_completions_in_storm());
-    pause_ms(100); /* an untimed stretch: no slice comes before a second */
-    flare_window_options window;
-    flare_window_options_init(&window);
-    window.max_duration_ms = 100;
-    window.label = "during the storm";
-    assert_int_equal(flare_window_open(&window), FLARE_OK);
-    TEST_WAIT_UNTIL(!deepwin_blackout_active(deepwin_session_coordinator()));
+    /* A window after an untimed stretch of at least 100 ms; again when the
+     * guard timed a sample slice or ended the storm before the request. */
+    untimed_stretch stretch;
+    int attempt = 1;
+    while (!window_after_untimed_stretch(attempt, &stretch)) {
+        if (++attempt > 10)
+            fail_msg("the guard timed again before each of 10 windows was asked for");
+    }
     atomic_store(&stop, true);
     uint64_t launched = 0;
     for (int i = 0; i < LAUNCHERS; i++) {
@@ -187,21 +240,26 @@ static void test_storm_on_the_simulated_device(void **unused)
                          "AND status = 'active' AND reason LIKE 'over 2000 launches/s: %'"),
         1);
     /* The window held the guard: kernels that finished in it (after its first
-     * beat) were recorded; next to none in the untimed stretch just before it
-     * (the storm began at least 100 ms before, its first slice comes a second
-     * after; a completion delayed past the switch under load may still be
-     * recorded). Counted over the window's own 100 ms: its row closes later. */
-    int64_t opened = test_sql_int(db, "SELECT opened_ns FROM windows");
-    assert_true(opened > 0);
+     * beat) were recorded; next to none in the 90 ms of the untimed stretch
+     * before the guard timed again for it (the switches' times bracket the
+     * stretch, at least 100 ms; a completion that ended just before the
+     * switch and reached the guard after it, held up under load, may still
+     * be recorded). Counted over the window's own 100 ms: its row closes
+     * later. */
+    assert_true(stretch.on_ns - stretch.off_ns >= 100 * MS);
     char sql[256];
+    snprintf(sql, sizeof(sql), "SELECT opened_ns FROM windows WHERE label = '%s'", stretch.label);
+    int64_t opened = test_sql_int(db, sql);
+    assert_true(opened > 0);
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
              (long long)(opened + (int64_t)(10 * MS)), (long long)(opened + (int64_t)(100 * MS)));
     int64_t inside = test_sql_int(db, sql);
     snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM kernels WHERE end_ns BETWEEN %lld AND %lld",
-             (long long)(opened - (int64_t)(95 * MS)), (long long)(opened - (int64_t)(5 * MS)));
+             (long long)(stretch.on_ns - 95 * MS), (long long)(stretch.on_ns - 5 * MS));
     int64_t before = test_sql_int(db, sql);
     if (inside == 0 || before * 20 > inside)
-        fail_msg("%lld kernels recorded in the window, %lld in the 90 ms before it",
+        fail_msg("%lld kernels recorded in the window, %lld in the 90 ms of the untimed stretch "
+                 "before it",
                  (long long)inside, (long long)before);
     sqlite3_close(db);
 
@@ -319,12 +377,61 @@ static void test_guard_only_when_asked(void **unused)
     test_remove_dir(dir);
 }
 
+/* A storm that ends on the collector's last beats, after flare_shutdown
+ * turned recording off (its last passes still step the guard, and a
+ * machine that held the collector half a second ends a storm there): the
+ * ring refuses the storm's record, and the session's last batch writes it
+ * instead. The guard's module alone, without a session (recording off, as
+ * it is then), on a made-up clock. */
+static void test_storm_ending_as_recording_stops_is_kept(void **unused)
+{
+    (void)unused;
+    const uint64_t t0 = 1000000 * MS;
+    setenv("FLARE_STORM_RATE", "2000/s", 1);
+    storm_completions_begin(t0);
+    unsetenv("FLARE_STORM_RATE");
+    /* 100,000 launches a second: a storm, confirmed after 50 ms; 1000
+     * launches in it left untimed. */
+    for (uint64_t step = 1; step <= 6; step++) {
+        for (int i = 0; i < 1000; i++)
+            assert_true(storm_completions_record(true) == (step <= 5));
+        storm_completions_beat(t0 + step * 10 * MS);
+        assert_true(storm_completions_in_storm() == (step >= 5));
+    }
+    /* Then nothing for 600 ms: the storm ends, with nowhere to go. */
+    storm_completions_beat(t0 + 660 * MS);
+    assert_false(storm_completions_in_storm());
+    storm_completions_end();
+
+    char dir[256], error[256];
+    test_make_temp_dir(dir, sizeof(dir), "storm-end");
+    store *database = NULL;
+    assert_int_equal(store_open(dir, STORE_OPEN_WRITE, &database, error, sizeof(error)), FLARE_OK);
+    assert_int_equal(store_begin(database), FLARE_OK);
+    storm_completions_write_last(database, 42);
+    storm_completions_write_last(database, 42); /* once */
+    assert_int_equal(store_commit(database), FLARE_OK);
+    store_close(database);
+    sqlite3 *db = open_session_db(dir);
+    assert_int_equal(test_sql_int(db, "SELECT COUNT(*) FROM storms"), 1);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM storms WHERE pid = 42 AND device = -1 AND start_ns = %lld AND "
+             "end_ns = %lld AND untimed_launches = 1000 AND still_open = 0",
+             (long long)(t0 + 50 * MS), (long long)(t0 + 660 * MS));
+    assert_int_equal(test_sql_int(db, sql), 1);
+    sqlite3_close(db);
+    test_remove_dir(dir);
+    core_drops_set("storm_guard", STORM_GUARD_DROP_LAUNCHES, 0); /* for a later test */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_storm_on_the_simulated_device),
         cmocka_unit_test(test_no_simulated_work_leaves_the_rows_alone),
         cmocka_unit_test(test_guard_only_when_asked),
+        cmocka_unit_test(test_storm_ending_as_recording_stops_is_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
