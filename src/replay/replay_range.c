@@ -764,6 +764,8 @@ int replay_range_end(void)
     /* Results before the gate opens: the collector decodes from state on
      * the device's profiler that the next replay there will reconfigure. */
     uint64_t finishing = core_now_ns();
+    char name[sizeof span->record->kernel_name]; /* the record goes with its results */
+    snprintf(name, sizeof name, "%s", span->record->kernel_name);
     queue_results(span, healthy);
     if (span->collector_passes > 0 && span->collector->end != NULL) {
         span->collector->end(&span->span_launch);
@@ -771,7 +773,7 @@ int replay_range_end(void)
     core_log(CORE_LOG_INFO,
              "range replay: span %s: collector prepared in %.1f ms, %u restores %.1f ms, results "
              "%.1f ms",
-             span->record->kernel_name, span->prepare_ns / 1e6, span->pass > 1 ? span->pass - 1 : 0,
+             name, span->prepare_ns / 1e6, span->pass > 1 ? span->pass - 1 : 0,
              span->restore_ns / 1e6, (core_now_ns() - finishing) / 1e6);
     if (holding_writer) {
         replay_gate_writer_exit(span->device);
