@@ -64,19 +64,25 @@ static CUptiResult fake_evaluate(CUpti_Profiler_Host_EvaluateToGpuValues_Params 
     return CUPTI_SUCCESS;
 }
 
+/* An instance over the fake CUPTI with HOSTS host objects. */
+static void fake_hardware(cuda_pm_hardware *hw, size_t metric_count)
+{
+    memset(hw, 0, sizeof *hw);
+    hw->api.cuptiPmSamplingCounterDataGetSampleInfo = fake_info;
+    hw->api.cuptiProfilerHostEvaluateToGpuValues = fake_evaluate;
+    hw->host = (CUpti_Profiler_Host_Object *)&hosts[0];
+    for (size_t index = 1; index < HOSTS; index++)
+        hw->evaluators[index - 1] = (CUpti_Profiler_Host_Object *)&hosts[index];
+    hw->evaluator_count = HOSTS - 1;
+    hw->metric_count = metric_count;
+}
+
 static void test_batch_on_several_threads(void **state)
 {
     (void)state;
     static cuda_pm_hardware hw;
     static pm_raw_sample out[SAMPLES];
-    memset(&hw, 0, sizeof hw);
-    hw.api.cuptiPmSamplingCounterDataGetSampleInfo = fake_info;
-    hw.api.cuptiProfilerHostEvaluateToGpuValues = fake_evaluate;
-    hw.host = (CUpti_Profiler_Host_Object *)&hosts[0];
-    for (size_t index = 1; index < HOSTS; index++)
-        hw.evaluators[index - 1] = (CUpti_Profiler_Host_Object *)&hosts[index];
-    hw.evaluator_count = HOSTS - 1;
-    hw.metric_count = 2;
+    fake_hardware(&hw, 2);
     caller = pthread_self();
 
     cuda_pm_hardware_ops.read_batch(&hw, FIRST, SAMPLES, out);
@@ -113,16 +119,9 @@ static void test_small_batch_stays_on_the_caller(void **state)
     (void)state;
     static cuda_pm_hardware hw;
     pm_raw_sample out[40];
-    memset(&hw, 0, sizeof hw);
     memset(host_used, 0, sizeof host_used);
     memset(evaluations, 0, sizeof evaluations);
-    hw.api.cuptiPmSamplingCounterDataGetSampleInfo = fake_info;
-    hw.api.cuptiProfilerHostEvaluateToGpuValues = fake_evaluate;
-    hw.host = (CUpti_Profiler_Host_Object *)&hosts[0];
-    for (size_t index = 1; index < HOSTS; index++)
-        hw.evaluators[index - 1] = (CUpti_Profiler_Host_Object *)&hosts[index];
-    hw.evaluator_count = HOSTS - 1;
-    hw.metric_count = 1;
+    fake_hardware(&hw, 1);
     cuda_pm_hardware_ops.read_batch(&hw, 0, 40, out);
     assert_int_equal(atomic_load(&host_used[0]), 1);
     for (size_t host = 1; host < HOSTS; host++)

@@ -331,21 +331,30 @@ static void test_time_only_span(void **state)
     assert_int_equal(flare_sim_stream_destroy(stream), FLARE_OK);
 }
 
-/* One span of select's metrics over a 2 ms kernel; the status of the
- * sampled metric (index 1) on its kernel. */
-static void span_status(flare_sim_stream *stream, char *status, size_t status_size)
+/* One span over a kernel of ns: the sampled metric's (index 1) status on
+ * the kernel and the span's reason (either may be NULL). */
+static void run_span(flare_sim_stream *stream, uint64_t ns, char *status, size_t status_size,
+                     char *reason, size_t reason_size)
 {
     assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
-    launch_spin(stream, 2000000);
+    launch_spin(stream, ns);
     assert_int_equal(flare_replay_range_end(), FLARE_OK);
     replay_record *records[4];
     size_t count = take_all(records, 4, 2);
     assert_int_equal(count, 2);
     assert_int_equal(records[1]->declined, 0);
-    snprintf(status, status_size, "%s", records[0]->metric_notes[1].status);
+    if (status != NULL)
+        snprintf(status, status_size, "%s", records[0]->metric_notes[1].status);
+    if (reason != NULL)
+        snprintf(reason, reason_size, "%s", records[1]->reason);
     for (size_t index = 0; index < count; index++) {
         free(records[index]);
     }
+}
+
+static void span_status(flare_sim_stream *stream, char *status, size_t status_size)
+{
+    run_span(stream, 2000000, status, status_size, NULL, 0);
 }
 
 /* A span of one configuration keeps its engine: the next span samples
@@ -413,19 +422,9 @@ static void test_early_set_up(void **state)
     assert_int_equal(pm_replay_prepare_early(0), FLARE_ERR_STATE);
 }
 
-/* The span's reason after one span over a 3 ms kernel. */
 static void span_reason(flare_sim_stream *stream, char *reason, size_t reason_size)
 {
-    assert_int_equal(flare_replay_range_begin("step"), FLARE_OK);
-    launch_spin(stream, 3000000);
-    assert_int_equal(flare_replay_range_end(), FLARE_OK);
-    replay_record *records[4];
-    size_t count = take_all(records, 4, 2);
-    assert_int_equal(count, 2);
-    snprintf(reason, reason_size, "%s", records[1]->reason);
-    for (size_t index = 0; index < count; index++) {
-        free(records[index]);
-    }
+    run_span(stream, 3000000, NULL, 0, reason, reason_size);
 }
 
 /* A kept engine's counts run on across spans: each span reports its own

@@ -40,24 +40,49 @@ static int failed(const cuda_pm_hardware *hw, CUptiResult result, const char *wh
     return status;
 }
 
+/* One profiler host object for hw's chip (PM sampling), into *out. */
+static CUptiResult host_new(const cuda_pm_hardware *hw, CUpti_Profiler_Host_Object **out)
+{
+    CUpti_Profiler_Host_Initialize_Params init = {
+        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    init.pChipName = hw->chip;
+    init.pCounterAvailabilityImage = hw->availability;
+    CUptiResult result = hw->api.cuptiProfilerHostInitialize(&init);
+    *out = result == CUPTI_SUCCESS ? init.pHostObject : NULL;
+    return result;
+}
+
+static void host_free(const cuda_pm_hardware *hw, CUpti_Profiler_Host_Object *host)
+{
+    CUpti_Profiler_Host_Deinitialize_Params params = {
+        .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    params.pHostObject = host;
+    hw->api.cuptiProfilerHostDeinitialize(&params);
+}
+
+/* Adds hw's chosen metrics to host's configuration. */
+static CUptiResult host_add_metrics(cuda_pm_hardware *hw, CUpti_Profiler_Host_Object *host)
+{
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host;
+    add.ppMetricNames = hw->metric_names;
+    add.numMetrics = hw->metric_count;
+    return hw->api.cuptiProfilerHostConfigAddMetrics(&add);
+}
+
 static void release_host(cuda_pm_hardware *hw)
 {
-    if (hw->host != NULL) {
-        CUpti_Profiler_Host_Deinitialize_Params params = {
-            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
-        params.pHostObject = hw->host;
-        hw->api.cuptiProfilerHostDeinitialize(&params);
-        hw->host = NULL;
-    }
+    if (hw->host != NULL)
+        host_free(hw, hw->host);
+    hw->host = NULL;
 }
 
 static void release_evaluators(cuda_pm_hardware *hw)
 {
     for (size_t index = 0; index < hw->evaluator_count; index++) {
-        CUpti_Profiler_Host_Deinitialize_Params params = {
-            .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
-        params.pHostObject = hw->evaluators[index];
-        hw->api.cuptiProfilerHostDeinitialize(&params);
+        host_free(hw, hw->evaluators[index]);
         hw->evaluators[index] = NULL;
     }
     hw->evaluator_count = 0;
@@ -72,27 +97,14 @@ static void make_evaluators(cuda_pm_hardware *hw)
     if (wanted > CUDA_PM_EVALUATE_THREADS_MAX - 1)
         wanted = CUDA_PM_EVALUATE_THREADS_MAX - 1;
     while (hw->evaluator_count < wanted) {
-        CUpti_Profiler_Host_Initialize_Params init = {
-            .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
-        init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-        init.pChipName = hw->chip;
-        init.pCounterAvailabilityImage = hw->availability;
-        if (hw->api.cuptiProfilerHostInitialize(&init) != CUPTI_SUCCESS)
+        CUpti_Profiler_Host_Object *host = NULL;
+        if (host_new(hw, &host) != CUPTI_SUCCESS)
             return;
-        CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-            .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-        add.pHostObject = init.pHostObject;
-        add.ppMetricNames = hw->metric_names;
-        add.numMetrics = hw->metric_count;
-        hw->evaluators[hw->evaluator_count++] = init.pHostObject;
-        if (hw->api.cuptiProfilerHostConfigAddMetrics(&add) != CUPTI_SUCCESS) {
-            hw->evaluator_count--;
-            CUpti_Profiler_Host_Deinitialize_Params params = {
-                .structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
-            params.pHostObject = init.pHostObject;
-            hw->api.cuptiProfilerHostDeinitialize(&params);
+        if (host_add_metrics(hw, host) != CUPTI_SUCCESS) {
+            host_free(hw, host);
             return;
         }
+        hw->evaluators[hw->evaluator_count++] = host;
     }
 }
 
@@ -100,16 +112,10 @@ static void make_evaluators(cuda_pm_hardware *hw)
 static int host_initialize(cuda_pm_hardware *hw, char *reason, size_t reason_size)
 {
     release_host(hw);
-    CUpti_Profiler_Host_Initialize_Params init = {
-        .structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
-    init.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    init.pChipName = hw->chip;
-    init.pCounterAvailabilityImage = hw->availability;
-    CUptiResult result = hw->api.cuptiProfilerHostInitialize(&init);
+    CUptiResult result = host_new(hw, &hw->host);
     if (result != CUPTI_SUCCESS)
         return failed(hw, result, "cuptiProfilerHostInitialize", reason, reason_size,
                       FLARE_ERR_BACKEND);
-    hw->host = init.pHostObject;
     return FLARE_OK;
 }
 
@@ -122,12 +128,7 @@ static int build_config(cuda_pm_hardware *hw, size_t *passes, char *reason, size
     if (status != FLARE_OK)
         return status;
     CUptiResult result;
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        .structSize = CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = hw->host;
-    add.ppMetricNames = hw->metric_names;
-    add.numMetrics = hw->metric_count;
-    if ((result = hw->api.cuptiProfilerHostConfigAddMetrics(&add)) != CUPTI_SUCCESS)
+    if ((result = host_add_metrics(hw, hw->host)) != CUPTI_SUCCESS)
         return failed(hw, result, "cuptiProfilerHostConfigAddMetrics", reason, reason_size,
                       FLARE_ERR_UNSUPPORTED);
     CUpti_Profiler_Host_GetConfigImageSize_Params size = {
